@@ -1,0 +1,210 @@
+/*
+ * symcomm: symmetric-memory communication between GPUs (and between CPU processes).
+ *
+ * Every rank of a communicator allocates the same symmetric heap; every rank can address
+ * the heap of every load/store-accessible peer. This header is the C host API of the
+ * foundation: errors, parameters, bootstrap (joining a communicator), host-side
+ * collectives over the bootstrap network, and the symmetric heap.
+ *
+ * Error policy: every function returns a symcommResult_t (or, for the few that return a
+ * pointer, NULL on failure). On failure, symcommGetLastError() returns a message for the
+ * calling thread that names the call, the argument and the offending value. The library
+ * never exits, aborts, or writes to stdout; diagnostics go to stderr according to
+ * SYMCOMM_LOG_LEVEL.
+ *
+ * Thread safety: a communicator may be used by one thread at a time. Different
+ * communicators may be used concurrently from different threads.
+ */
+#ifndef SYMCOMM_SYMCOMM_H_
+#define SYMCOMM_SYMCOMM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#pragma GCC visibility push(default)
+
+#define SYMCOMM_VERSION_MAJOR 0
+#define SYMCOMM_VERSION_MINOR 1
+#define SYMCOMM_VERSION_PATCH 0
+#define SYMCOMM_VERSION_CODE \
+  (SYMCOMM_VERSION_MAJOR * 10000 + SYMCOMM_VERSION_MINOR * 100 + SYMCOMM_VERSION_PATCH)
+
+/* ------------------------------------------------------------------------------------ */
+/* Result codes                                                                         */
+/* ------------------------------------------------------------------------------------ */
+typedef enum {
+  symcommSuccess = 0,
+  symcommInvalidArgument = 1, /* a bad argument: null pointer, out-of-range value, ...  */
+  symcommInvalidUsage = 2,    /* a call that does not fit the state: double free, ranks */
+                              /* that disagree on a collective call's arguments, ...    */
+  symcommSystemError = 3,     /* a system call failed (socket, mmap, memfd, ...)         */
+  symcommCudaError = 4,       /* a CUDA driver or runtime call failed                    */
+  symcommOutOfMemory = 5,     /* the heap's maximum or the device's memory is exhausted  */
+  symcommTimeout = 6,         /* a bounded wait expired (bootstrap, device wait, ...)    */
+  symcommPeerLost = 7,        /* another rank died or stopped answering                  */
+  symcommRemoteError = 8,     /* another rank failed in a collective call                */
+  symcommNotSupported = 9,    /* the build, the device or the memory space lacks it      */
+  symcommInternalError = 10,  /* a bug in symcomm: please report it                      */
+  symcommNumResults = 11
+} symcommResult_t;
+
+/* A static string naming the code ("symcommTimeout: a bounded wait expired"). */
+const char* symcommGetErrorString(symcommResult_t result);
+
+/* The message of the last failed call made by this thread ("" if none yet). Successful
+ * calls leave it alone. The string stays valid until the thread's next failed call. */
+const char* symcommGetLastError(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Version and parameters                                                               */
+/* ------------------------------------------------------------------------------------ */
+/* SYMCOMM_VERSION_CODE of the library actually loaded. */
+symcommResult_t symcommGetVersion(int* version);
+
+/* Every tunable of symcomm is an environment parameter (SYMCOMM_*) in one typed registry.
+ * These calls enumerate it; `symcomm-info` prints it. Strings are owned by the library and
+ * stay valid until the next symcommGetParam call from any thread. */
+typedef struct {
+  const char* name;          /* "SYMCOMM_LOG_LEVEL"                                 */
+  const char* type;          /* "int", "size", "bool", "seconds", "string", "enum"   */
+  const char* default_value; /* as text                                              */
+  const char* value;         /* the value in force now (from the environment or default) */
+  const char* description;   /* one line                                             */
+  int is_set;                /* 1 if the environment sets it                         */
+} symcommParamInfo_t;
+
+int symcommGetParamCount(void);
+symcommResult_t symcommGetParam(int index, symcommParamInfo_t* info);
+
+/* Build options as "key=value" lines ("cuda=13.0\nmpi=OFF\n..."), static string. */
+const char* symcommGetBuildInfo(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Joining a communicator                                                               */
+/* ------------------------------------------------------------------------------------ */
+#define SYMCOMM_UNIQUE_ID_BYTES 128
+/* Opaque: the bootstrap root's address and port and a random 128-bit token. Created by one
+ * process with symcommGetUniqueId, passed to every rank by any means (MPI_Bcast, a file, an
+ * environment variable via symcommUniqueIdToString), used for one symcommInit. */
+typedef struct {
+  char internal[SYMCOMM_UNIQUE_ID_BYTES];
+} symcommUniqueId;
+
+/* Length of the text form of a unique id, including the terminating NUL. */
+#define SYMCOMM_UNIQUE_ID_STRING_BYTES (2 * SYMCOMM_UNIQUE_ID_BYTES + 1)
+
+/* Creates a unique id and starts the bootstrap root in a thread of the calling process.
+ * The root serves exactly one symcommInit (of any number of ranks) and then stops; it
+ * stops with a timeout error sent to the ranks that did join if the others do not join
+ * within SYMCOMM_BOOTSTRAP_TIMEOUT. The calling process need not be a rank. The root binds
+ * SYMCOMM_BOOTSTRAP_ADDR (default: the first non-loopback IPv4 interface, else loopback). */
+symcommResult_t symcommGetUniqueId(symcommUniqueId* uid);
+
+/* Text form (hex) of a unique id, for environment variables and command lines. */
+symcommResult_t symcommUniqueIdToString(const symcommUniqueId* uid, char* buf, size_t buflen);
+symcommResult_t symcommUniqueIdFromString(const char* text, symcommUniqueId* uid);
+
+typedef struct symcommComm* symcommComm_t;
+
+typedef enum {
+  symcommSpaceAuto = 0, /* cuda when a CUDA driver and a GPU are present, else host */
+  symcommSpaceCuda = 1, /* GPU memory, one GPU per rank                              */
+  symcommSpaceHost = 2  /* CPU memory shared between the processes of a node         */
+} symcommMemorySpace_t;
+
+/* Options of symcommInit. Initialise with symcommConfigInit (or SYMCOMM_CONFIG_INITIALIZER)
+ * and change what you need; fields left at their initial values defer to the parameters
+ * (SYMCOMM_MEMORY_SPACE, SYMCOMM_DEVICE). */
+typedef struct {
+  size_t struct_size;         /* sizeof(symcommConfig_t): lets the library check the ABI */
+  uint32_t magic;             /* set by symcommConfigInit                                */
+  symcommMemorySpace_t space; /* symcommSpaceAuto: from SYMCOMM_MEMORY_SPACE            */
+  int device;                 /* -1: from SYMCOMM_DEVICE, else local rank % device count */
+} symcommConfig_t;
+
+#define SYMCOMM_CONFIG_MAGIC 0x53594d43u /* "SYMC" */
+#define SYMCOMM_CONFIG_INITIALIZER \
+  { sizeof(symcommConfig_t), SYMCOMM_CONFIG_MAGIC, symcommSpaceAuto, -1 }
+
+symcommResult_t symcommConfigInit(symcommConfig_t* config);
+
+/* Collective over `nranks` processes: joins the communicator described by `uid`. `config`
+ * may be NULL. Fails with symcommTimeout if not every rank joins within
+ * SYMCOMM_BOOTSTRAP_TIMEOUT, with symcommInvalidArgument if ranks disagree on nranks or two
+ * ranks claim the same rank, and never hangs. */
+symcommResult_t symcommInit(symcommComm_t* comm, int nranks, int rank, const symcommUniqueId* uid,
+                            const symcommConfig_t* config);
+
+/* Collective: joins using the launcher's environment. Rank and size are read, in order,
+ * from symrun (SYMCOMM_RANK, SYMCOMM_NRANKS, SYMCOMM_UNIQUE_ID), torchrun (RANK, WORLD_SIZE,
+ * LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*), PMI (PMI_RANK,
+ * PMI_SIZE) and Slurm (SLURM_PROCID, SLURM_NTASKS). Without a unique id in the environment,
+ * rank 0 serves the bootstrap root at SYMCOMM_BOOTSTRAP_ROOT ("host:port"), or else at
+ * MASTER_ADDR:(MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET). docs/launch.md has the details. */
+symcommResult_t symcommInitFromEnv(symcommComm_t* comm, const symcommConfig_t* config);
+
+/* Collective: leaves the communicator and frees everything it owns, including heap
+ * memory still allocated. Returns an error if a peer was lost, but frees all the same. */
+symcommResult_t symcommFinalize(symcommComm_t comm);
+
+symcommResult_t symcommCommRank(symcommComm_t comm, int* rank);
+symcommResult_t symcommCommSize(symcommComm_t comm, int* nranks);
+/* Rank among the ranks of this node and their number. */
+symcommResult_t symcommCommLocalRank(symcommComm_t comm, int* local_rank);
+symcommResult_t symcommCommLocalSize(symcommComm_t comm, int* local_size);
+/* Index of the node (0 .. number of nodes - 1, in order of the lowest rank on each). */
+symcommResult_t symcommCommNode(symcommComm_t comm, int* node, int* nnodes);
+symcommResult_t symcommCommMemorySpace(symcommComm_t comm, symcommMemorySpace_t* space);
+/* The CUDA device of this rank (cuda space), or -1 (host space). */
+symcommResult_t symcommCommDevice(symcommComm_t comm, int* device);
+/* 1 if this rank can load and store the heap of `pe` directly (same node, and P2P
+ * capable in the cuda space). Always 1 for pe == own rank. */
+symcommResult_t symcommPeerAccessible(symcommComm_t comm, int pe, int* accessible);
+
+/* ------------------------------------------------------------------------------------ */
+/* Host-side collectives over the bootstrap network (for setup, not for data)           */
+/* ------------------------------------------------------------------------------------ */
+/* Each rank contributes `bytes` bytes; `recvbuf` receives nranks * bytes, rank order.
+ * Every rank must pass the same `bytes` (checked). Bounded by SYMCOMM_BOOTSTRAP_TIMEOUT. */
+symcommResult_t symcommHostAllgather(symcommComm_t comm, const void* sendbuf, void* recvbuf,
+                                     size_t bytes);
+/* `bytes` bytes of rank `root`'s `buf` to every rank's `buf`. */
+symcommResult_t symcommHostBroadcast(symcommComm_t comm, void* buf, size_t bytes, int root);
+symcommResult_t symcommHostBarrier(symcommComm_t comm);
+
+/* ------------------------------------------------------------------------------------ */
+/* Symmetric heap                                                                       */
+/* ------------------------------------------------------------------------------------ */
+/* Collective: every rank passes the same `bytes` (> 0) and receives a pointer at the same
+ * heap offset, aligned to 256 bytes. The heap grows by chunks of SYMCOMM_HEAP_CHUNK_SIZE
+ * up to SYMCOMM_HEAP_MAX. Memory is not cleared. Errors leave the heap as it was:
+ * symcommInvalidArgument for bytes == 0, symcommInvalidUsage if ranks pass different sizes,
+ * symcommOutOfMemory (with requested, used and maximum sizes in the message). */
+symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void** ptr);
+
+/* Collective: frees a pointer returned by symcommMalloc; every rank passes its own pointer
+ * to the same allocation. A pointer not from the heap, a pointer inside an allocation, a
+ * double free, or ranks freeing different allocations are errors that change nothing.
+ * symcommFree(comm, NULL) on every rank does nothing. */
+symcommResult_t symcommFree(symcommComm_t comm, void* ptr);
+
+/* The address at which the calling process can load/store the object `ptr` (a symmetric
+ * address of this rank, anywhere inside an allocation) on rank `pe`: a device address in
+ * the cuda space, a host address in the host space. NULL if `pe` is not load/store
+ * accessible, or on bad arguments (symcommGetLastError says which). Not collective, cheap. */
+void* symcommPtr(symcommComm_t comm, const void* ptr, int pe);
+
+/* Heap statistics of this rank: bytes in live allocations, bytes of physical memory
+ * mapped, and the maximum (SYMCOMM_HEAP_MAX, or the device memory). Any may be NULL. */
+symcommResult_t symcommHeapInfo(symcommComm_t comm, size_t* used, size_t* mapped,
+                                size_t* maximum);
+
+#pragma GCC visibility pop
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SYMCOMM_SYMCOMM_H_ */

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages symcomm needs to build and test, where they are missing.
+# The CUDA toolkit (nvcc, headers, libcudart) is expected in /usr/local/cuda.
+set -euo pipefail
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v g++ >/dev/null || need+=(g++)
+[ -f /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake ] || \
+  [ -f /usr/lib/cmake/GTest/GTestConfig.cmake ] || need+=(libgtest-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: nvcc is in /usr/local/cuda/bin (added to PATH by the build scripts)"
+fi
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
+  echo "install-deps: the CUDA toolkit (nvcc) is missing: install CUDA 12.4 or newer" >&2; exit 1; }

@@ -1,0 +1,93 @@
+#include "base/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "base/log.h"
+
+namespace symcomm {
+
+namespace {
+struct Loaded {
+  CudaDriver driver;
+  bool ok = false;
+  std::string reason;
+};
+
+Loaded load() {
+  Loaded l;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    l.reason = format("no CUDA driver: %s", e ? e : "dlopen(libcuda.so.1) failed");
+    return l;
+  }
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult*);
+  auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+  if (!get_proc) {
+    l.reason = "the CUDA driver is too old (no cuGetProcAddress_v2); symcomm needs CUDA 12+";
+    return l;
+  }
+  CudaDriver& d = l.driver;
+#define SYMCOMM_LOAD_PFN(fn)                                                           \
+  {                                                                                    \
+    CUdriverProcAddressQueryResult status;                                             \
+    void* p = nullptr;                                                                 \
+    if (get_proc(#fn, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=       \
+            CUDA_SUCCESS ||                                                            \
+        !p) {                                                                          \
+      l.reason = format("the CUDA driver lacks %s for CUDA %d", #fn, CUDA_VERSION);   \
+      return l;                                                                        \
+    }                                                                                  \
+    d.fn = reinterpret_cast<decltype(d.fn)>(p);                                        \
+  }
+  SYMCOMM_CUDA_DRIVER_FUNCTIONS(SYMCOMM_LOAD_PFN)
+#undef SYMCOMM_LOAD_PFN
+  CUresult r = d.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    const char* name = "?";
+    d.cuGetErrorName(r, &name);
+    l.reason = format("cuInit failed: %s (%d)", name, static_cast<int>(r));
+    return l;
+  }
+  d.cuDriverGetVersion(&d.version);
+  l.ok = true;
+  return l;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load();
+  return l;
+}
+}  // namespace
+
+const CudaDriver* CudaDriver::get() {
+  const Loaded& l = loaded();
+  return l.ok ? &l.driver : nullptr;
+}
+
+std::string CudaDriver::unavailable_reason() { return loaded().reason; }
+
+const CudaDriver& cuda_driver() {
+  const CudaDriver* d = CudaDriver::get();
+  if (!d) SYMCOMM_THROW(symcommNotSupported, "%s", CudaDriver::unavailable_reason().c_str());
+  return *d;
+}
+
+void throw_cuda_error(CUresult result, const char* call, const char* file, int line) {
+  const char* name = "?";
+  const char* text = "?";
+  if (const CudaDriver* d = CudaDriver::get()) {
+    d->cuGetErrorName(result, &name);
+    d->cuGetErrorString(result, &text);
+  }
+  symcommResult_t code =
+      result == CUDA_ERROR_OUT_OF_MEMORY ? symcommOutOfMemory : symcommCudaError;
+  throw_error(code, file, line,
+              format("%s failed: %s (%d): %s", call, name, static_cast<int>(result), text));
+}
+
+}  // namespace symcomm

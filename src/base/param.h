@@ -1,0 +1,109 @@
+// The typed registry of environment parameters. Every environment variable symcomm reads,
+// its own SYMCOMM_* tunables and the launchers' variables alike, is declared once as a
+// parameter object at namespace scope in the file that uses it:
+//
+//   static const symcomm::SecondsParam kTimeout("SYMCOMM_BOOTSTRAP_TIMEOUT", "60",
+//                                               "bound on every bootstrap step");
+//
+// and read with kTimeout.get(). Values are read from the environment at each get(), so a
+// test or a program may set a variable before the call that uses it. A malformed value is
+// an error (symcommInvalidArgument) naming the variable and the value. `symcomm-info` and
+// symcommGetParam list the registry.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace symcomm {
+
+enum class ParamType { Int, Size, Bool, Seconds, String, Enum };
+
+class Param {
+ public:
+  Param(const char* name, ParamType type, const char* default_value, const char* description,
+        const char* choices = nullptr);
+  Param(const Param&) = delete;
+  Param& operator=(const Param&) = delete;
+
+  const char* name() const { return name_; }
+  ParamType type() const { return type_; }
+  const char* type_name() const;
+  const char* default_value() const { return default_; }
+  const char* description() const { return description_; }
+  const char* choices() const { return choices_; }  // "a|b|c" for Enum, else null
+  // The environment's text, if the variable is set (even to "").
+  std::optional<std::string> raw() const;
+  // The text in force: the environment's or the default.
+  std::string text() const { return raw().value_or(default_); }
+  // Parses and validates the value in force; throws on a malformed value.
+  std::string validated_text() const;
+
+  static const std::vector<const Param*>& all();
+
+ protected:
+  [[noreturn]] void reject(const std::string& value, const char* expected) const;
+
+ private:
+  const char* name_;
+  ParamType type_;
+  const char* default_;
+  const char* description_;
+  const char* choices_;
+};
+
+class IntParam : public Param {
+ public:
+  IntParam(const char* name, const char* def, const char* desc)
+      : Param(name, ParamType::Int, def, desc) {}
+  int64_t get() const;
+};
+
+// A byte count: "4096", "64K", "512M", "8G", "1T" (binary multiples).
+class SizeParam : public Param {
+ public:
+  SizeParam(const char* name, const char* def, const char* desc)
+      : Param(name, ParamType::Size, def, desc) {}
+  size_t get() const;
+};
+
+// 1/0, true/false, yes/no, on/off.
+class BoolParam : public Param {
+ public:
+  BoolParam(const char* name, const char* def, const char* desc)
+      : Param(name, ParamType::Bool, def, desc) {}
+  bool get() const;
+};
+
+// A non-negative duration in seconds ("60", "0.5").
+class SecondsParam : public Param {
+ public:
+  SecondsParam(const char* name, const char* def, const char* desc)
+      : Param(name, ParamType::Seconds, def, desc) {}
+  double get() const;
+  int64_t get_ms() const { return static_cast<int64_t>(get() * 1000.0 + 0.5); }
+};
+
+class StringParam : public Param {
+ public:
+  StringParam(const char* name, const char* def, const char* desc)
+      : Param(name, ParamType::String, def, desc) {}
+  std::string get() const { return text(); }
+};
+
+// One of a fixed set of words, case-insensitive; get() returns the word in lower case.
+class EnumParam : public Param {
+ public:
+  EnumParam(const char* name, const char* def, const char* choices, const char* desc)
+      : Param(name, ParamType::Enum, def, desc, choices) {}
+  std::string get() const;
+};
+
+// Parsers shared with the registry's users (unit-tested on their own).
+std::optional<size_t> parse_size(const std::string& text);
+std::optional<int64_t> parse_int(const std::string& text);
+std::optional<bool> parse_bool(const std::string& text);
+std::optional<double> parse_seconds(const std::string& text);
+
+}  // namespace symcomm

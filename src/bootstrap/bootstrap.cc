@@ -1,0 +1,373 @@
+#include "bootstrap/bootstrap.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "base/log.h"
+#include "base/param.h"
+
+namespace symcomm {
+
+static const SecondsParam kBootstrapTimeout(
+    "SYMCOMM_BOOTSTRAP_TIMEOUT", "60",
+    "bound on joining a communicator and on every bootstrap collective");
+static const SecondsParam kPeerTimeout(
+    "SYMCOMM_PEER_TIMEOUT", "10", "a rank silent for this long is declared lost");
+static const SecondsParam kHeartbeatInterval(
+    "SYMCOMM_HEARTBEAT_INTERVAL", "1", "how often ranks tell rank 0 (and it them) they live");
+static const StringParam kNodeName(
+    "SYMCOMM_NODE_NAME", "",
+    "overrides the node identity (hostname and boot id): ranks with equal names share a node");
+
+int64_t bootstrap_timeout_ms() { return kBootstrapTimeout.get_ms(); }
+
+namespace {
+
+PeerInfo local_info(int rank) {
+  PeerInfo info{};
+  std::string node = kNodeName.get();
+  if (!node.empty()) {
+    std::snprintf(info.hostname, sizeof info.hostname, "%s", node.c_str());
+    std::snprintf(info.boot_id, sizeof info.boot_id, "override");
+  } else {
+    SYMCOMM_SYSCHECK(gethostname(info.hostname, sizeof info.hostname - 1));
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(f, id);
+    std::snprintf(info.boot_id, sizeof info.boot_id, "%s", id.c_str());
+  }
+  info.pid = static_cast<int32_t>(getpid());
+  info.rank = rank;
+  return info;
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Allgather: return "allgather";
+    case Op::Broadcast: return "broadcast";
+    case Op::Barrier: return "barrier";
+    case Op::Result: return "result";
+    case Op::Error: return "error";
+  }
+  return "?";
+}
+
+void send_msg(int fd, Op op, uint64_t seq, int64_t arg, const std::string& payload,
+              Deadline deadline, const AbortCheck& abort, const char* what) {
+  MsgHeader h{kMsgMagic, op, seq, arg, payload.size()};
+  send_all(fd, &h, sizeof h, deadline, abort, what);
+  if (!payload.empty()) send_all(fd, payload.data(), payload.size(), deadline, abort, what);
+}
+
+std::string recv_msg(int fd, MsgHeader* h, uint64_t seq, Deadline deadline,
+                     const AbortCheck& abort, const char* what) {
+  recv_all(fd, h, sizeof *h, deadline, abort, what);
+  SYMCOMM_REQUIRE(h->magic == kMsgMagic, symcommInternalError,
+                  "corrupt bootstrap message %s (magic 0x%08x)", what, h->magic);
+  SYMCOMM_REQUIRE(h->seq == seq, symcommInvalidUsage,
+                  "ranks are out of step %s: expected collective #%llu, got #%llu (%s); every "
+                  "rank must make the same collective calls in the same order",
+                  what, static_cast<unsigned long long>(seq),
+                  static_cast<unsigned long long>(h->seq), op_name(h->op));
+  std::string payload(h->bytes, '\0');
+  if (h->bytes) recv_all(fd, payload.data(), payload.size(), deadline, abort, what);
+  return payload;
+}
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int rank) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks));
+  b->token_ = uid.token;
+  // A little longer than the root's own bound, so that its explicit error arrives first.
+  Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms() + 2000);
+  PeerInfo me = local_info(rank);
+  Fd hub_listener;
+  if (rank == 0 && nranks > 1) {
+    hub_listener = tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN);
+    me.hub = socket_local_addr(hub_listener.get());
+  }
+  Fd root = tcp_connect(uid.root, deadline, nullptr, "connecting to the bootstrap root");
+  JoinHello hello{kJoinMagic, {}, nranks, rank, me};
+  std::memcpy(hello.token, uid.token.data(), 16);
+  send_all(root.get(), &hello, sizeof hello, deadline, nullptr, "joining through the root");
+  JoinReply reply{};
+  recv_all(root.get(), &reply, sizeof reply, deadline, nullptr,
+           "waiting for all ranks to join (SYMCOMM_BOOTSTRAP_TIMEOUT)");
+  reply.message[sizeof reply.message - 1] = '\0';
+  if (reply.status != symcommSuccess)
+    throw Error(static_cast<symcommResult_t>(reply.status), reply.message);
+  b->peers_.resize(static_cast<size_t>(nranks));
+  recv_all(root.get(), b->peers_.data(), b->peers_.size() * sizeof(PeerInfo), deadline, nullptr,
+           "receiving the peer table");
+  b->comm_id_ = reply.comm_id;
+  b->connect_hub(uid, std::move(hub_listener), deadline);
+  b->start_monitor();
+  b->barrier();  // every connection is up before anyone goes on
+  SYMCOMM_DEBUG("joined communicator %016llx as rank %d of %d",
+                static_cast<unsigned long long>(b->comm_id_), rank, nranks);
+  return b;
+}
+
+void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadline) {
+  if (nranks_ == 1) return;
+  if (rank_ != 0) {
+    const NetAddr& hub = peers_[0].hub;
+    for (Channel ch : {Channel::Data, Channel::Liveness}) {
+      Fd c = tcp_connect(hub, deadline, nullptr, "connecting to rank 0");
+      HubHello h{kHubMagic, {}, comm_id_, rank_, ch};
+      std::memcpy(h.token, uid.token.data(), 16);
+      send_all(c.get(), &h, sizeof h, deadline, nullptr, "greeting rank 0");
+      (ch == Channel::Data ? data_ : live_).push_back(std::move(c));
+    }
+    return;
+  }
+  data_.resize(static_cast<size_t>(nranks_));
+  live_.resize(static_cast<size_t>(nranks_));
+  int pending = 2 * (nranks_ - 1);
+  while (pending > 0) {
+    Fd c = accept_before(hub_listener.get(), deadline, nullptr,
+                         "waiting for every rank to connect to rank 0");
+    HubHello h{};
+    try {
+      Deadline d = Deadline::after_ms(std::min<int64_t>(5000, deadline.remaining_ms(5000)));
+      recv_all(c.get(), &h, sizeof h, d, nullptr, "reading a greeting");
+    } catch (const Error& e) {
+      SYMCOMM_WARN("rank 0 dropped a connection that sent no greeting: %s", e.what());
+      continue;
+    }
+    if (h.magic != kHubMagic || std::memcmp(h.token, token_.data(), 16) != 0 ||
+        h.comm_id != comm_id_ || h.rank <= 0 || h.rank >= nranks_) {
+      SYMCOMM_WARN("rank 0 refused a connection without this communicator's token");
+      continue;
+    }
+    Fd& slot = (h.channel == Channel::Data ? data_ : live_)[static_cast<size_t>(h.rank)];
+    if (slot) {
+      SYMCOMM_WARN("rank 0 refused a second connection from rank %d", h.rank);
+      continue;
+    }
+    slot = std::move(c);
+    --pending;
+  }
+}
+
+std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload) {
+  check_alive();
+  ++seq_;
+  if (rank_ == 0) return hub_round(op, arg, payload);
+  Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
+  std::string what = format("in bootstrap %s #%llu with rank 0", op_name(op),
+                            static_cast<unsigned long long>(seq_));
+  send_msg(data_[0].get(), op, seq_, arg, payload, deadline, abort_check(), what.c_str());
+  MsgHeader h;
+  std::string reply = recv_msg(data_[0].get(), &h, seq_, deadline, abort_check(), what.c_str());
+  if (h.op == Op::Error) throw Error(static_cast<symcommResult_t>(h.arg), reply);
+  return reply;
+}
+
+std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload) {
+  Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
+  std::vector<std::string> parts(static_cast<size_t>(nranks_));
+  std::vector<int64_t> args(static_cast<size_t>(nranks_), arg);
+  parts[0] = payload;
+  std::string problem;
+  for (int r = 1; r < nranks_; ++r) {
+    std::string what = format("in bootstrap %s #%llu waiting for rank %d", op_name(op),
+                              static_cast<unsigned long long>(seq_), r);
+    MsgHeader h;
+    parts[static_cast<size_t>(r)] =
+        recv_msg(data_[static_cast<size_t>(r)].get(), &h, seq_, deadline, abort_check(),
+                 what.c_str());
+    args[static_cast<size_t>(r)] = h.arg;
+    if (h.op != op && problem.empty())
+      problem = format("ranks are out of step: rank 0 called %s, rank %d called %s",
+                       op_name(op), r, op_name(h.op));
+  }
+  std::string reply;
+  if (op == Op::Broadcast && problem.empty())
+    for (int r = 0; r < nranks_ && problem.empty(); ++r)
+      if (args[static_cast<size_t>(r)] < 0 || args[static_cast<size_t>(r)] >= nranks_)
+        problem = format("rank %d passes broadcast root %lld, out of range [0, %d)", r,
+                         static_cast<long long>(args[static_cast<size_t>(r)]), nranks_);
+  for (int r = 1; r < nranks_ && problem.empty(); ++r) {
+    const std::string& p = parts[static_cast<size_t>(r)];
+    if (op == Op::Allgather && p.size() != payload.size())
+      problem = format("ranks disagree on the allgather size: rank 0 gives %zu bytes, rank %d "
+                       "gives %zu", payload.size(), r, p.size());
+    if (op == Op::Broadcast && (args[static_cast<size_t>(r)] != arg || p.substr(0, 8) !=
+                                payload.substr(0, 8)))
+      problem = format("ranks disagree on the broadcast: rank 0 passes root %lld, rank %d "
+                       "passes root %lld, or their sizes differ",
+                       static_cast<long long>(arg), r,
+                       static_cast<long long>(args[static_cast<size_t>(r)]));
+  }
+  if (problem.empty()) {
+    if (op == Op::Allgather)
+      for (const std::string& p : parts) reply += p;
+    if (op == Op::Broadcast) reply = parts[static_cast<size_t>(arg)].substr(8);
+  }
+  Op answer = problem.empty() ? Op::Result : Op::Error;
+  const std::string& out = problem.empty() ? reply : problem;
+  for (int r = 1; r < nranks_; ++r) {
+    std::string what = format("answering rank %d", r);
+    send_msg(data_[static_cast<size_t>(r)].get(), answer, seq_,
+             problem.empty() ? 0 : symcommInvalidUsage, out, deadline, abort_check(),
+             what.c_str());
+  }
+  if (!problem.empty()) throw Error(symcommInvalidUsage, problem);
+  return reply;
+}
+
+void Bootstrap::allgather(const void* mine, size_t bytes, void* all) {
+  std::string reply = round(Op::Allgather, 0, std::string(static_cast<const char*>(mine), bytes));
+  SYMCOMM_REQUIRE(reply.size() == bytes * static_cast<size_t>(nranks_), symcommInternalError,
+                  "allgather returned %zu bytes, expected %zu", reply.size(),
+                  bytes * static_cast<size_t>(nranks_));
+  if (!reply.empty()) std::memcpy(all, reply.data(), reply.size());
+}
+
+void Bootstrap::broadcast(void* buf, size_t bytes, int root) {
+  // Every rank sends the size so that the hub can check that all agree; the root its data.
+  uint64_t size = bytes;
+  std::string payload(reinterpret_cast<const char*>(&size), 8);
+  if (rank_ == root) payload.append(static_cast<const char*>(buf), bytes);
+  std::string reply = round(Op::Broadcast, root, payload);
+  SYMCOMM_REQUIRE(reply.size() == bytes, symcommInternalError,
+                  "broadcast returned %zu bytes, expected %zu", reply.size(), bytes);
+  if (rank_ != root && bytes) std::memcpy(buf, reply.data(), bytes);
+}
+
+void Bootstrap::barrier() { round(Op::Barrier, 0, ""); }
+
+void Bootstrap::agree(symcommResult_t mine, const std::string& message) {
+  struct Outcome {
+    int32_t code;
+    char message[476];
+  };
+  Outcome out{};
+  out.code = mine;
+  std::snprintf(out.message, sizeof out.message, "%s", message.c_str());
+  std::vector<Outcome> all(static_cast<size_t>(nranks_));
+  allgather(&out, sizeof out, all.data());
+  for (int r = 0; r < nranks_; ++r) {
+    const Outcome& o = all[static_cast<size_t>(r)];
+    if (o.code == symcommSuccess) continue;
+    if (r == rank_) throw Error(static_cast<symcommResult_t>(o.code), message);
+    throw Error(static_cast<symcommResult_t>(o.code), format("rank %d: %.476s", r, o.message));
+  }
+}
+
+void Bootstrap::check_alive() const {
+  int lost = lost_rank_.load();
+  if (lost < 0) return;
+  std::lock_guard<std::mutex> lock(lost_mutex_);
+  const PeerInfo& p = peers_[static_cast<size_t>(lost)];
+  SYMCOMM_THROW(symcommPeerLost,
+                "rank %d (pid %d on %s) was lost: %s; this communicator can only be finalized",
+                lost, p.pid, p.hostname, lost_reason_.c_str());
+}
+
+void Bootstrap::mark_lost(int rank, const std::string& why) {
+  int expected = -1;
+  if (!lost_rank_.compare_exchange_strong(expected, rank)) return;
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    lost_reason_ = why;
+  }
+  SYMCOMM_WARN("rank %d was lost: %s", rank, why.c_str());
+  if (rank_ != 0) return;
+  char msg[5] = {kPeerLost};
+  int32_t r = rank;
+  std::memcpy(msg + 1, &r, 4);
+  for (int p = 1; p < nranks_; ++p)
+    if (p != rank && live_[static_cast<size_t>(p)])
+      ::send(live_[static_cast<size_t>(p)].get(), msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void Bootstrap::start_monitor() {
+  if (nranks_ == 1) return;
+  int fds[2];
+  SYMCOMM_SYSCHECK(::pipe2(fds, O_CLOEXEC));
+  wake_read_.reset(fds[0]);
+  wake_write_.reset(fds[1]);
+  monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+void Bootstrap::stop_monitor() {
+  if (!monitor_.joinable()) return;
+  char c = 'x';
+  ssize_t n;
+  do n = ::write(wake_write_.get(), &c, 1); while (n < 0 && errno == EINTR);
+  monitor_.join();
+}
+
+void Bootstrap::monitor_loop() {
+  const auto interval = std::chrono::milliseconds(kHeartbeatInterval.get_ms());
+  const auto timeout = std::chrono::milliseconds(kPeerTimeout.get_ms());
+  // Peers this rank watches: all others on the hub, only the hub elsewhere.
+  std::vector<int> watched;
+  for (int r = 0; r < nranks_; ++r)
+    if (r != rank_ && (rank_ == 0 || r == 0)) watched.push_back(r);
+  auto sock = [&](int r) { return live_[rank_ == 0 ? static_cast<size_t>(r) : 0].get(); };
+  std::vector<Clock::time_point> last_seen(static_cast<size_t>(nranks_), Clock::now());
+  std::vector<std::string> pending(static_cast<size_t>(nranks_));
+  auto next_beat = Clock::now();
+  while (true) {
+    std::vector<pollfd> fds{{wake_read_.get(), POLLIN, 0}};
+    for (int r : watched) fds.push_back({sock(r), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), 100);
+    if (rc < 0 && errno != EINTR) {
+      mark_lost(rank_ == 0 ? watched.front() : 0, format("poll failed: %s", strerror(errno)));
+      return;
+    }
+    if (fds[0].revents) return;
+    auto now = Clock::now();
+    std::vector<int> gone;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      int r = watched[i - 1];
+      if (!fds[i].revents) continue;
+      char buf[256];
+      ssize_t n = ::recv(fds[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        last_seen[static_cast<size_t>(r)] = now;
+        std::string& p = pending[static_cast<size_t>(r)];
+        p.append(buf, static_cast<size_t>(n));
+        size_t pos = 0;
+        while (pos < p.size()) {
+          if (p[pos] == kHeartbeat) { ++pos; continue; }
+          if (p[pos] != kPeerLost || p.size() - pos < 5) break;
+          int32_t lost;
+          std::memcpy(&lost, p.data() + pos + 1, 4);
+          if (lost >= 0 && lost < nranks_) mark_lost(lost, "reported lost by rank 0");
+          pos += 5;
+        }
+        p.erase(0, pos);
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (!finalizing_.load())
+        mark_lost(r, n == 0 ? "its connection closed (the process exited or was killed)"
+                            : format("its connection failed: %s", strerror(errno)));
+      gone.push_back(r);
+    }
+    for (int r : watched)
+      if (!finalizing_.load() && now - last_seen[static_cast<size_t>(r)] > timeout) {
+        mark_lost(r, format("no heartbeat for %.3g s (SYMCOMM_PEER_TIMEOUT)",
+                            kPeerTimeout.get()));
+        gone.push_back(r);
+      }
+    for (int r : gone) std::erase(watched, r);
+    if (now >= next_beat) {
+      for (int r : watched) ::send(sock(r), &kHeartbeat, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      next_beat = now + interval;
+    }
+  }
+}
+
+Bootstrap::~Bootstrap() { stop_monitor(); }
+
+}  // namespace symcomm

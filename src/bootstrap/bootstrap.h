@@ -1,0 +1,97 @@
+// The bootstrap network of one communicator: how its ranks found each other, host-side
+// collectives for setup (allgather, broadcast, barrier), and the monitor that notices a
+// rank that dies or stops answering.
+//
+// Every blocking step is bounded: by SYMCOMM_BOOTSTRAP_TIMEOUT (symcommTimeout), and by
+// the monitor, which marks the communicator aborted within SYMCOMM_PEER_TIMEOUT of a
+// rank's death or silence (symcommPeerLost at the next call of every other rank).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "bootstrap/protocol.h"
+#include "bootstrap/unique_id.h"
+
+namespace symcomm {
+
+int64_t bootstrap_timeout_ms();
+
+class Bootstrap {
+ public:
+  // Collective: joins the communicator of `nranks` ranks whose root `uid` names.
+  static std::unique_ptr<Bootstrap> join(const UniqueId& uid, int nranks, int rank);
+  ~Bootstrap();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  uint64_t comm_id() const { return comm_id_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+  // Each rank gives `bytes` (the same on every rank, checked); `all` gets nranks * bytes.
+  void allgather(const void* mine, size_t bytes, void* all);
+  // `bytes` of `root`'s buf to every rank's buf (bytes and root checked to agree).
+  void broadcast(void* buf, size_t bytes, int root);
+  void barrier();
+  // Collective: every rank reports how a local step went; if any failed, every rank throws
+  // the first failing rank's code with its message (prefixed by "rank r: " elsewhere).
+  void agree(symcommResult_t mine, const std::string& message);
+  // Runs `step` and agrees on its outcome: a failure on any rank throws on all.
+  template <typename F>
+  void agree_on(F&& step) {
+    symcommResult_t code = symcommSuccess;
+    std::string message;
+    try {
+      step();
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    } catch (const std::exception& e) {
+      code = symcommInternalError;
+      message = e.what();
+    }
+    agree(code, message);
+  }
+
+  // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
+  void check_alive() const;
+  bool peer_lost() const { return lost_rank_.load() >= 0; }
+  // Stops treating closed connections as lost peers: called before the last barrier.
+  void begin_finalize() { finalizing_.store(true); }
+
+ private:
+  Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  void connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadline);
+  // One round through the hub: every rank sends (op, arg, payload); the hub checks and
+  // answers each rank with `reply` (or with an error that every rank throws).
+  std::string round(Op op, int64_t arg, const std::string& payload);
+  std::string hub_round(Op op, int64_t arg, const std::string& payload);
+  void start_monitor();
+  void stop_monitor();
+  void monitor_loop();
+  void mark_lost(int rank, const std::string& why);
+  AbortCheck abort_check() const { return [this] { check_alive(); }; }
+
+  int rank_;
+  int nranks_;
+  uint64_t comm_id_ = 0;
+  Token token_{};
+  uint64_t seq_ = 0;
+  std::vector<PeerInfo> peers_;
+  // Rank 0: one per rank (index 0 unused). Others: index 0 is the hub.
+  std::vector<Fd> data_;
+  std::vector<Fd> live_;
+  std::thread monitor_;
+  Fd wake_read_, wake_write_;
+  std::atomic<bool> finalizing_{false};
+  std::atomic<int> lost_rank_{-1};
+  mutable std::mutex lost_mutex_;
+  std::string lost_reason_;
+};
+
+}  // namespace symcomm

@@ -1,0 +1,141 @@
+#include "bootstrap/launcher_env.h"
+
+#include <cstring>
+
+#include "base/error.h"
+#include "base/param.h"
+
+namespace symcomm {
+
+// symrun's and the user's own variables.
+static const IntParam kRank("SYMCOMM_RANK", "-1", "rank of this process (set by symrun)");
+static const IntParam kNranks("SYMCOMM_NRANKS", "-1", "number of ranks (set by symrun)");
+static const IntParam kLocalRank("SYMCOMM_LOCAL_RANK", "-1", "rank within the node (symrun)");
+static const StringParam kUniqueId("SYMCOMM_UNIQUE_ID", "",
+                                   "text form of a unique id to join (set by symrun)");
+static const StringParam kRoot(
+    "SYMCOMM_BOOTSTRAP_ROOT", "",
+    "host:port where rank 0 serves the bootstrap root when the environment has no unique id");
+static const StringParam kToken(
+    "SYMCOMM_BOOTSTRAP_TOKEN", "",
+    "32 hex digits every rank presents to the root (default: derived from the job's ids)");
+static const IntParam kMasterPortOffset(
+    "SYMCOMM_MASTER_PORT_OFFSET", "1",
+    "the root listens on MASTER_PORT plus this, leaving MASTER_PORT to torch.distributed");
+// Other launchers' variables, read through the registry like our own.
+static const StringParam kTorchRank("RANK", "", "torchrun: global rank");
+static const StringParam kTorchWorld("WORLD_SIZE", "", "torchrun: number of ranks");
+static const StringParam kTorchLocal("LOCAL_RANK", "", "torchrun: rank within the node");
+static const StringParam kMasterAddr("MASTER_ADDR", "", "torchrun: rank 0's host");
+static const StringParam kMasterPort("MASTER_PORT", "", "torchrun: rank 0's port");
+static const StringParam kTorchRunId("TORCHELASTIC_RUN_ID", "", "torchrun: job id");
+static const StringParam kOmpiRank("OMPI_COMM_WORLD_RANK", "", "Open MPI: global rank");
+static const StringParam kOmpiSize("OMPI_COMM_WORLD_SIZE", "", "Open MPI: number of ranks");
+static const StringParam kOmpiLocal("OMPI_COMM_WORLD_LOCAL_RANK", "", "Open MPI: rank in node");
+static const StringParam kOmpiJob("OMPI_MCA_ess_base_jobid", "", "Open MPI: job id");
+static const StringParam kPmixNs("PMIX_NAMESPACE", "", "PMIx: job namespace");
+static const StringParam kPmiRank("PMI_RANK", "", "PMI: global rank");
+static const StringParam kPmiSize("PMI_SIZE", "", "PMI: number of ranks");
+static const StringParam kMpiLocal("MPI_LOCALRANKID", "", "MPICH/Hydra: rank in node");
+static const StringParam kSlurmRank("SLURM_PROCID", "", "Slurm: global rank");
+static const StringParam kSlurmSize("SLURM_NTASKS", "", "Slurm: number of ranks");
+static const StringParam kSlurmLocal("SLURM_LOCALID", "", "Slurm: rank within the node");
+static const StringParam kSlurmJob("SLURM_JOB_ID", "", "Slurm: job id");
+static const StringParam kSlurmStep("SLURM_STEP_ID", "", "Slurm: step id");
+
+namespace {
+
+int as_int(const Param& p, int min) {
+  std::string t = p.text();
+  auto v = parse_int(t);
+  SYMCOMM_REQUIRE(v && *v >= min && *v <= (1 << 30), symcommInvalidArgument,
+                  "%s='%s' is not an integer >= %d", p.name(), t.c_str(), min);
+  return static_cast<int>(*v);
+}
+
+bool set(const Param& p) { return p.raw().has_value() && !p.raw()->empty(); }
+
+// FNV-1a over the job's identifiers: not secret, but different for every job, so that a
+// process of another job that reaches the root is refused.
+Token derived_token() {
+  std::string ids = "symcomm";
+  const StringParam* job_ids[] = {&kTorchRunId, &kOmpiJob,    &kPmixNs,     &kSlurmJob,
+                                  &kSlurmStep,  &kMasterAddr, &kMasterPort, &kRoot};
+  for (const StringParam* p : job_ids) ids += "|" + p->text();
+  Token t{};
+  uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
+  for (unsigned char c : ids) {
+    h1 = (h1 ^ c) * 0x100000001b3ull;
+    h2 = (h2 ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  }
+  std::memcpy(t.data(), &h1, 8);
+  std::memcpy(t.data() + 8, &h2, 8);
+  return t;
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv env;
+  if (kRank.get() >= 0 || kNranks.get() >= 0) {
+    env.launcher = "symrun";
+    env.rank = as_int(kRank, 0);
+    env.nranks = as_int(kNranks, 1);
+  } else if (set(kTorchRank) && set(kTorchWorld)) {
+    env.launcher = "torchrun";
+    env.rank = as_int(kTorchRank, 0);
+    env.nranks = as_int(kTorchWorld, 1);
+  } else if (set(kOmpiRank) && set(kOmpiSize)) {
+    env.launcher = "Open MPI";
+    env.rank = as_int(kOmpiRank, 0);
+    env.nranks = as_int(kOmpiSize, 1);
+  } else if (set(kPmiRank) && set(kPmiSize)) {
+    env.launcher = "PMI";
+    env.rank = as_int(kPmiRank, 0);
+    env.nranks = as_int(kPmiSize, 1);
+  } else if (set(kSlurmRank) && set(kSlurmSize)) {
+    env.launcher = "Slurm";
+    env.rank = as_int(kSlurmRank, 0);
+    env.nranks = as_int(kSlurmSize, 1);
+  } else {
+    SYMCOMM_THROW(symcommInvalidArgument,
+                  "no launcher environment found: set SYMCOMM_RANK/SYMCOMM_NRANKS (symrun), "
+                  "RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE (mpirun), "
+                  "PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS (srun)");
+  }
+  SYMCOMM_REQUIRE(env.rank < env.nranks, symcommInvalidArgument,
+                  "%s environment: rank %d is not below the number of ranks %d", env.launcher,
+                  env.rank, env.nranks);
+  if (set(kUniqueId)) {
+    symcommUniqueId raw;
+    SYMCOMM_REQUIRE(from_hex(kUniqueId.text(), raw.internal, sizeof raw.internal),
+                    symcommInvalidArgument,
+                    "SYMCOMM_UNIQUE_ID is not the %d-digit hex text of a unique id",
+                    2 * SYMCOMM_UNIQUE_ID_BYTES);
+    env.uid = UniqueId::decode(raw);
+    return env;
+  }
+  if (set(kRoot)) {
+    env.root = NetAddr::parse(kRoot.text());
+  } else if (set(kMasterAddr) && set(kMasterPort)) {
+    int port = as_int(kMasterPort, 1) + static_cast<int>(kMasterPortOffset.get());
+    SYMCOMM_REQUIRE(port < 65536, symcommInvalidArgument,
+                    "MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET = %d is not a port", port);
+    env.root = NetAddr::parse(kMasterAddr.text(), port);
+  } else {
+    SYMCOMM_THROW(symcommInvalidArgument,
+                  "%s environment gives rank %d of %d but no way to meet: set "
+                  "SYMCOMM_BOOTSTRAP_ROOT=host:port, or MASTER_ADDR and MASTER_PORT (rank 0's "
+                  "host; the root listens on MASTER_PORT+SYMCOMM_MASTER_PORT_OFFSET)",
+                  env.launcher, env.rank, env.nranks);
+  }
+  if (set(kToken)) {
+    SYMCOMM_REQUIRE(from_hex(kToken.text(), env.token.data(), env.token.size()),
+                    symcommInvalidArgument, "SYMCOMM_BOOTSTRAP_TOKEN is not 32 hex digits");
+  } else {
+    env.token = derived_token();
+  }
+  return env;
+}
+
+}  // namespace symcomm

@@ -1,0 +1,175 @@
+#include "bootstrap/root.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "base/log.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/protocol.h"
+
+namespace symcomm {
+
+namespace {
+
+struct Joined {
+  Fd conn;
+  JoinHello hello;
+};
+
+class Root {
+ public:
+  Root(Fd listener, const Token& token) : listener_(std::move(listener)), token_(token) {}
+
+  void run() {
+    try {
+      serve();
+    } catch (const std::exception& e) {
+      // The ranks learn of the failure through their own connections and deadlines.
+      SYMCOMM_WARN("bootstrap root stopped: %s", e.what());
+    }
+  }
+
+ private:
+  void serve() {
+    const int64_t timeout_ms = bootstrap_timeout_ms();
+    Deadline deadline = Deadline::after_ms(timeout_ms);
+    int nranks = -1;
+    std::vector<Joined> joined;
+    // Once the join has failed, the root stays until the deadline to give every rank that
+    // still arrives the same error, so that none waits for a root that is gone.
+    symcommResult_t failed = symcommSuccess;
+    std::string failure;
+    int answered = 0;
+    while (failed != symcommSuccess ? answered < nranks
+                                    : nranks < 0 || static_cast<int>(joined.size()) < nranks) {
+      Fd conn;
+      try {
+        conn = accept_before(listener_.get(), deadline, nullptr, "waiting for ranks to join");
+      } catch (const Error& e) {
+        if (e.code() != symcommTimeout) throw;
+        if (failed == symcommSuccess)
+          fail_all(joined, symcommTimeout, missing_message(joined, nranks, timeout_ms));
+        return;
+      }
+      JoinHello hello;
+      try {
+        // A connection that says nothing must not hold up the others for long.
+        Deadline hello_deadline = Deadline::after_ms(std::min<int64_t>(5000, timeout_ms));
+        recv_all(conn.get(), &hello, sizeof hello, hello_deadline, nullptr, "reading a join");
+      } catch (const Error& e) {
+        SYMCOMM_WARN("bootstrap root: dropped a connection that sent no join: %s", e.what());
+        continue;
+      }
+      if (hello.magic != kJoinMagic || std::memcmp(hello.token, token_.data(), 16) != 0) {
+        SYMCOMM_WARN("bootstrap root: refused a connection without the unique id's token");
+        reply(conn, symcommInvalidArgument,
+              "the bootstrap root refused the connection: wrong token (the unique id does not "
+              "match the root's)");
+        continue;
+      }
+      if (failed != symcommSuccess) {
+        reply(conn, failed, failure);
+        ++answered;
+        continue;
+      }
+      std::string problem = check(hello, nranks, joined);
+      if (!problem.empty()) {
+        failed = symcommInvalidArgument;
+        failure = problem;
+        reply(conn, failed, failure);
+        fail_all(joined, failed, failure);
+        answered = static_cast<int>(joined.size()) + 1;
+        nranks = std::max(nranks, hello.nranks);
+        joined.clear();
+        continue;
+      }
+      if (nranks < 0) {
+        nranks = hello.nranks;
+        deadline = Deadline::after_ms(timeout_ms);  // the join starts with the first rank
+      }
+      joined.push_back(Joined{std::move(conn), hello});
+    }
+    if (failed == symcommSuccess) succeed(joined, nranks);
+  }
+
+  static std::string check(const JoinHello& hello, int nranks, const std::vector<Joined>& joined) {
+    if (nranks >= 0 && hello.nranks != nranks)
+      return format("ranks disagree on nranks: rank %d says %d, rank %d says %d", hello.rank,
+                    hello.nranks, joined.front().hello.rank, nranks);
+    if (hello.rank < 0 || hello.rank >= hello.nranks)
+      return format("rank %d is out of range for nranks %d", hello.rank, hello.nranks);
+    for (const Joined& j : joined)
+      if (j.hello.rank == hello.rank)
+        return format("two processes joined as rank %d (pids %d on %s and %d on %s)", hello.rank,
+                      j.hello.info.pid, j.hello.info.hostname, hello.info.pid,
+                      hello.info.hostname);
+    return "";
+  }
+
+  static std::string missing_message(const std::vector<Joined>& joined, int nranks,
+                                     int64_t timeout_ms) {
+    if (nranks < 0) return "no rank joined";
+    std::vector<bool> seen(static_cast<size_t>(nranks), false);
+    for (const Joined& j : joined) seen[static_cast<size_t>(j.hello.rank)] = true;
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < nranks; ++r) {
+      if (seen[static_cast<size_t>(r)]) continue;
+      if (count < 16) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      ++count;
+    }
+    if (count > 16) missing += ",...";
+    return format("%d of %d ranks did not join within SYMCOMM_BOOTSTRAP_TIMEOUT=%.3g s "
+                  "(missing: %s)", count, nranks, timeout_ms / 1000.0, missing.c_str());
+  }
+
+  static void reply(const Fd& conn, symcommResult_t status, const std::string& message,
+                    uint64_t comm_id = 0) {
+    JoinReply r{};
+    r.magic = kJoinMagic;
+    r.status = status;
+    r.comm_id = comm_id;
+    std::snprintf(r.message, sizeof r.message, "%s", message.c_str());
+    try {
+      send_all(conn.get(), &r, sizeof r, Deadline::after_ms(5000), nullptr, "replying to a rank");
+    } catch (const Error&) {
+      // A rank that went away after joining finds out on its own.
+    }
+  }
+
+  static void fail_all(const std::vector<Joined>& joined, symcommResult_t code,
+                       const std::string& message) {
+    SYMCOMM_WARN("bootstrap root: %s", message.c_str());
+    for (const Joined& j : joined) reply(j.conn, code, message);
+  }
+
+  static void succeed(std::vector<Joined>& joined, int nranks) {
+    std::vector<PeerInfo> table(static_cast<size_t>(nranks));
+    for (const Joined& j : joined) table[static_cast<size_t>(j.hello.rank)] = j.hello.info;
+    uint64_t comm_id = random_u64();
+    for (const Joined& j : joined) {
+      reply(j.conn, symcommSuccess, "", comm_id);
+      try {
+        send_all(j.conn.get(), table.data(), table.size() * sizeof(PeerInfo),
+                 Deadline::after_ms(5000), nullptr, "sending the peer table");
+      } catch (const Error&) {
+      }
+    }
+  }
+
+  Fd listener_;
+  Token token_;
+};
+
+}  // namespace
+
+NetAddr start_bootstrap_root(Fd listener, const Token& token) {
+  NetAddr addr = socket_local_addr(listener.get());
+  auto root = std::make_shared<Root>(std::move(listener), token);
+  std::thread([root] { root->run(); }).detach();
+  return addr;
+}
+
+}  // namespace symcomm

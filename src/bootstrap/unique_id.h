@@ -1,0 +1,34 @@
+// The content of a symcommUniqueId: where the bootstrap root listens and the token that
+// every connection to it must present.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "bootstrap/socket.h"
+#include "symcomm/symcomm.h"
+
+namespace symcomm {
+
+using Token = std::array<uint8_t, 16>;
+
+struct UniqueId {
+  static constexpr uint32_t kMagic = 0x53434944;  // "SCID"
+  static constexpr uint32_t kVersion = 1;
+  NetAddr root;
+  Token token{};
+
+  symcommUniqueId encode() const;
+  // Throws symcommInvalidArgument if `uid` was not made by encode() of this version.
+  static UniqueId decode(const symcommUniqueId& uid);
+};
+
+// 128 bits from the kernel's random source.
+Token random_token();
+uint64_t random_u64();
+
+// Hex text of bytes and back (lower case; decoding accepts either case).
+std::string to_hex(const void* data, size_t bytes);
+bool from_hex(const std::string& text, void* data, size_t bytes);
+
+}  // namespace symcomm

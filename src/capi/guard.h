@@ -1,0 +1,51 @@
+// The C boundary: every entry point runs its body through `guarded`, which turns exceptions
+// into a result code and the calling thread's last-error message ("symcommMalloc(bytes=0):
+// bytes is 0 [heap.cc:61]"). Nothing else in symcomm catches to report.
+#pragma once
+
+#include <exception>
+#include <new>
+#include <string>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "capi/comm.h"
+
+namespace symcomm {
+
+void set_last_error(const std::string& message);
+
+// `describe` names the call and its arguments; it only runs when the call fails.
+template <typename Describe, typename Body>
+symcommResult_t guarded(Describe&& describe, Body&& body) {
+  std::string what;
+  symcommResult_t code;
+  try {
+    body();
+    return symcommSuccess;
+  } catch (const Error& e) {
+    code = e.code();
+    what = e.what();
+  } catch (const std::bad_alloc&) {
+    code = symcommOutOfMemory;
+    what = "out of host memory";
+  } catch (const std::exception& e) {
+    code = symcommInternalError;
+    what = e.what();
+  } catch (...) {
+    code = symcommInternalError;
+    what = "unknown exception";
+  }
+  std::string message = describe() + ": " + what;
+  set_last_error(message);
+  SYMCOMM_INFO("%s", message.c_str());
+  return code;
+}
+
+// Checks a communicator handle and scopes log lines to its rank.
+symcommComm& checked(symcommComm_t comm);
+
+}  // namespace symcomm
+
+#define SYMCOMM_REQUIRE_ARG(ptr) \
+  SYMCOMM_REQUIRE((ptr) != nullptr, symcommInvalidArgument, "%s is NULL", #ptr)

@@ -1,0 +1,209 @@
+// Joining and leaving a communicator, and what a communicator knows of itself.
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "bootstrap/launcher_env.h"
+#include "bootstrap/root.h"
+#include "capi/guard.h"
+
+using namespace symcomm;
+
+namespace {
+
+symcommConfig_t checked_config(const symcommConfig_t* config) {
+  symcommConfig_t c = SYMCOMM_CONFIG_INITIALIZER;
+  if (!config) return c;
+  SYMCOMM_REQUIRE(config->magic == SYMCOMM_CONFIG_MAGIC, symcommInvalidArgument,
+                  "config was not initialised with symcommConfigInit or "
+                  "SYMCOMM_CONFIG_INITIALIZER (magic 0x%08x)", config->magic);
+  SYMCOMM_REQUIRE(config->struct_size == sizeof(symcommConfig_t), symcommInvalidArgument,
+                  "config->struct_size is %zu, this library's symcommConfig_t has %zu bytes "
+                  "(header and library differ?)", config->struct_size, sizeof(symcommConfig_t));
+  SYMCOMM_REQUIRE(config->device >= -1, symcommInvalidArgument,
+                  "config->device is %d (use -1 for automatic)", config->device);
+  return *config;
+}
+
+void setup(symcommComm& comm, const symcommConfig_t& config);
+
+std::unique_ptr<symcommComm> create(const UniqueId& uid, int nranks, int rank,
+                                    const symcommConfig_t& config) {
+  auto comm = std::make_unique<symcommComm>();
+  comm->bootstrap = Bootstrap::join(uid, nranks, rank);
+  try {
+    setup(*comm, config);
+  } catch (...) {
+    // Every rank failed at the same step (each step agrees): leaving is not a lost peer.
+    comm->bootstrap->begin_finalize();
+    throw;
+  }
+  return comm;
+}
+
+void setup(symcommComm& c, const symcommConfig_t& config) {
+  symcommComm* comm = &c;
+  Bootstrap& bs = *comm->bootstrap;
+  const int rank = bs.rank(), nranks = bs.nranks();
+  LogRankScope scope(rank);
+  symcommMemorySpace_t kind = symcommSpaceHost;
+  bs.agree_on([&] { kind = resolve_space(config.space); });
+  std::vector<int32_t> kinds(static_cast<size_t>(nranks));
+  int32_t mine = kind;
+  bs.allgather(&mine, sizeof mine, kinds.data());
+  for (int r = 0; r < nranks; ++r)
+    SYMCOMM_REQUIRE(kinds[static_cast<size_t>(r)] == mine, symcommInvalidUsage,
+                    "ranks disagree on the memory space: this rank (%d) uses %s, rank %d uses "
+                    "%s (set SYMCOMM_MEMORY_SPACE alike on every rank)",
+                    rank, space_name(kind), r,
+                    space_name(static_cast<symcommMemorySpace_t>(kinds[static_cast<size_t>(r)])));
+  comm->space_kind = kind;
+  comm->topology = discover_topology(bs, kind, config.device);
+  bs.agree_on([&] { comm->space = make_space(kind, comm->topology); });
+  comm->heap = std::make_unique<Heap>(bs, comm->topology, *comm->space);
+  SYMCOMM_INFO("rank %d of %d joined: node %d of %d, local rank %d of %d, %s space, device %d",
+               rank, nranks, comm->topology.node, comm->topology.nnodes,
+               comm->topology.local_rank, comm->topology.local_size, space_name(kind),
+               comm->topology.device);
+}
+
+void check_ranks(int nranks, int rank) {
+  SYMCOMM_REQUIRE(nranks >= 1, symcommInvalidArgument, "nranks is %d, must be at least 1",
+                  nranks);
+  SYMCOMM_REQUIRE(rank >= 0 && rank < nranks, symcommInvalidArgument,
+                  "rank %d is out of range [0, %d)", rank, nranks);
+}
+
+}  // namespace
+
+extern "C" symcommResult_t symcommConfigInit(symcommConfig_t* config) {
+  return guarded([] { return std::string("symcommConfigInit"); }, [&] {
+    SYMCOMM_REQUIRE_ARG(config);
+    *config = SYMCOMM_CONFIG_INITIALIZER;
+  });
+}
+
+extern "C" symcommResult_t symcommGetUniqueId(symcommUniqueId* uid) {
+  return guarded([] { return std::string("symcommGetUniqueId"); }, [&] {
+    SYMCOMM_REQUIRE_ARG(uid);
+    UniqueId u;
+    u.token = random_token();
+    u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
+                                  u.token);
+    *uid = u.encode();
+  });
+}
+
+extern "C" symcommResult_t symcommUniqueIdToString(const symcommUniqueId* uid, char* buf,
+                                                   size_t buflen) {
+  return guarded([&] { return format("symcommUniqueIdToString(buflen=%zu)", buflen); }, [&] {
+    SYMCOMM_REQUIRE_ARG(uid);
+    SYMCOMM_REQUIRE_ARG(buf);
+    SYMCOMM_REQUIRE(buflen >= SYMCOMM_UNIQUE_ID_STRING_BYTES, symcommInvalidArgument,
+                    "buflen %zu is less than SYMCOMM_UNIQUE_ID_STRING_BYTES (%d)", buflen,
+                    SYMCOMM_UNIQUE_ID_STRING_BYTES);
+    std::string hex = to_hex(uid->internal, sizeof uid->internal);
+    std::memcpy(buf, hex.c_str(), hex.size() + 1);
+  });
+}
+
+extern "C" symcommResult_t symcommUniqueIdFromString(const char* text, symcommUniqueId* uid) {
+  return guarded([] { return std::string("symcommUniqueIdFromString"); }, [&] {
+    SYMCOMM_REQUIRE_ARG(text);
+    SYMCOMM_REQUIRE_ARG(uid);
+    symcommUniqueId raw;
+    SYMCOMM_REQUIRE(from_hex(text, raw.internal, sizeof raw.internal), symcommInvalidArgument,
+                    "text is not %d hex digits", 2 * SYMCOMM_UNIQUE_ID_BYTES);
+    UniqueId::decode(raw);  // validates
+    *uid = raw;
+  });
+}
+
+extern "C" symcommResult_t symcommInit(symcommComm_t* comm, int nranks, int rank,
+                                       const symcommUniqueId* uid,
+                                       const symcommConfig_t* config) {
+  return guarded([&] { return format("symcommInit(nranks=%d, rank=%d)", nranks, rank); }, [&] {
+    SYMCOMM_REQUIRE_ARG(comm);
+    *comm = nullptr;
+    SYMCOMM_REQUIRE_ARG(uid);
+    check_ranks(nranks, rank);
+    symcommConfig_t c = checked_config(config);
+    *comm = create(UniqueId::decode(*uid), nranks, rank, c).release();
+  });
+}
+
+extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
+                                              const symcommConfig_t* config) {
+  return guarded([] { return std::string("symcommInitFromEnv"); }, [&] {
+    SYMCOMM_REQUIRE_ARG(comm);
+    *comm = nullptr;
+    symcommConfig_t c = checked_config(config);
+    LaunchEnv env = read_launch_env();
+    UniqueId uid;
+    if (env.uid) {
+      uid = *env.uid;
+    } else {
+      uid.root = *env.root;
+      uid.token = env.token;
+      if (env.rank == 0) start_bootstrap_root(tcp_listen(*env.root, SOMAXCONN), env.token);
+    }
+    *comm = create(uid, env.nranks, env.rank, c).release();
+  });
+}
+
+extern "C" symcommResult_t symcommFinalize(symcommComm_t comm) {
+  return guarded([] { return std::string("symcommFinalize"); }, [&] {
+    std::unique_ptr<symcommComm> owned(&checked(comm));
+    LogRankScope scope(owned->topology.rank);
+    owned->bootstrap->begin_finalize();
+    symcommResult_t code = symcommSuccess;
+    std::string message;
+    try {
+      // Nobody unmaps memory that a peer may still be using.
+      owned->bootstrap->barrier();
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    }
+    owned.reset();
+    if (code != symcommSuccess)
+      throw Error(code, "freed everything, but the last barrier failed: " + message);
+  });
+}
+
+#define SYMCOMM_GETTER(fn, type, arg, expr)                                  \
+  extern "C" symcommResult_t fn(symcommComm_t comm, type* arg) {            \
+    return guarded([] { return std::string(#fn); }, [&] {                   \
+      symcommComm& c = checked(comm);                                        \
+      SYMCOMM_REQUIRE_ARG(arg);                                              \
+      *arg = (expr);                                                         \
+    });                                                                      \
+  }
+
+SYMCOMM_GETTER(symcommCommRank, int, rank, c.topology.rank)
+SYMCOMM_GETTER(symcommCommSize, int, nranks, c.topology.nranks)
+SYMCOMM_GETTER(symcommCommLocalRank, int, local_rank, c.topology.local_rank)
+SYMCOMM_GETTER(symcommCommLocalSize, int, local_size, c.topology.local_size)
+SYMCOMM_GETTER(symcommCommMemorySpace, symcommMemorySpace_t, space, c.space_kind)
+SYMCOMM_GETTER(symcommCommDevice, int, device, c.topology.device)
+#undef SYMCOMM_GETTER
+
+extern "C" symcommResult_t symcommCommNode(symcommComm_t comm, int* node, int* nnodes) {
+  return guarded([] { return std::string("symcommCommNode"); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(node);
+    SYMCOMM_REQUIRE_ARG(nnodes);
+    *node = c.topology.node;
+    *nnodes = c.topology.nnodes;
+  });
+}
+
+extern "C" symcommResult_t symcommPeerAccessible(symcommComm_t comm, int pe, int* accessible) {
+  return guarded([&] { return format("symcommPeerAccessible(pe=%d)", pe); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(accessible);
+    SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
+                    "pe %d is out of range [0, %d)", pe, c.topology.nranks);
+    *accessible = c.topology.accessible[static_cast<size_t>(pe)];
+  });
+}

@@ -1,0 +1,72 @@
+// The symmetric heap and the host-side collectives.
+#include "capi/guard.h"
+
+using namespace symcomm;
+
+extern "C" symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void** ptr) {
+  return guarded([&] { return format("symcommMalloc(bytes=%zu)", bytes); }, [&] {
+    symcommComm& c = checked(comm);
+    LogRankScope scope(c.topology.rank);
+    SYMCOMM_REQUIRE_ARG(ptr);
+    *ptr = nullptr;
+    *ptr = c.heap->malloc(bytes);
+  });
+}
+
+extern "C" symcommResult_t symcommFree(symcommComm_t comm, void* ptr) {
+  return guarded([&] { return format("symcommFree(ptr=%p)", ptr); }, [&] {
+    symcommComm& c = checked(comm);
+    LogRankScope scope(c.topology.rank);
+    c.heap->free(ptr);
+  });
+}
+
+extern "C" void* symcommPtr(symcommComm_t comm, const void* ptr, int pe) {
+  void* out = nullptr;
+  guarded([&] { return format("symcommPtr(ptr=%p, pe=%d)", ptr, pe); }, [&] {
+    out = checked(comm).heap->peer_ptr(ptr, pe);
+  });
+  return out;
+}
+
+extern "C" symcommResult_t symcommHeapInfo(symcommComm_t comm, size_t* used, size_t* mapped,
+                                           size_t* maximum) {
+  return guarded([] { return std::string("symcommHeapInfo"); }, [&] {
+    symcommComm& c = checked(comm);
+    if (used) *used = c.heap->used();
+    if (mapped) *mapped = c.heap->mapped();
+    if (maximum) *maximum = c.heap->max_bytes();
+  });
+}
+
+extern "C" symcommResult_t symcommHostAllgather(symcommComm_t comm, const void* sendbuf,
+                                                void* recvbuf, size_t bytes) {
+  return guarded([&] { return format("symcommHostAllgather(bytes=%zu)", bytes); }, [&] {
+    symcommComm& c = checked(comm);
+    LogRankScope scope(c.topology.rank);
+    if (bytes) {
+      SYMCOMM_REQUIRE_ARG(sendbuf);
+      SYMCOMM_REQUIRE_ARG(recvbuf);
+    }
+    c.bootstrap->allgather(sendbuf, bytes, recvbuf);
+  });
+}
+
+extern "C" symcommResult_t symcommHostBroadcast(symcommComm_t comm, void* buf, size_t bytes,
+                                                int root) {
+  return guarded([&] { return format("symcommHostBroadcast(bytes=%zu, root=%d)", bytes, root); },
+                 [&] {
+                   symcommComm& c = checked(comm);
+                   LogRankScope scope(c.topology.rank);
+                   if (bytes) SYMCOMM_REQUIRE_ARG(buf);
+                   c.bootstrap->broadcast(buf, bytes, root);
+                 });
+}
+
+extern "C" symcommResult_t symcommHostBarrier(symcommComm_t comm) {
+  return guarded([] { return std::string("symcommHostBarrier"); }, [&] {
+    symcommComm& c = checked(comm);
+    LogRankScope scope(c.topology.rank);
+    c.bootstrap->barrier();
+  });
+}

@@ -1,0 +1,41 @@
+// The heap's allocator: offsets in [0, capacity), first fit, 256-byte alignment. Pure logic
+// with no memory behind it, so that every rank, running the same calls, computes the same
+// offsets (that is what makes the heap symmetric).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+
+namespace symcomm {
+
+class Allocator {
+ public:
+  static constexpr size_t kAlignment = 256;
+
+  // An offset for `bytes` (> 0), or nothing if no free range fits.
+  std::optional<size_t> allocate(size_t bytes);
+  // How much capacity must be added so that `bytes` fits (the free range at the end counts).
+  size_t growth_needed(size_t bytes) const;
+  void grow_to(size_t capacity);
+
+  enum class FreeStatus { Ok, NotInHeap, Interior, NotAllocated };
+  // What free(offset) would do, without doing it.
+  FreeStatus check_free(size_t offset) const;
+  void free(size_t offset);  // requires check_free(offset) == Ok
+
+  size_t capacity() const { return capacity_; }
+  size_t used() const { return used_; }
+  size_t allocations() const { return live_.size(); }
+  size_t largest_free() const;
+
+  static size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+ private:
+  size_t capacity_ = 0;
+  size_t used_ = 0;
+  std::map<size_t, size_t> free_;  // offset -> size, coalesced
+  std::map<size_t, size_t> live_;  // offset -> size
+};
+
+}  // namespace symcomm

@@ -1,0 +1,97 @@
+#include "memory/fd_exchange.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/param.h"
+
+namespace symcomm {
+
+static const StringParam kSocketDir("SYMCOMM_SOCKET_DIR", "/tmp",
+                                    "directory for the Unix sockets that pass memory handles");
+
+namespace {
+struct Header {
+  uint64_t comm_id;
+  uint64_t tag;
+  int32_t rank;
+};
+
+// Creates `dir` 0700, or accepts an existing one only if it is ours, a real directory and
+// closed to others: another user must not be able to plant sockets in it.
+void make_private_dir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw_system_error(__FILE__, __LINE__, format("mkdir(%s)", dir.c_str()).c_str(), errno);
+  struct stat st;
+  SYMCOMM_SYSCHECK(lstat(dir.c_str(), &st));
+  SYMCOMM_REQUIRE(S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0,
+                  symcommSystemError,
+                  "%s exists but is not a private directory of this user (mode %o, owner %u)",
+                  dir.c_str(), st.st_mode & 0777, st.st_uid);
+}
+}  // namespace
+
+FdExchange::FdExchange(const Bootstrap& bootstrap, const Topology& topology)
+    : bootstrap_(bootstrap), topology_(topology) {
+  dir_ = format("%s/symcomm-%u-%016llx", kSocketDir.get().c_str(), geteuid(),
+                static_cast<unsigned long long>(bootstrap.comm_id()));
+  make_private_dir(dir_);
+  listener_ = unix_listen(path_of(topology.rank), SOMAXCONN);
+}
+
+FdExchange::~FdExchange() {
+  listener_.reset();
+  unlink(path_of(topology_.rank).c_str());
+  rmdir(dir_.c_str());  // fails while other ranks' sockets remain; the last one removes it
+}
+
+std::string FdExchange::path_of(int rank) const { return format("%s/%d.sock", dir_.c_str(), rank); }
+
+std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
+  const int64_t timeout = bootstrap_timeout_ms();
+  AbortCheck abort = [this] { bootstrap_.check_alive(); };
+  Header mine{bootstrap_.comm_id(), tag, topology_.rank};
+  // Sending never blocks for long: the message is tiny and the peer's listen backlog holds
+  // the connection until it accepts, so every rank can send first and receive after.
+  for (int peer : topology_.local_ranks) {
+    if (peer == topology_.rank) continue;
+    Fd c = unix_connect(path_of(peer), Deadline::after_ms(timeout), abort);
+    send_fd(c.get(), &mine, sizeof mine, fd);
+  }
+  std::vector<Fd> got(static_cast<size_t>(topology_.nranks));
+  int pending = topology_.local_size - 1;
+  for (auto it = early_.begin(); it != early_.end();) {
+    if (it->first.first != tag) { ++it; continue; }
+    got[static_cast<size_t>(it->first.second)] = std::move(it->second);
+    it = early_.erase(it);
+    --pending;
+  }
+  Deadline deadline = Deadline::after_ms(timeout);
+  while (pending > 0) {
+    Fd c = accept_before(listener_.get(), deadline, abort,
+                         "waiting for memory handles from the ranks of this node");
+    Header h{};
+    Fd received = recv_fd(c.get(), &h, sizeof h, deadline, abort);
+    if (h.comm_id != bootstrap_.comm_id() || h.rank < 0 || h.rank >= topology_.nranks ||
+        !topology_.same_node(h.rank) || h.rank == topology_.rank) {
+      SYMCOMM_WARN("ignored a memory handle from outside this communicator (rank %d)", h.rank);
+      continue;
+    }
+    if (h.tag != tag) {
+      early_[{h.tag, h.rank}] = std::move(received);
+      continue;
+    }
+    Fd& slot = got[static_cast<size_t>(h.rank)];
+    SYMCOMM_REQUIRE(!slot, symcommInternalError, "rank %d sent handle #%llu twice", h.rank,
+                    static_cast<unsigned long long>(tag));
+    slot = std::move(received);
+    --pending;
+  }
+  return got;
+}
+
+}  // namespace symcomm

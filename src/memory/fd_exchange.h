@@ -1,0 +1,41 @@
+// Passing file descriptors between the ranks of a node: each rank listens on a Unix-domain
+// socket in an owner-only directory (SYMCOMM_SOCKET_DIR/symcomm-<uid>-<comm id>, 0700;
+// sockets 0600) and sends its descriptors with SCM_RIGHTS.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "topology/topology.h"
+
+namespace symcomm {
+
+class FdExchange {
+ public:
+  // Not collective by itself: the caller must pass a barrier before the first exchange so
+  // that every rank's socket exists.
+  FdExchange(const Bootstrap& bootstrap, const Topology& topology);
+  ~FdExchange();
+
+  // Collective over the ranks of the node: sends `fd` to every other local rank and returns
+  // the descriptor each of them sent, indexed by rank (empty for this rank and other nodes).
+  // `tag` must be the same on all ranks and new for every exchange.
+  std::vector<Fd> exchange(int fd, uint64_t tag);
+
+  const std::string& directory() const { return dir_; }
+
+ private:
+  std::string path_of(int rank) const;
+
+  const Bootstrap& bootstrap_;
+  const Topology& topology_;
+  std::string dir_;
+  Fd listener_;
+  // Descriptors that arrived for a later exchange than the one in progress.
+  std::map<std::pair<uint64_t, int>, Fd> early_;
+};
+
+}  // namespace symcomm

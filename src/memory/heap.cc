@@ -1,0 +1,225 @@
+#include "memory/heap.h"
+
+#include <cstring>
+
+#include "base/log.h"
+#include "base/param.h"
+
+namespace symcomm {
+
+static const SizeParam kHeapMax(
+    "SYMCOMM_HEAP_MAX", "0",
+    "largest the symmetric heap may grow, per rank (0: the GPU's memory, or 16G on the host)");
+static const SizeParam kHeapChunk(
+    "SYMCOMM_HEAP_CHUNK_SIZE", "0",
+    "the heap grows by at least this much at a time (0: 512M on GPUs, 64M on the host)");
+
+Heap::Heap(Bootstrap& bootstrap, const Topology& topology, Space& space)
+    : bootstrap_(bootstrap), topology_(topology), space_(space) {
+  const size_t g = space.granularity();
+  struct Sizes {
+    uint64_t max, chunk;
+  } mine{};
+  bootstrap_.agree_on([&] {
+    size_t max = kHeapMax.get(), chunk = kHeapChunk.get();
+    max_ = Allocator::round_up(max ? max : space.default_max_bytes(), g);
+    chunk_ = Allocator::round_up(chunk ? chunk : space.default_chunk_bytes(), g);
+    SYMCOMM_REQUIRE(max_ > 0, symcommInvalidArgument, "SYMCOMM_HEAP_MAX is 0 after rounding");
+    mine = {max_, chunk_};
+  });
+  std::vector<Sizes> all(static_cast<size_t>(topology.nranks));
+  bootstrap_.allgather(&mine, sizeof mine, all.data());
+  for (int r = 0; r < topology.nranks; ++r)
+    SYMCOMM_REQUIRE(all[static_cast<size_t>(r)].max == max_ &&
+                        all[static_cast<size_t>(r)].chunk == chunk_,
+                    symcommInvalidUsage,
+                    "ranks disagree on the heap's sizes: rank %d has maximum %s and chunk %s, "
+                    "rank %d has %s and %s (set SYMCOMM_HEAP_MAX and SYMCOMM_HEAP_CHUNK_SIZE "
+                    "alike everywhere)",
+                    topology.rank, format_bytes(max_).c_str(), format_bytes(chunk_).c_str(), r,
+                    format_bytes(all[static_cast<size_t>(r)].max).c_str(),
+                    format_bytes(all[static_cast<size_t>(r)].chunk).c_str());
+  windows_.assign(static_cast<size_t>(topology.nranks), nullptr);
+  bootstrap_.agree_on([&] {
+    for (int pe = 0; pe < topology.nranks; ++pe)
+      if (topology.accessible[static_cast<size_t>(pe)])
+        windows_[static_cast<size_t>(pe)] = static_cast<char*>(space.reserve(max_));
+    if (!space.handles_are_bytes()) fds_ = std::make_unique<FdExchange>(bootstrap, topology);
+  });
+  bootstrap_.barrier();  // every rank's handle socket exists before the first exchange
+}
+
+Heap::~Heap() {
+  for (auto it = chunks_.rbegin(); it != chunks_.rend(); ++it) {
+    std::vector<int> all;
+    for (int pe = 0; pe < topology_.nranks; ++pe)
+      if (pe != topology_.rank && windows_[static_cast<size_t>(pe)]) all.push_back(pe);
+    try {
+      unmap_chunk(*it, all);
+    } catch (const Error& e) {
+      SYMCOMM_WARN("while freeing the heap: %s", e.what());
+    }
+  }
+  for (char* w : windows_)
+    if (w) space_.unreserve(w, max_);
+}
+
+void* Heap::malloc(size_t bytes) {
+  uint64_t mine = bytes;
+  std::vector<uint64_t> all(static_cast<size_t>(topology_.nranks));
+  bootstrap_.allgather(&mine, sizeof mine, all.data());
+  for (int r = 0; r < topology_.nranks; ++r)
+    SYMCOMM_REQUIRE(all[static_cast<size_t>(r)] == mine, symcommInvalidUsage,
+                    "symcommMalloc is collective and needs the same size on every rank: rank %d "
+                    "asked for %llu bytes, rank %d for %llu",
+                    topology_.rank, static_cast<unsigned long long>(mine), r,
+                    static_cast<unsigned long long>(all[static_cast<size_t>(r)]));
+  SYMCOMM_REQUIRE(bytes > 0, symcommInvalidArgument, "bytes is 0");
+  auto out_of_memory = [&] {
+    SYMCOMM_THROW(symcommOutOfMemory,
+                  "the symmetric heap cannot fit %s: used %s in %zu allocations, mapped %s, "
+                  "maximum %s (SYMCOMM_HEAP_MAX), largest free range %s",
+                  format_bytes(bytes).c_str(), format_bytes(used()).c_str(),
+                  allocator_.allocations(), format_bytes(mapped()).c_str(),
+                  format_bytes(max_).c_str(), format_bytes(allocator_.largest_free()).c_str());
+  };
+  if (bytes > max_) out_of_memory();
+  std::optional<size_t> offset = allocator_.allocate(bytes);
+  if (!offset) {
+    size_t g = space_.granularity();
+    size_t least = Allocator::round_up(allocator_.growth_needed(bytes), g);
+    if (least > max_ - mapped()) out_of_memory();
+    grow(std::min(std::max(least, chunk_), max_ - mapped()));
+    offset = allocator_.allocate(bytes);
+    SYMCOMM_REQUIRE(offset, symcommInternalError, "no fit for %zu bytes after growing", bytes);
+  }
+  SYMCOMM_DEBUG("symcommMalloc(%zu) = offset %zu", bytes, *offset);
+  return base() + *offset;
+}
+
+void Heap::grow(size_t bytes) {
+  Chunk chunk{mapped(), bytes, 0};
+  bool created = false, mapped_here = false;
+  auto undo_local = [&] {
+    if (mapped_here) space_.unmap(base() + chunk.offset, bytes);
+    if (created) space_.destroy(chunk.handle);
+  };
+  try {
+    bootstrap_.agree_on([&] {
+      chunk.handle = space_.create(bytes);
+      created = true;
+      space_.map(base() + chunk.offset, bytes, chunk.handle);
+      mapped_here = true;
+    });
+  } catch (const Error& e) {
+    undo_local();
+    SYMCOMM_THROW(e.code(), "cannot grow the symmetric heap by %s: %s",
+                  format_bytes(bytes).c_str(), e.what());
+  }
+  std::vector<int> peers;
+  try {
+    bootstrap_.agree_on([&] { map_peers(chunk, peers); });
+  } catch (const Error& e) {
+    unmap_chunk(chunk, peers);
+    SYMCOMM_THROW(e.code(), "cannot map a new heap chunk of the ranks of this node: %s",
+                  e.what());
+  }
+  chunks_.push_back(chunk);
+  allocator_.grow_to(chunk.offset + bytes);
+  SYMCOMM_DEBUG("heap grew by %s to %s", format_bytes(bytes).c_str(),
+                format_bytes(mapped()).c_str());
+}
+
+void Heap::map_peers(const Chunk& chunk, std::vector<int>& mapped) {
+  SharedHandle mine = space_.share(chunk.handle);
+  std::vector<SharedHandle> theirs(static_cast<size_t>(topology_.nranks));
+  if (space_.handles_are_bytes()) {
+    std::vector<std::array<uint8_t, 64>> all(static_cast<size_t>(topology_.nranks));
+    bootstrap_.allgather(mine.bytes.data(), 64, all.data());
+    for (int pe = 0; pe < topology_.nranks; ++pe) theirs[static_cast<size_t>(pe)].bytes = all[static_cast<size_t>(pe)];
+  } else {
+    std::vector<Fd> fds = fds_->exchange(mine.fd.get(), chunks_.size());
+    for (int pe = 0; pe < topology_.nranks; ++pe)
+      theirs[static_cast<size_t>(pe)].fd = std::move(fds[static_cast<size_t>(pe)]);
+  }
+  for (int pe = 0; pe < topology_.nranks; ++pe) {
+    char* w = windows_[static_cast<size_t>(pe)];
+    if (pe == topology_.rank || !w) continue;
+    try {
+      space_.map_peer(w + chunk.offset, chunk.bytes, theirs[static_cast<size_t>(pe)]);
+    } catch (const Error& e) {
+      SYMCOMM_THROW(e.code(), "cannot map rank %d's heap chunk here: %s", pe, e.what());
+    }
+    mapped.push_back(pe);
+  }
+}
+
+void Heap::unmap_chunk(const Chunk& chunk, const std::vector<int>& peers) {
+  for (int pe : peers) space_.unmap(windows_[static_cast<size_t>(pe)] + chunk.offset, chunk.bytes);
+  space_.unmap(base() + chunk.offset, chunk.bytes);
+  space_.destroy(chunk.handle);
+}
+
+void Heap::free(void* ptr) {
+  struct Request {
+    uint64_t offset;
+    int32_t status;  // Allocator::FreeStatus, or -1 for NULL
+  } mine{0, -1};
+  if (ptr) {
+    if (!contains(ptr)) {
+      mine.status = static_cast<int32_t>(Allocator::FreeStatus::NotInHeap);
+    } else {
+      mine.offset = offset_of(ptr);
+      mine.status = static_cast<int32_t>(allocator_.check_free(mine.offset));
+    }
+  }
+  std::vector<Request> all(static_cast<size_t>(topology_.nranks));
+  bootstrap_.allgather(&mine, sizeof mine, all.data());
+  for (int r = 0; r < topology_.nranks; ++r) {
+    const Request& q = all[static_cast<size_t>(r)];
+    const char* who = r == topology_.rank ? "this rank" : "another rank";
+    switch (static_cast<Allocator::FreeStatus>(q.status)) {
+      case Allocator::FreeStatus::Ok: break;
+      case Allocator::FreeStatus::NotInHeap:
+        SYMCOMM_THROW(symcommInvalidArgument,
+                      "symcommFree: rank %d (%s) passed a pointer that is not in the symmetric "
+                      "heap", r, who);
+      case Allocator::FreeStatus::Interior:
+        SYMCOMM_THROW(symcommInvalidArgument,
+                      "symcommFree: rank %d (%s) passed a pointer inside an allocation (offset "
+                      "%llu), not its start", r, who, static_cast<unsigned long long>(q.offset));
+      case Allocator::FreeStatus::NotAllocated:
+        SYMCOMM_THROW(symcommInvalidUsage,
+                      "symcommFree: rank %d (%s) passed offset %llu, which is not allocated "
+                      "(freed twice?)", r, who, static_cast<unsigned long long>(q.offset));
+      default:
+        break;  // NULL
+    }
+    if (q.status != all[0].status || q.offset != all[0].offset)
+      SYMCOMM_THROW(symcommInvalidUsage,
+                    "symcommFree is collective and needs the same allocation on every rank: "
+                    "rank 0 frees %s%llu, rank %d frees %s%llu",
+                    all[0].status < 0 ? "NULL " : "offset ",
+                    static_cast<unsigned long long>(all[0].offset), r,
+                    q.status < 0 ? "NULL " : "offset ", static_cast<unsigned long long>(q.offset));
+  }
+  if (mine.status < 0) return;
+  allocator_.free(mine.offset);
+}
+
+bool Heap::contains(const void* ptr) const {
+  auto* p = static_cast<const char*>(ptr);
+  return p >= base() && p < base() + mapped();
+}
+
+void* Heap::peer_ptr(const void* ptr, int pe) const {
+  SYMCOMM_REQUIRE(pe >= 0 && pe < topology_.nranks, symcommInvalidArgument,
+                  "pe %d is out of range [0, %d)", pe, topology_.nranks);
+  SYMCOMM_REQUIRE(ptr && contains(ptr), symcommInvalidArgument,
+                  "ptr %p is not in the symmetric heap [%p, %p)", ptr,
+                  static_cast<const void*>(base()), static_cast<const void*>(base() + mapped()));
+  char* w = windows_[static_cast<size_t>(pe)];
+  return w ? w + offset_of(ptr) : nullptr;
+}
+
+}  // namespace symcomm

@@ -1,0 +1,61 @@
+// The symmetric heap of one communicator. Every rank reserves one address window of
+// SYMCOMM_HEAP_MAX bytes per accessible peer (itself included); the heap grows by chunks
+// appended at the same offset on every rank, each mapped into this rank's own window and
+// into the windows of its local peers. A symmetric address is window[rank] + offset; the
+// same object on peer pe is window[pe] + offset.
+//
+// malloc and free are collective and check that all ranks agree before changing anything,
+// so a failed call leaves the heap exactly as it was on every rank.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "memory/allocator.h"
+#include "memory/fd_exchange.h"
+#include "memory/space.h"
+
+namespace symcomm {
+
+class Heap {
+ public:
+  // Collective.
+  Heap(Bootstrap& bootstrap, const Topology& topology, Space& space);
+  ~Heap();
+
+  void* malloc(size_t bytes);  // collective
+  void free(void* ptr);        // collective
+  // The address of `ptr`'s object on `pe`, or nullptr if `pe` is not accessible.
+  void* peer_ptr(const void* ptr, int pe) const;
+  bool contains(const void* ptr) const;
+  size_t offset_of(const void* ptr) const { return static_cast<const char*>(ptr) - base(); }
+  char* base() const { return windows_[static_cast<size_t>(topology_.rank)]; }
+
+  size_t used() const { return allocator_.used(); }
+  size_t mapped() const { return allocator_.capacity(); }
+  size_t max_bytes() const { return max_; }
+  size_t chunk_bytes() const { return chunk_; }
+
+ private:
+  struct Chunk {
+    size_t offset;
+    size_t bytes;
+    uint64_t handle;
+  };
+  void grow(size_t bytes);
+  void map_peers(const Chunk& chunk, std::vector<int>& mapped);
+  void unmap_chunk(const Chunk& chunk, const std::vector<int>& peers);
+
+  Bootstrap& bootstrap_;
+  const Topology& topology_;
+  Space& space_;
+  size_t max_ = 0;
+  size_t chunk_ = 0;
+  std::vector<char*> windows_;  // per rank; nullptr where not accessible
+  std::vector<Chunk> chunks_;
+  Allocator allocator_;
+  std::unique_ptr<FdExchange> fds_;
+};
+
+}  // namespace symcomm

@@ -1,0 +1,152 @@
+// The cuda memory space: physical chunks from cuMemCreate on this rank's GPU, exported as
+// POSIX file descriptors (or fabric handles, for multi-node NVLink) and mapped by the local
+// peers into one reserved virtual-address window per peer, with access for their GPU.
+#include <cstring>
+
+#include "base/cuda_driver.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "memory/space.h"
+
+namespace symcomm {
+
+static const EnumParam kHandleType(
+    "SYMCOMM_CUMEM_HANDLE", "fd", "fd|fabric",
+    "how heap chunks are shared: POSIX file descriptors, or fabric handles (multi-node NVLink, "
+    "needs IMEX)");
+
+namespace {
+
+class CudaSpace final : public Space {
+ public:
+  explicit CudaSpace(int device) : drv_(cuda_driver()), device_(device) {
+    SYMCOMM_CU(drv_, cuDeviceGet(&dev_, device));
+    int vmm = 0, fd_ok = 0, fabric_ok = 0;
+    SYMCOMM_CU(drv_, cuDeviceGetAttribute(
+                         &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev_));
+    SYMCOMM_CU(drv_, cuDeviceGetAttribute(
+                         &fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                         dev_));
+    SYMCOMM_CU(drv_, cuDeviceGetAttribute(
+                         &fabric_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, dev_));
+    SYMCOMM_REQUIRE(vmm, symcommNotSupported,
+                    "device %d does not support virtual memory management (cuMemCreate)", device);
+    fabric_ = kHandleType.get() == "fabric";
+    SYMCOMM_REQUIRE(fabric_ ? fabric_ok : fd_ok, symcommNotSupported,
+                    "device %d does not support %s handles (SYMCOMM_CUMEM_HANDLE)", device,
+                    fabric_ ? "fabric" : "POSIX file descriptor");
+    SYMCOMM_CU(drv_, cuDevicePrimaryCtxRetain(&ctx_, dev_));
+    SYMCOMM_CU(drv_, cuCtxSetCurrent(ctx_));
+    CUmemAllocationProp prop = properties();
+    SYMCOMM_CU(drv_, cuMemGetAllocationGranularity(&granularity_, &prop,
+                                                   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    SYMCOMM_CU(drv_, cuDeviceTotalMem(&total_, dev_));
+  }
+  ~CudaSpace() override { drv_.cuDevicePrimaryCtxRelease(dev_); }
+
+  symcommMemorySpace_t kind() const override { return symcommSpaceCuda; }
+  const char* name() const override { return "cuda"; }
+  size_t granularity() const override { return granularity_; }
+  size_t default_max_bytes() const override { return total_ / granularity_ * granularity_; }
+  size_t default_chunk_bytes() const override { return size_t{512} << 20; }
+  bool handles_are_bytes() const override { return fabric_; }
+
+  void* reserve(size_t bytes) override {
+    CUdeviceptr p = 0;
+    SYMCOMM_CU(drv_, cuMemAddressReserve(&p, bytes, granularity_, 0, 0));
+    return reinterpret_cast<void*>(p);
+  }
+  void unreserve(void* base, size_t bytes) override {
+    drv_.cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes);
+  }
+
+  uint64_t create(size_t bytes) override {
+    CUmemAllocationProp prop = properties();
+    CUmemGenericAllocationHandle h;
+    SYMCOMM_CU(drv_, cuMemCreate(&h, bytes, &prop, 0));
+    return h;
+  }
+  void destroy(uint64_t handle) override { drv_.cuMemRelease(handle); }
+
+  void map(void* addr, size_t bytes, uint64_t handle) override {
+    auto p = reinterpret_cast<CUdeviceptr>(addr);
+    SYMCOMM_CU(drv_, cuMemMap(p, bytes, 0, handle, 0));
+    grant_access(p, bytes);
+  }
+
+  SharedHandle share(uint64_t handle) override {
+    SharedHandle out;
+    if (fabric_) {
+      CUmemFabricHandle f;
+      SYMCOMM_CU(drv_, cuMemExportToShareableHandle(&f, handle, CU_MEM_HANDLE_TYPE_FABRIC, 0));
+      static_assert(sizeof f <= sizeof out.bytes);
+      std::memcpy(out.bytes.data(), &f, sizeof f);
+    } else {
+      int fd = -1;
+      SYMCOMM_CU(drv_, cuMemExportToShareableHandle(
+                           &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+      out.fd.reset(fd);
+    }
+    return out;
+  }
+
+  void map_peer(void* addr, size_t bytes, const SharedHandle& shared) override {
+    CUmemGenericAllocationHandle h;
+    if (fabric_) {
+      CUmemFabricHandle f;
+      std::memcpy(&f, shared.bytes.data(), sizeof f);
+      SYMCOMM_CU(drv_, cuMemImportFromShareableHandle(&h, &f, CU_MEM_HANDLE_TYPE_FABRIC));
+    } else {
+      void* os_handle = reinterpret_cast<void*>(static_cast<uintptr_t>(shared.fd.get()));
+      SYMCOMM_CU(drv_, cuMemImportFromShareableHandle(
+                           &h, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    }
+    auto p = reinterpret_cast<CUdeviceptr>(addr);
+    CUresult r = drv_.cuMemMap(p, bytes, 0, h, 0);
+    // The mapping holds its own reference to the physical memory.
+    drv_.cuMemRelease(h);
+    if (r != CUDA_SUCCESS) throw_cuda_error(r, "cuMemMap(peer chunk)", __FILE__, __LINE__);
+    try {
+      grant_access(p, bytes);
+    } catch (...) {
+      drv_.cuMemUnmap(p, bytes);
+      throw;
+    }
+  }
+
+  void unmap(void* addr, size_t bytes) override {
+    SYMCOMM_CU(drv_, cuMemUnmap(reinterpret_cast<CUdeviceptr>(addr), bytes));
+  }
+
+ private:
+  CUmemAllocationProp properties() const {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device_;
+    prop.requestedHandleTypes =
+        fabric_ ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+  }
+  void grant_access(CUdeviceptr p, size_t bytes) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device_;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    SYMCOMM_CU(drv_, cuMemSetAccess(p, bytes, &access, 1));
+  }
+
+  const CudaDriver& drv_;
+  int device_;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  size_t granularity_ = 0;
+  size_t total_ = 0;
+  bool fabric_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Space> make_cuda_space(int device) { return std::make_unique<CudaSpace>(device); }
+
+}  // namespace symcomm

@@ -1,0 +1,266 @@
+// Joining communicators: by unique id, from launchers' environments, the root's token
+// check, disagreements and timeouts, argument checks; and the bootstrap collectives.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "mp.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+TEST(Init, WorldDescribesItself) {
+  int rank, size, local, local_size, node, nnodes, device;
+  symcommMemorySpace_t space;
+  SC_OK(symcommCommRank(mp::world(), &rank));
+  SC_OK(symcommCommSize(mp::world(), &size));
+  SC_OK(symcommCommLocalRank(mp::world(), &local));
+  SC_OK(symcommCommLocalSize(mp::world(), &local_size));
+  SC_OK(symcommCommNode(mp::world(), &node, &nnodes));
+  SC_OK(symcommCommMemorySpace(mp::world(), &space));
+  SC_OK(symcommCommDevice(mp::world(), &device));
+  EXPECT_EQ(rank, atoi(getenv("SYMCOMM_RANK")));
+  EXPECT_EQ(size, atoi(getenv("SYMCOMM_NRANKS")));
+  EXPECT_EQ(local, rank);  // symrun starts every rank on this node
+  EXPECT_EQ(local_size, size);
+  EXPECT_EQ(node, 0);
+  EXPECT_EQ(nnodes, 1);
+  EXPECT_EQ(space, mp::space());
+  if (space == symcommSpaceHost) EXPECT_EQ(device, -1);
+  else EXPECT_GE(device, 0);
+  for (int pe = 0; pe < size; ++pe) {
+    int ok = -1;
+    SC_OK(symcommPeerAccessible(mp::world(), pe, &ok));
+    EXPECT_EQ(ok, 1) << "pe " << pe;
+  }
+}
+
+TEST(Init, JoinByUniqueIdTwice) {
+  for (int i = 0; i < 2; ++i) {
+    symcommComm_t comm = mp::new_comm();
+    ASSERT_NE(comm, nullptr);
+    int rank = -1, size = -1;
+    SC_OK(symcommCommRank(comm, &rank));
+    SC_OK(symcommCommSize(comm, &size));
+    EXPECT_EQ(rank, mp::rank());
+    EXPECT_EQ(size, mp::nranks());
+    SC_OK(symcommFinalize(comm));
+  }
+}
+
+TEST(Init, RootRefusesWrongToken) {
+  symcommUniqueId good = mp::shared_uid();
+  symcommUniqueId bad = good;
+  // The token follows the magic, version (4 bytes each) and the root's address (20 bytes).
+  for (size_t i = 28; i < 44; ++i) bad.internal[i] ^= 0x5a;
+  ASSERT_NE(std::memcmp(&bad, &good, sizeof good), 0);
+  symcommComm_t comm = nullptr;
+  symcommConfig_t cfg = mp::config();
+  symcommResult_t rc = symcommInit(&comm, mp::nranks(), mp::rank(), &bad, &cfg);
+  EXPECT_EQ(rc, symcommInvalidArgument) << symcommGetLastError();
+  EXPECT_NE(std::strstr(symcommGetLastError(), "wrong token"), nullptr) << symcommGetLastError();
+  EXPECT_EQ(comm, nullptr);
+  // The root refused those connections and still serves the genuine ranks.
+  SC_OK(symcommInit(&comm, mp::nranks(), mp::rank(), &good, &cfg));
+  SC_OK(symcommFinalize(comm));
+}
+
+TEST(Init, RanksDisagreeOnSize) {
+  symcommUniqueId uid = mp::shared_uid();
+  symcommComm_t comm = nullptr;
+  symcommConfig_t cfg = mp::config();
+  int n = mp::rank() == 0 ? mp::nranks() + 1 : mp::nranks();
+  mp::ScopedEnv timeout("SYMCOMM_BOOTSTRAP_TIMEOUT", "10");
+  symcommResult_t rc = symcommInit(&comm, n, mp::rank(), &uid, &cfg);
+  // The root fails everyone once it sees the second, different size.
+  EXPECT_EQ(rc, symcommInvalidArgument) << symcommGetLastError();
+  EXPECT_NE(std::strstr(symcommGetLastError(), "disagree on nranks"), nullptr)
+      << symcommGetLastError();
+}
+
+TEST(Init, MissingRankTimesOut) {
+  mp::ScopedEnv timeout("SYMCOMM_BOOTSTRAP_TIMEOUT", "2");
+  symcommUniqueId uid = mp::shared_uid();  // the root starts with the short timeout
+  symcommComm_t comm = nullptr;
+  symcommConfig_t cfg = mp::config();
+  auto start = Clock::now();
+  // One more rank than will ever join.
+  symcommResult_t rc = symcommInit(&comm, mp::nranks() + 1, mp::rank(), &uid, &cfg);
+  double took = seconds_since(start);
+  EXPECT_EQ(rc, symcommTimeout) << symcommGetLastError();
+  EXPECT_NE(std::strstr(symcommGetLastError(), "did not join"), nullptr) << symcommGetLastError();
+  EXPECT_LT(took, 6.0);
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST(Init, BadArguments) {
+  symcommUniqueId uid{};
+  symcommComm_t comm = nullptr;
+  SC_FAILS(symcommInit(nullptr, 2, 0, &uid, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "comm is NULL"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommInit(&comm, 0, 0, &uid, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "nranks is 0"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommInit(&comm, 2, 2, &uid, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "rank 2 is out of range"), nullptr);
+  SC_FAILS(symcommInit(&comm, 2, -1, &uid, nullptr), symcommInvalidArgument);
+  SC_FAILS(symcommInit(&comm, 2, 0, nullptr, nullptr), symcommInvalidArgument);
+  SC_FAILS(symcommInit(&comm, 2, 0, &uid, nullptr), symcommInvalidArgument);  // zeros: no magic
+  EXPECT_NE(std::strstr(symcommGetLastError(), "not a symcomm unique id"), nullptr);
+  symcommConfig_t cfg{};
+  SC_FAILS(symcommInit(&comm, 2, 0, &uid, &cfg), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "symcommConfigInit"), nullptr);
+  SC_OK(symcommConfigInit(&cfg));
+  cfg.struct_size = 8;
+  SC_FAILS(symcommInit(&comm, 2, 0, &uid, &cfg), symcommInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  SC_FAILS(symcommFinalize(nullptr), symcommInvalidArgument);
+  SC_FAILS(symcommCommRank(mp::world(), nullptr), symcommInvalidArgument);
+  int ok;
+  SC_FAILS(symcommPeerAccessible(mp::world(), mp::nranks(), &ok), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "symcommPeerAccessible(pe="), nullptr);
+}
+
+TEST(Init, UniqueIdText) {
+  symcommUniqueId uid = mp::shared_uid(), back{};
+  char text[SYMCOMM_UNIQUE_ID_STRING_BYTES];
+  SC_OK(symcommUniqueIdToString(&uid, text, sizeof text));
+  EXPECT_EQ(std::strlen(text), 2u * SYMCOMM_UNIQUE_ID_BYTES);
+  SC_OK(symcommUniqueIdFromString(text, &back));
+  EXPECT_EQ(std::memcmp(&uid, &back, sizeof uid), 0);
+  SC_FAILS(symcommUniqueIdToString(&uid, text, sizeof text - 1), symcommInvalidArgument);
+  text[5] = 'x';
+  SC_FAILS(symcommUniqueIdFromString(text, &back), symcommInvalidArgument);
+  SC_FAILS(symcommUniqueIdFromString("abc", &back), symcommInvalidArgument);
+  // Consume the id so that its root thread finishes.
+  symcommComm_t comm;
+  symcommConfig_t cfg = mp::config();
+  SC_OK(symcommInit(&comm, mp::nranks(), mp::rank(), &uid, &cfg));
+  SC_OK(symcommFinalize(comm));
+}
+
+// A free TCP port on loopback, chosen by rank 0 and shared.
+int free_port() {
+  int port = 0;
+  if (mp::rank() == 0) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    close(fd);
+  }
+  return static_cast<int>(mp::agree(static_cast<uint64_t>(port)));
+}
+
+// Joins from a launcher's variables with symrun's hidden for the duration.
+void join_from(const std::vector<std::pair<const char*, std::string>>& vars) {
+  mp::ScopedEnv a("SYMCOMM_RANK", "-1"), b("SYMCOMM_NRANKS", "-1"), c("SYMCOMM_UNIQUE_ID", "");
+  std::vector<std::unique_ptr<mp::ScopedEnv>> set;
+  for (const auto& [name, value] : vars) set.push_back(std::make_unique<mp::ScopedEnv>(name, value));
+  symcommComm_t comm = nullptr;
+  symcommConfig_t cfg = mp::config();
+  SC_OK(symcommInitFromEnv(&comm, &cfg));
+  int rank = -1, size = -1;
+  SC_OK(symcommCommRank(comm, &rank));
+  SC_OK(symcommCommSize(comm, &size));
+  EXPECT_EQ(rank, mp::rank());
+  EXPECT_EQ(size, mp::nranks());
+  SC_OK(symcommHostBarrier(comm));
+  SC_OK(symcommFinalize(comm));
+}
+
+TEST(InitFromEnv, Torchrun) {
+  int port = free_port() - 1;  // the root listens on MASTER_PORT + 1
+  join_from({{"RANK", std::to_string(mp::rank())},
+             {"WORLD_SIZE", std::to_string(mp::nranks())},
+             {"LOCAL_RANK", std::to_string(mp::rank())},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", std::to_string(port)}});
+}
+
+TEST(InitFromEnv, OpenMpiWithRootAddress) {
+  join_from({{"OMPI_COMM_WORLD_RANK", std::to_string(mp::rank())},
+             {"OMPI_COMM_WORLD_SIZE", std::to_string(mp::nranks())},
+             {"SYMCOMM_BOOTSTRAP_ROOT", "127.0.0.1:" + std::to_string(free_port())}});
+}
+
+TEST(InitFromEnv, SlurmWithToken) {
+  join_from({{"SLURM_PROCID", std::to_string(mp::rank())},
+             {"SLURM_NTASKS", std::to_string(mp::nranks())},
+             {"SYMCOMM_BOOTSTRAP_TOKEN", "00112233445566778899aabbccddeeff"},
+             {"SYMCOMM_BOOTSTRAP_ROOT", "localhost:" + std::to_string(free_port())}});
+}
+
+TEST(InitFromEnv, ExplainsWhatIsMissing) {
+  mp::ScopedEnv a("SYMCOMM_RANK", "-1"), b("SYMCOMM_NRANKS", "-1"), c("SYMCOMM_UNIQUE_ID", "");
+  symcommComm_t comm = nullptr;
+  SC_FAILS(symcommInitFromEnv(&comm, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "no launcher environment"), nullptr)
+      << symcommGetLastError();
+  mp::ScopedEnv r("PMI_RANK", "0"), s("PMI_SIZE", "2");
+  SC_FAILS(symcommInitFromEnv(&comm, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "MASTER_ADDR"), nullptr) << symcommGetLastError();
+  mp::ScopedEnv t("PMI_SIZE", "x");
+  SC_FAILS(symcommInitFromEnv(&comm, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "PMI_SIZE='x'"), nullptr) << symcommGetLastError();
+}
+
+TEST(HostCollectives, AllgatherSizes) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{(1 << 20) + 3}}) {
+    std::vector<uint8_t> mine(bytes), all(bytes * static_cast<size_t>(mp::nranks()), 0xee);
+    for (size_t i = 0; i < bytes; ++i) mine[i] = mp::pattern(mp::rank(), bytes, i);
+    SC_OK(symcommHostAllgather(mp::world(), mine.data(), all.data(), bytes));
+    for (int r = 0; r < mp::nranks(); ++r) {
+      size_t bad = 0;
+      for (size_t i = 0; i < bytes; ++i)
+        bad += all[static_cast<size_t>(r) * bytes + i] != mp::pattern(r, bytes, i);
+      EXPECT_EQ(bad, 0u) << "bytes " << bytes << " from rank " << r;
+    }
+  }
+}
+
+TEST(HostCollectives, BroadcastFromEveryRoot) {
+  for (int root = 0; root < mp::nranks(); ++root) {
+    for (size_t bytes : {size_t{1}, size_t{1000}, size_t{300000}}) {
+      std::vector<uint8_t> buf(bytes, 0xee);
+      if (mp::rank() == root)
+        for (size_t i = 0; i < bytes; ++i) buf[i] = mp::pattern(root, 7, i);
+      SC_OK(symcommHostBroadcast(mp::world(), buf.data(), bytes, root));
+      size_t bad = 0;
+      for (size_t i = 0; i < bytes; ++i) bad += buf[i] != mp::pattern(root, 7, i);
+      EXPECT_EQ(bad, 0u) << "root " << root << " bytes " << bytes;
+    }
+  }
+}
+
+TEST(HostCollectives, RepeatedBarriers) {
+  for (int i = 0; i < 200; ++i) SC_OK(symcommHostBarrier(mp::world()));
+}
+
+TEST(HostCollectives, DisagreementsFailOnEveryRank) {
+  uint64_t buf[4] = {};
+  std::vector<uint64_t> all(4 * static_cast<size_t>(mp::nranks()));
+  size_t bytes = mp::rank() == mp::nranks() - 1 ? 16 : 8;
+  SC_FAILS(symcommHostAllgather(mp::world(), buf, all.data(), bytes), symcommInvalidUsage);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "disagree on the allgather size"), nullptr);
+  int root = mp::rank() == 0 ? mp::nranks() : 0;  // rank 0 names a root out of range
+  SC_FAILS(symcommHostBroadcast(mp::world(), buf, 8, root), symcommInvalidUsage);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "out of range"), nullptr) << symcommGetLastError();
+  // The world is still usable.
+  SC_OK(symcommHostBarrier(mp::world()));
+}
+
+}  // namespace

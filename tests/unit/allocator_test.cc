@@ -1,0 +1,84 @@
+// The heap's offset allocator.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "memory/allocator.h"
+
+namespace symcomm {
+namespace {
+
+TEST(Allocator, AlignsAndFitsFirst) {
+  Allocator a;
+  EXPECT_FALSE(a.allocate(1));  // no capacity yet
+  EXPECT_EQ(a.growth_needed(1), 256u);
+  a.grow_to(4096);
+  EXPECT_EQ(a.allocate(1), 0u);
+  EXPECT_EQ(a.allocate(300), 256u);
+  EXPECT_EQ(a.allocate(256), 768u);
+  EXPECT_EQ(a.used(), 256u + 512u + 256u);
+  EXPECT_FALSE(a.allocate(0));
+  EXPECT_FALSE(a.allocate(4096));
+}
+
+TEST(Allocator, FreeCoalescesAndReports) {
+  Allocator a;
+  a.grow_to(1024);
+  size_t x = *a.allocate(256), y = *a.allocate(256), z = *a.allocate(256);
+  EXPECT_EQ(a.check_free(y + 8), Allocator::FreeStatus::Interior);
+  EXPECT_EQ(a.check_free(4096), Allocator::FreeStatus::NotInHeap);
+  EXPECT_EQ(a.check_free(768), Allocator::FreeStatus::NotAllocated);
+  a.free(x);
+  a.free(z);
+  EXPECT_EQ(a.check_free(x), Allocator::FreeStatus::NotAllocated);
+  EXPECT_EQ(a.largest_free(), 512u);  // z merged with the tail
+  a.free(y);
+  EXPECT_EQ(a.largest_free(), 1024u);
+  EXPECT_EQ(a.used(), 0u);
+  EXPECT_EQ(a.allocate(1024), 0u);
+}
+
+TEST(Allocator, GrowthCountsTheFreeTail) {
+  Allocator a;
+  a.grow_to(1024);
+  a.allocate(256);
+  EXPECT_EQ(a.growth_needed(768), 0u);
+  EXPECT_EQ(a.growth_needed(1000), 256u);  // 1024 needed, 768 free at the end
+  a.grow_to(2048);
+  EXPECT_EQ(a.allocate(1000), 256u);  // the tail and the new range merged
+}
+
+TEST(Allocator, RandomOperationsNeverOverlap) {
+  std::mt19937_64 rng(12345);
+  Allocator a;
+  a.grow_to(1 << 20);
+  std::map<size_t, size_t> live;
+  for (int i = 0; i < 20000; ++i) {
+    if (!live.empty() && rng() % 2) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      ASSERT_EQ(a.check_free(it->first), Allocator::FreeStatus::Ok);
+      a.free(it->first);
+      live.erase(it);
+      continue;
+    }
+    size_t bytes = 1 + rng() % 5000;
+    auto off = a.allocate(bytes);
+    if (!off) continue;
+    ASSERT_EQ(*off % Allocator::kAlignment, 0u);
+    auto next = live.lower_bound(*off);
+    if (next != live.end()) {
+      ASSERT_LE(*off + bytes, next->first);
+    }
+    if (next != live.begin()) {
+      ASSERT_LE(std::prev(next)->first + std::prev(next)->second, *off);
+    }
+    live[*off] = bytes;
+  }
+  size_t used = 0;
+  for (auto& [o, b] : live) used += Allocator::round_up(b, Allocator::kAlignment);
+  EXPECT_EQ(a.used(), used);
+}
+
+}  // namespace
+}  // namespace symcomm

@@ -1,0 +1,91 @@
+// fill / count_mismatches in both memory spaces. On GPUs, the kernels load and store the
+// peer's memory directly through the address symcommPtr gave: that is what the heap
+// promises, so that is what the tests exercise.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+#include "mp.h"
+
+namespace mp {
+
+namespace {
+
+__global__ void fill_kernel(uint8_t* dst, size_t bytes, int who, uint64_t what) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < bytes;
+       i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = pattern(who, what, i);
+}
+
+__global__ void check_kernel(const uint8_t* src, size_t bytes, int who, uint64_t what,
+                             unsigned long long* bad) {
+  unsigned long long mine = 0;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < bytes;
+       i += size_t{gridDim.x} * blockDim.x)
+    mine += src[i] != pattern(who, what, i);
+  if (mine) atomicAdd(bad, mine);
+}
+
+// Records a failed CUDA call in the running test; true when it succeeded.
+bool cuda_ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  ADD_FAILURE() << what << ": " << cudaGetErrorString(e);
+  return false;
+}
+
+unsigned blocks_for(size_t bytes) {
+  size_t b = (bytes + 255) / 256;
+  return static_cast<unsigned>(b < 1024 ? (b ? b : 1) : 1024);
+}
+
+}  // namespace
+
+bool space_available(std::string* why) {
+  if (space() == symcommSpaceHost) return true;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    *why = cudaGetErrorString(e);
+    return false;
+  }
+  if (count == 0) {
+    *why = "no GPU is visible";
+    return false;
+  }
+  return true;
+}
+
+void fill(void* dst, size_t bytes, int who, uint64_t what) {
+  auto* p = static_cast<uint8_t*>(dst);
+  if (space() == symcommSpaceHost) {
+    for (size_t i = 0; i < bytes; ++i) p[i] = pattern(who, what, i);
+    return;
+  }
+  fill_kernel<<<blocks_for(bytes), 256>>>(p, bytes, who, what);
+  if (cuda_ok(cudaGetLastError(), "fill_kernel launch"))
+    cuda_ok(cudaDeviceSynchronize(), "fill_kernel");
+}
+
+size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what) {
+  auto* p = static_cast<const uint8_t*>(src);
+  if (space() == symcommSpaceHost) {
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; ++i) bad += p[i] != pattern(who, what, i);
+    return bad;
+  }
+  const size_t failed = bytes ? bytes : 1;
+  unsigned long long* bad = nullptr;
+  if (!cuda_ok(cudaMalloc(&bad, sizeof *bad), "cudaMalloc")) return failed;
+  unsigned long long host = failed;
+  if (cuda_ok(cudaMemset(bad, 0, sizeof *bad), "cudaMemset")) {
+    check_kernel<<<blocks_for(bytes), 256>>>(p, bytes, who, what, bad);
+    if (!cuda_ok(cudaGetLastError(), "check_kernel launch") ||
+        !cuda_ok(cudaMemcpy(&host, bad, sizeof host, cudaMemcpyDeviceToHost), "check_kernel"))
+      host = failed;
+  }
+  cuda_ok(cudaFree(bad), "cudaFree");
+  return static_cast<size_t>(host);
+}
+
+}  // namespace mp

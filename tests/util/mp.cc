@@ -1,0 +1,81 @@
+#include "mp.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mp {
+
+symcommComm_t g_world = nullptr;
+
+symcommComm_t world() { return g_world; }
+
+int rank() {
+  int r = -1;
+  symcommCommRank(g_world, &r);
+  return r;
+}
+
+int nranks() {
+  int n = -1;
+  symcommCommSize(g_world, &n);
+  return n;
+}
+
+symcommMemorySpace_t space() {
+  const char* s = std::getenv("SYMCOMM_TEST_SPACE");
+  return s && std::strcmp(s, "cuda") == 0 ? symcommSpaceCuda : symcommSpaceHost;
+}
+
+symcommConfig_t config() {
+  symcommConfig_t c;
+  symcommConfigInit(&c);
+  c.space = space();
+  return c;
+}
+
+symcommUniqueId shared_uid() {
+  symcommUniqueId uid{};
+  if (rank() == 0) {
+    EXPECT_EQ(symcommGetUniqueId(&uid), symcommSuccess) << symcommGetLastError();
+  }
+  EXPECT_EQ(symcommHostBroadcast(g_world, &uid, sizeof uid, 0), symcommSuccess)
+      << symcommGetLastError();
+  return uid;
+}
+
+symcommComm_t new_comm() {
+  symcommUniqueId uid = shared_uid();
+  symcommComm_t comm = nullptr;
+  symcommConfig_t c = config();
+  symcommResult_t rc = symcommInit(&comm, nranks(), rank(), &uid, &c);
+  EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+  return rc == symcommSuccess ? comm : nullptr;
+}
+
+ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
+  const char* old = std::getenv(name);
+  had_ = old != nullptr;
+  if (had_) old_ = old;
+  setenv(name, value.c_str(), 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+  else unsetenv(name_.c_str());
+}
+
+uint64_t agree(uint64_t value) {
+  EXPECT_EQ(symcommHostBroadcast(g_world, &value, sizeof value, 0), symcommSuccess);
+  return value;
+}
+
+bool all_ok(bool ok) {
+  std::vector<int32_t> all(static_cast<size_t>(nranks()));
+  int32_t mine = ok ? 1 : 0;
+  if (symcommHostAllgather(g_world, &mine, all.data(), sizeof mine) != symcommSuccess) return false;
+  for (int32_t v : all)
+    if (!v) return false;
+  return true;
+}
+
+}  // namespace mp

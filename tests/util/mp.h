@@ -1,0 +1,70 @@
+// Support for multi-process tests: each test binary runs as every rank under symrun, joins
+// a "world" communicator from the environment in main(), and agrees with the other ranks on
+// pass/fail at the end (mp_main.cc). Tests that need a communicator of their own make one
+// with new_comm(), which passes a fresh unique id through the world.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pattern.h"
+#include "symcomm/symcomm.h"
+
+namespace mp {
+
+symcommComm_t world();
+int rank();
+int nranks();
+// The memory space under test, from SYMCOMM_TEST_SPACE (host or cuda).
+symcommMemorySpace_t space();
+symcommConfig_t config();
+
+// Collective over the world: a new communicator of all ranks with the test's space.
+symcommComm_t new_comm();
+// A unique id made by rank 0 and given to every rank.
+symcommUniqueId shared_uid();
+
+// Sets an environment variable for the scope's life, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value);
+  ~ScopedEnv();
+
+ private:
+  std::string name_;
+  bool had_;
+  std::string old_;
+};
+
+// The same value on every rank (rank 0's), for seeds and ports.
+uint64_t agree(uint64_t value);
+// True on every rank iff `ok` on every rank.
+bool all_ok(bool ok);
+
+// pattern(who, what, index): the byte rank `who` writes at `index` of allocation `what`.
+
+// Writes pattern(who, what, i) into [dst, dst + bytes), a symmetric address of any
+// accessible peer, in the test's memory space (plain stores on the host, a kernel on GPUs).
+void fill(void* dst, size_t bytes, int who, uint64_t what);
+// Counts the bytes of [src, src + bytes) that differ from the pattern (loads through the
+// same kind of address; on GPUs a kernel reads the peer's memory directly).
+size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what);
+
+}  // namespace mp
+
+// Fails the test and prints the last-error message unless `call` returns symcommSuccess.
+#define SC_OK(call)                                                                       \
+  do {                                                                                    \
+    symcommResult_t sc_rc_ = (call);                                                      \
+    ASSERT_EQ(sc_rc_, symcommSuccess) << #call << ": " << symcommGetLastError();          \
+  } while (0)
+// Expects `call` to fail with `code`.
+#define SC_FAILS(call, code)                                                              \
+  do {                                                                                    \
+    symcommResult_t sc_rc_ = (call);                                                      \
+    EXPECT_EQ(sc_rc_, code) << #call << " returned " << symcommGetErrorString(sc_rc_)     \
+                            << ": " << symcommGetLastError();                             \
+  } while (0)

@@ -1,0 +1,39 @@
+// main() of every multi-process test binary (see mp.h).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "mp.h"
+
+namespace mp {
+extern symcommComm_t g_world;
+bool space_available(std::string* why);
+}  // namespace mp
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string why;
+  if (!mp::space_available(&why)) {
+    std::printf("SKIP: the %s space is not available here: %s\n",
+                mp::space() == symcommSpaceCuda ? "cuda" : "host", why.c_str());
+    return 77;  // ctest's SKIP_RETURN_CODE
+  }
+  symcommConfig_t cfg = mp::config();
+  if (symcommInitFromEnv(&mp::g_world, &cfg) != symcommSuccess) {
+    std::fprintf(stderr, "cannot join the world communicator: %s\n", symcommGetLastError());
+    return 1;
+  }
+  // Only rank 0 prints gtest's report in full; the others print failures.
+  if (mp::rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int rc = RUN_ALL_TESTS();
+  bool ok = mp::all_ok(rc == 0);
+  if (!ok && rc == 0) std::fprintf(stderr, "rank %d passed, another rank failed\n", mp::rank());
+  if (symcommFinalize(mp::g_world) != symcommSuccess) {
+    std::fprintf(stderr, "finalize failed: %s\n", symcommGetLastError());
+    ok = false;
+  }
+  return ok ? 0 : 1;
+}
