@@ -15,6 +15,8 @@
 
 namespace {
 
+void print_static();
+
 using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
 template <typename F>
@@ -128,6 +130,7 @@ int print_comm() {
                 space == symcommSpaceCuda ? "cuda" : "host", device, reach.c_str());
   std::vector<char> all(sizeof line * static_cast<size_t>(size));
   int rc = symcommHostAllgather(comm, line, all.data(), sizeof line) == symcommSuccess ? 0 : 1;
+  if (rank == 0) print_static();
   if (rank == 0 && rc == 0) {
     std::printf("\nCommunicator: %d rank(s) on %d node(s)\n", size, nnodes);
     for (int r = 0; r < size; ++r) std::printf("%s\n", &all[sizeof line * static_cast<size_t>(r)]);
@@ -136,15 +139,7 @@ int print_comm() {
   return rc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  bool comm = argc > 1 && std::strcmp(argv[1], "--comm") == 0;
-  if (argc > 1 && !comm) {
-    std::printf("usage: symcomm-info [--comm]\n  --comm  also join a communicator from the "
-                "launcher's environment (symrun -n N symcomm-info --comm) and print the node map\n");
-    return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
-  }
+void print_static() {
   int version = 0;
   symcommGetVersion(&version);
   std::printf("symcomm %d.%d.%d\n\nBuild\n", version / 10000, version / 100 % 100, version % 100);
@@ -157,5 +152,20 @@ int main(int argc, char** argv) {
   }
   print_devices();
   print_params();
-  return comm ? print_comm() : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool comm = argc > 1 && std::strcmp(argv[1], "--comm") == 0;
+  if (argc > 1 && !comm) {
+    std::printf("usage: symcomm-info [--comm]\n  --comm  also join a communicator from the "
+                "launcher's environment (symrun -n N symcomm-info --comm) and print the node map\n");
+    return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+  }
+  if (!comm) {
+    print_static();
+    return 0;
+  }
+  return print_comm();
 }
