@@ -2,10 +2,15 @@
 // pointer symcommPtr gives (plain stores from a kernel on GPUs, from the CPU in the host
 // space), then checks what every peer wrote into its own buffer, and rank 0 prints a table.
 //
-//   symrun -n 4 build/examples/symcomm-demo [--mib-per-peer N]
+//   symrun -n 4 build/bin/symcomm-demo [--mib-per-peer N] [--json FILE] [--machine NAME]
+//
+// Times are per rank: "cuda init" is the CUDA driver and context start-up, done first
+// through the runtime so that "symcomm init" shows what joining costs on its own.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,26 +68,84 @@ double ms_since(Clock::time_point t) {
 
 struct Row {
   int rank, node, device, space;
-  double init_ms, alloc_ms, put_ms;
+  double cuda_ms, init_ms, alloc_ms, put_ms;
   unsigned long long bad;
 };
+
+// Starts CUDA on the device symcomm will pick (local rank modulo the device count) and
+// returns how long that took, or 0 where there is no GPU.
+double start_cuda() {
+  auto t = Clock::now();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // no GPU: the host space will be used
+    return 0;
+  }
+  const char* local = std::getenv("SYMCOMM_LOCAL_RANK");
+  CHECK_CUDA(cudaSetDevice((local ? std::atoi(local) : 0) % count));
+  CHECK_CUDA(cudaFree(nullptr));
+  return ms_since(t);
+}
+
+void write_json(const char* path, const char* machine, const std::vector<Row>& rows, int nranks,
+                size_t bytes, bool gpu) {
+  FILE* f = std::fopen(path, "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", path);
+    return;
+  }
+  time_t now = time(nullptr);
+  char date[32];
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  if (!machine) machine = gpu ? "gpu" : "host";
+  auto median = [&](double Row::*field) {
+    std::vector<double> v;
+    for (const Row& r : rows) v.push_back(r.*field);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto max_of = [&](double Row::*field) {
+    double m = 0;
+    for (const Row& r : rows) m = std::max(m, r.*field);
+    return m;
+  };
+  const struct {
+    const char* op;
+    double Row::*field;
+  } ops[] = {{"cuda_init", &Row::cuda_ms}, {"init", &Row::init_ms}, {"malloc", &Row::alloc_ms},
+             {"put_all", &Row::put_ms}};
+  for (const auto& o : ops)
+    std::fprintf(f, "{\"bench\": \"demo\", \"op\": \"%s\", \"impl\": \"symcomm:%s\", "
+                 "\"dtype\": \"bytes\", \"bytes\": %zu, \"ranks\": %d, \"time_us\": %.1f, "
+                 "\"max_time_us\": %.1f, \"machine\": \"%s\", \"date\": \"%s\"}\n",
+                 o.op, gpu ? "cuda" : "host", bytes, nranks, 1000 * median(o.field),
+                 1000 * max_of(o.field), machine, date);
+  std::fclose(f);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   long mib = -1;
+  const char* json = nullptr;
+  const char* machine = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--mib-per-peer") == 0 && i + 1 < argc) {
       mib = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      json = argv[++i];
+    } else if (std::strcmp(argv[i], "--machine") == 0 && i + 1 < argc) {
+      machine = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: symrun -n N symcomm-demo [--mib-per-peer N]\n");
+      std::fprintf(stderr, "usage: symrun -n N symcomm-demo [--mib-per-peer N] [--json FILE] [--machine NAME]\n");
       return 2;
     }
   }
+  Row row{};
+  row.cuda_ms = start_cuda();
   auto t0 = Clock::now();
   symcommComm_t comm;
   CHECK_SC(symcommInitFromEnv(&comm, nullptr));
-  Row row{};
   row.init_ms = ms_since(t0);
   int nranks, node, nnodes;
   symcommMemorySpace_t space;
@@ -159,12 +222,13 @@ int main(int argc, char** argv) {
   if (row.rank == 0) {
     std::printf("symcomm demo: %d ranks on %d node(s), %s space, each rank writes %ld MiB into "
                 "every rank's symmetric buffer\n\n", nranks, nnodes, gpu ? "cuda" : "host", mib);
-    std::printf("%4s %4s %6s %10s %10s %10s %12s %10s\n", "rank", "node", "device", "init ms",
-                "alloc ms", "write ms", "write GB/s", "check");
+    std::printf("%4s %4s %6s %14s %16s %10s %10s %12s %8s\n", "rank", "node", "device",
+                "cuda init ms", "symcomm init ms", "alloc ms", "write ms", "write GB/s", "check");
     for (const Row& r : rows) {
       double gbs = static_cast<double>(bytes) / (r.put_ms * 1e6);
-      std::printf("%4d %4d %6d %10.1f %10.2f %10.2f %12.1f %10s\n", r.rank, r.node, r.device,
-                  r.init_ms, r.alloc_ms, r.put_ms, gbs, r.bad ? "FAILED" : "ok");
+      std::printf("%4d %4d %6d %14.1f %16.1f %10.2f %10.2f %12.1f %8s\n", r.rank, r.node,
+                  r.device, r.cuda_ms, r.init_ms, r.alloc_ms, r.put_ms, gbs,
+                  r.bad ? "FAILED" : "ok");
       if (r.bad) {
         std::printf("     rank %d found %llu wrong words\n", r.rank, r.bad);
         ok = false;
@@ -174,6 +238,7 @@ int main(int argc, char** argv) {
                 ok ? "PASSED" : "FAILED", bytes);
   }
   for (const Row& r : rows) ok = ok && r.bad == 0;
+  if (json && row.rank == 0) write_json(json, machine, rows, nranks, bytes, gpu);
   CHECK_SC(symcommFree(comm, buf));
   CHECK_SC(symcommFinalize(comm));
   return ok ? 0 : 1;

@@ -1,6 +1,7 @@
 // Joining and leaving a communicator, and what a communicator knows of itself.
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "bootstrap/launcher_env.h"
@@ -10,6 +11,20 @@
 using namespace symcomm;
 
 namespace {
+
+// Logs how long each step of joining took (SYMCOMM_LOG_LEVEL=info).
+class StepTimer {
+ public:
+  void done(const char* step) {
+    auto now = std::chrono::steady_clock::now();
+    SYMCOMM_INFO("init: %s took %.1f ms", step,
+                 std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 symcommConfig_t checked_config(const symcommConfig_t* config) {
   symcommConfig_t c = SYMCOMM_CONFIG_INITIALIZER;
@@ -30,7 +45,9 @@ void setup(symcommComm& comm, const symcommConfig_t& config);
 std::unique_ptr<symcommComm> create(const UniqueId& uid, int nranks, int rank,
                                     const symcommConfig_t& config) {
   auto comm = std::make_unique<symcommComm>();
+  StepTimer timer;
   comm->bootstrap = Bootstrap::join(uid, nranks, rank);
+  timer.done("bootstrap join");
   try {
     setup(*comm, config);
   } catch (...) {
@@ -47,7 +64,9 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   const int rank = bs.rank(), nranks = bs.nranks();
   LogRankScope scope(rank);
   symcommMemorySpace_t kind = symcommSpaceHost;
-  bs.agree_on([&] { kind = resolve_space(config.space); });
+  StepTimer timer;
+  bs.agree_on([&] { kind = resolve_space(config.space); });  // loads the CUDA driver
+  timer.done("memory space (CUDA driver load and cuInit)");
   std::vector<int32_t> kinds(static_cast<size_t>(nranks));
   int32_t mine = kind;
   bs.allgather(&mine, sizeof mine, kinds.data());
@@ -59,8 +78,11 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
                     space_name(static_cast<symcommMemorySpace_t>(kinds[static_cast<size_t>(r)])));
   comm->space_kind = kind;
   comm->topology = discover_topology(bs, kind, config.device);
+  timer.done("topology");
   bs.agree_on([&] { comm->space = make_space(kind, comm->topology); });
+  timer.done("memory space setup (CUDA context)");
   comm->heap = std::make_unique<Heap>(bs, comm->topology, *comm->space);
+  timer.done("heap windows");
   SYMCOMM_INFO("rank %d of %d joined: node %d of %d, local rank %d of %d, %s space, device %d",
                rank, nranks, comm->topology.node, comm->topology.nnodes,
                comm->topology.local_rank, comm->topology.local_size, space_name(kind),
