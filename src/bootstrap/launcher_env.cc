@@ -8,8 +8,8 @@
 namespace symcomm {
 
 // symrun's and the user's own variables.
-static const IntParam kRank("SYMCOMM_RANK", "-1", "rank of this process (set by symrun)");
-static const IntParam kNranks("SYMCOMM_NRANKS", "-1", "number of ranks (set by symrun)");
+static const StringParam kRank("SYMCOMM_RANK", "", "rank of this process (set by symrun)");
+static const StringParam kNranks("SYMCOMM_NRANKS", "", "number of ranks (set by symrun)");
 static const IntParam kLocalRank("SYMCOMM_LOCAL_RANK", "-1", "rank within the node (symrun)");
 static const StringParam kUniqueId("SYMCOMM_UNIQUE_ID", "",
                                    "text form of a unique id to join (set by symrun)");
@@ -76,33 +76,28 @@ Token derived_token() {
 }  // namespace
 
 LaunchEnv read_launch_env() {
+  // The launchers, in the order their variables are looked for: one line each.
+  const struct {
+    const char* name;
+    const StringParam& rank;
+    const StringParam& size;
+  } launchers[] = {{"symrun", kRank, kNranks},
+                   {"torchrun", kTorchRank, kTorchWorld},
+                   {"Open MPI", kOmpiRank, kOmpiSize},
+                   {"PMI", kPmiRank, kPmiSize},
+                   {"Slurm", kSlurmRank, kSlurmSize}};
   LaunchEnv env;
-  if (kRank.get() >= 0 || kNranks.get() >= 0) {
-    env.launcher = "symrun";
-    env.rank = as_int(kRank, 0);
-    env.nranks = as_int(kNranks, 1);
-  } else if (set(kTorchRank) && set(kTorchWorld)) {
-    env.launcher = "torchrun";
-    env.rank = as_int(kTorchRank, 0);
-    env.nranks = as_int(kTorchWorld, 1);
-  } else if (set(kOmpiRank) && set(kOmpiSize)) {
-    env.launcher = "Open MPI";
-    env.rank = as_int(kOmpiRank, 0);
-    env.nranks = as_int(kOmpiSize, 1);
-  } else if (set(kPmiRank) && set(kPmiSize)) {
-    env.launcher = "PMI";
-    env.rank = as_int(kPmiRank, 0);
-    env.nranks = as_int(kPmiSize, 1);
-  } else if (set(kSlurmRank) && set(kSlurmSize)) {
-    env.launcher = "Slurm";
-    env.rank = as_int(kSlurmRank, 0);
-    env.nranks = as_int(kSlurmSize, 1);
-  } else {
-    SYMCOMM_THROW(symcommInvalidArgument,
+  for (const auto& l : launchers) {
+    if (!set(l.rank) && !set(l.size)) continue;
+    env.launcher = l.name;
+    env.rank = as_int(l.rank, 0);
+    env.nranks = as_int(l.size, 1);
+    break;
+  }
+  SYMCOMM_REQUIRE(env.rank >= 0, symcommInvalidArgument,
                   "no launcher environment found: set SYMCOMM_RANK/SYMCOMM_NRANKS (symrun), "
                   "RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE (mpirun), "
                   "PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS (srun)");
-  }
   SYMCOMM_REQUIRE(env.rank < env.nranks, symcommInvalidArgument,
                   "%s environment: rank %d is not below the number of ranks %d", env.launcher,
                   env.rank, env.nranks);

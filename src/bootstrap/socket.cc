@@ -318,21 +318,30 @@ Fd unix_connect(const std::string& path, Deadline deadline, const AbortCheck& ab
   }
 }
 
-void send_fd(int sock, const void* header, size_t bytes, int fd_to_send) {
-  iovec iov{const_cast<void*>(header), bytes};
+namespace {
+// A message of `bytes` header bytes with room for one descriptor (SCM_RIGHTS).
+struct FdMessage {
+  iovec iov;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  FdMessage(void* header, size_t bytes) : iov{header, bytes} {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+};
+}  // namespace
+
+void send_fd(int sock, const void* header, size_t bytes, int fd_to_send) {
+  FdMessage m(const_cast<void*>(header), bytes);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd_to_send, sizeof(int));
   ssize_t n;
-  do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL); while (n < 0 && errno == EINTR);
+  do n = ::sendmsg(sock, &m.msg, MSG_NOSIGNAL); while (n < 0 && errno == EINTR);
   SYMCOMM_SYSCHECK(n);
   SYMCOMM_REQUIRE(static_cast<size_t>(n) == bytes, symcommSystemError,
                   "sendmsg sent %zd of %zu bytes", n, bytes);
@@ -340,17 +349,11 @@ void send_fd(int sock, const void* header, size_t bytes, int fd_to_send) {
 
 Fd recv_fd(int sock, void* header, size_t bytes, Deadline deadline, const AbortCheck& abort) {
   wait_ready(sock, POLLIN, deadline, abort, "receiving a memory handle from a local peer");
-  iovec iov{header, bytes};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  FdMessage m(header, bytes);
   ssize_t n;
-  do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL); while (n < 0 && errno == EINTR);
+  do n = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC | MSG_WAITALL); while (n < 0 && errno == EINTR);
   SYMCOMM_SYSCHECK(n);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   SYMCOMM_REQUIRE(static_cast<size_t>(n) == bytes && c && c->cmsg_type == SCM_RIGHTS,
                   symcommPeerLost, "a local peer closed its handle connection early");
   int fd;

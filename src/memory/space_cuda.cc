@@ -17,6 +17,11 @@ static const EnumParam kHandleType(
 
 namespace {
 
+// For clean-up paths that must not throw: the failure is logged, not lost.
+void warn_if_failed(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) SYMCOMM_WARN("%s failed with CUDA error %d", what, static_cast<int>(r));
+}
+
 class CudaSpace final : public Space {
  public:
   explicit CudaSpace(int device) : drv_(cuda_driver()), device_(device) {
@@ -42,7 +47,9 @@ class CudaSpace final : public Space {
                                                    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     SYMCOMM_CU(drv_, cuDeviceTotalMem(&total_, dev_));
   }
-  ~CudaSpace() override { drv_.cuDevicePrimaryCtxRelease(dev_); }
+  ~CudaSpace() override {
+    warn_if_failed(drv_.cuDevicePrimaryCtxRelease(dev_), "cuDevicePrimaryCtxRelease");
+  }
 
   symcommMemorySpace_t kind() const override { return symcommSpaceCuda; }
   const char* name() const override { return "cuda"; }
@@ -57,7 +64,8 @@ class CudaSpace final : public Space {
     return reinterpret_cast<void*>(p);
   }
   void unreserve(void* base, size_t bytes) override {
-    drv_.cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes);
+    warn_if_failed(drv_.cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes),
+                   "cuMemAddressFree");
   }
 
   uint64_t create(size_t bytes) override {
@@ -66,7 +74,9 @@ class CudaSpace final : public Space {
     SYMCOMM_CU(drv_, cuMemCreate(&h, bytes, &prop, 0));
     return h;
   }
-  void destroy(uint64_t handle) override { drv_.cuMemRelease(handle); }
+  void destroy(uint64_t handle) override {
+    warn_if_failed(drv_.cuMemRelease(handle), "cuMemRelease");
+  }
 
   void map(void* addr, size_t bytes, uint64_t handle) override {
     auto p = reinterpret_cast<CUdeviceptr>(addr);
@@ -104,12 +114,12 @@ class CudaSpace final : public Space {
     auto p = reinterpret_cast<CUdeviceptr>(addr);
     CUresult r = drv_.cuMemMap(p, bytes, 0, h, 0);
     // The mapping holds its own reference to the physical memory.
-    drv_.cuMemRelease(h);
+    warn_if_failed(drv_.cuMemRelease(h), "cuMemRelease(imported chunk)");
     if (r != CUDA_SUCCESS) throw_cuda_error(r, "cuMemMap(peer chunk)", __FILE__, __LINE__);
     try {
       grant_access(p, bytes);
     } catch (...) {
-      drv_.cuMemUnmap(p, bytes);
+      warn_if_failed(drv_.cuMemUnmap(p, bytes), "cuMemUnmap");
       throw;
     }
   }

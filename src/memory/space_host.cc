@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "memory/space.h"
 
 namespace symcomm {
@@ -26,7 +27,9 @@ class HostSpace final : public Space {
     if (p == MAP_FAILED) throw_system_error(__FILE__, __LINE__, "mmap(reserve)", errno);
     return p;
   }
-  void unreserve(void* base, size_t bytes) override { munmap(base, bytes); }
+  void unreserve(void* base, size_t bytes) override {
+    if (munmap(base, bytes) != 0) SYMCOMM_WARN("munmap of a heap window failed: %s", strerror(errno));
+  }
 
   uint64_t create(size_t bytes) override {
     Fd fd(memfd_create("symcomm-heap", MFD_CLOEXEC));
@@ -40,7 +43,7 @@ class HostSpace final : public Space {
                     strerror(rc));
     return static_cast<uint64_t>(fd.release());
   }
-  void destroy(uint64_t handle) override { close(static_cast<int>(handle)); }
+  void destroy(uint64_t handle) override { close(static_cast<int>(handle)); }  // EINTR-safe on Linux
 
   void map(void* addr, size_t bytes, uint64_t handle) override {
     map_fd(addr, bytes, static_cast<int>(handle));

@@ -167,7 +167,7 @@ int free_port() {
 
 // Joins from a launcher's variables with symrun's hidden for the duration.
 void join_from(const std::vector<std::pair<const char*, std::string>>& vars) {
-  mp::ScopedEnv a("SYMCOMM_RANK", "-1"), b("SYMCOMM_NRANKS", "-1"), c("SYMCOMM_UNIQUE_ID", "");
+  mp::ScopedEnv a("SYMCOMM_RANK", ""), b("SYMCOMM_NRANKS", ""), c("SYMCOMM_UNIQUE_ID", "");
   std::vector<std::unique_ptr<mp::ScopedEnv>> set;
   for (const auto& [name, value] : vars) set.push_back(std::make_unique<mp::ScopedEnv>(name, value));
   symcommComm_t comm = nullptr;
@@ -205,7 +205,7 @@ TEST(InitFromEnv, SlurmWithToken) {
 }
 
 TEST(InitFromEnv, ExplainsWhatIsMissing) {
-  mp::ScopedEnv a("SYMCOMM_RANK", "-1"), b("SYMCOMM_NRANKS", "-1"), c("SYMCOMM_UNIQUE_ID", "");
+  mp::ScopedEnv a("SYMCOMM_RANK", ""), b("SYMCOMM_NRANKS", ""), c("SYMCOMM_UNIQUE_ID", "");
   symcommComm_t comm = nullptr;
   SC_FAILS(symcommInitFromEnv(&comm, nullptr), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "no launcher environment"), nullptr)
