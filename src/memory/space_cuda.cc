@@ -71,7 +71,13 @@ class CudaSpace final : public Space {
   uint64_t create(size_t bytes) override {
     CUmemAllocationProp prop = properties();
     CUmemGenericAllocationHandle h;
-    SYMCOMM_CU(drv_, cuMemCreate(&h, bytes, &prop, 0));
+    CUresult r = drv_.cuMemCreate(&h, bytes, &prop, 0);
+    if (r == CUDA_ERROR_NOT_PERMITTED && fabric_)
+      SYMCOMM_THROW(symcommNotSupported,
+                    "cuMemCreate refused fabric-shareable memory (CUDA_ERROR_NOT_PERMITTED): "
+                    "fabric handles need an IMEX channel (/dev/nvidia-caps-imex-channels); on "
+                    "a single node use SYMCOMM_CUMEM_HANDLE=fd");
+    if (r != CUDA_SUCCESS) throw_cuda_error(r, "cuMemCreate", __FILE__, __LINE__);
     return h;
   }
   void destroy(uint64_t handle) override {
