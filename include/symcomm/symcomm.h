@@ -202,6 +202,90 @@ void* symcommPtr(symcommComm_t comm, const void* ptr, int pe);
 symcommResult_t symcommHeapInfo(symcommComm_t comm, size_t* used, size_t* mapped,
                                 size_t* maximum);
 
+/* ------------------------------------------------------------------------------------ */
+/* Teams                                                                                */
+/* ------------------------------------------------------------------------------------ */
+/* A team is an ordered subset of the ranks of a communicator: team rank i is world rank
+ * start + i * stride. Two teams always exist: the world and the ranks of this node (when
+ * they are evenly spaced, as every launcher places them).
+ * Creating a team is collective over the whole communicator: every rank calls it, the
+ * members of the parent with the same arguments (checked), other ranks with any (they may
+ * pass SYMCOMM_TEAM_INVALID as the parent); ranks that are not members of the new team
+ * receive SYMCOMM_TEAM_INVALID. Team ids are agreed so that one id means the same team
+ * on all its members. */
+typedef int32_t symcommTeam_t;
+#define SYMCOMM_TEAM_INVALID ((symcommTeam_t)-1)
+#define SYMCOMM_TEAM_WORLD ((symcommTeam_t)0)
+#define SYMCOMM_TEAM_NODE ((symcommTeam_t)1) /* the ranks of this node (consecutive ranks) */
+#define SYMCOMM_MAX_TEAMS 64
+
+/* Members are parent ranks start, start + stride, ... (size of them). */
+symcommResult_t symcommTeamSplitStrided(symcommComm_t comm, symcommTeam_t parent, int start,
+                                        int stride, int size, symcommTeam_t* team);
+/* The parent seen as a grid of rows of `xrange` ranks (the last row may be short): xteam is
+ * this rank's row, yteam its column. */
+symcommResult_t symcommTeamSplit2D(symcommComm_t comm, symcommTeam_t parent, int xrange,
+                                   symcommTeam_t* xteam, symcommTeam_t* yteam);
+/* Called by the members (each forgets the team; no operation on it may be in flight). The
+ * world and node teams cannot be destroyed. */
+symcommResult_t symcommTeamDestroy(symcommComm_t comm, symcommTeam_t team);
+/* This rank's index in `team` (-1 if not a member) and the team's size. */
+symcommResult_t symcommTeamRank(symcommComm_t comm, symcommTeam_t team, int* rank);
+symcommResult_t symcommTeamSize(symcommComm_t comm, symcommTeam_t team, int* size);
+/* The index in `dst_team` of rank `src_pe` of `src_team`, or -1 if it is not a member. */
+symcommResult_t symcommTeamTranslate(symcommComm_t comm, symcommTeam_t src_team, int src_pe,
+                                     symcommTeam_t dst_team, int* dst_pe);
+
+/* ------------------------------------------------------------------------------------ */
+/* One-sided communication on a stream                                                  */
+/* ------------------------------------------------------------------------------------ */
+/* The same type as cudaStream_t, without requiring the CUDA headers. In the host memory
+ * space the stream must be NULL and every operation completes before the call returns. */
+struct CUstream_st;
+typedef struct CUstream_st* symcommStream_t;
+
+/* Who moves the bytes of a put or get. */
+typedef enum {
+  symcommEngineAuto = 0, /* chosen by size (SYMCOMM_SM_COPY_MAX): see docs/rma.md     */
+  symcommEngineCe = 1,   /* the GPU's copy engines: no SM is used                       */
+  symcommEngineSm = 2    /* a copy kernel on SYMCOMM_SM_COPY_BLOCKS blocks              */
+} symcommEngine_t;
+
+typedef enum { symcommSignalSet = 0, symcommSignalAdd = 1 } symcommSignalOp_t;
+typedef enum {
+  symcommCmpEq = 0, symcommCmpNe = 1, symcommCmpGe = 2,
+  symcommCmpGt = 3, symcommCmpLe = 4, symcommCmpLt = 5
+} symcommCmp_t;
+
+/* Copies `bytes` from `src` (any memory this rank's GPU can read; host memory in the host
+ * space) to the symmetric address `dst` on rank `pe`, in stream order. `dst` is given as
+ * this rank's symmetric address of the object (as returned by symcommMalloc). */
+symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* src, size_t bytes,
+                                   int pe, symcommEngine_t engine, symcommStream_t stream);
+/* Copies `bytes` from the symmetric address `src` on rank `pe` to `dst` (any memory). */
+symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, const void* src, size_t bytes,
+                                   int pe, symcommEngine_t engine, symcommStream_t stream);
+/* A put followed by an update of the 64-bit symmetric word `sig` on `pe` (set to `value`,
+ * or atomically increased by it), which becomes visible only after all the data: a peer that
+ * observes the signal with a wait also observes the data. `bytes` may be 0. */
+symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* dst, const void* src,
+                                         size_t bytes, uint64_t* sig, uint64_t value,
+                                         symcommSignalOp_t op, int pe, symcommEngine_t engine,
+                                         symcommStream_t stream);
+/* Holds the stream until this rank's symmetric word `sig` compares to `value` as `cmp`
+ * says. Bounded: after SYMCOMM_WAIT_TIMEOUT, or when the communicator is aborted, the stream
+ * goes on and the next symcomm call on this communicator returns symcommTimeout (or
+ * symcommPeerLost) with the signal's address, the expected and the observed value. */
+symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_t* sig, symcommCmp_t cmp,
+                                          uint64_t value, symcommStream_t stream);
+/* Every put, get and signal this rank issued on `stream` is complete and visible to its
+ * target once the stream reaches this point. */
+symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStream_t stream);
+/* A barrier over `team` in stream order: no member's stream passes it before every member's
+ * stream reached it, and every put issued before it is visible after it. */
+symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTeam_t team,
+                                       symcommStream_t stream);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 } /* extern "C" */

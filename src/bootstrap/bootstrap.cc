@@ -271,12 +271,19 @@ void Bootstrap::check_alive() const {
                 lost, p.pid, p.hostname, lost_reason_.c_str());
 }
 
+void Bootstrap::on_lost(std::function<void()> callback) {
+  std::lock_guard<std::mutex> lock(lost_mutex_);
+  on_lost_ = std::move(callback);
+  if (on_lost_ && lost_rank_.load() >= 0) on_lost_();
+}
+
 void Bootstrap::mark_lost(int rank, const std::string& why) {
   int expected = -1;
   if (!lost_rank_.compare_exchange_strong(expected, rank)) return;
   {
     std::lock_guard<std::mutex> lock(lost_mutex_);
     lost_reason_ = why;
+    if (on_lost_) on_lost_();
   }
   SYMCOMM_WARN("rank %d was lost: %s", rank, why.c_str());
   if (rank_ != 0) return;

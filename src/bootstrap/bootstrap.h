@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +62,8 @@ class Bootstrap {
   // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
   void check_alive() const;
   bool peer_lost() const { return lost_rank_.load() >= 0; }
+  // Called (from the monitor thread) when a rank is lost; at once if one already was.
+  void on_lost(std::function<void()> callback);
   // Stops treating closed connections as lost peers: called before the last barrier.
   void begin_finalize() { finalizing_.store(true); }
 
@@ -92,6 +95,7 @@ class Bootstrap {
   std::atomic<int> lost_rank_{-1};
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;
+  std::function<void()> on_lost_;
 };
 
 }  // namespace symcomm

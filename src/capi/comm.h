@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "memory/heap.h"
 #include "memory/space.h"
+#include "rma/rma.h"
 #include "topology/topology.h"
 
 struct symcommComm {
@@ -17,6 +18,16 @@ struct symcommComm {
   symcommMemorySpace_t space_kind = symcommSpaceHost;
   std::unique_ptr<symcomm::Space> space;
   std::unique_ptr<symcomm::Heap> heap;
+  std::unique_ptr<symcomm::Rma> rma;
 
-  ~symcommComm() { magic = 0; }
+  // The communicator is usable: no peer lost, no device-side wait failure pending.
+  void check_live() {
+    bootstrap->check_alive();
+    rma->backend().raise_recorded_error();
+  }
+
+  ~symcommComm() {
+    magic = 0;
+    if (bootstrap) bootstrap->on_lost(nullptr);  // the backend goes first
+  }
 };

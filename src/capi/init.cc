@@ -83,6 +83,10 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   timer.done("memory space setup (CUDA context)");
   comm->heap = std::make_unique<Heap>(bs, comm->topology, *comm->space);
   timer.done("heap windows");
+  comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, kind);
+  RmaBackend* backend = &comm->rma->backend();
+  bs.on_lost([backend] { backend->abort(); });
+  timer.done("one-sided communication");
   SYMCOMM_INFO("rank %d of %d joined: node %d of %d, local rank %d of %d, %s space, device %d",
                rank, nranks, comm->topology.node, comm->topology.nnodes,
                comm->topology.local_rank, comm->topology.local_size, space_name(kind),

@@ -80,7 +80,7 @@ void* Heap::malloc(size_t bytes) {
                   "the symmetric heap cannot fit %s: used %s in %zu allocations, mapped %s, "
                   "maximum %s (SYMCOMM_HEAP_MAX), largest free range %s",
                   format_bytes(bytes).c_str(), format_bytes(used()).c_str(),
-                  allocator_.allocations(), format_bytes(mapped()).c_str(),
+                  allocator_.allocations() - internal_allocations_, format_bytes(mapped()).c_str(),
                   format_bytes(max_).c_str(), format_bytes(allocator_.largest_free()).c_str());
   };
   if (bytes > max_) out_of_memory();
@@ -95,6 +95,13 @@ void* Heap::malloc(size_t bytes) {
   }
   SYMCOMM_DEBUG("symcommMalloc(%zu) = offset %zu", bytes, *offset);
   return base() + *offset;
+}
+
+void* Heap::malloc_internal(size_t bytes) {
+  void* p = malloc(bytes);
+  internal_bytes_ += Allocator::round_up(bytes, Allocator::kAlignment);
+  ++internal_allocations_;
+  return p;
 }
 
 void Heap::grow(size_t bytes) {

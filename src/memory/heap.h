@@ -25,6 +25,8 @@ class Heap {
   ~Heap();
 
   void* malloc(size_t bytes);  // collective
+  // Collective like malloc, for symcomm's own use: not counted in used().
+  void* malloc_internal(size_t bytes);
   void free(void* ptr);        // collective
   // The address of `ptr`'s object on `pe`, or nullptr if `pe` is not accessible.
   void* peer_ptr(const void* ptr, int pe) const;
@@ -32,7 +34,9 @@ class Heap {
   size_t offset_of(const void* ptr) const { return static_cast<const char*>(ptr) - base(); }
   char* base() const { return windows_[static_cast<size_t>(topology_.rank)]; }
 
-  size_t used() const { return allocator_.used(); }
+  size_t used() const { return allocator_.used() - internal_bytes_; }
+  // Every rank's window as mapped here (nullptr where not accessible).
+  const std::vector<char*>& windows() const { return windows_; }
   size_t mapped() const { return allocator_.capacity(); }
   size_t max_bytes() const { return max_; }
   size_t chunk_bytes() const { return chunk_; }
@@ -56,6 +60,8 @@ class Heap {
   std::vector<Chunk> chunks_;
   Allocator allocator_;
   std::unique_ptr<FdExchange> fds_;
+  size_t internal_bytes_ = 0;
+  size_t internal_allocations_ = 0;
 };
 
 }  // namespace symcomm

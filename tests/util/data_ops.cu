@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "mp.h"
@@ -86,6 +88,50 @@ size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what) {
   }
   cuda_ok(cudaFree(bad), "cudaFree");
   return static_cast<size_t>(host);
+}
+
+void* local_alloc(size_t bytes) {
+  if (space() == symcommSpaceHost) return std::malloc(bytes);
+  void* p = nullptr;
+  cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
+}
+
+void local_free(void* p) {
+  if (space() == symcommSpaceHost) std::free(p);
+  else cuda_ok(cudaFree(p), "cudaFree");
+}
+
+symcommStream_t new_stream() {
+  if (space() == symcommSpaceHost) return nullptr;
+  cudaStream_t s = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  return s;
+}
+
+void free_stream(symcommStream_t s) {
+  if (s) cuda_ok(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+void sync(symcommStream_t s) {
+  if (space() == symcommSpaceCuda) cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (space() == symcommSpaceHost) std::memcpy(dst, src, bytes);
+  else cuda_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(copy_to_host)");
+}
+
+uint64_t read_u64(const void* p) {
+  uint64_t v = 0;
+  if (space() == symcommSpaceHost) return __atomic_load_n(static_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+  cuda_ok(cudaMemcpy(&v, p, 8, cudaMemcpyDeviceToHost), "cudaMemcpy(read_u64)");
+  return v;
+}
+
+void write_u64(void* p, uint64_t v) {
+  if (space() == symcommSpaceHost) __atomic_store_n(static_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
+  else cuda_ok(cudaMemcpy(p, &v, 8, cudaMemcpyHostToDevice), "cudaMemcpy(write_u64)");
 }
 
 }  // namespace mp

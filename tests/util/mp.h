@@ -53,6 +53,18 @@ void fill(void* dst, size_t bytes, int who, uint64_t what);
 // same kind of address; on GPUs a kernel reads the peer's memory directly).
 size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what);
 
+// Memory and streams of the space under test, for the local (non-symmetric) side of RMA.
+void* local_alloc(size_t bytes);  // malloc on the host, cudaMalloc on GPUs
+void local_free(void* p);
+symcommStream_t new_stream();     // NULL on the host
+void free_stream(symcommStream_t s);
+void sync(symcommStream_t s);     // waits for the stream (nothing on the host)
+// Copies bytes of this process's memory in the space under test to the host.
+void copy_to_host(void* dst, const void* src, size_t bytes);
+// Reads / writes one 64-bit word of this process's memory in the space under test.
+uint64_t read_u64(const void* p);
+void write_u64(void* p, uint64_t v);
+
 }  // namespace mp
 
 // Fails the test and prints the last-error message unless `call` returns symcommSuccess.

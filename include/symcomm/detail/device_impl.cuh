@@ -1,0 +1,354 @@
+// Bodies of the functions declared in symcomm/device.cuh, which includes this file: do not
+// include it directly. Names in symcomm::detail are not part of the API.
+#ifndef SYMCOMM_DETAIL_DEVICE_IMPL_CUH_
+#define SYMCOMM_DETAIL_DEVICE_IMPL_CUH_
+
+#if defined(__CUDACC__)
+
+namespace symcomm {
+namespace detail {
+
+// --- Memory operations at system scope -----------------------------------------------------
+
+__device__ __forceinline__ uint64_t load_acquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_release(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t global_time_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// --- Threads of a group ----------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned lane_id() {
+  unsigned lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return lane;
+}
+
+__device__ __forceinline__ unsigned block_thread() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+__device__ __forceinline__ unsigned block_threads() {
+  return blockDim.x * blockDim.y * blockDim.z;
+}
+
+// --- Copies ------------------------------------------------------------------------------------
+
+// Elements [0, n) of V, thread `tid` of `nt` taking every nt-th one. Each thread loads
+// kUnroll elements before storing them, to keep several loads in flight.
+template <typename V>
+__device__ __forceinline__ void copy_elements(V* dst, const V* src, size_t n, unsigned tid,
+                                              unsigned nt) {
+  constexpr unsigned kUnroll = 4;
+  size_t i = tid;
+  for (; i + (kUnroll - 1) * size_t{nt} < n; i += kUnroll * size_t{nt}) {
+    V v[kUnroll];
+#pragma unroll
+    for (unsigned u = 0; u < kUnroll; ++u) v[u] = src[i + u * size_t{nt}];
+#pragma unroll
+    for (unsigned u = 0; u < kUnroll; ++u) dst[i + u * size_t{nt}] = v[u];
+  }
+  for (; i < n; i += nt) dst[i] = src[i];
+}
+
+// `bytes` bytes with accesses of W bytes (V) on the middle section where dst is W-aligned
+// (src is then W-aligned too), single bytes at the head and the tail.
+template <typename V>
+__device__ __forceinline__ void copy_width(char* dst, const char* src, size_t bytes,
+                                           unsigned tid, unsigned nt) {
+  constexpr size_t W = sizeof(V);
+  size_t head = (W - reinterpret_cast<uintptr_t>(dst) % W) % W;
+  if (head > bytes) head = bytes;
+  const size_t n = (bytes - head) / W;
+  const size_t edges = bytes - n * W;  // head + tail bytes
+  for (size_t k = tid; k < edges; k += nt) {
+    const size_t j = k < head ? k : k + n * W;
+    dst[j] = src[j];
+  }
+  copy_elements(reinterpret_cast<V*>(dst + head), reinterpret_cast<const V*>(src + head), n, tid,
+                nt);
+}
+
+// The widest access width that dst and src share modulo 16.
+__device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, unsigned tid,
+                                     unsigned nt) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const unsigned diff = static_cast<unsigned>(reinterpret_cast<uintptr_t>(d) ^
+                                              reinterpret_cast<uintptr_t>(s)) & 15u;
+  if (diff == 0) copy_width<uint4>(d, s, bytes, tid, nt);
+  else if (diff % 8 == 0) copy_width<uint2>(d, s, bytes, tid, nt);
+  else if (diff % 4 == 0) copy_width<uint32_t>(d, s, bytes, tid, nt);
+  else if (diff % 2 == 0) copy_width<uint16_t>(d, s, bytes, tid, nt);
+  else copy_width<uint8_t>(d, s, bytes, tid, nt);
+}
+
+// --- Signals and waits ------------------------------------------------------------------------
+
+// The update itself; the caller has ordered the data before it.
+__device__ __forceinline__ void signal_update(uint64_t* remote, uint64_t value,
+                                              symcommSignalOp_t op) {
+  if (op == symcommSignalSet)
+    store_release(remote, value);
+  else if (op == symcommSignalAdd)
+    atomicAdd_system(reinterpret_cast<unsigned long long*>(remote),
+                     static_cast<unsigned long long>(value));
+}
+
+__device__ __forceinline__ bool compare(uint64_t seen, symcommCmp_t cmp, uint64_t value) {
+  switch (cmp) {
+    case symcommCmpEq: return seen == value;
+    case symcommCmpNe: return seen != value;
+    case symcommCmpGe: return seen >= value;
+    case symcommCmpGt: return seen > value;
+    case symcommCmpLe: return seen <= value;
+    case symcommCmpLt: return seen < value;
+  }
+  return false;
+}
+
+// First failure wins: the code is claimed with a compare-and-swap, then the rest is filled.
+__device__ __forceinline__ void record_error(const DeviceComm& c, int code, const void* word,
+                                             symcommCmp_t cmp, uint64_t expected,
+                                             uint64_t observed) {
+  DeviceError* e = c.error;
+  if (e == nullptr || atomicCAS_system(reinterpret_cast<int*>(&e->code), 0, code) != 0) return;
+  volatile DeviceError* v = e;
+  v->pe = c.rank;
+  v->cmp = static_cast<int32_t>(cmp);
+  v->block = static_cast<int32_t>(blockIdx.x);
+  v->address = reinterpret_cast<uintptr_t>(word);
+  v->expected = expected;
+  v->observed = observed;
+  __threadfence_system();
+}
+
+// Polls this rank's `word` with acquire loads; looks at the clock and the abort flag
+// (host memory, slow to read) once every kCheckEvery polls.
+__device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* word,
+                                          symcommCmp_t cmp, uint64_t value) {
+  constexpr uint32_t kCheckEvery = 1024;
+  uint64_t seen = load_acquire(word);
+  if (compare(seen, cmp, value)) return 0;
+  const uint64_t start = global_time_ns();
+  for (uint32_t polls = 1;; ++polls) {
+    seen = load_acquire(word);
+    if (compare(seen, cmp, value)) return 0;
+    if (polls % kCheckEvery == 0) {
+      int code = 0;
+      if (c.abort_flag != nullptr && *c.abort_flag != 0)
+        code = symcommPeerLost;
+      else if (c.wait_timeout_ns != 0 && global_time_ns() - start > c.wait_timeout_ns)
+        code = symcommTimeout;
+      if (code != 0) {
+        record_error(c, code, word, cmp, value, seen);
+        return code;
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+// --- The team and addresses -------------------------------------------------------------------
+
+__device__ __forceinline__ int team_rank(const DeviceComm& c) { return c.team_rank; }
+__device__ __forceinline__ int team_size(const DeviceComm& c) { return c.team_size; }
+
+__device__ __forceinline__ int world_rank(const DeviceComm& c, int team_pe) {
+  return c.team_start + team_pe * c.team_stride;
+}
+
+namespace detail {
+
+// ptr() without the null check, for a pe known to be accessible. Peer windows are global
+// memory: saying so lets the compiler use global loads and stores (LDG/STG) rather than
+// generic ones (LD/ST).
+template <typename T>
+__device__ __forceinline__ T* remote(const DeviceComm& c, T* p, int pe) {
+  const uintptr_t offset = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
+  char* r = c.peer_base[world_rank(c, pe)] + offset;
+  __builtin_assume(__isGlobal(r));
+  return reinterpret_cast<T*>(r);
+}
+
+}  // namespace detail
+
+template <typename T>
+__device__ __forceinline__ T* ptr(const DeviceComm& c, T* p, int pe) {
+  if (c.peer_base[world_rank(c, pe)] == nullptr) return nullptr;
+  return detail::remote(c, p, pe);
+}
+
+// --- Data movement ----------------------------------------------------------------------------
+
+__device__ __forceinline__ void put(const DeviceComm& c, void* dst, const void* src,
+                                    size_t bytes, int pe) {
+  detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
+}
+
+__device__ __forceinline__ void put_warp(const DeviceComm& c, void* dst, const void* src,
+                                         size_t bytes, int pe) {
+  detail::copy(detail::remote(c, dst, pe), src, bytes, detail::lane_id(), 32);
+  __syncwarp();
+}
+
+__device__ __forceinline__ void put_block(const DeviceComm& c, void* dst, const void* src,
+                                          size_t bytes, int pe) {
+  detail::copy(detail::remote(c, dst, pe), src, bytes, detail::block_thread(),
+               detail::block_threads());
+  __syncthreads();
+}
+
+__device__ __forceinline__ void get(const DeviceComm& c, void* dst, const void* src,
+                                    size_t bytes, int pe) {
+  detail::copy(dst, detail::remote(c, src, pe), bytes, 0, 1);
+}
+
+__device__ __forceinline__ void get_warp(const DeviceComm& c, void* dst, const void* src,
+                                         size_t bytes, int pe) {
+  detail::copy(dst, detail::remote(c, src, pe), bytes, detail::lane_id(), 32);
+  __syncwarp();
+}
+
+__device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const void* src,
+                                          size_t bytes, int pe) {
+  detail::copy(dst, detail::remote(c, src, pe), bytes, detail::block_thread(),
+               detail::block_threads());
+  __syncthreads();
+}
+
+// --- Signals ----------------------------------------------------------------------------------
+
+__device__ __forceinline__ void signal_op(const DeviceComm& c, uint64_t* sig, uint64_t value,
+                                          symcommSignalOp_t op, int pe) {
+  if (op == symcommSignalAdd) __threadfence_system();  // SET is a release store by itself
+  detail::signal_update(detail::remote(c, sig, pe), value, op);
+}
+
+__device__ __forceinline__ void put_signal(const DeviceComm& c, void* dst, const void* src,
+                                           size_t bytes, uint64_t* sig, uint64_t value,
+                                           symcommSignalOp_t op, int pe) {
+  detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
+  __threadfence_system();
+  detail::signal_update(detail::remote(c, sig, pe), value, op);
+}
+
+__device__ __forceinline__ void put_signal_warp(const DeviceComm& c, void* dst, const void* src,
+                                                size_t bytes, uint64_t* sig, uint64_t value,
+                                                symcommSignalOp_t op, int pe) {
+  const unsigned lane = detail::lane_id();
+  detail::copy(detail::remote(c, dst, pe), src, bytes, lane, 32);
+  __syncwarp();  // every lane's stores happen before lane 0's fence
+  if (lane == 0) {
+    __threadfence_system();
+    detail::signal_update(detail::remote(c, sig, pe), value, op);
+  }
+  __syncwarp();
+}
+
+__device__ __forceinline__ void put_signal_block(const DeviceComm& c, void* dst,
+                                                 const void* src, size_t bytes, uint64_t* sig,
+                                                 uint64_t value, symcommSignalOp_t op, int pe) {
+  const unsigned tid = detail::block_thread();
+  detail::copy(detail::remote(c, dst, pe), src, bytes, tid, detail::block_threads());
+  __syncthreads();  // every thread's stores happen before thread 0's fence
+  if (tid == 0) {
+    __threadfence_system();
+    detail::signal_update(detail::remote(c, sig, pe), value, op);
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ int signal_wait_until(const DeviceComm& c, uint64_t* sig,
+                                                 symcommCmp_t cmp, uint64_t value) {
+  return detail::wait_local(c, sig, cmp, value);
+}
+
+__device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint64_t* sig,
+                                                       symcommCmp_t cmp, uint64_t value) {
+  __shared__ int result;
+  __syncthreads();  // nobody still reads `result` from the previous call
+  if (detail::block_thread() == 0) result = detail::wait_local(c, sig, cmp, value);
+  __syncthreads();  // thread 0's acquire covers the block from here
+  return result;
+}
+
+// --- Ordering and completion ------------------------------------------------------------------
+
+__device__ __forceinline__ void fence(const DeviceComm&) { __threadfence_system(); }
+__device__ __forceinline__ void quiet(const DeviceComm&) { __threadfence_system(); }
+
+__device__ __forceinline__ void quiet_block(const DeviceComm&) {
+  __syncthreads();
+  if (detail::block_thread() == 0) __threadfence_system();
+  __syncthreads();
+}
+
+// --- Barrier ----------------------------------------------------------------------------------
+
+// Each member t has an array of slots, one per world rank. Entering barrier number `epoch`,
+// this rank writes `epoch` into its own slot (index c.rank) on every member, then waits
+// until every member has written at least `epoch` into the slots here.
+__device__ __forceinline__ int barrier_block(const DeviceComm& c) {
+  __shared__ uint64_t epoch;
+  __shared__ int result;
+  const unsigned tid = detail::block_thread(), nt = detail::block_threads();
+  const int n = c.team_size;
+  int missing = 0;
+  for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt))
+    missing |= c.peer_base[world_rank(c, t)] == nullptr;
+  // Also the entry barrier: the block's earlier writes happen before thread 0's fence, and
+  // nobody reads `epoch` or `result` from the previous call any more.
+  if (__syncthreads_or(missing)) return symcommNotSupported;
+  if (tid == 0) {
+    __threadfence_system();
+    epoch = ++*c.barrier_epoch;  // only this thread of this rank touches it
+    result = 0;
+  }
+  __syncthreads();
+  const uint64_t e = epoch;
+  for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt))
+    detail::store_release(detail::remote(c, c.barrier_slots + c.rank, t), e);
+  for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
+    const int rc = detail::wait_local(c, c.barrier_slots + world_rank(c, t), symcommCmpGe, e);
+    if (rc != 0) atomicCAS(&result, 0, rc);
+  }
+  __syncthreads();
+  return result;
+}
+
+// --- Atomics ----------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64_t* p,
+                                                     uint64_t value, int pe) {
+  return atomicAdd_system(reinterpret_cast<unsigned long long*>(detail::remote(c, p, pe)),
+                          static_cast<unsigned long long>(value));
+}
+
+__device__ __forceinline__ uint64_t atomic_compare_swap(const DeviceComm& c, uint64_t* p,
+                                                        uint64_t expected, uint64_t desired,
+                                                        int pe) {
+  return atomicCAS_system(reinterpret_cast<unsigned long long*>(detail::remote(c, p, pe)),
+                          static_cast<unsigned long long>(expected),
+                          static_cast<unsigned long long>(desired));
+}
+
+__device__ __forceinline__ uint64_t atomic_fetch(const DeviceComm& c, const uint64_t* p, int pe) {
+  return detail::load_acquire(detail::remote(c, p, pe));
+}
+
+}  // namespace symcomm
+
+#endif  // __CUDACC__
+#endif  // SYMCOMM_DETAIL_DEVICE_IMPL_CUH_

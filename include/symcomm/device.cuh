@@ -1,0 +1,147 @@
+/*
+ * symcomm device API: one-sided communication from inside CUDA kernels, through the
+ * symmetric heap of a team. Header-only; no relocatable device code, no device globals.
+ *
+ *   __global__ void k(symcomm::DeviceComm c, float* sym, const float* mine, size_t n) {
+ *     int right = (symcomm::team_rank(c) + 1) % symcomm::team_size(c);
+ *     symcomm::put_block(c, sym, mine, n * sizeof(float), right);
+ *     symcomm::barrier_block(c);  // every put of every member is visible after it
+ *   }
+ *
+ * Get the handle on the host with symcommGetDeviceComm (symcomm/device_comm.h) and pass it
+ * by value. Every function takes the handle first. `pe` is always a rank of the handle's
+ * TEAM (0 .. team_size - 1), never a world rank, and must be load/store accessible
+ * (ptr(c, p, pe) != nullptr); an inaccessible pe is undefined behaviour (barrier_block
+ * alone checks, and returns symcommNotSupported).
+ *
+ * A symmetric address is an address of THIS rank's heap (as symcommMalloc returned it,
+ * anywhere inside an allocation); the function finds the peer's copy. The local side of a
+ * put or get (its source or destination) may be any memory the thread can address: global
+ * memory (cudaMalloc, symmetric or not) or shared memory. Pointers and sizes need no
+ * alignment: 16-byte vector accesses are used when source and destination agree modulo 16,
+ * otherwise the widest access that both allow.
+ *
+ * Scopes: `put`/`get` are called by one thread on its own; `_warp` variants by all 32
+ * lanes of a warp, `_block` variants by all threads of a block, with identical arguments,
+ * and they synchronise the group (__syncwarp / __syncthreads) before returning.
+ *
+ * Waits (signal_wait_until*, barrier_block) are bounded: they return 0, or
+ * symcommTimeout (6) once c.wait_timeout_ns has passed (0 means no time bound), or
+ * symcommPeerLost (7) once the communicator is aborted. A failure is recorded in
+ * c.error (the first one wins) and the next host call on the communicator reports it.
+ * Nothing here traps or exits the kernel: check the code and return.
+ *
+ * Memory model (what is guaranteed, at system scope; docs/memory-model.md expands):
+ *  - put/get alone order nothing. On return the group's loads and stores are issued: the
+ *    source may be reused, and a get's destination holds the data for the group.
+ *  - fence(c): this thread's puts, stores and atomics to any peer issued before it are
+ *    observed before those issued after it, by any thread that observes the later one.
+ *  - quiet(c): this thread's earlier puts, stores and atomics are complete: visible to any
+ *    thread in the system that reads after synchronising with us. quiet_block: the same
+ *    for every thread of the block.
+ *  - put_signal*: the data (of all threads of the group), then a fence, then the signal
+ *    update. signal_op: a release (SET: st.release.sys; ADD: fence + atomic add).
+ *  - signal_wait_until*: an acquire. Once a wait observes a value written by a signal, the
+ *    waiting thread (the whole block, for the _block variant) sees everything the signaller
+ *    wrote before the signal, put_signal's data included. Signals from different senders
+ *    to one word are not ordered with each other; ADD from several senders counts exactly.
+ *  - barrier_block: when it returns 0, every member's block has entered it, and everything
+ *    any thread of any member's calling block wrote before entering (puts, stores,
+ *    atomics) is visible to every thread of every member's block after it. Writes from
+ *    other blocks of a grid are covered only if they are ordered before the caller's entry.
+ *  - atomic_fetch_add / atomic_compare_swap are relaxed system-scope read-modify-writes:
+ *    exact under contention from every rank, ordered by nothing (add a fence); atomic_fetch
+ *    is an acquire load.
+ */
+#ifndef SYMCOMM_DEVICE_CUH_
+#define SYMCOMM_DEVICE_CUH_
+
+#include "symcomm/device_comm.h"
+
+#if defined(__CUDACC__)
+
+#include <cstddef>
+#include <cstdint>
+
+namespace symcomm {
+
+/* --- The team and addresses ------------------------------------------------------------ */
+__device__ __forceinline__ int team_rank(const DeviceComm& c);
+__device__ __forceinline__ int team_size(const DeviceComm& c);
+/* World rank of team rank `team_pe`: team_start + team_pe * team_stride. */
+__device__ __forceinline__ int world_rank(const DeviceComm& c, int team_pe);
+/* The copy on team rank `pe` of the symmetric object `p`, for direct loads and stores;
+ * nullptr if `pe` is not load/store accessible. ptr(c, p, team_rank(c)) == p. */
+template <typename T>
+__device__ __forceinline__ T* ptr(const DeviceComm& c, T* p, int pe);
+
+/* --- Data movement: `dst` (put) / `src` (get) are symmetric; the other side is local ---- */
+__device__ __forceinline__ void put(const DeviceComm& c, void* dst, const void* src,
+                                    size_t bytes, int pe);
+__device__ __forceinline__ void put_warp(const DeviceComm& c, void* dst, const void* src,
+                                         size_t bytes, int pe);
+__device__ __forceinline__ void put_block(const DeviceComm& c, void* dst, const void* src,
+                                          size_t bytes, int pe);
+__device__ __forceinline__ void get(const DeviceComm& c, void* dst, const void* src,
+                                    size_t bytes, int pe);
+__device__ __forceinline__ void get_warp(const DeviceComm& c, void* dst, const void* src,
+                                         size_t bytes, int pe);
+__device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const void* src,
+                                          size_t bytes, int pe);
+
+/* --- Signals: 64-bit symmetric words, 8-byte aligned ------------------------------------ */
+/* Sets `sig` on pe to `value` (symcommSignalSet) or adds `value` (symcommSignalAdd), as a
+ * release. Other op values update nothing. */
+__device__ __forceinline__ void signal_op(const DeviceComm& c, uint64_t* sig, uint64_t value,
+                                          symcommSignalOp_t op, int pe);
+/* put, fence, signal_op: a peer that sees the signal sees the data. `bytes` may be 0. In
+ * the warp and block variants one thread updates the signal once, after every thread's
+ * data. */
+__device__ __forceinline__ void put_signal(const DeviceComm& c, void* dst, const void* src,
+                                           size_t bytes, uint64_t* sig, uint64_t value,
+                                           symcommSignalOp_t op, int pe);
+__device__ __forceinline__ void put_signal_warp(const DeviceComm& c, void* dst, const void* src,
+                                                size_t bytes, uint64_t* sig, uint64_t value,
+                                                symcommSignalOp_t op, int pe);
+__device__ __forceinline__ void put_signal_block(const DeviceComm& c, void* dst,
+                                                 const void* src, size_t bytes, uint64_t* sig,
+                                                 uint64_t value, symcommSignalOp_t op, int pe);
+/* Waits until THIS rank's word `sig` compares to `value` as `cmp` says (acquire). Returns
+ * 0, symcommTimeout or symcommPeerLost (see the top of this file). */
+__device__ __forceinline__ int signal_wait_until(const DeviceComm& c, uint64_t* sig,
+                                                 symcommCmp_t cmp, uint64_t value);
+/* All threads of the block call; thread 0 waits; every thread gets the same result. */
+__device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint64_t* sig,
+                                                       symcommCmp_t cmp, uint64_t value);
+
+/* --- Ordering and completion ------------------------------------------------------------ */
+__device__ __forceinline__ void fence(const DeviceComm& c);
+__device__ __forceinline__ void quiet(const DeviceComm& c);
+/* All threads of the block call. */
+__device__ __forceinline__ void quiet_block(const DeviceComm& c);
+
+/* --- Barrier ----------------------------------------------------------------------------- */
+/* All threads of ONE block per member call it; at most one block per rank may be in a
+ * barrier of a given team at a time (the team's slots and epoch are shared), and every
+ * member calls barriers of the team in the same order (host stream barriers included).
+ * Returns 0, symcommTimeout, symcommPeerLost, or symcommNotSupported without waiting if a
+ * member is not load/store accessible. Any number of threads per block works. */
+__device__ __forceinline__ int barrier_block(const DeviceComm& c);
+
+/* --- Atomics on 64-bit symmetric words (8-byte aligned) at team rank pe ------------------ */
+/* Returns the previous value. */
+__device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64_t* p,
+                                                     uint64_t value, int pe);
+/* Stores `desired` if the word equals `expected`; returns the previous value. */
+__device__ __forceinline__ uint64_t atomic_compare_swap(const DeviceComm& c, uint64_t* p,
+                                                        uint64_t expected, uint64_t desired,
+                                                        int pe);
+/* Acquire load. */
+__device__ __forceinline__ uint64_t atomic_fetch(const DeviceComm& c, const uint64_t* p, int pe);
+
+}  // namespace symcomm
+
+#include "symcomm/detail/device_impl.cuh"
+
+#endif /* __CUDACC__ */
+#endif /* SYMCOMM_DEVICE_CUH_ */

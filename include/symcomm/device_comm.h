@@ -1,0 +1,60 @@
+/*
+ * symcomm::DeviceComm: the handle that device code uses to reach the symmetric heap of a
+ * communicator's team. A plain, trivially copyable struct: get one on the host with
+ * symcommGetDeviceComm and pass it by value to your kernels. The functions that use it are
+ * in symcomm/device.cuh (CUDA only); this header compiles in host-only code too.
+ */
+#ifndef SYMCOMM_DEVICE_COMM_H_
+#define SYMCOMM_DEVICE_COMM_H_
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "symcomm/symcomm.h"
+
+namespace symcomm {
+
+/* Where a device-side wait that failed records what it waited for. Lives in host-mapped
+ * memory; the host reads it at the communicator's next call and reports it in the error
+ * message. The first failure wins (code is set with a compare-and-swap). */
+struct DeviceError {
+  int32_t code;      /* 0, symcommTimeout or symcommPeerLost                            */
+  int32_t pe;        /* the rank whose word was watched (the waiter's own, for signals) */
+  int32_t cmp;       /* symcommCmp_t of the wait                                        */
+  int32_t block;     /* blockIdx.x of the waiting thread, for debugging                 */
+  uint64_t address;  /* the watched address, as the waiting process maps it             */
+  uint64_t expected; /* the value compared against                                      */
+  uint64_t observed; /* the last value read                                             */
+};
+
+struct DeviceComm {
+  int32_t rank;        /* world rank of this process                                   */
+  int32_t nranks;      /* ranks in the communicator                                    */
+  int32_t team_rank;   /* this rank's index in the team                                */
+  int32_t team_size;   /* members of the team                                          */
+  int32_t team_start;  /* team member i is world rank team_start + i * team_stride     */
+  int32_t team_stride;
+  char* base;          /* this rank's heap window: a symmetric address is base + offset */
+  char* const* peer_base; /* device array [nranks]: rank pe's window as mapped here,
+                             nullptr where pe is not load/store accessible             */
+  uint64_t* barrier_slots; /* symmetric, [nranks] words of this team's barrier         */
+  uint64_t* barrier_epoch; /* device memory, one word: barriers this rank entered      */
+  const volatile int32_t* abort_flag; /* host-mapped: non-zero once aborted (peer lost) */
+  DeviceError* error;  /* host-mapped                                                  */
+  uint64_t wait_timeout_ns; /* the bound of every wait (SYMCOMM_WAIT_TIMEOUT)           */
+};
+
+static_assert(std::is_trivially_copyable<DeviceComm>::value, "DeviceComm is passed by value");
+
+}  // namespace symcomm
+
+extern "C" {
+/* A handle for `team` (SYMCOMM_TEAM_WORLD, SYMCOMM_TEAM_NODE or a split). cuda space only
+ * (symcommNotSupported in the host space). The handle stays valid until the team is
+ * destroyed or the communicator finalized; heap growth does not invalidate it. */
+__attribute__((visibility("default"))) symcommResult_t symcommGetDeviceComm(
+    symcommComm_t comm, symcommTeam_t team, symcomm::DeviceComm* handle);
+}
+
+#endif /* SYMCOMM_DEVICE_COMM_H_ */

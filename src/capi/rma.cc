@@ -1,0 +1,147 @@
+// One-sided communication on a stream: argument checks and address translation; the
+// memory space's backend (src/rma) moves the bytes.
+#include "capi/guard.h"
+
+using namespace symcomm;
+
+namespace {
+
+// The communicator, live, with `stream` acceptable for its memory space.
+symcommComm& live(symcommComm_t comm, symcommStream_t stream) {
+  symcommComm& c = checked(comm);
+  c.check_live();
+  SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
+                  "stream %p is not NULL: in the host memory space operations are synchronous "
+                  "and take no stream", static_cast<void*>(stream));
+  return c;
+}
+
+void check_pe(const symcommComm& c, int pe) {
+  SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
+                  "pe %d is out of range [0, %d)", pe, c.topology.nranks);
+  SYMCOMM_REQUIRE(c.topology.accessible[static_cast<size_t>(pe)], symcommNotSupported,
+                  "rank %d is not load/store accessible from rank %d (another node, or no P2P "
+                  "path); the network transport is not built yet", pe, c.topology.rank);
+}
+
+// `sym` .. `sym + bytes` of this rank's heap, as mapped for rank `pe`.
+char* remote(const symcommComm& c, const void* sym, size_t bytes, int pe, const char* arg) {
+  SYMCOMM_REQUIRE(sym != nullptr, symcommInvalidArgument, "%s is NULL", arg);
+  const Heap& h = *c.heap;
+  SYMCOMM_REQUIRE(h.contains(sym) && h.offset_of(sym) + bytes <= h.mapped(),
+                  symcommInvalidArgument,
+                  "%s %p (+%zu bytes) is not inside the symmetric heap [%p, %p): pass a symmetric "
+                  "address from symcommMalloc", arg, sym, bytes, static_cast<void*>(h.base()),
+                  static_cast<void*>(h.base() + h.mapped()));
+  return static_cast<char*>(h.peer_ptr(sym, pe));
+}
+
+uint64_t* signal_word(const symcommComm& c, uint64_t* sig, int pe) {
+  SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(sig) % 8 == 0, symcommInvalidArgument,
+                  "sig %p is not 8-byte aligned", static_cast<void*>(sig));
+  return reinterpret_cast<uint64_t*>(remote(c, sig, 8, pe, "sig"));
+}
+
+void check_engine(symcommEngine_t e) {
+  SYMCOMM_REQUIRE(e == symcommEngineAuto || e == symcommEngineCe || e == symcommEngineSm,
+                  symcommInvalidArgument, "engine %d is not a symcommEngine_t", static_cast<int>(e));
+}
+
+}  // namespace
+
+extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* src,
+                                              size_t bytes, int pe, symcommEngine_t engine,
+                                              symcommStream_t stream) {
+  return guarded([&] { return format("symcommPutOnStream(dst=%p, src=%p, bytes=%zu, pe=%d)", dst,
+                                     src, bytes, pe); }, [&] {
+    symcommComm& c = live(comm, stream);
+    check_pe(c, pe);
+    check_engine(engine);
+    char* to = remote(c, dst, bytes, pe, "dst");
+    if (bytes == 0) return;
+    SYMCOMM_REQUIRE_ARG(src);
+    c.rma->backend().put(to, src, bytes, engine, stream);
+  });
+}
+
+extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, const void* src,
+                                              size_t bytes, int pe, symcommEngine_t engine,
+                                              symcommStream_t stream) {
+  return guarded([&] { return format("symcommGetOnStream(dst=%p, src=%p, bytes=%zu, pe=%d)", dst,
+                                     src, bytes, pe); }, [&] {
+    symcommComm& c = live(comm, stream);
+    check_pe(c, pe);
+    check_engine(engine);
+    const char* from = remote(c, src, bytes, pe, "src");
+    if (bytes == 0) return;
+    SYMCOMM_REQUIRE_ARG(dst);
+    c.rma->backend().get(dst, from, bytes, engine, stream);
+  });
+}
+
+extern "C" symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* dst, const void* src,
+                                                    size_t bytes, uint64_t* sig, uint64_t value,
+                                                    symcommSignalOp_t op, int pe,
+                                                    symcommEngine_t engine,
+                                                    symcommStream_t stream) {
+  return guarded([&] { return format("symcommPutSignalOnStream(dst=%p, bytes=%zu, sig=%p, "
+                                     "value=%llu, op=%d, pe=%d)", dst, bytes,
+                                     static_cast<void*>(sig), static_cast<unsigned long long>(value),
+                                     static_cast<int>(op), pe); }, [&] {
+    symcommComm& c = live(comm, stream);
+    check_pe(c, pe);
+    check_engine(engine);
+    SYMCOMM_REQUIRE(op == symcommSignalSet || op == symcommSignalAdd, symcommInvalidArgument,
+                    "op %d is not a symcommSignalOp_t", static_cast<int>(op));
+    uint64_t* word = signal_word(c, sig, pe);
+    if (bytes > 0) {
+      char* to = remote(c, dst, bytes, pe, "dst");
+      SYMCOMM_REQUIRE_ARG(src);
+      c.rma->backend().put(to, src, bytes, engine, stream);
+    }
+    c.rma->backend().signal(word, value, op, stream);
+  });
+}
+
+extern "C" symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_t* sig,
+                                                     symcommCmp_t cmp, uint64_t value,
+                                                     symcommStream_t stream) {
+  return guarded([&] { return format("symcommSignalWaitOnStream(sig=%p, cmp=%d, value=%llu)",
+                                     static_cast<void*>(sig), static_cast<int>(cmp),
+                                     static_cast<unsigned long long>(value)); }, [&] {
+    symcommComm& c = live(comm, stream);
+    SYMCOMM_REQUIRE(cmp >= symcommCmpEq && cmp <= symcommCmpLt, symcommInvalidArgument,
+                    "cmp %d is not a symcommCmp_t", static_cast<int>(cmp));
+    c.rma->backend().wait(signal_word(c, sig, c.topology.rank), cmp, value, stream);
+  });
+}
+
+extern "C" symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStream_t stream) {
+  return guarded([] { return std::string("symcommQuietOnStream"); }, [&] {
+    live(comm, stream).rma->backend().quiet(stream);
+  });
+}
+
+extern "C" symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                  symcommStream_t stream) {
+  return guarded([&] { return format("symcommBarrierOnStream(team=%d)", team); }, [&] {
+    symcommComm& c = live(comm, stream);
+    BarrierArgs args = c.rma->barrier_args(team);
+    SYMCOMM_REQUIRE(args.team.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
+                    "rank %d is not a member of team %d", c.topology.rank, team);
+    for (int i = 0; i < args.team.size; ++i) check_pe(c, args.team.world_of(i));
+    c.rma->backend().barrier(args, stream);
+  });
+}
+
+extern "C" symcommResult_t symcommGetDeviceComm(symcommComm_t comm, symcommTeam_t team,
+                                                symcomm::DeviceComm* handle) {
+  return guarded([&] { return format("symcommGetDeviceComm(team=%d)", team); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(handle);
+    const Team& t = c.rma->teams().get(team);
+    SYMCOMM_REQUIRE(t.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
+                    "rank %d is not a member of team %d", c.topology.rank, team);
+    c.rma->backend().fill_device_comm(*handle, team, t);
+  });
+}

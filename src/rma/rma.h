@@ -1,0 +1,96 @@
+// One-sided communication of a communicator: the teams, the internal symmetric area that
+// barriers use, and the backend of its memory space that moves the bytes.
+//
+// A backend is one small interface with one implementation per memory space
+// (rma_cuda.cu, rma_host.cc) and one registry line (make_backend in rma.cc). Addresses it
+// receives are already translated: `dst`/`src`/`sig` of a peer are that peer's memory as
+// mapped in this process.
+#pragma once
+
+#include <memory>
+
+#include "bootstrap/bootstrap.h"
+#include "memory/heap.h"
+#include "rma/team.h"
+#include "symcomm/device_comm.h"
+#include "topology/topology.h"
+
+namespace symcomm {
+
+// What a barrier needs: the team, this rank, and the team's slot array on every rank.
+struct BarrierArgs {
+  symcommTeam_t id;
+  Team team;
+  int rank;                 // world rank of the caller
+  uint64_t* const* slots;   // [nranks]: the team's slot array of rank r as mapped here
+};
+
+class RmaBackend {
+ public:
+  virtual ~RmaBackend() = default;
+  virtual void put(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                   symcommStream_t stream) = 0;
+  virtual void get(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                   symcommStream_t stream) = 0;
+  // `sig` is the target's word as mapped here; ordered after everything before it on stream.
+  virtual void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+                      symcommStream_t stream) = 0;
+  virtual void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) = 0;
+  virtual void quiet(symcommStream_t stream) = 0;
+  virtual void barrier(const BarrierArgs& args, symcommStream_t stream) = 0;
+  // Sets [local, local + bytes) of this rank's memory to zero, synchronously.
+  virtual void clear(void* local, size_t bytes) = 0;
+  // A team's barrier count starts again from zero (the team id is new).
+  virtual void reset_epoch(symcommTeam_t id) = 0;
+  // Throws, once, what a device-side wait recorded (timeout, abort), and clears it.
+  virtual void raise_recorded_error() = 0;
+  // The communicator lost a peer: waits in progress must end.
+  virtual void abort() = 0;
+  virtual void fill_device_comm(DeviceComm& h, symcommTeam_t id, const Team& team) = 0;
+};
+
+// Sizes shared by the backends.
+struct RmaLayout {
+  static size_t slots_bytes(int nranks) { return sizeof(uint64_t) * static_cast<size_t>(nranks); }
+  static size_t area_bytes(int nranks) { return SYMCOMM_MAX_TEAMS * slots_bytes(nranks); }
+};
+
+std::unique_ptr<RmaBackend> make_host_rma(const Topology& topology);
+// `windows`: every rank's heap window as mapped here; `area`: the symmetric barrier area.
+std::unique_ptr<RmaBackend> make_cuda_rma(const Topology& topology,
+                                          const std::vector<char*>& windows, char* area);
+
+class Rma {
+ public:
+  // Collective: allocates and clears the barrier area, sets up the backend.
+  Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemorySpace_t space);
+
+  const TeamTable& teams() const { return teams_; }
+  // Collective over the communicator. Members of `parent` pass the same arguments
+  // (checked); other ranks pass any. Returns the new team's id, or SYMCOMM_TEAM_INVALID
+  // where this rank is not a member.
+  symcommTeam_t split_strided(symcommTeam_t parent, int start, int stride, int size);
+  // Collective like split_strided: this rank's row and column teams.
+  std::pair<symcommTeam_t, symcommTeam_t> split_2d(symcommTeam_t parent, int xrange);
+  // Local: a member forgets the team (no operation on it may be in flight anywhere).
+  void destroy(symcommTeam_t id);
+  RmaBackend& backend() { return *backend_; }
+  BarrierArgs barrier_args(symcommTeam_t id);
+  // The team's slot array of this rank (a symmetric address).
+  uint64_t* slots(symcommTeam_t id) const;
+
+ private:
+  // Agrees with every rank on `count` team ids free everywhere, after checking that the
+  // members of the parent passed the same arguments.
+  std::vector<symcommTeam_t> agree_ids(bool member, const int32_t args[4], int count);
+  void start_team(symcommTeam_t id, const Team& team);
+
+  Bootstrap& bootstrap_;
+  const Topology& topology_;
+  TeamTable teams_;
+  char* area_ = nullptr;  // symmetric: SYMCOMM_MAX_TEAMS slot arrays
+  std::vector<std::vector<uint64_t*>> peer_slots_;  // [team][rank]
+  std::unique_ptr<RmaBackend> backend_;
+};
+
+}  // namespace symcomm

@@ -1,0 +1,253 @@
+// One-sided communication in the cuda memory space. Puts and gets run on the copy engines
+// (cudaMemcpyAsync between this GPU and the peer's memory mapped here) or on SMs (a copy
+// kernel). Signals use stream memory operations where they can (a SET is a
+// cuStreamWriteValue64: no SM), else a one-thread kernel. Waits and barriers are small
+// kernels: they are bounded by SYMCOMM_WAIT_TIMEOUT and end when the communicator is
+// aborted, recording what they waited for in host-mapped memory (DeviceError), which the
+// next call on the communicator reports.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstring>
+
+#include "base/cuda_driver.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "rma/rma.h"
+#include "rma/wait.h"
+#include "symcomm/device.cuh"
+
+namespace symcomm {
+
+static const SizeParam kSmCopyMax(
+    "SYMCOMM_SM_COPY_MAX", "0",
+    "puts and gets up to this size use SM copy kernels under symcommEngineAuto, larger ones the "
+    "copy engines (0: always the copy engines)");
+static const IntParam kSmCopyBlocks("SYMCOMM_SM_COPY_BLOCKS", "32",
+                                    "blocks of the SM copy kernel (one per SM at most)");
+static const EnumParam kWaitEngine(
+    "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
+    "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only; not "
+    "bounded by SYMCOMM_WAIT_TIMEOUT)");
+static const EnumParam kSignalEngine(
+    "SYMCOMM_SIGNAL_ENGINE", "memop", "kernel|memop",
+    "on-stream SET signals: cuStreamWriteValue64 (no SM) or a one-thread kernel");
+
+#define SYMCOMM_CUDART(call)                                                           \
+  do {                                                                                 \
+    cudaError_t e_ = (call);                                                           \
+    if (e_ != cudaSuccess)                                                             \
+      SYMCOMM_THROW(e_ == cudaErrorMemoryAllocation ? symcommOutOfMemory : symcommCudaError, \
+                    "%s failed: %s (%d)", #call, cudaGetErrorString(e_), static_cast<int>(e_)); \
+  } while (0)
+
+namespace {
+
+constexpr int kCopyThreads = 512;
+
+__global__ void copy_kernel(char* dst, const char* src, size_t bytes) {
+  detail::copy(dst, src, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+
+__global__ void signal_kernel(uint64_t* sig, uint64_t value, symcommSignalOp_t op) {
+  __threadfence_system();  // what the stream did before is visible first
+  detail::signal_update(sig, value, op);
+}
+
+__global__ void wait_kernel(DeviceComm c, uint64_t* sig, symcommCmp_t cmp, uint64_t value) {
+  signal_wait_until(c, sig, cmp, value);
+}
+
+__global__ void barrier_kernel(DeviceComm c) { barrier_block(c); }
+
+class CudaRma final : public RmaBackend {
+ public:
+  CudaRma(const Topology& topology, const std::vector<char*>& windows, char* area)
+      : topology_(topology), drv_(cuda_driver()), area_(area) {
+    SYMCOMM_CUDART(cudaSetDevice(topology.device));
+    void* host = nullptr;
+    SYMCOMM_CUDART(cudaHostAlloc(&host, sizeof(HostMapped), cudaHostAllocMapped));
+    mapped_ = static_cast<HostMapped*>(host);
+    std::memset(mapped_, 0, sizeof *mapped_);
+    SYMCOMM_CUDART(cudaHostGetDevicePointer(reinterpret_cast<void**>(&mapped_dev_), host, 0));
+    SYMCOMM_CUDART(cudaMalloc(&peer_base_, sizeof(char*) * windows.size()));
+    SYMCOMM_CUDART(cudaMemcpy(peer_base_, windows.data(), sizeof(char*) * windows.size(),
+                              cudaMemcpyHostToDevice));
+    SYMCOMM_CUDART(cudaMalloc(&epochs_, sizeof(uint64_t) * SYMCOMM_MAX_TEAMS));
+    SYMCOMM_CUDART(cudaMemset(epochs_, 0, sizeof(uint64_t) * SYMCOMM_MAX_TEAMS));
+    base_ = windows[static_cast<size_t>(topology.rank)];
+    int blocks = static_cast<int>(kSmCopyBlocks.get());
+    SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 1024, symcommInvalidArgument,
+                    "SYMCOMM_SM_COPY_BLOCKS=%d is not in [1, 1024]", blocks);
+    copy_blocks_ = blocks;
+    sm_copy_max_ = kSmCopyMax.get();
+    memop_wait_ = kWaitEngine.get() == "memop";
+    memop_signal_ = kSignalEngine.get() == "memop";
+    SYMCOMM_CUDART(cudaDeviceSynchronize());
+  }
+
+  ~CudaRma() override {
+    // Clean-up must not throw; a failure here is logged.
+    for (cudaError_t e : {cudaFree(peer_base_), cudaFree(epochs_), cudaFreeHost(mapped_)})
+      if (e != cudaSuccess) SYMCOMM_WARN("freeing RMA state: %s", cudaGetErrorString(e));
+  }
+
+  void put(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+           symcommStream_t stream) override {
+    copy(dst, src, bytes, engine, stream);
+  }
+  void get(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+           symcommStream_t stream) override {
+    copy(dst, src, bytes, engine, stream);
+  }
+
+  void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+              symcommStream_t stream) override {
+    DeviceGuard guard(topology_.device);
+    if (op == symcommSignalSet && memop_signal_) {
+      // The default flags put a memory barrier before the write: the data before it lands first.
+      SYMCOMM_CU(drv_, cuStreamWriteValue64(stream, reinterpret_cast<CUdeviceptr>(sig), value,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT));
+      return;
+    }
+    signal_kernel<<<1, 1, 0, stream>>>(sig, value, op);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) override {
+    DeviceGuard guard(topology_.device);
+    if (memop_wait_ && (cmp == symcommCmpGe || cmp == symcommCmpEq)) {
+      // GEQ compares as (int64_t)(*sig - value) >= 0: the same as >= for counts below 2^63.
+      SYMCOMM_CU(drv_, cuStreamWaitValue64(stream, reinterpret_cast<CUdeviceptr>(sig), value,
+                                           cmp == symcommCmpGe ? CU_STREAM_WAIT_VALUE_GEQ
+                                                               : CU_STREAM_WAIT_VALUE_EQ));
+      return;
+    }
+    DeviceComm c{};
+    fill(c, SYMCOMM_TEAM_WORLD, Team{0, 1, topology_.nranks});
+    wait_kernel<<<1, 1, 0, stream>>>(c, sig, cmp, value);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void quiet(symcommStream_t) override {
+    // Everything issued on the stream before is complete when the stream passes this point:
+    // copies, kernels and memory operations all finish in stream order.
+  }
+
+  void barrier(const BarrierArgs& a, symcommStream_t stream) override {
+    DeviceGuard guard(topology_.device);
+    DeviceComm c{};
+    fill(c, a.id, a.team);
+    int threads = a.team.size < 32 ? 32 : (a.team.size > 1024 ? 1024 : a.team.size);
+    barrier_kernel<<<1, threads, 0, stream>>>(c);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void clear(void* local, size_t bytes) override {
+    DeviceGuard guard(topology_.device);
+    SYMCOMM_CUDART(cudaMemset(local, 0, bytes));
+    SYMCOMM_CUDART(cudaDeviceSynchronize());
+  }
+
+  void reset_epoch(symcommTeam_t id) override {
+    DeviceGuard guard(topology_.device);
+    SYMCOMM_CUDART(cudaMemset(epochs_ + id, 0, sizeof(uint64_t)));
+    SYMCOMM_CUDART(cudaDeviceSynchronize());
+  }
+
+  void raise_recorded_error() override {
+    DeviceError& e = mapped_->error;
+    if (__atomic_load_n(&e.code, __ATOMIC_ACQUIRE) == 0) return;
+    DeviceError copy = e;
+    std::memset(&e, 0, sizeof e);  // reported once
+    symcommResult_t code = static_cast<symcommResult_t>(copy.code);
+    throw_wait_error(code, copy.pe, reinterpret_cast<void*>(copy.address),
+                     static_cast<symcommCmp_t>(copy.cmp), copy.expected, copy.observed,
+                     code == symcommPeerLost ? "on the device: the communicator was aborted"
+                                             : "on the device: SYMCOMM_WAIT_TIMEOUT passed");
+  }
+
+  void abort() override { __atomic_store_n(&mapped_->abort, 1, __ATOMIC_RELEASE); }
+
+  void fill_device_comm(DeviceComm& h, symcommTeam_t id, const Team& team) override {
+    fill(h, id, team);
+  }
+
+ private:
+  struct HostMapped {
+    DeviceError error;
+    int32_t abort;
+  };
+
+  // Makes the communicator's device current for the call and restores the caller's.
+  class DeviceGuard {
+   public:
+    explicit DeviceGuard(int device) {
+      SYMCOMM_CUDART(cudaGetDevice(&previous_));
+      if (previous_ != device) SYMCOMM_CUDART(cudaSetDevice(device));
+      device_ = device;
+    }
+    ~DeviceGuard() {
+      if (previous_ != device_) cudaSetDevice(previous_);
+    }
+
+   private:
+    int previous_ = -1, device_ = -1;
+  };
+
+  void copy(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+            symcommStream_t stream) {
+    DeviceGuard guard(topology_.device);
+    if (engine == symcommEngineAuto)
+      engine = bytes <= sm_copy_max_ ? symcommEngineSm : symcommEngineCe;
+    if (engine == symcommEngineCe) {
+      SYMCOMM_CUDART(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+      return;
+    }
+    size_t per_block = static_cast<size_t>(kCopyThreads) * 64;  // 64 bytes per thread at least
+    size_t want = (bytes + per_block - 1) / per_block;
+    unsigned blocks = static_cast<unsigned>(want < static_cast<size_t>(copy_blocks_) ? want : copy_blocks_);
+    copy_kernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<char*>(dst),
+                                                      static_cast<const char*>(src), bytes);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void fill(DeviceComm& h, symcommTeam_t id, const Team& team) const {
+    h.rank = topology_.rank;
+    h.nranks = topology_.nranks;
+    h.team_rank = team.index_of(topology_.rank);
+    h.team_size = team.size;
+    h.team_start = team.start;
+    h.team_stride = team.stride;
+    h.base = base_;
+    h.peer_base = peer_base_;
+    h.barrier_slots = reinterpret_cast<uint64_t*>(
+        area_ + static_cast<size_t>(id) * RmaLayout::slots_bytes(topology_.nranks));
+    h.barrier_epoch = epochs_ + id;
+    h.abort_flag = &mapped_dev_->abort;
+    h.error = &mapped_dev_->error;
+    h.wait_timeout_ns = static_cast<uint64_t>(wait_timeout_ms()) * 1000000ull;
+  }
+
+  const Topology& topology_;
+  const CudaDriver& drv_;
+  char* area_;
+  HostMapped* mapped_ = nullptr;
+  HostMapped* mapped_dev_ = nullptr;
+  char** peer_base_ = nullptr;
+  uint64_t* epochs_ = nullptr;
+  char* base_ = nullptr;
+  int copy_blocks_ = 32;
+  size_t sm_copy_max_ = 0;
+  bool memop_wait_ = false;
+  bool memop_signal_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<RmaBackend> make_cuda_rma(const Topology& topology,
+                                          const std::vector<char*>& windows, char* area) {
+  return std::make_unique<CudaRma>(topology, windows, area);
+}
+
+}  // namespace symcomm

@@ -1,0 +1,84 @@
+// One-sided communication in the host memory space: CPU copies and CPU atomics on the
+// shared-memory heap. Every operation completes before the call returns; waits are bounded
+// by SYMCOMM_WAIT_TIMEOUT and end when the communicator is aborted.
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "base/param.h"
+#include "rma/rma.h"
+#include "rma/wait.h"
+
+namespace symcomm {
+
+namespace {
+
+class HostRma final : public RmaBackend {
+ public:
+  explicit HostRma(const Topology& topology) : rank_(topology.rank) {}
+
+  void put(void* dst, const void* src, size_t bytes, symcommEngine_t, symcommStream_t) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void get(void* dst, const void* src, size_t bytes, symcommEngine_t, symcommStream_t) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op, symcommStream_t) override {
+    // Release: the data copied before is visible to whoever acquires the signal.
+    if (op == symcommSignalAdd) __atomic_fetch_add(sig, value, __ATOMIC_RELEASE);
+    else __atomic_store_n(sig, value, __ATOMIC_RELEASE);
+  }
+  void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t) override {
+    wait_until(sig, cmp, value, rank_);
+  }
+  void quiet(symcommStream_t) override { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+  void barrier(const BarrierArgs& a, symcommStream_t) override {
+    uint64_t epoch = ++epochs_[static_cast<size_t>(a.id)];
+    for (int i = 0; i < a.team.size; ++i) {
+      int peer = a.team.world_of(i);
+      __atomic_store_n(&a.slots[peer][a.rank], epoch, __ATOMIC_RELEASE);
+    }
+    for (int i = 0; i < a.team.size; ++i) {
+      int peer = a.team.world_of(i);
+      wait_until(&a.slots[a.rank][peer], symcommCmpGe, epoch, rank_);
+    }
+  }
+
+  void clear(void* local, size_t bytes) override { std::memset(local, 0, bytes); }
+  void reset_epoch(symcommTeam_t id) override { epochs_[static_cast<size_t>(id)] = 0; }
+  void raise_recorded_error() override {}  // host waits throw where they fail
+  void abort() override { aborted_.store(true); }
+  void fill_device_comm(DeviceComm&, symcommTeam_t, const Team&) override {
+    SYMCOMM_THROW(symcommNotSupported, "device handles need the cuda memory space");
+  }
+
+ private:
+  void wait_until(uint64_t* word, symcommCmp_t cmp, uint64_t value, int rank) {
+    Clock::time_point start = Clock::now();
+    const auto timeout = std::chrono::milliseconds(wait_timeout_ms());
+    for (uint64_t spins = 0;; ++spins) {
+      uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+      if (compare(seen, cmp, value)) return;
+      if (spins % 1024 != 1023) continue;
+      if (aborted_.load())
+        throw_wait_error(symcommPeerLost, rank, word, cmp, value, seen, "the communicator was aborted");
+      if (Clock::now() - start > timeout)
+        throw_wait_error(symcommTimeout, rank, word, cmp, value, seen, "SYMCOMM_WAIT_TIMEOUT passed");
+      std::this_thread::yield();
+    }
+  }
+
+  int rank_;
+  std::array<uint64_t, SYMCOMM_MAX_TEAMS> epochs_{};
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<RmaBackend> make_host_rma(const Topology& topology) {
+  return std::make_unique<HostRma>(topology);
+}
+
+}  // namespace symcomm

@@ -1,0 +1,34 @@
+#include "rma/wait.h"
+
+#include "base/error.h"
+#include "base/param.h"
+
+namespace symcomm {
+
+static const SecondsParam kWaitTimeout(
+    "SYMCOMM_WAIT_TIMEOUT", "60",
+    "bound of every signal wait and barrier, on the host and on the device");
+
+int64_t wait_timeout_ms() { return kWaitTimeout.get_ms(); }
+
+const char* cmp_name(symcommCmp_t cmp) {
+  switch (cmp) {
+    case symcommCmpEq: return "==";
+    case symcommCmpNe: return "!=";
+    case symcommCmpGe: return ">=";
+    case symcommCmpGt: return ">";
+    case symcommCmpLe: return "<=";
+    case symcommCmpLt: return "<";
+  }
+  return "?";
+}
+
+void throw_wait_error(symcommResult_t code, int rank, const void* word, symcommCmp_t cmp,
+                      uint64_t expected, uint64_t observed, const char* why) {
+  SYMCOMM_THROW(code,
+                "a wait ended (%s): rank %d waited for the word at %p to be %s %llu and last saw "
+                "%llu", why, rank, word, cmp_name(cmp),
+                static_cast<unsigned long long>(expected), static_cast<unsigned long long>(observed));
+}
+
+}  // namespace symcomm

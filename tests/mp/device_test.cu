@@ -1,0 +1,717 @@
+// The device API (symcomm/device.cuh) from kernels: put and get at every scope with any
+// size and alignment, put_signal ordering, signals from every peer at once, barrier_block,
+// atomics, a wait that times out and is reported once, ptr() against symcommPtr, a team
+// that is not the world. Outputs are poisoned before and checked byte by byte after.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mp.h"
+#include "symcomm/device.cuh"
+
+#define CUDA_OK(call)                                                                     \
+  do {                                                                                    \
+    cudaError_t cuda_rc_ = (call);                                                        \
+    ASSERT_EQ(cuda_rc_, cudaSuccess) << #call << ": " << cudaGetErrorString(cuda_rc_);   \
+  } while (0)
+// After every launch: the launch itself, then the kernel's execution.
+#define LAUNCH_OK()                    \
+  do {                                 \
+    CUDA_OK(cudaGetLastError());       \
+    CUDA_OK(cudaDeviceSynchronize());  \
+  } while (0)
+
+namespace {
+
+using symcomm::DeviceComm;
+using ull = unsigned long long;
+
+constexpr uint8_t kPoison = 0xAB;
+
+__device__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. put and get at thread, warp and block scope
+// ---------------------------------------------------------------------------------------
+constexpr size_t kMaxBytes = size_t{3} << 20;
+constexpr size_t kSlot = kMaxBytes + 256;  // room for offsets 0..63; keeps slots 256-aligned
+enum Scope { kThread = 0, kWarp = 1, kBlock = 2 };
+const char* const kScopeName[] = {"thread", "warp", "block"};
+
+// One transfer between a writer (or reader) and a peer.
+struct Case {
+  uint64_t bytes;
+  uint32_t src_off, dst_off;
+};
+
+// The peer a thread works for: a block of one thread (thread scope), warp w of a block
+// (warp scope), or block b (block scope).
+__device__ int peer_of(int scope) { return scope == kWarp ? threadIdx.x / 32 : blockIdx.x; }
+
+// Rank `me` puts cases[t] into its slot of `sym` on every team rank t: from
+// src + t * kSlot + src_off (plain memory) to sym + me * kSlot + dst_off.
+__global__ void put_kernel(DeviceComm c, char* sym, const char* src, const Case* cases,
+                           int scope) {
+  const int t = peer_of(scope), me = symcomm::team_rank(c);
+  const Case k = cases[t];
+  char* dst = sym + me * kSlot + k.dst_off;
+  const char* from = src + t * kSlot + k.src_off;
+  if (scope == kThread) {
+    symcomm::put(c, dst, from, k.bytes, t);
+    symcomm::quiet(c);
+  } else if (scope == kWarp) {
+    symcomm::put_warp(c, dst, from, k.bytes, t);
+    symcomm::quiet(c);
+  } else {
+    symcomm::put_block(c, dst, from, k.bytes, t);
+    symcomm::quiet_block(c);
+  }
+}
+
+// Rank `me` gets cases[t] from every team rank t: from sym + me * kSlot + src_off on t to
+// local + t * kSlot + dst_off (plain memory).
+__global__ void get_kernel(DeviceComm c, char* local, const char* sym, const Case* cases,
+                           int scope) {
+  const int t = peer_of(scope), me = symcomm::team_rank(c);
+  const Case k = cases[t];
+  char* dst = local + t * kSlot + k.dst_off;
+  const char* from = sym + me * kSlot + k.src_off;
+  if (scope == kThread) symcomm::get(c, dst, from, k.bytes, t);
+  else if (scope == kWarp) symcomm::get_warp(c, dst, from, k.bytes, t);
+  else symcomm::get_block(c, dst, from, k.bytes, t);
+}
+
+// A size from 1 byte to kMaxBytes, spread over the orders of magnitude.
+uint64_t random_size(std::mt19937_64& rng) {
+  static const uint64_t kLimit[] = {16, 300, 5000, 70000, kMaxBytes};
+  const uint64_t limit = kLimit[rng() % 5];
+  return 1 + rng() % limit;
+}
+
+// Mismatches in one slot that should hold `k.bytes` bytes of pattern(who, what, first + i)
+// at k.dst_off and the poison byte everywhere else. `first_bad` gets the first bad index.
+size_t check_slot(const uint8_t* slot, const Case& k, int who, uint64_t what, size_t first,
+                  size_t* first_bad) {
+  size_t bad = 0;
+  for (size_t i = 0; i < kSlot; ++i) {
+    const bool inside = i >= k.dst_off && i < k.dst_off + k.bytes;
+    const uint8_t want = inside ? mp::pattern(who, what, first + i - k.dst_off) : kPoison;
+    if (slot[i] != want && bad++ == 0) *first_bad = i;
+  }
+  return bad;
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. put_signal ordering: a ring of kRing slots to the right neighbour, acknowledged
+// ---------------------------------------------------------------------------------------
+constexpr int kRounds = 200, kRing = 4;
+constexpr size_t kChunk = 64 << 10;
+
+// Block 0 sends round r from stage + r * kChunk into ring slot r % kRing on the right
+// neighbour, adding 1 to its data_sig; it reuses a slot only after the neighbour's ack.
+// Block 1 waits for round r from the left neighbour, checks it, and acks.
+__global__ void ring_kernel(DeviceComm c, char* ring, const char* stage, uint64_t* data_sig,
+                            uint64_t* ack_sig, uint64_t what, ull* bad, int* rc_out) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  for (int r = 0; r < kRounds; ++r) {
+    char* slot = ring + (r % kRing) * kChunk;
+    if (blockIdx.x == 0) {
+      if (r >= kRing) {
+        const int rc = symcomm::signal_wait_until_block(c, ack_sig, symcommCmpGe, r - kRing + 1);
+        if (rc != 0) {
+          if (threadIdx.x == 0) rc_out[0] = rc;
+          return;
+        }
+      }
+      symcomm::put_signal_block(c, slot, stage + r * kChunk, kChunk, data_sig, 1,
+                                symcommSignalAdd, right);
+    } else {
+      const int rc = symcomm::signal_wait_until_block(c, data_sig, symcommCmpGe, r + 1);
+      if (rc != 0) {
+        if (threadIdx.x == 0) rc_out[1] = rc;
+        return;
+      }
+      ull mine = 0;
+      for (size_t i = threadIdx.x; i < kChunk; i += blockDim.x)
+        mine += static_cast<uint8_t>(slot[i]) != mp::pattern(left, what + r, i);
+      if (mine) atomicAdd(bad, mine);
+      __syncthreads();  // every check read the slot before the ack frees it
+      if (threadIdx.x == 0) symcomm::signal_op(c, ack_sig, 1, symcommSignalAdd, left);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Every rank signals every peer at once
+// ---------------------------------------------------------------------------------------
+constexpr size_t kPeerBytes = 16 << 10;
+
+// Block t (one thread): put_signal of sizes[me][t] bytes into my slot on t with SET nonce,
+// then wait for t's signal here and check the whole slot t wrote (data, then poison).
+__global__ void all_peers_kernel(DeviceComm c, uint8_t* buf, const uint8_t* src,
+                                 uint64_t* sigs, const uint32_t* sizes, uint64_t nonce,
+                                 uint64_t what, ull* bad, int* rc_out) {
+  const int t = blockIdx.x, me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  symcomm::put_signal(c, buf + me * kPeerBytes, src + t * kPeerBytes, sizes[me * n + t],
+                      sigs + me, nonce, symcommSignalSet, t);
+  const int rc = symcomm::signal_wait_until(c, sigs + t, symcommCmpEq, nonce);
+  if (rc != 0) {
+    atomicCAS(rc_out, 0, rc);
+    return;
+  }
+  const uint32_t bytes = sizes[t * n + me];
+  const uint8_t* got = buf + t * kPeerBytes;
+  ull mine = 0;
+  for (size_t i = 0; i < kPeerBytes; ++i)
+    mine += got[i] != (i < bytes ? mp::pattern(t, what, me * kPeerBytes + i) : kPoison);
+  if (mine) atomicAdd(bad, mine);
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. barrier_block
+// ---------------------------------------------------------------------------------------
+constexpr int kBarriers = 1000;
+
+// Before barrier k each rank adds 1 to the counter of its right neighbour and stores k in
+// its mailbox. After barrier k, my left neighbour has done k adds and k stores, and cannot
+// do its (k + 2)-th before I enter barrier k + 1: counter and mailbox are k or k + 1. The
+// check runs on the block's last thread, not the one that wrote.
+__global__ void barrier_kernel(DeviceComm c, int barriers, uint64_t* counter, uint64_t* mailbox,
+                               int* rc_out, ull* bad, uint64_t* first_bad) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c), right = (me + 1) % n;
+  for (uint64_t k = 1; k <= static_cast<uint64_t>(barriers); ++k) {
+    if (threadIdx.x == 0) {
+      symcomm::atomic_fetch_add(c, counter, 1, right);
+      *static_cast<volatile uint64_t*>(symcomm::ptr(c, mailbox, right)) = k;
+    }
+    const int rc = symcomm::barrier_block(c);
+    if (rc != 0) {
+      if (threadIdx.x == 0) rc_out[0] = rc;
+      return;
+    }
+    if (threadIdx.x == blockDim.x - 1) {
+      const uint64_t v = symcomm::atomic_fetch(c, counter, me);
+      const uint64_t m = *static_cast<volatile uint64_t*>(mailbox);
+      if ((v < k || v > k + 1 || m < k || m > k + 1) && atomicAdd(bad, 1ull) == 0) {
+        first_bad[0] = k;
+        first_bad[1] = v;
+        first_bad[2] = m;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Atomics
+// ---------------------------------------------------------------------------------------
+constexpr int kAddThreads = 256, kAddIters = 64;
+
+// Each thread adds 1 kAddIters times to `total` on team rank 0 (keeping the values it got
+// back) and to `each` on every team rank.
+__global__ void add_kernel(DeviceComm c, uint64_t* total, uint64_t* each, uint64_t* olds) {
+  for (int i = 0; i < kAddIters; ++i) {
+    olds[threadIdx.x * kAddIters + i] = symcomm::atomic_fetch_add(c, total, 1, 0);
+    for (int pe = 0; pe < symcomm::team_size(c); ++pe) symcomm::atomic_fetch_add(c, each, 1, pe);
+  }
+}
+
+// Lane 0 of every warp takes a spinlock on team rank 0 `iters` times, built on
+// compare_swap, and increments rank 0's `value` with a plain load and store under it.
+__global__ void lock_kernel(DeviceComm c, uint64_t* lock, uint64_t* value, int iters,
+                            ull* failures) {
+  if (threadIdx.x % 32 != 0) return;
+  volatile uint64_t* v = symcomm::ptr(c, value, 0);
+  for (int i = 0; i < iters; ++i) {
+    const uint64_t start = now_ns();
+    while (symcomm::atomic_compare_swap(c, lock, 0, 1, 0) != 0) {
+      if (now_ns() - start > 20'000'000'000ull) {  // 20 s: the lock is broken
+        atomicAdd(failures, 1ull);
+        return;
+      }
+    }
+    symcomm::fence(c);  // the increment happens after taking the lock ...
+    *v = *v + 1;
+    symcomm::fence(c);  // ... and before releasing it
+    symcomm::atomic_compare_swap(c, lock, 1, 0, 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Waits that time out
+// ---------------------------------------------------------------------------------------
+__global__ void wait_kernel(DeviceComm c, uint64_t* sig, uint64_t never, int* rc) {
+  rc[0] = symcomm::signal_wait_until(c, sig, symcommCmpEq, never);
+}
+
+__global__ void wait_block_kernel(DeviceComm c, uint64_t* sig, uint64_t never, int* rc) {
+  rc[threadIdx.x] = symcomm::signal_wait_until_block(c, sig, symcommCmpGe, never);
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. Addresses and team ranks
+// ---------------------------------------------------------------------------------------
+// Offsets into an allocation: its start, unaligned, and near its end.
+__host__ __device__ size_t offset_at(int j) {
+  const size_t offsets[] = {0, 1, 255, 4095};
+  return offsets[j];
+}
+
+// out[pe * 4 + j] = ptr(c, p + offset_at(j), pe); ints = {team_rank, team_size,
+// world_rank(0), world_rank(1), ...}.
+__global__ void addr_kernel(DeviceComm c, char* p, void** out, int* ints) {
+  const int n = symcomm::team_size(c);
+  ints[0] = symcomm::team_rank(c);
+  ints[1] = n;
+  for (int pe = 0; pe < n; ++pe) {
+    for (int j = 0; j < 4; ++j) out[pe * 4 + j] = symcomm::ptr(c, p + offset_at(j), pe);
+    ints[2 + pe] = symcomm::world_rank(c, pe);
+  }
+}
+
+// The slot as the host sees it (host-mapped memory, written by kernels).
+symcomm::DeviceError snapshot(const symcomm::DeviceError* slot) {
+  const volatile symcomm::DeviceError* v = slot;
+  symcomm::DeviceError e;
+  e.code = v->code;
+  e.pe = v->pe;
+  e.cmp = v->cmp;
+  e.block = v->block;
+  e.address = v->address;
+  e.expected = v->expected;
+  e.observed = v->observed;
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------
+class Device : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "device API needs the cuda space";
+    comm_ = mp::new_comm();
+    ASSERT_NE(comm_, nullptr);
+    int device = -1;
+    SC_OK(symcommCommDevice(comm_, &device));
+    CUDA_OK(cudaSetDevice(device));
+    SC_OK(symcommGetDeviceComm(comm_, SYMCOMM_TEAM_WORLD, &h_));
+    me_ = mp::rank();
+    n_ = mp::nranks();
+    seed_ = mp::agree(std::random_device{}());  // the same random choices on every rank
+    rng_.seed(seed_);
+  }
+  void TearDown() override {
+    for (void* p : plain_) EXPECT_EQ(cudaFree(p), cudaSuccess);
+    if (comm_) EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+  }
+
+  // cudaMalloc'ed memory, freed after the test; nullptr (and a failure) if it fails.
+  template <typename T>
+  T* plain(size_t count) {
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, count * sizeof(T));
+    EXPECT_EQ(e, cudaSuccess) << "cudaMalloc: " << cudaGetErrorString(e);
+    if (e != cudaSuccess) return nullptr;
+    plain_.push_back(p);
+    return static_cast<T*>(p);
+  }
+  // Collective; freed by symcommFinalize.
+  template <typename T>
+  T* symmetric(size_t count) {
+    void* p = nullptr;
+    EXPECT_EQ(symcommMalloc(comm_, count * sizeof(T), &p), symcommSuccess)
+        << symcommGetLastError();
+    return static_cast<T*>(p);
+  }
+
+  void put_round(int scope, int round, char* sym, char* src, Case* cases_dev);
+  void get_round(int scope, int round, char* sym, char* local, Case* cases_dev);
+  void run_barriers(const DeviceComm* c, unsigned threads, int barriers);
+
+  // A table [writer][target] (or [reader][source]), the same on every rank.
+  std::vector<Case> random_cases(int round) {
+    std::vector<Case> cases(static_cast<size_t>(n_) * n_);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Case& k = cases[i];
+      k.bytes = random_size(rng_);
+      k.src_off = static_cast<uint32_t>(rng_() % 64);
+      k.dst_off = static_cast<uint32_t>(rng_() % 64);
+      if (round == 0 && i == 0) k.bytes = kMaxBytes;  // the extremes, every time
+      if (round == 0 && i == 1) k.bytes = 1;
+    }
+    return cases;
+  }
+  // Grid and block of a put/get kernel launch for `scope`.
+  void launch_shape(int scope, dim3* grid, dim3* block) {
+    static const unsigned kBlockSizes[] = {64, 96, 256, 512, 1024};
+    *grid = dim3(scope == kWarp ? 1 : n_);
+    if (scope == kThread) *block = dim3(1);                  // one thread per peer
+    if (scope == kWarp) *block = dim3(32 * n_);              // one warp per peer
+    if (scope == kBlock) *block = dim3(kBlockSizes[rng_() % 5]);  // one block per peer
+  }
+
+  symcommComm_t comm_ = nullptr;
+  DeviceComm h_{};
+  int me_ = -1, n_ = 0;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<void*> plain_;
+};
+
+// Every rank puts into its slot on every peer; every rank then checks every slot.
+void Device::put_round(int scope, int round, char* sym, char* src, Case* cases_dev) {
+  SCOPED_TRACE(std::string("put_") + kScopeName[scope] + " round " + std::to_string(round) +
+               " seed " + std::to_string(seed_));
+  const std::vector<Case> cases = random_cases(round);
+  const uint64_t what = rng_();
+  dim3 grid, block;
+  launch_shape(scope, &grid, &block);
+  const size_t total = n_ * kSlot;
+  mp::fill(src, total, me_, what);
+  CUDA_OK(cudaMemset(sym, kPoison, total));
+  CUDA_OK(cudaMemcpy(cases_dev, &cases[static_cast<size_t>(me_) * n_], n_ * sizeof(Case),
+                     cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));  // every target is poisoned
+  put_kernel<<<grid, block>>>(h_, sym, src, cases_dev, scope);
+  LAUNCH_OK();
+  SC_OK(symcommHostBarrier(comm_));  // every put is complete
+  std::vector<uint8_t> got(total);
+  CUDA_OK(cudaMemcpy(got.data(), sym, total, cudaMemcpyDeviceToHost));
+  for (int w = 0; w < n_; ++w) {
+    const Case& k = cases[static_cast<size_t>(w) * n_ + me_];
+    size_t first_bad = 0;
+    EXPECT_EQ(check_slot(&got[w * kSlot], k, w, what, me_ * kSlot + k.src_off, &first_bad), 0u)
+        << "from rank " << w << ": " << k.bytes << " bytes, src offset " << k.src_off
+        << ", dst offset " << k.dst_off << ", first bad byte at " << first_bad;
+  }
+}
+
+// Every rank fills its buffer; every rank gets a piece of every peer's and checks it.
+void Device::get_round(int scope, int round, char* sym, char* local, Case* cases_dev) {
+  SCOPED_TRACE(std::string("get_") + kScopeName[scope] + " round " + std::to_string(round) +
+               " seed " + std::to_string(seed_));
+  const std::vector<Case> cases = random_cases(round);
+  const uint64_t what = rng_();
+  dim3 grid, block;
+  launch_shape(scope, &grid, &block);
+  const size_t total = n_ * kSlot;
+  mp::fill(sym, total, me_, what);
+  CUDA_OK(cudaMemset(local, kPoison, total));
+  CUDA_OK(cudaMemcpy(cases_dev, &cases[static_cast<size_t>(me_) * n_], n_ * sizeof(Case),
+                     cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));  // every source is filled
+  get_kernel<<<grid, block>>>(h_, local, sym, cases_dev, scope);
+  LAUNCH_OK();
+  std::vector<uint8_t> got(total);
+  CUDA_OK(cudaMemcpy(got.data(), local, total, cudaMemcpyDeviceToHost));
+  for (int t = 0; t < n_; ++t) {
+    const Case& k = cases[static_cast<size_t>(me_) * n_ + t];
+    size_t first_bad = 0;
+    EXPECT_EQ(check_slot(&got[t * kSlot], k, t, what, me_ * kSlot + k.src_off, &first_bad), 0u)
+        << "from rank " << t << ": " << k.bytes << " bytes, src offset " << k.src_off
+        << ", dst offset " << k.dst_off << ", first bad byte at " << first_bad;
+  }
+  SC_OK(symcommHostBarrier(comm_));  // nobody refills a source that a peer still reads
+}
+
+TEST_F(Device, PutAndGetAnySizeAndAlignment) {
+  const size_t total = n_ * kSlot;
+  char* sym = symmetric<char>(total);
+  char* src = plain<char>(total);  // puts read plain, not symmetric, memory
+  char* local = plain<char>(total);
+  Case* cases_dev = plain<Case>(n_);
+  ASSERT_TRUE(sym && src && local && cases_dev);
+  for (int round = 0; round < 3; ++round) {
+    for (int scope : {kThread, kWarp, kBlock}) {
+      ASSERT_NO_FATAL_FAILURE(put_round(scope, round, sym, src, cases_dev));
+      ASSERT_NO_FATAL_FAILURE(get_round(scope, round, sym, local, cases_dev));
+    }
+  }
+}
+
+TEST_F(Device, PutSignalOrdersDataBeforeSignal) {
+  char* ring = symmetric<char>(kRing * kChunk);
+  uint64_t* sigs = symmetric<uint64_t>(2);  // data, ack
+  char* stage = plain<char>(kRounds * kChunk);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(2);
+  ASSERT_TRUE(ring && sigs && stage && bad && rc);
+  const uint64_t what = rng_();
+  for (int r = 0; r < kRounds; ++r) mp::fill(stage + r * kChunk, kChunk, me_, what + r);
+  CUDA_OK(cudaMemset(ring, kPoison, kRing * kChunk));
+  CUDA_OK(cudaMemset(sigs, 0, 2 * sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+  CUDA_OK(cudaMemset(rc, 0, 2 * sizeof(int)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  ring_kernel<<<2, 512>>>(h_, ring, stage, sigs, sigs + 1, what, bad, rc);
+  LAUNCH_OK();
+  SC_OK(symcommHostBarrier(comm_));
+  ull bad_host = 1;
+  int rc_host[2] = {-1, -1};
+  uint64_t sigs_host[2] = {0, 0};
+  CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(sigs_host, sigs, sizeof sigs_host, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(rc_host[0], 0) << "sender's wait for an ack";
+  EXPECT_EQ(rc_host[1], 0) << "receiver's wait for data";
+  EXPECT_EQ(bad_host, 0u) << "bytes seen stale or wrong after their signal, seed " << seed_;
+  EXPECT_EQ(sigs_host[0], static_cast<uint64_t>(kRounds)) << "data signals received";
+  EXPECT_EQ(sigs_host[1], static_cast<uint64_t>(kRounds)) << "acks received";
+}
+
+TEST_F(Device, EveryRankSignalsEveryPeer) {
+  uint8_t* buf = symmetric<uint8_t>(n_ * kPeerBytes);
+  uint64_t* sigs = symmetric<uint64_t>(n_);
+  uint8_t* src = plain<uint8_t>(n_ * kPeerBytes);
+  uint32_t* sizes_dev = plain<uint32_t>(static_cast<size_t>(n_) * n_);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(buf && sigs && src && sizes_dev && bad && rc);
+  CUDA_OK(cudaMemset(sigs, 0, n_ * sizeof(uint64_t)));
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + " seed " + std::to_string(seed_));
+    std::vector<uint32_t> sizes(static_cast<size_t>(n_) * n_);
+    for (uint32_t& s : sizes) s = static_cast<uint32_t>(rng_() % (kPeerBytes + 1));  // 0 too
+    const uint64_t what = rng_(), nonce = rng_() | 1;
+    mp::fill(src, n_ * kPeerBytes, me_, what);
+    CUDA_OK(cudaMemset(buf, kPoison, n_ * kPeerBytes));
+    CUDA_OK(cudaMemcpy(sizes_dev, sizes.data(), sizes.size() * sizeof(uint32_t),
+                       cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    all_peers_kernel<<<n_, 1>>>(h_, buf, src, sigs, sizes_dev, nonce, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommHostBarrier(comm_));  // nobody poisons a buffer a peer still writes
+    ull bad_host = 1;
+    int rc_host = -1;
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host, 0);
+    EXPECT_EQ(bad_host, 0u);
+  }
+}
+
+// `barriers` barriers of barrier_kernel in one launch of `threads` threads by the members
+// of c's team; then the counter, written only by the left neighbour, equals `barriers`.
+// c == nullptr: this rank is not a member and takes part in the collective calls only.
+void Device::run_barriers(const DeviceComm* c, unsigned threads, int barriers) {
+  SCOPED_TRACE(std::to_string(threads) + " threads per block");
+  uint64_t* words = symmetric<uint64_t>(2);  // counter, mailbox
+  int* rc = plain<int>(1);
+  ull* bad = plain<ull>(1);
+  uint64_t* first_bad = plain<uint64_t>(3);
+  ASSERT_TRUE(words && rc && bad && first_bad);
+  CUDA_OK(cudaMemset(words, 0, 2 * sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+  CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+  CUDA_OK(cudaMemset(first_bad, 0, 3 * sizeof(uint64_t)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  if (c != nullptr) {
+    barrier_kernel<<<1, threads>>>(*c, barriers, words, words + 1, rc, bad, first_bad);
+    LAUNCH_OK();
+  }
+  SC_OK(symcommHostBarrier(comm_));
+  if (c == nullptr) return;
+  int rc_host = -1;
+  ull bad_host = 1;
+  uint64_t first_host[3] = {0, 0, 0}, words_host[2] = {0, 0};
+  CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(first_host, first_bad, sizeof first_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(words_host, words, sizeof words_host, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(rc_host, 0) << symcommGetErrorString(static_cast<symcommResult_t>(rc_host));
+  EXPECT_EQ(bad_host, 0u) << "first after barrier " << first_host[0] << ": counter "
+                          << first_host[1] << ", mailbox " << first_host[2];
+  EXPECT_EQ(words_host[0], static_cast<uint64_t>(barriers));
+  EXPECT_EQ(words_host[1], static_cast<uint64_t>(barriers));
+}
+
+TEST_F(Device, BarrierBlockOrdersEveryRound) {
+  // 1 and 3 threads: fewer threads than members (4 ranks), so threads loop over them.
+  for (unsigned threads : {128u, 1u, 3u})
+    ASSERT_NO_FATAL_FAILURE(run_barriers(&h_, threads, kBarriers));
+}
+
+TEST_F(Device, AtomicsAreExact) {
+  uint64_t* words = symmetric<uint64_t>(4);  // total (rank 0), each, lock, value (rank 0)
+  uint64_t* olds = plain<uint64_t>(kAddThreads * kAddIters);
+  ull* failures = plain<ull>(1);
+  ASSERT_TRUE(words && olds && failures);
+  CUDA_OK(cudaMemset(words, 0, 4 * sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(olds, kPoison, kAddThreads * kAddIters * sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(failures, 0, sizeof(ull)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  add_kernel<<<1, kAddThreads>>>(h_, words, words + 1, olds);
+  LAUNCH_OK();
+  constexpr int kLockIters = 64;
+  lock_kernel<<<2, 128>>>(h_, words + 2, words + 3, kLockIters, failures);  // 8 lockers
+  LAUNCH_OK();
+  SC_OK(symcommHostBarrier(comm_));
+
+  const uint64_t adds = static_cast<uint64_t>(n_) * kAddThreads * kAddIters;
+  uint64_t w[4] = {0, 0, 0, 0};
+  ull failures_host = 1;
+  CUDA_OK(cudaMemcpy(w, words, sizeof w, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&failures_host, failures, sizeof failures_host, cudaMemcpyDeviceToHost));
+  if (me_ == 0) EXPECT_EQ(w[0], adds) << "the counter on rank 0";
+  EXPECT_EQ(w[1], adds) << "the counter on every rank";
+  EXPECT_EQ(failures_host, 0u) << "lockers that gave up";
+  if (me_ == 0) {
+    EXPECT_EQ(w[3], static_cast<uint64_t>(n_) * 8 * kLockIters) << "increments under the lock";
+    EXPECT_EQ(w[2], 0u) << "the lock is free at the end";
+  }
+  // The values fetch_add returned, over every rank: each of 0 .. adds - 1 exactly once.
+  std::vector<uint64_t> mine(kAddThreads * kAddIters), all(adds);
+  CUDA_OK(cudaMemcpy(mine.data(), olds, mine.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  SC_OK(symcommHostAllgather(comm_, mine.data(), all.data(), mine.size() * sizeof(uint64_t)));
+  std::vector<char> seen(adds, 0);
+  size_t wrong = 0;
+  for (uint64_t v : all) {
+    if (v >= adds || seen[v]) ++wrong;
+    else seen[v] = 1;
+  }
+  EXPECT_EQ(wrong, 0u) << "fetch_add results out of range or returned twice";
+}
+
+TEST_F(Device, WaitTimesOutAndIsReportedOnce) {
+  uint64_t* sig = symmetric<uint64_t>(1);
+  int* rc = plain<int>(64);
+  ASSERT_TRUE(sig && rc);
+  ASSERT_NE(h_.error, nullptr);  // host-mapped: the host reads it directly
+  CUDA_OK(cudaMemset(sig, 0, sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(rc, 0xff, 64 * sizeof(int)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  EXPECT_EQ(snapshot(h_.error).code, 0);
+  DeviceComm c = h_;  // a plain struct: a copy with a short bound
+  c.wait_timeout_ns = 200'000'000;
+
+  // One thread waits for a value nobody writes.
+  const uint64_t never = 4'000'000'000'123ull + static_cast<uint64_t>(me_);
+  const auto start = std::chrono::steady_clock::now();
+  wait_kernel<<<1, 1>>>(c, sig, never, rc);
+  LAUNCH_OK();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int rc_host = -1;
+  CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(rc_host, symcommTimeout);
+  EXPECT_GE(seconds, 0.2);
+  EXPECT_LT(seconds, 10.0);
+  symcomm::DeviceError e = snapshot(h_.error);
+  EXPECT_EQ(e.code, symcommTimeout);
+  EXPECT_EQ(e.pe, me_);
+  EXPECT_EQ(e.cmp, symcommCmpEq);
+  EXPECT_EQ(e.block, 0);
+  EXPECT_EQ(e.address, reinterpret_cast<uintptr_t>(sig));
+  EXPECT_EQ(e.expected, never);
+  EXPECT_EQ(e.observed, 0u);
+  // The next call on the communicator reports it, naming the value waited for; once.
+  SC_FAILS(symcommHostBarrier(comm_), symcommTimeout);
+  std::string msg = symcommGetLastError();
+  EXPECT_NE(msg.find(std::to_string(never)), std::string::npos) << msg;
+  SC_OK(symcommHostBarrier(comm_));
+  EXPECT_EQ(snapshot(h_.error).code, 0) << "the report clears the slot";
+
+  // The block variant: every thread gets the code; recorded again now that it was cleared.
+  CUDA_OK(cudaMemset(rc, 0xff, 64 * sizeof(int)));
+  wait_block_kernel<<<1, 64>>>(c, sig, never + 1, rc);
+  LAUNCH_OK();
+  std::vector<int> rcs(64, -1);
+  CUDA_OK(cudaMemcpy(rcs.data(), rc, 64 * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(rcs[i], symcommTimeout) << "thread " << i;
+  e = snapshot(h_.error);
+  EXPECT_EQ(e.code, symcommTimeout);
+  EXPECT_EQ(e.cmp, symcommCmpGe);
+  EXPECT_EQ(e.expected, never + 1);
+  SC_FAILS(symcommHostBarrier(comm_), symcommTimeout);
+  SC_OK(symcommHostBarrier(comm_));
+
+  // Still usable: puts and a barrier work as before.
+  const size_t total = n_ * kSlot;
+  char* sym = symmetric<char>(total);
+  char* src = plain<char>(total);
+  Case* cases_dev = plain<Case>(n_);
+  ASSERT_TRUE(sym && src && cases_dev);
+  ASSERT_NO_FATAL_FAILURE(put_round(kBlock, 1, sym, src, cases_dev));
+  ASSERT_NO_FATAL_FAILURE(run_barriers(&h_, 64, 10));
+}
+
+TEST_F(Device, PtrMatchesSymcommPtr) {
+  char* p = symmetric<char>(4096);
+  void** out = plain<void*>(4 * static_cast<size_t>(n_));
+  int* ints = plain<int>(2 + static_cast<size_t>(n_));
+  ASSERT_TRUE(p && out && ints);
+  CUDA_OK(cudaMemset(out, kPoison, 4 * n_ * sizeof(void*)));
+  CUDA_OK(cudaMemset(ints, kPoison, (2 + n_) * sizeof(int)));
+  addr_kernel<<<1, 1>>>(h_, p, out, ints);
+  LAUNCH_OK();
+  std::vector<void*> got(4 * static_cast<size_t>(n_));
+  std::vector<int> got_ints(2 + static_cast<size_t>(n_));
+  CUDA_OK(cudaMemcpy(got.data(), out, got.size() * sizeof(void*), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(got_ints.data(), ints, got_ints.size() * sizeof(int),
+                     cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got_ints[0], me_);
+  EXPECT_EQ(got_ints[1], n_);
+  for (int pe = 0; pe < n_; ++pe) {
+    EXPECT_EQ(got_ints[2 + pe], pe);
+    for (int j = 0; j < 4; ++j) {
+      void* want = symcommPtr(comm_, p + offset_at(j), pe);
+      EXPECT_NE(want, nullptr) << symcommGetLastError();
+      EXPECT_EQ(got[pe * 4 + j], want) << "pe " << pe << " offset " << offset_at(j);
+    }
+  }
+  EXPECT_EQ(got[me_ * 4], static_cast<void*>(p)) << "ptr to myself is the address itself";
+}
+
+// Team ranks everywhere: world ranks 1, 3, 5, ... as a team of n / 2.
+TEST_F(Device, StridedTeam) {
+  char* p = symmetric<char>(4096);
+  ASSERT_NE(p, nullptr);
+  const int size = n_ / 2;
+  symcommTeam_t team = SYMCOMM_TEAM_INVALID;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 1, 2, size, &team));
+  const bool member = me_ % 2 == 1;
+  ASSERT_EQ(team != SYMCOMM_TEAM_INVALID, member);
+  DeviceComm t{};
+  if (member) {
+    SC_OK(symcommGetDeviceComm(comm_, team, &t));
+    void** out = plain<void*>(4 * static_cast<size_t>(size));
+    int* ints = plain<int>(2 + static_cast<size_t>(size));
+    ASSERT_TRUE(out && ints);
+    CUDA_OK(cudaMemset(out, kPoison, 4 * size * sizeof(void*)));
+    CUDA_OK(cudaMemset(ints, kPoison, (2 + size) * sizeof(int)));
+    addr_kernel<<<1, 1>>>(t, p, out, ints);
+    LAUNCH_OK();
+    std::vector<void*> got(4 * static_cast<size_t>(size));
+    std::vector<int> got_ints(2 + static_cast<size_t>(size));
+    CUDA_OK(cudaMemcpy(got.data(), out, got.size() * sizeof(void*), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got_ints.data(), ints, got_ints.size() * sizeof(int),
+                       cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got_ints[0], (me_ - 1) / 2);
+    EXPECT_EQ(got_ints[1], size);
+    for (int pe = 0; pe < size; ++pe) {
+      EXPECT_EQ(got_ints[2 + pe], 1 + 2 * pe);
+      for (int j = 0; j < 4; ++j)
+        EXPECT_EQ(got[pe * 4 + j], symcommPtr(comm_, p + offset_at(j), 1 + 2 * pe))
+            << "team rank " << pe << " offset " << offset_at(j);
+    }
+  }
+  // The team's barrier, run by its members; every rank takes part in the host calls.
+  ASSERT_NO_FATAL_FAILURE(run_barriers(member ? &t : nullptr, 32, 100));
+}
+
+}  // namespace
