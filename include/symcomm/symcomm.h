@@ -274,8 +274,9 @@ symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* dst, const vo
                                          symcommStream_t stream);
 /* Holds the stream until this rank's symmetric word `sig` compares to `value` as `cmp`
  * says. Bounded: after SYMCOMM_WAIT_TIMEOUT, or when the communicator is aborted, the stream
- * goes on and the next symcomm call on this communicator returns symcommTimeout (or
- * symcommPeerLost) with the signal's address, the expected and the observed value. */
+ * goes on, and the next one-sided call on this communicator (or symcommHostBarrier, after
+ * the barrier) returns symcommTimeout (or symcommPeerLost) with the signal's address, the
+ * expected and the observed value, once. The same holds for waits in kernels (device.cuh). */
 symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_t* sig, symcommCmp_t cmp,
                                           uint64_t value, symcommStream_t stream);
 /* Every put, get and signal this rank issued on `stream` is complete and visible to its

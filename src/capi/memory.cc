@@ -68,5 +68,8 @@ extern "C" symcommResult_t symcommHostBarrier(symcommComm_t comm) {
     symcommComm& c = checked(comm);
     LogRankScope scope(c.topology.rank);
     c.bootstrap->barrier();
+    // A host-side sync point: report a device-side wait failure here too, once every rank
+    // passed the barrier, so that the ranks stay in step.
+    c.rma->backend().raise_recorded_error();
   });
 }

@@ -111,18 +111,30 @@ size_t check_slot(const uint8_t* slot, const Case& k, int who, uint64_t what, si
 // ---------------------------------------------------------------------------------------
 // 2. put_signal ordering: a ring of kRing slots to the right neighbour, acknowledged
 // ---------------------------------------------------------------------------------------
-constexpr int kRounds = 200, kRing = 4;
-constexpr size_t kChunk = 64 << 10;
+constexpr int kRing = 4;
+struct RingShape {
+  size_t chunk;
+  int rounds;
+  unsigned threads;
+  size_t skew;         // source offset: 0 uses 16-byte accesses, 1 single bytes
+  uint32_t delay_ns;   // warp w of the sender reaches put_signal_block (w % 8) * delay_ns
+                       // late: a signal sent before every warp's data would be caught
+};
+const RingShape kRingShapes[] = {
+    {64 << 10, 200, 512, 0, 0}, {64 << 10, 1000, 1024, 0, 500}, {1 << 20, 50, 1024, 1, 0}};
 
-// Block 0 sends round r from stage + r * kChunk into ring slot r % kRing on the right
+// Block 0 sends round r from stage + r * chunk into ring slot r % kRing on the right
 // neighbour, adding 1 to its data_sig; it reuses a slot only after the neighbour's ack.
 // Block 1 waits for round r from the left neighbour, checks it, and acks.
-__global__ void ring_kernel(DeviceComm c, char* ring, const char* stage, uint64_t* data_sig,
-                            uint64_t* ack_sig, uint64_t what, ull* bad, int* rc_out) {
+__global__ void ring_kernel(DeviceComm c, RingShape shape, char* ring, const char* stage,
+                            uint64_t* data_sig, uint64_t* ack_sig, uint64_t what, ull* bad,
+                            int* rc_out) {
+  const size_t chunk = shape.chunk;
+  const int rounds = shape.rounds;
   const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
   const int right = (me + 1) % n, left = (me + n - 1) % n;
-  for (int r = 0; r < kRounds; ++r) {
-    char* slot = ring + (r % kRing) * kChunk;
+  for (int r = 0; r < rounds; ++r) {
+    char* slot = ring + (r % kRing) * chunk;
     if (blockIdx.x == 0) {
       if (r >= kRing) {
         const int rc = symcomm::signal_wait_until_block(c, ack_sig, symcommCmpGe, r - kRing + 1);
@@ -131,7 +143,10 @@ __global__ void ring_kernel(DeviceComm c, char* ring, const char* stage, uint64_
           return;
         }
       }
-      symcomm::put_signal_block(c, slot, stage + r * kChunk, kChunk, data_sig, 1,
+      const uint64_t until = now_ns() + (threadIdx.x / 32 % 8) * uint64_t{shape.delay_ns};
+      while (now_ns() < until) {
+      }
+      symcomm::put_signal_block(c, slot, stage + r * chunk, chunk, data_sig, 1,
                                 symcommSignalAdd, right);
     } else {
       const int rc = symcomm::signal_wait_until_block(c, data_sig, symcommCmpGe, r + 1);
@@ -140,7 +155,7 @@ __global__ void ring_kernel(DeviceComm c, char* ring, const char* stage, uint64_
         return;
       }
       ull mine = 0;
-      for (size_t i = threadIdx.x; i < kChunk; i += blockDim.x)
+      for (size_t i = threadIdx.x; i < chunk; i += blockDim.x)
         mine += static_cast<uint8_t>(slot[i]) != mp::pattern(left, what + r, i);
       if (mine) atomicAdd(bad, mine);
       __syncthreads();  // every check read the slot before the ack frees it
@@ -438,34 +453,40 @@ TEST_F(Device, PutAndGetAnySizeAndAlignment) {
 }
 
 TEST_F(Device, PutSignalOrdersDataBeforeSignal) {
-  char* ring = symmetric<char>(kRing * kChunk);
-  uint64_t* sigs = symmetric<uint64_t>(2);  // data, ack
-  char* stage = plain<char>(kRounds * kChunk);
-  ull* bad = plain<ull>(1);
-  int* rc = plain<int>(2);
-  ASSERT_TRUE(ring && sigs && stage && bad && rc);
-  const uint64_t what = rng_();
-  for (int r = 0; r < kRounds; ++r) mp::fill(stage + r * kChunk, kChunk, me_, what + r);
-  CUDA_OK(cudaMemset(ring, kPoison, kRing * kChunk));
-  CUDA_OK(cudaMemset(sigs, 0, 2 * sizeof(uint64_t)));
-  CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
-  CUDA_OK(cudaMemset(rc, 0, 2 * sizeof(int)));
-  CUDA_OK(cudaDeviceSynchronize());
-  SC_OK(symcommHostBarrier(comm_));
-  ring_kernel<<<2, 512>>>(h_, ring, stage, sigs, sigs + 1, what, bad, rc);
-  LAUNCH_OK();
-  SC_OK(symcommHostBarrier(comm_));
-  ull bad_host = 1;
-  int rc_host[2] = {-1, -1};
-  uint64_t sigs_host[2] = {0, 0};
-  CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(sigs_host, sigs, sizeof sigs_host, cudaMemcpyDeviceToHost));
-  EXPECT_EQ(rc_host[0], 0) << "sender's wait for an ack";
-  EXPECT_EQ(rc_host[1], 0) << "receiver's wait for data";
-  EXPECT_EQ(bad_host, 0u) << "bytes seen stale or wrong after their signal, seed " << seed_;
-  EXPECT_EQ(sigs_host[0], static_cast<uint64_t>(kRounds)) << "data signals received";
-  EXPECT_EQ(sigs_host[1], static_cast<uint64_t>(kRounds)) << "acks received";
+  for (const RingShape& shape : kRingShapes) {
+    SCOPED_TRACE(std::to_string(shape.chunk) + "-byte chunks, skew " +
+                 std::to_string(shape.skew));
+    char* ring = symmetric<char>(kRing * shape.chunk);
+    uint64_t* sigs = symmetric<uint64_t>(2);  // data, ack
+    char* stage = plain<char>(shape.rounds * shape.chunk + shape.skew);
+    ull* bad = plain<ull>(1);
+    int* rc = plain<int>(2);
+    ASSERT_TRUE(ring && sigs && stage && bad && rc);
+    stage += shape.skew;
+    const uint64_t what = rng_();
+    for (int r = 0; r < shape.rounds; ++r)
+      mp::fill(stage + r * shape.chunk, shape.chunk, me_, what + r);
+    CUDA_OK(cudaMemset(ring, kPoison, kRing * shape.chunk));
+    CUDA_OK(cudaMemset(sigs, 0, 2 * sizeof(uint64_t)));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, 2 * sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    ring_kernel<<<2, shape.threads>>>(h_, shape, ring, stage, sigs, sigs + 1, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommHostBarrier(comm_));
+    ull bad_host = 1;
+    int rc_host[2] = {-1, -1};
+    uint64_t sigs_host[2] = {0, 0};
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(sigs_host, sigs, sizeof sigs_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host[0], 0) << "sender's wait for an ack";
+    EXPECT_EQ(rc_host[1], 0) << "receiver's wait for data";
+    EXPECT_EQ(bad_host, 0u) << "bytes seen stale or wrong after their signal, seed " << seed_;
+    EXPECT_EQ(sigs_host[0], static_cast<uint64_t>(shape.rounds)) << "data signals received";
+    EXPECT_EQ(sigs_host[1], static_cast<uint64_t>(shape.rounds)) << "acks received";
+  }
 }
 
 TEST_F(Device, EveryRankSignalsEveryPeer) {

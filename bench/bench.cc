@@ -1,0 +1,138 @@
+// symcomm-bench: benchmarks that always run their baseline in the same run.
+//   symrun -n 8 symcomm-bench rma [--json FILE] [--machine NAME] [--iters N] [--max-bytes B]
+#include "bench.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+namespace bench {
+
+void die(const char* call, const char* why, const char* file, int line) {
+  std::fprintf(stderr, "symcomm-bench: %s failed: %s (%s:%d)\n", call, why, file, line);
+  std::exit(1);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
+                      const std::function<void()>& body) {
+  for (int i = 0; i < warmup; ++i) body();
+  BENCH_CUDA(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    BENCH_CUDA(cudaEventRecord(a, s));
+    for (int i = 0; i < inner; ++i) body();
+    BENCH_CUDA(cudaEventRecord(b, s));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(1000.0 * ms / inner);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  return median(t);
+}
+
+double max_over_ranks(const Context& ctx, double v) {
+  std::vector<double> all(static_cast<size_t>(ctx.nranks));
+  BENCH_SC(symcommHostAllgather(ctx.comm, &v, all.data(), sizeof v));
+  return *std::max_element(all.begin(), all.end());
+}
+
+static std::string utc_now() {
+  time_t now = time(nullptr);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  return buf;
+}
+
+void print_header(const Context& ctx, const char* title) {
+  if (ctx.rank != 0) return;
+  std::printf("\n%s\n%-10s %-22s %14s %12s %12s\n", title, "op", "impl", "bytes", "time us",
+              "GB/s");
+}
+
+void emit(const Context& ctx, const Record& r) {
+  if (ctx.rank != 0) return;
+  if (r.algbw_gbs >= 0)
+    std::printf("%-10s %-22s %14zu %12.2f %12.1f\n", r.op.c_str(), r.impl.c_str(), r.bytes,
+                r.time_us, r.algbw_gbs);
+  else
+    std::printf("%-10s %-22s %14zu %12.2f %12s\n", r.op.c_str(), r.impl.c_str(), r.bytes,
+                r.time_us, "-");
+  std::fflush(stdout);
+  if (ctx.opt.json.empty()) return;
+  FILE* f = std::fopen(ctx.opt.json.c_str(), "a");
+  if (!f) die("fopen", ctx.opt.json.c_str(), __FILE__, __LINE__);
+  std::fprintf(f, "{\"bench\": \"rma\", \"op\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", "
+               "\"bytes\": %zu, \"ranks\": %d, \"time_us\": %.3f", r.op.c_str(), r.impl.c_str(),
+               r.dtype.c_str(), r.bytes, r.ranks, r.time_us);
+  if (r.algbw_gbs >= 0) std::fprintf(f, ", \"algbw_gbs\": %.2f", r.algbw_gbs);
+  if (r.busbw_gbs >= 0) std::fprintf(f, ", \"busbw_gbs\": %.2f", r.busbw_gbs);
+  if (!r.shape.empty()) std::fprintf(f, ", \"shape\": \"%s\"", r.shape.c_str());
+  const char* commit = std::getenv("SYMCOMM_BENCH_COMMIT");
+  std::fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"machine\": \"%s\", \"commit\": \"%s\", "
+               "\"date\": \"%s\"}\n", r.iters, r.warmup, ctx.opt.machine.c_str(),
+               commit ? commit : "unknown", utc_now().c_str());
+  std::fclose(f);
+}
+
+ncclComm_t make_nccl(const Context& ctx) {
+  ncclUniqueId id;
+  if (ctx.rank == 0) BENCH_NCCL(ncclGetUniqueId(&id));
+  BENCH_SC(symcommHostBroadcast(ctx.comm, &id, sizeof id, 0));
+  ncclComm_t nccl;
+  BENCH_NCCL(ncclCommInitRank(&nccl, ctx.nranks, id, ctx.rank));
+  return nccl;
+}
+
+}  // namespace bench
+
+int main(int argc, char** argv) {
+  // NVLink multicast is forbidden on the shared machines: keep NCCL off it whatever the
+  // caller's environment says.
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  if (argc < 2 || std::strcmp(argv[1], "rma") != 0) {
+    std::fprintf(stderr, "usage: symrun -n N symcomm-bench rma [--json FILE] [--machine NAME] "
+                 "[--iters N] [--warmup N] [--max-bytes B]\n");
+    return 2;
+  }
+  bench::Context ctx{};
+  for (int i = 2; i < argc; ++i) {
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) bench::die("arguments", "an option needs a value", __FILE__, __LINE__);
+      return argv[++i];
+    };
+    if (!std::strcmp(argv[i], "--json")) ctx.opt.json = next();
+    else if (!std::strcmp(argv[i], "--machine")) ctx.opt.machine = next();
+    else if (!std::strcmp(argv[i], "--iters")) ctx.opt.iters = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--warmup")) ctx.opt.warmup = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--max-bytes")) ctx.opt.max_bytes = std::strtoull(next(), nullptr, 0);
+    else bench::die("arguments", argv[i], __FILE__, __LINE__);
+  }
+  BENCH_SC(symcommInitFromEnv(&ctx.comm, nullptr));
+  BENCH_SC(symcommCommRank(ctx.comm, &ctx.rank));
+  BENCH_SC(symcommCommSize(ctx.comm, &ctx.nranks));
+  symcommMemorySpace_t space;
+  BENCH_SC(symcommCommMemorySpace(ctx.comm, &space));
+  if (space != symcommSpaceCuda) {
+    std::fprintf(stderr, "symcomm-bench measures GPUs; this communicator is in the host space\n");
+    symcommFinalize(ctx.comm);
+    return 77;
+  }
+  BENCH_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+  int rc = bench::run_rma(ctx);
+  BENCH_CUDA(cudaStreamDestroy(ctx.stream));
+  if (ctx.nccl) ncclCommDestroy(ctx.nccl);
+  BENCH_SC(symcommFinalize(ctx.comm));
+  return rc;
+}

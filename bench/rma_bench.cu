@@ -1,0 +1,235 @@
+// symcomm-bench rma: put bandwidth (copy engines, SM kernels, device block-scope puts) against
+// NCCL send/recv of the same sizes, signal ping-pong latency, and on-stream barrier latency.
+#include <algorithm>
+#include <cstring>
+
+#include "bench.h"
+#include "symcomm/device.cuh"
+
+namespace bench {
+
+namespace {
+
+using symcomm::DeviceComm;
+
+__global__ void device_put_kernel(DeviceComm c, char* dst, const char* src, size_t bytes, int pe) {
+  size_t per = (bytes + gridDim.x - 1) / gridDim.x;
+  size_t begin = per * blockIdx.x;
+  if (begin >= bytes) return;
+  size_t n = bytes - begin < per ? bytes - begin : per;
+  symcomm::put_block(c, dst + begin, src + begin, n, pe);
+}
+
+// One thread on each of two ranks: rank `me` sends i and waits for i back, `rounds` times.
+__global__ void pingpong_kernel(DeviceComm c, uint64_t* sig, int peer, int rounds, bool first,
+                                int* status) {
+  int rc = 0;
+  for (int i = 1; i <= rounds && rc == 0; ++i) {
+    if (first) {
+      symcomm::signal_op(c, sig, static_cast<uint64_t>(i), symcommSignalSet, peer);
+      rc = symcomm::signal_wait_until(c, sig, symcommCmpGe, static_cast<uint64_t>(i));
+    } else {
+      rc = symcomm::signal_wait_until(c, sig, symcommCmpGe, static_cast<uint64_t>(i));
+      symcomm::signal_op(c, sig, static_cast<uint64_t>(i), symcommSignalSet, peer);
+    }
+  }
+  *status = rc;
+}
+
+std::vector<size_t> sizes(size_t max_bytes) {
+  std::vector<size_t> v;
+  for (size_t b = 8; b <= max_bytes; b *= 8) v.push_back(b);
+  for (size_t b : {size_t{64} << 20, size_t{256} << 20, size_t{1} << 30})
+    if (b <= max_bytes && std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+int inner_for(size_t bytes) { return bytes <= (1 << 20) ? 100 : bytes <= (64 << 20) ? 10 : 2; }
+
+Record point(const Context& ctx, const char* op, std::string impl, size_t bytes, double us,
+             int ranks) {
+  Record r;
+  r.op = op;
+  r.impl = std::move(impl);
+  r.bytes = bytes;
+  r.ranks = ranks;
+  r.time_us = us;
+  r.algbw_gbs = bytes ? static_cast<double>(bytes) / (us * 1e3) : -1;
+  r.iters = ctx.opt.iters;
+  r.warmup = ctx.opt.warmup;
+  return r;
+}
+
+void put_bandwidth(Context& ctx, char* dst, char* src) {
+  print_header(ctx, "Put GPU0 -> GPU1, stream-serialised (rank 0 issues; time per put)");
+  DeviceComm h;
+  BENCH_SC(symcommGetDeviceComm(ctx.comm, SYMCOMM_TEAM_WORLD, &h));
+  if (!ctx.nccl) ctx.nccl = make_nccl(ctx);
+  for (size_t bytes : sizes(ctx.opt.max_bytes)) {
+    const int inner = inner_for(bytes);
+    auto host_put = [&](symcommEngine_t e) {
+      return [&, e] { BENCH_SC(symcommPutOnStream(ctx.comm, dst, src, bytes, 1, e, ctx.stream)); };
+    };
+    const struct {
+      const char* impl;
+      symcommEngine_t engine;
+    } engines[] = {{"symcomm:ce", symcommEngineCe}, {"symcomm:sm", symcommEngineSm},
+                   {"symcomm:auto", symcommEngineAuto}};
+    for (const auto& e : engines) {
+      double us = 0;
+      if (ctx.rank == 0) us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, host_put(e.engine));
+      BENCH_SC(symcommHostBarrier(ctx.comm));
+      emit(ctx, point(ctx, "put", e.impl, bytes, us, 2));
+    }
+    for (unsigned blocks : {32u, 132u}) {
+      double us = 0;
+      unsigned grid = static_cast<unsigned>(std::min<size_t>(blocks, (bytes + 4095) / 4096));
+      if (ctx.rank == 0)
+        us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
+          device_put_kernel<<<grid, 1024, 0, ctx.stream>>>(h, dst, src, bytes, 1);
+        });
+      BENCH_CUDA(cudaGetLastError());
+      BENCH_SC(symcommHostBarrier(ctx.comm));
+      emit(ctx, point(ctx, "put", "symcomm:device_block_x" + std::to_string(blocks), bytes, us, 2));
+    }
+    // NCCL send/recv of the same size: rank 0 sends, rank 1 receives, same repetitions.
+    double us = 0;
+    if (ctx.rank <= 1) {
+      us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
+        if (ctx.rank == 0) BENCH_NCCL(ncclSend(src, bytes, ncclChar, 1, ctx.nccl, ctx.stream));
+        else BENCH_NCCL(ncclRecv(src, bytes, ncclChar, 0, ctx.nccl, ctx.stream));
+      });
+    }
+    std::vector<double> all(static_cast<size_t>(ctx.nranks));
+    BENCH_SC(symcommHostAllgather(ctx.comm, &us, all.data(), sizeof us));
+    emit(ctx, point(ctx, "put", "nccl:sendrecv", bytes, all[0], 2));
+  }
+}
+
+void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm) {
+  const int rounds = 2000;
+  DeviceComm h;
+  BENCH_SC(symcommGetDeviceComm(comm, SYMCOMM_TEAM_WORLD, &h));
+  int* status;
+  BENCH_CUDA(cudaMalloc(&status, sizeof(int)));
+  std::vector<double> t;
+  for (int rep = 0; rep < ctx.opt.iters + ctx.opt.warmup; ++rep) {
+    BENCH_CUDA(cudaMemset(sig, 0, 8));
+    BENCH_CUDA(cudaDeviceSynchronize());
+    BENCH_SC(symcommHostBarrier(comm));
+    cudaEvent_t a, b;
+    BENCH_CUDA(cudaEventCreate(&a));
+    BENCH_CUDA(cudaEventCreate(&b));
+    BENCH_CUDA(cudaEventRecord(a, ctx.stream));
+    if (ctx.rank <= 1)
+      pingpong_kernel<<<1, 1, 0, ctx.stream>>>(h, sig, 1 - ctx.rank, rounds, ctx.rank == 0, status);
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaEventRecord(b, ctx.stream));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float ms;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+    if (rep >= ctx.opt.warmup) t.push_back(1000.0 * ms / (2.0 * rounds));
+    BENCH_CUDA(cudaEventDestroy(a));
+    BENCH_CUDA(cudaEventDestroy(b));
+  }
+  int rc = 0;
+  BENCH_CUDA(cudaMemcpy(&rc, status, sizeof rc, cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaFree(status));
+  if (ctx.rank <= 1 && rc != 0) die("pingpong", "a wait failed", __FILE__, __LINE__);
+  double us = median(t);
+  std::vector<double> all(static_cast<size_t>(ctx.nranks));
+  BENCH_SC(symcommHostAllgather(comm, &us, all.data(), sizeof us));
+  emit(ctx, point(ctx, "pingpong", impl, 8, all[0], 2));
+}
+
+// Host-API ping-pong on streams: put-signal then wait, per round.
+void stream_pingpong(Context& ctx, symcommComm_t comm, uint64_t* sig, const char* impl) {
+  const int rounds = 200;
+  BENCH_CUDA(cudaMemset(sig, 0, 8));
+  BENCH_CUDA(cudaDeviceSynchronize());
+  BENCH_SC(symcommHostBarrier(comm));
+  double us = 0;
+  if (ctx.rank <= 1) {
+    int peer = 1 - ctx.rank;
+    uint64_t round = 0;
+    us = time_stream_us(ctx.stream, 0, 1, 1, [&] {
+      for (int i = 0; i < rounds; ++i) {
+        ++round;
+        if (ctx.rank == 0) {
+          BENCH_SC(symcommPutSignalOnStream(comm, nullptr, nullptr, 0, sig, round, symcommSignalSet,
+                                            peer, symcommEngineAuto, ctx.stream));
+          BENCH_SC(symcommSignalWaitOnStream(comm, sig, symcommCmpGe, round, ctx.stream));
+        } else {
+          BENCH_SC(symcommSignalWaitOnStream(comm, sig, symcommCmpGe, round, ctx.stream));
+          BENCH_SC(symcommPutSignalOnStream(comm, nullptr, nullptr, 0, sig, round, symcommSignalSet,
+                                            peer, symcommEngineAuto, ctx.stream));
+        }
+      }
+    }) / (2.0 * rounds);
+  }
+  std::vector<double> all(static_cast<size_t>(ctx.nranks));
+  BENCH_SC(symcommHostAllgather(comm, &us, all.data(), sizeof us));
+  emit(ctx, point(ctx, "pingpong", impl, 8, all[0], 2));
+}
+
+void barrier_latency(Context& ctx, symcommComm_t comm, symcommTeam_t team, int members,
+                     const char* impl) {
+  int me = -1;
+  BENCH_SC(symcommTeamRank(comm, team, &me));
+  double us = 0;
+  if (me >= 0)
+    us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, 100, [&] {
+      BENCH_SC(symcommBarrierOnStream(comm, team, ctx.stream));
+    });
+  us = max_over_ranks(ctx, us);
+  emit(ctx, point(ctx, "barrier", impl, 0, us, members));
+}
+
+// A second communicator whose waits use cuStreamWaitValue64 instead of a kernel.
+symcommComm_t memop_comm(Context& ctx) {
+  setenv("SYMCOMM_WAIT_ENGINE", "memop", 1);
+  symcommUniqueId uid;
+  if (ctx.rank == 0) BENCH_SC(symcommGetUniqueId(&uid));
+  BENCH_SC(symcommHostBroadcast(ctx.comm, &uid, sizeof uid, 0));
+  symcommComm_t c;
+  BENCH_SC(symcommInit(&c, ctx.nranks, ctx.rank, &uid, nullptr));
+  unsetenv("SYMCOMM_WAIT_ENGINE");
+  return c;
+}
+
+}  // namespace
+
+int run_rma(Context& ctx) {
+  if (ctx.nranks < 2) die("rma", "needs at least 2 ranks", __FILE__, __LINE__);
+  char *dst, *src;
+  BENCH_SC(symcommMalloc(ctx.comm, ctx.opt.max_bytes, reinterpret_cast<void**>(&dst)));
+  BENCH_CUDA(cudaMalloc(&src, ctx.opt.max_bytes));
+  BENCH_CUDA(cudaMemset(src, 0x5a, ctx.opt.max_bytes));
+  BENCH_CUDA(cudaDeviceSynchronize());
+  put_bandwidth(ctx, dst, src);
+
+  print_header(ctx, "Latency (time us: one way for ping-pong; per barrier)");
+  uint64_t* sig;
+  BENCH_SC(symcommMalloc(ctx.comm, 64, reinterpret_cast<void**>(&sig)));
+  pingpong(ctx, sig, "symcomm:device", ctx.comm);
+  stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
+  symcommComm_t memop = memop_comm(ctx);
+  uint64_t* sig2;
+  BENCH_SC(symcommMalloc(memop, 64, reinterpret_cast<void**>(&sig2)));
+  stream_pingpong(ctx, memop, sig2, "symcomm:stream_memop_wait");
+  barrier_latency(ctx, ctx.comm, SYMCOMM_TEAM_WORLD, ctx.nranks, "symcomm:kernel");
+  if (ctx.nranks > 2) {
+    symcommTeam_t pair;
+    BENCH_SC(symcommTeamSplitStrided(ctx.comm, SYMCOMM_TEAM_WORLD, 0, 1, 2, &pair));
+    barrier_latency(ctx, ctx.comm, pair, 2, "symcomm:kernel");
+  }
+  BENCH_SC(symcommFree(memop, sig2));
+  BENCH_SC(symcommFinalize(memop));
+  BENCH_SC(symcommFree(ctx.comm, sig));
+  BENCH_CUDA(cudaFree(src));
+  BENCH_SC(symcommFree(ctx.comm, dst));
+  return 0;
+}
+
+}  // namespace bench
