@@ -40,7 +40,8 @@
  *    thread in the system that reads after synchronising with us. quiet_block: the same
  *    for every thread of the block.
  *  - put_signal*: the data (of all threads of the group), then a fence, then the signal
- *    update. signal_op: a release (SET: st.release.sys; ADD: fence + atomic add).
+ *    update. signal_op alone is a relaxed system-scope update, like NVSHMEM's: it orders
+ *    nothing before it (call fence() first, or use put_signal, to publish data with it).
  *  - signal_wait_until*: an acquire. Once a wait observes a value written by a signal, the
  *    waiting thread (the whole block, for the _block variant) sees everything the signaller
  *    wrote before the signal, put_signal's data included. Signals from different senders
@@ -90,8 +91,9 @@ __device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const 
                                           size_t bytes, int pe);
 
 /* --- Signals: 64-bit symmetric words, 8-byte aligned ------------------------------------ */
-/* Sets `sig` on pe to `value` (symcommSignalSet) or adds `value` (symcommSignalAdd), as a
- * release. Other op values update nothing. */
+/* Sets `sig` on pe to `value` (symcommSignalSet) or adds `value` (symcommSignalAdd): a
+ * relaxed system-scope update that orders nothing before it (see fence and put_signal).
+ * Other op values update nothing. */
 __device__ __forceinline__ void signal_op(const DeviceComm& c, uint64_t* sig, uint64_t value,
                                           symcommSignalOp_t op, int pe);
 /* put, fence, signal_op: a peer that sees the signal sees the data. `bytes` may be 0. In

@@ -81,6 +81,11 @@ void cuda_access(Bootstrap& bs, Topology& t, int requested) {
       SYMCOMM_DEBUG("rank %d's GPU is not visible here; assuming P2P access", pe);
     }
     t.accessible[static_cast<size_t>(pe)] = static_cast<char>(ok != 0);
+    if (pe != t.rank && visible == t.device)
+      SYMCOMM_WARN("ranks %d and %d share GPU %d: without MPS, kernels that wait for each "
+                   "other (device waits, on-stream waits and barriers) can hold the GPU from "
+                   "the other process and stall until SYMCOMM_WAIT_TIMEOUT; use one GPU per rank",
+                   t.rank, pe, t.device);
   }
 }
 

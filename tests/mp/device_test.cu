@@ -310,6 +310,7 @@ class Device : public ::testing::Test {
  protected:
   void SetUp() override {
     if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "device API needs the cuda space";
+    MP_NEED_GPU_PER_RANK();
     comm_ = mp::new_comm();
     ASSERT_NE(comm_, nullptr);
     int device = -1;

@@ -15,6 +15,7 @@ const symcommEngine_t kEngines[] = {symcommEngineAuto, symcommEngineCe, symcommE
 class Rma : public ::testing::Test {
  protected:
   void SetUp() override {
+    MP_NEED_GPU_PER_RANK();
     // Small chunks, so that transfers cross chunk boundaries.
     mp::ScopedEnv chunk("SYMCOMM_HEAP_CHUNK_SIZE", "2M");
     comm_ = mp::new_comm();
@@ -22,6 +23,7 @@ class Rma : public ::testing::Test {
     stream_ = mp::new_stream();
   }
   void TearDown() override {
+    if (!comm_) return;
     mp::free_stream(stream_);
     if (comm_) {
       EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();

@@ -90,6 +90,12 @@ size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what) {
   return static_cast<size_t>(host);
 }
 
+int gpu_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
 void* local_alloc(size_t bytes) {
   if (space() == symcommSpaceHost) return std::malloc(bytes);
   void* p = nullptr;

@@ -20,6 +20,23 @@ __device__ __forceinline__ void store_release(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
 }
 
+// Relaxed system-scope accesses: no fence of their own, so polling and signalling stay
+// cheap (a fence.sys costs about a microsecond); the fences are placed where ordering needs
+// them.
+__device__ __forceinline__ uint64_t load_relaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_relaxed(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+
+// After a relaxed load observed a signal: makes the loads that follow acquire (the
+// relaxed load plus this fence form the PTX memory model's acquire pattern).
+__device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
 __device__ __forceinline__ uint64_t global_time_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -99,7 +116,7 @@ __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, u
 __device__ __forceinline__ void signal_update(uint64_t* remote, uint64_t value,
                                               symcommSignalOp_t op) {
   if (op == symcommSignalSet)
-    store_release(remote, value);
+    store_relaxed(remote, value);
   else if (op == symcommSignalAdd)
     atomicAdd_system(reinterpret_cast<unsigned long long*>(remote),
                      static_cast<unsigned long long>(value));
@@ -133,17 +150,24 @@ __device__ __forceinline__ void record_error(const DeviceComm& c, int code, cons
   __threadfence_system();
 }
 
-// Polls this rank's `word` with acquire loads; looks at the clock and the abort flag
-// (host memory, slow to read) once every kCheckEvery polls.
+// Polls this rank's `word` with relaxed loads and, once the comparison holds, fences so
+// that what follows is ordered after the observed write (acquire). Looks at the clock and
+// the abort flag (host memory, slow to read) once every kCheckEvery polls.
 __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* word,
                                           symcommCmp_t cmp, uint64_t value) {
   constexpr uint32_t kCheckEvery = 1024;
-  uint64_t seen = load_acquire(word);
-  if (compare(seen, cmp, value)) return 0;
+  uint64_t seen = load_relaxed(word);
+  if (compare(seen, cmp, value)) {
+    fence_acquire();
+    return 0;
+  }
   const uint64_t start = global_time_ns();
   for (uint32_t polls = 1;; ++polls) {
-    seen = load_acquire(word);
-    if (compare(seen, cmp, value)) return 0;
+    seen = load_relaxed(word);
+    if (compare(seen, cmp, value)) {
+      fence_acquire();
+      return 0;
+    }
     if (polls % kCheckEvery == 0) {
       int code = 0;
       if (c.abort_flag != nullptr && *c.abort_flag != 0)
@@ -232,7 +256,6 @@ __device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const 
 
 __device__ __forceinline__ void signal_op(const DeviceComm& c, uint64_t* sig, uint64_t value,
                                           symcommSignalOp_t op, int pe) {
-  if (op == symcommSignalAdd) __threadfence_system();  // SET is a release store by itself
   detail::signal_update(detail::remote(c, sig, pe), value, op);
 }
 
