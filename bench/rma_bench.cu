@@ -39,7 +39,7 @@ __global__ void pingpong_kernel(DeviceComm c, uint64_t* sig, int peer, int round
 std::vector<size_t> sizes(size_t max_bytes) {
   std::vector<size_t> v;
   for (size_t b = 8; b <= max_bytes; b *= 8) v.push_back(b);
-  for (size_t b : {size_t{64} << 20, size_t{256} << 20, size_t{1} << 30})
+  for (size_t b : {size_t{8} << 10, size_t{64} << 20, size_t{256} << 20, size_t{1} << 30})
     if (b <= max_bytes && std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
   std::sort(v.begin(), v.end());
   return v;
@@ -175,7 +175,7 @@ void stream_pingpong(Context& ctx, symcommComm_t comm, uint64_t* sig, const char
 
 void barrier_latency(Context& ctx, symcommComm_t comm, symcommTeam_t team, int members,
                      const char* impl) {
-  int me = -1;
+  int me = -1;  // -1 for SYMCOMM_TEAM_INVALID: this rank is not a member
   BENCH_SC(symcommTeamRank(comm, team, &me));
   double us = 0;
   if (me >= 0)

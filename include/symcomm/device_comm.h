@@ -17,7 +17,8 @@ namespace symcomm {
 
 /* Where a device-side wait that failed records what it waited for. Lives in host-mapped
  * memory; the host reads it at the communicator's next call and reports it in the error
- * message. The first failure wins (code is set with a compare-and-swap). */
+ * message. A failure that finds a code already recorded leaves the record alone; the code is
+ * written last. (No atomics: host memory takes none from the GPU over PCIe.) */
 struct DeviceError {
   int32_t code;      /* 0, symcommTimeout or symcommPeerLost                            */
   int32_t pe;        /* the rank whose word was watched (the waiter's own, for signals) */

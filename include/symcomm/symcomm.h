@@ -229,7 +229,8 @@ symcommResult_t symcommTeamSplit2D(symcommComm_t comm, symcommTeam_t parent, int
 /* Called by the members (each forgets the team; no operation on it may be in flight). The
  * world and node teams cannot be destroyed. */
 symcommResult_t symcommTeamDestroy(symcommComm_t comm, symcommTeam_t team);
-/* This rank's index in `team` (-1 if not a member) and the team's size. */
+/* This rank's index in `team` (-1 if not a member) and the team's size; both -1 for
+ * SYMCOMM_TEAM_INVALID, as a non-member receives from a split. */
 symcommResult_t symcommTeamRank(symcommComm_t comm, symcommTeam_t team, int* rank);
 symcommResult_t symcommTeamSize(symcommComm_t comm, symcommTeam_t team, int* size);
 /* The index in `dst_team` of rank `src_pe` of `src_team`, or -1 if it is not a member. */

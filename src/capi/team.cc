@@ -45,7 +45,7 @@ extern "C" symcommResult_t symcommTeamRank(symcommComm_t comm, symcommTeam_t tea
   return guarded([&] { return format("symcommTeamRank(team=%d)", team); }, [&] {
     symcommComm& c = checked(comm);
     SYMCOMM_REQUIRE_ARG(rank);
-    *rank = c.rma->teams().get(team).index_of(c.topology.rank);
+    *rank = team == SYMCOMM_TEAM_INVALID ? -1 : c.rma->teams().get(team).index_of(c.topology.rank);
   });
 }
 
@@ -53,7 +53,7 @@ extern "C" symcommResult_t symcommTeamSize(symcommComm_t comm, symcommTeam_t tea
   return guarded([&] { return format("symcommTeamSize(team=%d)", team); }, [&] {
     symcommComm& c = checked(comm);
     SYMCOMM_REQUIRE_ARG(size);
-    *size = c.rma->teams().get(team).size;
+    *size = team == SYMCOMM_TEAM_INVALID ? -1 : c.rma->teams().get(team).size;
   });
 }
 

@@ -290,6 +290,8 @@ TEST_F(Rma, Teams) {
     for (int k = 0; k < 50; ++k) SC_OK(symcommBarrierOnStream(comm_, even, stream_));
   } else {
     EXPECT_EQ(even, SYMCOMM_TEAM_INVALID);
+    SC_OK(symcommTeamRank(comm_, even, &r));
+    EXPECT_EQ(r, -1);
     SC_FAILS(symcommBarrierOnStream(comm_, even, stream_), symcommInvalidArgument);
   }
   mp::sync(stream_);

@@ -134,19 +134,23 @@ __device__ __forceinline__ bool compare(uint64_t seen, symcommCmp_t cmp, uint64_
   return false;
 }
 
-// First failure wins: the code is claimed with a compare-and-swap, then the rest is filled.
+// Records a failed wait in the host-mapped slot. Host memory takes no system-scope atomics
+// over PCIe, so there is no compare-and-swap: a writer that sees a code already set leaves
+// the record alone, the fields are written before the code (with a system fence between),
+// and two failures at the same instant may mix their fields (the record is diagnostic).
 __device__ __forceinline__ void record_error(const DeviceComm& c, int code, const void* word,
                                              symcommCmp_t cmp, uint64_t expected,
                                              uint64_t observed) {
-  DeviceError* e = c.error;
-  if (e == nullptr || atomicCAS_system(reinterpret_cast<int*>(&e->code), 0, code) != 0) return;
-  volatile DeviceError* v = e;
+  volatile DeviceError* v = c.error;
+  if (v == nullptr || v->code != 0) return;
   v->pe = c.rank;
   v->cmp = static_cast<int32_t>(cmp);
   v->block = static_cast<int32_t>(blockIdx.x);
   v->address = reinterpret_cast<uintptr_t>(word);
   v->expected = expected;
   v->observed = observed;
+  __threadfence_system();
+  v->code = code;
   __threadfence_system();
 }
 
@@ -161,7 +165,9 @@ __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* w
     fence_acquire();
     return 0;
   }
-  const uint64_t start = global_time_ns();
+  // The clock is first read at the first check, not on entry: short waits never pay for it
+  // (the bound is then late by at most kCheckEvery polls).
+  uint64_t start = 0;
   for (uint32_t polls = 1;; ++polls) {
     seen = load_relaxed(word);
     if (compare(seen, cmp, value)) {
@@ -170,9 +176,11 @@ __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* w
     }
     if (polls % kCheckEvery == 0) {
       int code = 0;
+      const uint64_t now = global_time_ns();
+      if (start == 0) start = now;
       if (c.abort_flag != nullptr && *c.abort_flag != 0)
         code = symcommPeerLost;
-      else if (c.wait_timeout_ns != 0 && global_time_ns() - start > c.wait_timeout_ns)
+      else if (c.wait_timeout_ns != 0 && now - start > c.wait_timeout_ns)
         code = symcommTimeout;
       if (code != 0) {
         record_error(c, code, word, cmp, value, seen);
