@@ -36,6 +36,23 @@ __global__ void pingpong_kernel(DeviceComm c, uint64_t* sig, int peer, int round
   *status = rc;
 }
 
+// The same ping-pong with plain volatile loads and stores through the peer pointer: the
+// naive reference that shows what the library's waits and signals cost on top.
+__global__ void pingpong_volatile_kernel(volatile uint64_t* mine, volatile uint64_t* theirs,
+                                         int rounds, bool first) {
+  for (int i = 1; i <= rounds; ++i) {
+    if (first) {
+      *theirs = static_cast<uint64_t>(i);
+      while (*mine < static_cast<uint64_t>(i)) {
+      }
+    } else {
+      while (*mine < static_cast<uint64_t>(i)) {
+      }
+      *theirs = static_cast<uint64_t>(i);
+    }
+  }
+}
+
 std::vector<size_t> sizes(size_t max_bytes) {
   std::vector<size_t> v;
   for (size_t b = 8; b <= max_bytes; b *= 8) v.push_back(b);
@@ -107,12 +124,13 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
   }
 }
 
-void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm) {
+void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm, bool naive) {
   const int rounds = 2000;
   DeviceComm h;
   BENCH_SC(symcommGetDeviceComm(comm, SYMCOMM_TEAM_WORLD, &h));
   int* status;
   BENCH_CUDA(cudaMalloc(&status, sizeof(int)));
+  BENCH_CUDA(cudaMemset(status, 0, sizeof(int)));
   std::vector<double> t;
   for (int rep = 0; rep < ctx.opt.iters + ctx.opt.warmup; ++rep) {
     BENCH_CUDA(cudaMemset(sig, 0, 8));
@@ -122,8 +140,12 @@ void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm)
     BENCH_CUDA(cudaEventCreate(&a));
     BENCH_CUDA(cudaEventCreate(&b));
     BENCH_CUDA(cudaEventRecord(a, ctx.stream));
-    if (ctx.rank <= 1)
+    if (ctx.rank <= 1 && naive) {
+      auto* theirs = static_cast<uint64_t*>(symcommPtr(comm, sig, 1 - ctx.rank));
+      pingpong_volatile_kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, ctx.rank == 0);
+    } else if (ctx.rank <= 1) {
       pingpong_kernel<<<1, 1, 0, ctx.stream>>>(h, sig, 1 - ctx.rank, rounds, ctx.rank == 0, status);
+    }
     BENCH_CUDA(cudaGetLastError());
     BENCH_CUDA(cudaEventRecord(b, ctx.stream));
     BENCH_CUDA(cudaEventSynchronize(b));
@@ -202,17 +224,19 @@ symcommComm_t memop_comm(Context& ctx) {
 
 int run_rma(Context& ctx) {
   if (ctx.nranks < 2) die("rma", "needs at least 2 ranks", __FILE__, __LINE__);
+  const bool latency_only = std::getenv("SYMCOMM_BENCH_LATENCY_ONLY") != nullptr;
   char *dst, *src;
   BENCH_SC(symcommMalloc(ctx.comm, ctx.opt.max_bytes, reinterpret_cast<void**>(&dst)));
   BENCH_CUDA(cudaMalloc(&src, ctx.opt.max_bytes));
   BENCH_CUDA(cudaMemset(src, 0x5a, ctx.opt.max_bytes));
   BENCH_CUDA(cudaDeviceSynchronize());
-  put_bandwidth(ctx, dst, src);
+  if (!latency_only) put_bandwidth(ctx, dst, src);
 
   print_header(ctx, "Latency (time us: one way for ping-pong; per barrier)");
   uint64_t* sig;
   BENCH_SC(symcommMalloc(ctx.comm, 64, reinterpret_cast<void**>(&sig)));
-  pingpong(ctx, sig, "symcomm:device", ctx.comm);
+  pingpong(ctx, sig, "symcomm:device", ctx.comm, false);
+  pingpong(ctx, sig, "naive:volatile", ctx.comm, true);
   stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
   symcommComm_t memop = memop_comm(ctx);
   uint64_t* sig2;

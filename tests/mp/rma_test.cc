@@ -197,6 +197,32 @@ TEST_F(Rma, BarrierOrdersPuts) {
   SC_OK(symcommFree(comm_, word));
 }
 
+// On-stream operations captured once in a CUDA graph and replayed: barrier counts advance
+// on the device, so every replay is a new barrier.
+TEST_F(Rma, CapturedInAGraph) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
+  uint64_t* word;
+  SC_OK(symcommMalloc(comm_, 8, reinterpret_cast<void**>(&word)));
+  uint64_t* value = static_cast<uint64_t*>(mp::local_alloc(8));
+  mp::write_u64(word, 0);
+  SC_OK(symcommHostBarrier(comm_));
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  SC_OK(symcommPutOnStream(comm_, word, value, 8, right(), symcommEngineCe, stream_));
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  void* exec = mp::end_capture(stream_);
+  ASSERT_NE(exec, nullptr);
+  for (uint64_t k = 1; k <= 5; ++k) {
+    mp::write_u64(value, 100 + k + static_cast<uint64_t>(mp::rank()));
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    mp::sync(stream_);
+    EXPECT_EQ(mp::read_u64(word), 100 + k + static_cast<uint64_t>(left())) << "replay " << k;
+    SC_OK(symcommHostBarrier(comm_));  // everyone read before the next replay writes
+  }
+  mp::destroy_graph(exec);
+  mp::local_free(value);
+  SC_OK(symcommFree(comm_, word));
+}
+
 TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "0.3");
   uint64_t* word;

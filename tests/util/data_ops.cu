@@ -128,6 +128,27 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   else cuda_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(copy_to_host)");
 }
 
+int begin_capture(symcommStream_t s) {
+  return cuda_ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "BeginCapture") ? 0 : 1;
+}
+
+void* end_capture(symcommStream_t s) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (!cuda_ok(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture")) return nullptr;
+  bool ok = cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  cuda_ok(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  return ok ? exec : nullptr;
+}
+
+int launch_graph(void* exec, symcommStream_t s) {
+  return cuda_ok(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), s), "cudaGraphLaunch") ? 0 : 1;
+}
+
+void destroy_graph(void* exec) {
+  cuda_ok(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)), "cudaGraphExecDestroy");
+}
+
 uint64_t read_u64(const void* p) {
   uint64_t v = 0;
   if (space() == symcommSpaceHost) return __atomic_load_n(static_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);

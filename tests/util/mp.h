@@ -71,6 +71,11 @@ void free_stream(symcommStream_t s);
 void sync(symcommStream_t s);     // waits for the stream (nothing on the host)
 // Copies bytes of this process's memory in the space under test to the host.
 void copy_to_host(void* dst, const void* src, size_t bytes);
+// CUDA graph capture of a stream (cuda space): 0 on success; the executable graph as void*.
+int begin_capture(symcommStream_t s);
+void* end_capture(symcommStream_t s);
+int launch_graph(void* exec, symcommStream_t s);
+void destroy_graph(void* exec);
 // Reads / writes one 64-bit word of this process's memory in the space under test.
 uint64_t read_u64(const void* p);
 void write_u64(void* p, uint64_t v);
