@@ -28,7 +28,8 @@
  * Waits (signal_wait_until*, barrier_block) are bounded: they return 0, or
  * symcommTimeout (6) once c.wait_timeout_ns has passed (0 means no time bound), or
  * symcommPeerLost (7) once the communicator is aborted. A failure is recorded in
- * c.error (the first one wins) and the next host call on the communicator reports it.
+ * c.error (a later failure leaves an earlier record alone) and the next one-sided host
+ * call on the communicator (or symcommHostBarrier) reports it.
  * Nothing here traps or exits the kernel: check the code and return.
  *
  * Memory model (what is guaranteed, at system scope; docs/memory-model.md expands):

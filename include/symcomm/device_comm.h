@@ -48,6 +48,26 @@ struct DeviceComm {
 
 static_assert(std::is_trivially_copyable<DeviceComm>::value, "DeviceComm is passed by value");
 
+#if defined(__CUDACC__)
+#define SYMCOMM_HOST_DEVICE __host__ __device__
+#else
+#define SYMCOMM_HOST_DEVICE
+#endif
+
+/* Whether a signal word holding `seen` satisfies `cmp` against `value` (the same test on
+ * the host and on the device). */
+SYMCOMM_HOST_DEVICE inline bool compare(uint64_t seen, symcommCmp_t cmp, uint64_t value) {
+  switch (cmp) {
+    case symcommCmpEq: return seen == value;
+    case symcommCmpNe: return seen != value;
+    case symcommCmpGe: return seen >= value;
+    case symcommCmpGt: return seen > value;
+    case symcommCmpLe: return seen <= value;
+    case symcommCmpLt: return seen < value;
+  }
+  return false;
+}
+
 }  // namespace symcomm
 
 extern "C" {

@@ -4,21 +4,10 @@
 #include <cstdint>
 
 #include "bootstrap/socket.h"
+#include "symcomm/device_comm.h"  // compare()
 #include "symcomm/symcomm.h"
 
 namespace symcomm {
-
-inline bool compare(uint64_t seen, symcommCmp_t cmp, uint64_t value) {
-  switch (cmp) {
-    case symcommCmpEq: return seen == value;
-    case symcommCmpNe: return seen != value;
-    case symcommCmpGe: return seen >= value;
-    case symcommCmpGt: return seen > value;
-    case symcommCmpLe: return seen <= value;
-    case symcommCmpLt: return seen < value;
-  }
-  return false;
-}
 
 const char* cmp_name(symcommCmp_t cmp);
 // SYMCOMM_WAIT_TIMEOUT in milliseconds.

@@ -122,18 +122,6 @@ __device__ __forceinline__ void signal_update(uint64_t* remote, uint64_t value,
                      static_cast<unsigned long long>(value));
 }
 
-__device__ __forceinline__ bool compare(uint64_t seen, symcommCmp_t cmp, uint64_t value) {
-  switch (cmp) {
-    case symcommCmpEq: return seen == value;
-    case symcommCmpNe: return seen != value;
-    case symcommCmpGe: return seen >= value;
-    case symcommCmpGt: return seen > value;
-    case symcommCmpLe: return seen <= value;
-    case symcommCmpLt: return seen < value;
-  }
-  return false;
-}
-
 // Records a failed wait in the host-mapped slot. Host memory takes no system-scope atomics
 // over PCIe, so there is no compare-and-swap: a writer that sees a code already set leaves
 // the record alone, the fields are written before the code (with a system fence between),
