@@ -61,7 +61,6 @@ class Bootstrap {
 
   // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
   void check_alive() const;
-  bool peer_lost() const { return lost_rank_.load() >= 0; }
   // Called (from the monitor thread) when a rank is lost; at once if one already was.
   void on_lost(std::function<void()> callback);
   // Stops treating closed connections as lost peers: called before the last barrier.

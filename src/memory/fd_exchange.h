@@ -25,7 +25,6 @@ class FdExchange {
   // `tag` must be the same on all ranks and new for every exchange.
   std::vector<Fd> exchange(int fd, uint64_t tag);
 
-  const std::string& directory() const { return dir_; }
 
  private:
   std::string path_of(int rank) const;

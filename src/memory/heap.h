@@ -39,7 +39,6 @@ class Heap {
   const std::vector<char*>& windows() const { return windows_; }
   size_t mapped() const { return allocator_.capacity(); }
   size_t max_bytes() const { return max_; }
-  size_t chunk_bytes() const { return chunk_; }
 
  private:
   struct Chunk {

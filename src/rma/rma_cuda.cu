@@ -86,6 +86,7 @@ class CudaRma final : public RmaBackend {
     sm_copy_max_ = kSmCopyMax.get();
     memop_wait_ = kWaitEngine.get() == "memop";
     memop_signal_ = kSignalEngine.get() == "memop";
+    wait_timeout_ns_ = static_cast<uint64_t>(wait_timeout_ms()) * 1000000ull;
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   }
 
@@ -229,7 +230,7 @@ class CudaRma final : public RmaBackend {
     h.barrier_epoch = epochs_ + id;
     h.abort_flag = &mapped_dev_->abort;
     h.error = &mapped_dev_->error;
-    h.wait_timeout_ns = static_cast<uint64_t>(wait_timeout_ms()) * 1000000ull;
+    h.wait_timeout_ns = wait_timeout_ns_;
   }
 
   const Topology& topology_;
@@ -244,6 +245,7 @@ class CudaRma final : public RmaBackend {
   size_t sm_copy_max_ = 0;
   bool memop_wait_ = false;
   bool memop_signal_ = true;
+  uint64_t wait_timeout_ns_ = 0;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
 };
 
 }  // namespace

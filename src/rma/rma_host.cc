@@ -16,7 +16,8 @@ namespace {
 
 class HostRma final : public RmaBackend {
  public:
-  explicit HostRma(const Topology& topology) : rank_(topology.rank) {}
+  explicit HostRma(const Topology& topology)
+      : rank_(topology.rank), timeout_(std::chrono::milliseconds(wait_timeout_ms())) {}
 
   void put(void* dst, const void* src, size_t bytes, symcommEngine_t, symcommStream_t) override {
     std::memcpy(dst, src, bytes);
@@ -57,20 +58,20 @@ class HostRma final : public RmaBackend {
  private:
   void wait_until(uint64_t* word, symcommCmp_t cmp, uint64_t value, int rank) {
     Clock::time_point start = Clock::now();
-    const auto timeout = std::chrono::milliseconds(wait_timeout_ms());
     for (uint64_t spins = 0;; ++spins) {
       uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       if (compare(seen, cmp, value)) return;
       if (spins % 1024 != 1023) continue;
       if (aborted_.load())
         throw_wait_error(symcommPeerLost, rank, word, cmp, value, seen, "the communicator was aborted");
-      if (Clock::now() - start > timeout)
+      if (Clock::now() - start > timeout_)
         throw_wait_error(symcommTimeout, rank, word, cmp, value, seen, "SYMCOMM_WAIT_TIMEOUT passed");
       std::this_thread::yield();
     }
   }
 
   int rank_;
+  const Clock::duration timeout_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
   std::array<uint64_t, SYMCOMM_MAX_TEAMS> epochs_{};
   std::atomic<bool> aborted_{false};
 };

@@ -7,7 +7,8 @@ namespace symcomm {
 
 static const SecondsParam kWaitTimeout(
     "SYMCOMM_WAIT_TIMEOUT", "60",
-    "bound of every signal wait and barrier, on the host and on the device");
+    "bound of every signal wait and barrier, on the host and on the device (read when a "
+    "communicator is created)");
 
 int64_t wait_timeout_ms() { return kWaitTimeout.get_ms(); }
 

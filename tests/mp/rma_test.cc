@@ -224,7 +224,13 @@ TEST_F(Rma, CapturedInAGraph) {
 }
 
 TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
-  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "0.3");
+  // The bound is read when a communicator is created: this test makes its own.
+  symcommComm_t shared = comm_;
+  {
+    mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "0.3");
+    comm_ = mp::new_comm();
+  }
+  ASSERT_NE(comm_, nullptr);
   uint64_t* word;
   SC_OK(symcommMalloc(comm_, 8, reinterpret_cast<void**>(&word)));
   mp::write_u64(word, 5);
@@ -248,6 +254,8 @@ TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
   SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
   mp::sync(stream_);
   SC_OK(symcommFree(comm_, word));
+  SC_OK(symcommFinalize(comm_));
+  comm_ = shared;
 }
 
 TEST_F(Rma, BadArguments) {
