@@ -36,22 +36,66 @@ __global__ void pingpong_kernel(DeviceComm c, uint64_t* sig, int peer, int round
   *status = rc;
 }
 
-// The same ping-pong with plain volatile loads and stores through the peer pointer: the
-// naive reference that shows what the library's waits and signals cost on top.
-__global__ void pingpong_volatile_kernel(volatile uint64_t* mine, volatile uint64_t* theirs,
-                                         int rounds, bool first) {
+// Ping-pong variants, to see what each ordering costs: how the waiter polls, which fence
+// it issues once the value arrived, and how the signal is stored. Raw pointers; no bound.
+enum class Poll { Volatile, Relaxed, Acquire };
+enum class After { None, FenceGpu, FenceSys };
+enum class Store { Volatile, Relaxed, Release };
+
+template <Poll P>
+__device__ __forceinline__ uint64_t poll_load(const volatile uint64_t* p) {
+  uint64_t v;
+  if constexpr (P == Poll::Volatile) v = *p;
+  else if constexpr (P == Poll::Relaxed)
+    asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  else
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <After A>
+__device__ __forceinline__ void after_wait() {
+  if constexpr (A == After::FenceGpu) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  if constexpr (A == After::FenceSys) asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+template <Store S>
+__device__ __forceinline__ void signal_store(volatile uint64_t* p, uint64_t v) {
+  if constexpr (S == Store::Volatile) *p = v;
+  else if constexpr (S == Store::Relaxed)
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+  else
+    asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+
+template <Poll P, After A, Store S>
+__global__ void pingpong_variant_kernel(volatile uint64_t* mine, volatile uint64_t* theirs,
+                                        int rounds, bool first) {
   for (int i = 1; i <= rounds; ++i) {
-    if (first) {
-      *theirs = static_cast<uint64_t>(i);
-      while (*mine < static_cast<uint64_t>(i)) {
-      }
-    } else {
-      while (*mine < static_cast<uint64_t>(i)) {
-      }
-      *theirs = static_cast<uint64_t>(i);
+    const uint64_t want = static_cast<uint64_t>(i);
+    if (first) signal_store<S>(theirs, want);
+    while (poll_load<P>(mine) < want) {
     }
+    after_wait<A>();
+    if (!first) signal_store<S>(theirs, want);
   }
 }
+
+using VariantKernel = void (*)(volatile uint64_t*, volatile uint64_t*, int, bool);
+struct Variant {
+  const char* name;
+  VariantKernel kernel;
+};
+// The plain volatile loop first: the floor the library's waits are compared against.
+const Variant kVariants[] = {
+    {"naive:volatile", pingpong_variant_kernel<Poll::Volatile, After::None, Store::Volatile>},
+    {"variant:volatile+fence_gpu", pingpong_variant_kernel<Poll::Volatile, After::FenceGpu, Store::Volatile>},
+    {"variant:volatile+fence_sys", pingpong_variant_kernel<Poll::Volatile, After::FenceSys, Store::Volatile>},
+    {"variant:relaxed", pingpong_variant_kernel<Poll::Relaxed, After::None, Store::Relaxed>},
+    {"variant:relaxed+fence_sys", pingpong_variant_kernel<Poll::Relaxed, After::FenceSys, Store::Relaxed>},
+    {"variant:acquire", pingpong_variant_kernel<Poll::Acquire, After::None, Store::Relaxed>},
+    {"variant:volatile+release_store", pingpong_variant_kernel<Poll::Volatile, After::None, Store::Release>},
+};
 
 std::vector<size_t> sizes(size_t max_bytes) {
   std::vector<size_t> v;
@@ -124,7 +168,9 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
   }
 }
 
-void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm, bool naive) {
+// The library's device ping-pong, or (variant != null) one of the raw variants.
+void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
+              const Variant* variant) {
   const int rounds = 2000;
   DeviceComm h;
   BENCH_SC(symcommGetDeviceComm(comm, SYMCOMM_TEAM_WORLD, &h));
@@ -140,9 +186,9 @@ void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
     BENCH_CUDA(cudaEventCreate(&a));
     BENCH_CUDA(cudaEventCreate(&b));
     BENCH_CUDA(cudaEventRecord(a, ctx.stream));
-    if (ctx.rank <= 1 && naive) {
+    if (ctx.rank <= 1 && variant) {
       auto* theirs = static_cast<uint64_t*>(symcommPtr(comm, sig, 1 - ctx.rank));
-      pingpong_volatile_kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, ctx.rank == 0);
+      variant->kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, ctx.rank == 0);
     } else if (ctx.rank <= 1) {
       pingpong_kernel<<<1, 1, 0, ctx.stream>>>(h, sig, 1 - ctx.rank, rounds, ctx.rank == 0, status);
     }
@@ -235,8 +281,8 @@ int run_rma(Context& ctx) {
   print_header(ctx, "Latency (time us: one way for ping-pong; per barrier)");
   uint64_t* sig;
   BENCH_SC(symcommMalloc(ctx.comm, 64, reinterpret_cast<void**>(&sig)));
-  pingpong(ctx, sig, "symcomm:device", ctx.comm, false);
-  pingpong(ctx, sig, "naive:volatile", ctx.comm, true);
+  pingpong(ctx, sig, "symcomm:device", ctx.comm, nullptr);
+  for (const Variant& v : kVariants) pingpong(ctx, sig, v.name, ctx.comm, &v);
   stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
   symcommComm_t memop = memop_comm(ctx);
   uint64_t* sig2;
