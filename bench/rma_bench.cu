@@ -254,15 +254,15 @@ void barrier_latency(Context& ctx, symcommComm_t comm, symcommTeam_t team, int m
   emit(ctx, point(ctx, "barrier", impl, 0, us, members));
 }
 
-// A second communicator whose waits use cuStreamWaitValue64 instead of a kernel.
-symcommComm_t memop_comm(Context& ctx) {
-  setenv("SYMCOMM_WAIT_ENGINE", "memop", 1);
+// A second communicator with one parameter changed (the wait or signal engine).
+symcommComm_t comm_with(Context& ctx, const char* name, const char* value) {
+  setenv(name, value, 1);
   symcommUniqueId uid;
   if (ctx.rank == 0) BENCH_SC(symcommGetUniqueId(&uid));
   BENCH_SC(symcommHostBroadcast(ctx.comm, &uid, sizeof uid, 0));
   symcommComm_t c;
   BENCH_SC(symcommInit(&c, ctx.nranks, ctx.rank, &uid, nullptr));
-  unsetenv("SYMCOMM_WAIT_ENGINE");
+  unsetenv(name);
   return c;
 }
 
@@ -284,18 +284,26 @@ int run_rma(Context& ctx) {
   pingpong(ctx, sig, "symcomm:device", ctx.comm, nullptr);
   for (const Variant& v : kVariants) pingpong(ctx, sig, v.name, ctx.comm, &v);
   stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
-  symcommComm_t memop = memop_comm(ctx);
-  uint64_t* sig2;
-  BENCH_SC(symcommMalloc(memop, 64, reinterpret_cast<void**>(&sig2)));
-  stream_pingpong(ctx, memop, sig2, "symcomm:stream_memop_wait");
+  const struct {
+    const char* param;
+    const char* value;
+    const char* impl;
+  } engines[] = {{"SYMCOMM_WAIT_ENGINE", "memop", "symcomm:stream_memop_wait"},
+                 {"SYMCOMM_SIGNAL_ENGINE", "kernel", "symcomm:stream_kernel_signal"}};
+  for (const auto& e : engines) {
+    symcommComm_t other = comm_with(ctx, e.param, e.value);
+    uint64_t* sig2;
+    BENCH_SC(symcommMalloc(other, 64, reinterpret_cast<void**>(&sig2)));
+    stream_pingpong(ctx, other, sig2, e.impl);
+    BENCH_SC(symcommFree(other, sig2));
+    BENCH_SC(symcommFinalize(other));
+  }
   barrier_latency(ctx, ctx.comm, SYMCOMM_TEAM_WORLD, ctx.nranks, "symcomm:kernel");
   if (ctx.nranks > 2) {
     symcommTeam_t pair;
     BENCH_SC(symcommTeamSplitStrided(ctx.comm, SYMCOMM_TEAM_WORLD, 0, 1, 2, &pair));
     barrier_latency(ctx, ctx.comm, pair, 2, "symcomm:kernel");
   }
-  BENCH_SC(symcommFree(memop, sig2));
-  BENCH_SC(symcommFinalize(memop));
   BENCH_SC(symcommFree(ctx.comm, sig));
   BENCH_CUDA(cudaFree(src));
   BENCH_SC(symcommFree(ctx.comm, dst));
