@@ -152,6 +152,10 @@ void print_static() {
   }
   print_devices();
   print_params();
+  std::printf("\nCollective algorithms (preferred first; the selection table takes the first that "
+              "can run a call)\n");
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
+    std::printf("  %s\n", symcommCollAlgorithmName(i));
 }
 
 }  // namespace

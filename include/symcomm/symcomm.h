@@ -288,6 +288,55 @@ symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStream_t stream)
 symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTeam_t team,
                                        symcommStream_t stream);
 
+/* ------------------------------------------------------------------------------------ */
+/* Collectives on a stream                                                              */
+/* ------------------------------------------------------------------------------------ */
+typedef enum {
+  symcommInt8 = 0, symcommUint8 = 1, symcommInt32 = 2, symcommUint32 = 3, symcommInt64 = 4,
+  symcommUint64 = 5, symcommFloat16 = 6, symcommBfloat16 = 7, symcommFloat32 = 8,
+  symcommFloat64 = 9, symcommNumDataTypes = 10
+} symcommDataType_t;
+
+typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
+
+/* Every collective is called by every member of `team` with the same counts, type, op and
+ * root (checked where it costs nothing), in the same order. Buffers may be any memory this
+ * rank's GPU can read and write (host memory in the host space); send and recv may be the
+ * same buffer where the operation allows it (all-reduce, broadcast). Symmetric buffers (the
+ * same symcommMalloc object on every member) are used in place; others are staged through a
+ * symmetric workspace. `algorithm` is NULL or "auto" for the selection table's choice
+ * (SYMCOMM_COLL_ALGO overrides it), or the name of a registered algorithm; symcomm-info
+ * lists them. Counts are in elements. */
+
+/* recv (team_size * count) = every member's send (count), in team-rank order. */
+symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                         void* recv, size_t count, symcommDataType_t type,
+                                         const char* algorithm, symcommStream_t stream);
+/* Block j of send (count elements) goes to member j, where it lands as block i (i = the
+ * sender's team rank) of recv. */
+symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                        void* recv, size_t count, symcommDataType_t type,
+                                        const char* algorithm, symcommStream_t stream);
+/* recv (recvcount) of member j = op over members of block j of their send
+ * (team_size * recvcount). */
+symcommResult_t symcommReduceScatterOnStream(symcommComm_t comm, symcommTeam_t team,
+                                             const void* send, void* recv, size_t recvcount,
+                                             symcommDataType_t type, symcommRedOp_t op,
+                                             const char* algorithm, symcommStream_t stream);
+/* recv (count) = op over members of their send (count), on every member. */
+symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                         void* recv, size_t count, symcommDataType_t type,
+                                         symcommRedOp_t op, const char* algorithm,
+                                         symcommStream_t stream);
+/* recv (count) of every member = send of member `root` (a team rank). send is read on the
+ * root only. */
+symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                         void* recv, size_t count, symcommDataType_t type,
+                                         int root, const char* algorithm, symcommStream_t stream);
+/* The names of the registered collective algorithms ("copy", ...), for symcomm-info. */
+int symcommCollAlgorithmCount(void);
+const char* symcommCollAlgorithmName(int index);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 } /* extern "C" */

@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "memory/heap.h"
 #include "memory/space.h"
+#include "coll/coll.h"
 #include "rma/rma.h"
 #include "topology/topology.h"
 
@@ -19,6 +20,7 @@ struct symcommComm {
   std::unique_ptr<symcomm::Space> space;
   std::unique_ptr<symcomm::Heap> heap;
   std::unique_ptr<symcomm::Rma> rma;
+  std::unique_ptr<symcomm::CollContext> coll;
 
   // The communicator is usable: no peer lost, no device-side wait failure pending.
   void check_live() {

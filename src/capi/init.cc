@@ -86,7 +86,8 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, kind);
   RmaBackend* backend = &comm->rma->backend();
   bs.on_lost([backend] { backend->abort(); });
-  timer.done("one-sided communication");
+  comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->rma, kind);
+  timer.done("one-sided communication and collectives");
   SYMCOMM_INFO("rank %d of %d joined: node %d of %d, local rank %d of %d, %s space, device %d",
                rank, nranks, comm->topology.node, comm->topology.nnodes,
                comm->topology.local_rank, comm->topology.local_size, space_name(kind),

@@ -37,6 +37,10 @@ class RmaBackend {
                       symcommStream_t stream) = 0;
   virtual void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) = 0;
   virtual void quiet(symcommStream_t stream) = 0;
+  // Local: dst[i] = op over k < n of element i of the block at src + k * stride, i < count
+  // (rma/reduce.h says how), in stream order.
+  virtual void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
+                      symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) = 0;
   virtual void barrier(const BarrierArgs& args, symcommStream_t stream) = 0;
   // Sets [local, local + bytes) of this rank's memory to zero, synchronously.
   virtual void clear(void* local, size_t bytes) = 0;

@@ -13,6 +13,7 @@
 #include "base/cuda_driver.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "rma/reduce.h"
 #include "rma/rma.h"
 #include "rma/wait.h"
 #include "symcomm/device.cuh"
@@ -62,6 +63,14 @@ __global__ void wait_kernel(DeviceComm c, uint64_t* sig, symcommCmp_t cmp, uint6
 }
 
 __global__ void barrier_kernel(DeviceComm c) { barrier_block(c); }
+
+template <typename T>
+__global__ void reduce_kernel(T* dst, const char* src, size_t stride, int n, size_t count,
+                              symcommRedOp_t op) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x)
+    reduce_one(dst, src, stride, n, i, op);
+}
 
 class CudaRma final : public RmaBackend {
  public:
@@ -130,6 +139,21 @@ class CudaRma final : public RmaBackend {
     DeviceComm c{};
     fill(c, SYMCOMM_TEAM_WORLD, Team{0, 1, topology_.nranks});
     wait_kernel<<<1, 1, 0, stream>>>(c, sig, cmp, value);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
+              symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) override {
+    if (count == 0) return;
+    DeviceGuard guard(topology_.device);
+    size_t want = (count + 255) / 256;
+    unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
+    with_type(type, [&](auto zero) {
+      using T = decltype(zero);
+      reduce_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<T*>(dst),
+                                                   static_cast<const char*>(src), stride, n,
+                                                   count, op);
+    });
     SYMCOMM_CUDART(cudaGetLastError());
   }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/param.h"
+#include "rma/reduce.h"
 #include "rma/rma.h"
 #include "rma/wait.h"
 
@@ -34,6 +35,15 @@ class HostRma final : public RmaBackend {
     wait_until(sig, cmp, value, rank_);
   }
   void quiet(symcommStream_t) override { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+  void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
+              symcommDataType_t type, symcommRedOp_t op, symcommStream_t) override {
+    with_type(type, [&](auto zero) {
+      using T = decltype(zero);
+      for (size_t i = 0; i < count; ++i)
+        reduce_one(static_cast<T*>(dst), static_cast<const char*>(src), stride, n, i, op);
+    });
+  }
 
   void barrier(const BarrierArgs& a, symcommStream_t) override {
     uint64_t epoch = ++epochs_[static_cast<size_t>(a.id)];

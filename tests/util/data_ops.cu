@@ -149,6 +149,11 @@ void destroy_graph(void* exec) {
   cuda_ok(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)), "cudaGraphExecDestroy");
 }
 
+void copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (space() == symcommSpaceHost) std::memcpy(dst, src, bytes);
+  else cuda_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(copy_from_host)");
+}
+
 uint64_t read_u64(const void* p) {
   uint64_t v = 0;
   if (space() == symcommSpaceHost) return __atomic_load_n(static_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);

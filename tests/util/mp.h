@@ -69,8 +69,9 @@ void local_free(void* p);
 symcommStream_t new_stream();     // NULL on the host
 void free_stream(symcommStream_t s);
 void sync(symcommStream_t s);     // waits for the stream (nothing on the host)
-// Copies bytes of this process's memory in the space under test to the host.
+// Copies bytes of this process's memory in the space under test to the host, and back.
 void copy_to_host(void* dst, const void* src, size_t bytes);
+void copy_from_host(void* dst, const void* src, size_t bytes);
 // CUDA graph capture of a stream (cuda space): 0 on success; the executable graph as void*.
 int begin_capture(symcommStream_t s);
 void* end_capture(symcommStream_t s);

@@ -1,0 +1,143 @@
+// Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
+#include "capi/guard.h"
+
+using namespace symcomm;
+
+namespace {
+
+bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return an && bn && x < y + bn && y < x + an;
+}
+
+// Checks what every collective shares and runs it. `send_bytes`/`recv_bytes`: this rank's
+// buffer sizes; `exact_in_place`: send == recv is allowed (other overlaps never are).
+void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
+         size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
+         const char* algorithm, symcommStream_t stream, size_t send_elems, size_t recv_elems,
+         bool exact_in_place) {
+  symcommComm& c = checked(comm);
+  c.check_live();
+  SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
+                  "stream %p is not NULL: in the host memory space operations are synchronous "
+                  "and take no stream", static_cast<void*>(stream));
+  CollArgs a{};
+  a.op = op;
+  a.team_id = team;
+  a.team = c.rma->teams().get(team);
+  a.me = a.team.index_of(c.topology.rank);
+  SYMCOMM_REQUIRE(a.me >= 0, symcommInvalidArgument, "rank %d is not a member of team %d",
+                  c.topology.rank, team);
+  a.elem = type_size(type);
+  SYMCOMM_REQUIRE(redop == symcommSum || redop == symcommMin || redop == symcommMax,
+                  symcommInvalidArgument, "op %d is not a symcommRedOp_t", static_cast<int>(redop));
+  SYMCOMM_REQUIRE(root >= 0 && root < a.team.size, symcommInvalidArgument,
+                  "root %d is out of range [0, %d) of team %d", root, a.team.size, team);
+  SYMCOMM_REQUIRE(count <= (SIZE_MAX / 2) / a.elem / static_cast<size_t>(a.team.size),
+                  symcommInvalidArgument, "count %zu is too large", count);
+  const size_t sb = send_elems * a.elem, rb = recv_elems * a.elem;
+  const bool reads_send = op != CollOp::Broadcast || a.me == root;
+  if (sb && reads_send) SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
+  if (rb) SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
+  if (reads_send && !(exact_in_place && send == recv))
+    SYMCOMM_REQUIRE(!overlap(send, sb, recv, rb), symcommInvalidArgument,
+                    "send [%p, +%zu) and recv [%p, +%zu) overlap%s", send, sb, recv, rb,
+                    exact_in_place ? " (only send == recv is allowed)" : "");
+  a.send = static_cast<const char*>(send);
+  a.recv = static_cast<char*>(recv);
+  a.count = count;
+  a.type = type;
+  a.redop = redop;
+  a.root = root;
+  a.stream = stream;
+  choose_algorithm(a, *c.coll, algorithm).run(a, *c.coll);
+}
+
+std::string describe(const char* fn, symcommTeam_t team, size_t count, symcommDataType_t type,
+                     const char* algorithm) {
+  return format("%s(team=%d, count=%zu, type=%d, algorithm=%s)", fn, team, count,
+                static_cast<int>(type), algorithm ? algorithm : "NULL");
+}
+
+}  // namespace
+
+extern "C" symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                    const void* send, void* recv, size_t count,
+                                                    symcommDataType_t type, const char* algorithm,
+                                                    symcommStream_t stream) {
+  return guarded([&] { return describe("symcommAllGatherOnStream", team, count, type, algorithm); },
+                 [&] {
+    int n = 0;
+    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
+                    symcommInvalidArgument, "team %d does not exist", team);
+    // In place: send is this rank's block of recv.
+    bool in_place = recv && send == static_cast<char*>(recv) + count * type_size(type) *
+                                       static_cast<size_t>(checked(comm).rma->teams().get(team)
+                                                               .index_of(checked(comm).topology.rank));
+    run(comm, CollOp::AllGather, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
+        in_place ? 0 : count, count * static_cast<size_t>(n), false);
+  });
+}
+
+extern "C" symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                   const void* send, void* recv, size_t count,
+                                                   symcommDataType_t type, const char* algorithm,
+                                                   symcommStream_t stream) {
+  return guarded([&] { return describe("symcommAllToAllOnStream", team, count, type, algorithm); },
+                 [&] {
+    int n = 0;
+    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
+                    symcommInvalidArgument, "team %d does not exist", team);
+    run(comm, CollOp::AllToAll, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
+        count * static_cast<size_t>(n), count * static_cast<size_t>(n), false);
+  });
+}
+
+extern "C" symcommResult_t symcommReduceScatterOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                        const void* send, void* recv,
+                                                        size_t recvcount, symcommDataType_t type,
+                                                        symcommRedOp_t op, const char* algorithm,
+                                                        symcommStream_t stream) {
+  return guarded([&] { return describe("symcommReduceScatterOnStream", team, recvcount, type,
+                                       algorithm); }, [&] {
+    int n = 0;
+    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
+                    symcommInvalidArgument, "team %d does not exist", team);
+    run(comm, CollOp::ReduceScatter, team, send, recv, recvcount, type, op, 0, algorithm, stream,
+        recvcount * static_cast<size_t>(n), recvcount, false);
+  });
+}
+
+extern "C" symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                    const void* send, void* recv, size_t count,
+                                                    symcommDataType_t type, symcommRedOp_t op,
+                                                    const char* algorithm,
+                                                    symcommStream_t stream) {
+  return guarded([&] { return describe("symcommAllReduceOnStream", team, count, type, algorithm); },
+                 [&] {
+    run(comm, CollOp::AllReduce, team, send, recv, count, type, op, 0, algorithm, stream, count,
+        count, true);
+  });
+}
+
+extern "C" symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                    const void* send, void* recv, size_t count,
+                                                    symcommDataType_t type, int root,
+                                                    const char* algorithm,
+                                                    symcommStream_t stream) {
+  return guarded([&] { return describe("symcommBroadcastOnStream", team, count, type, algorithm) +
+                              format(" root=%d", root); }, [&] {
+    run(comm, CollOp::Broadcast, team, send, recv, count, type, symcommSum, root, algorithm,
+        stream, count, count, true);
+  });
+}
+
+extern "C" int symcommCollAlgorithmCount(void) {
+  return static_cast<int>(coll_algorithms().size());
+}
+
+extern "C" const char* symcommCollAlgorithmName(int index) {
+  const auto& all = coll_algorithms();
+  return index >= 0 && static_cast<size_t>(index) < all.size() ? all[static_cast<size_t>(index)]->name()
+                                                                 : nullptr;
+}

@@ -1,0 +1,115 @@
+#include "coll/coll.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/param.h"
+
+namespace symcomm {
+
+static const SizeParam kWorkspace(
+    "SYMCOMM_COLL_WORKSPACE", "0",
+    "symmetric workspace of the collectives, per rank (0: 64M on GPUs, 8M on the host)");
+static const StringParam kCollAlgo(
+    "SYMCOMM_COLL_ALGO", "",
+    "collective algorithm to use instead of the selection table: a name for every operation, "
+    "or op=name pairs (allgather=copy,allreduce=copy)");
+
+const char* coll_op_name(CollOp op) {
+  switch (op) {
+    case CollOp::AllGather: return "allgather";
+    case CollOp::AllToAll: return "alltoall";
+    case CollOp::ReduceScatter: return "reducescatter";
+    case CollOp::AllReduce: return "allreduce";
+    case CollOp::Broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+size_t type_size(symcommDataType_t type) {
+  switch (type) {
+    case symcommInt8: case symcommUint8: return 1;
+    case symcommFloat16: case symcommBfloat16: return 2;
+    case symcommInt32: case symcommUint32: case symcommFloat32: return 4;
+    case symcommInt64: case symcommUint64: case symcommFloat64: return 8;
+    case symcommNumDataTypes: break;
+  }
+  SYMCOMM_THROW(symcommInvalidArgument, "type %d is not a symcommDataType_t", static_cast<int>(type));
+}
+
+size_t CollArgs::bytes_per_rank() const {
+  switch (op) {
+    case CollOp::AllToAll: return count * elem * static_cast<size_t>(team.size);
+    case CollOp::ReduceScatter: return count * elem * static_cast<size_t>(team.size);
+    default: return count * elem;
+  }
+}
+
+CollContext::CollContext(const Topology& topology, Heap& heap, Rma& rma,
+                         symcommMemorySpace_t space)
+    : topology_(topology), heap_(heap), rma_(rma) {
+  size_t bytes = kWorkspace.get();
+  if (bytes == 0) {
+    // The default leaves most of a small heap (SYMCOMM_HEAP_MAX) to the application.
+    bytes = space == symcommSpaceCuda ? (size_t{64} << 20) : (size_t{8} << 20);
+    bytes = std::min(bytes, heap.max_bytes() / 8 / 256 * 256);
+  }
+  workspace_bytes_ = bytes;
+  workspace_ = static_cast<char*>(heap.malloc_internal(bytes));
+}
+
+char* CollContext::on(const CollArgs& a, const void* p, int member) const {
+  return static_cast<char*>(heap_.peer_ptr(p, a.team.world_of(member)));
+}
+
+const std::vector<CollAlgorithm*>& coll_algorithms() {
+  // The registry of collective algorithms: one line each, preferred first.
+  static const std::vector<CollAlgorithm*> all = {make_copy_algorithm()};
+  return all;
+}
+
+static CollAlgorithm* find(const char* name) {
+  for (CollAlgorithm* a : coll_algorithms())
+    if (std::strcmp(a->name(), name) == 0) return a;
+  return nullptr;
+}
+
+// SYMCOMM_COLL_ALGO's choice for `op`, or "".
+static std::string parameter_choice(CollOp op) {
+  std::string v = kCollAlgo.get();
+  if (v.find('=') == std::string::npos) return v;
+  std::string key = std::string(coll_op_name(op)) + "=";
+  size_t at = 0;
+  while (at < v.size()) {
+    size_t end = v.find(',', at);
+    if (end == std::string::npos) end = v.size();
+    if (v.compare(at, key.size(), key) == 0) return v.substr(at + key.size(), end - at - key.size());
+    at = end + 1;
+  }
+  return "";
+}
+
+CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, const char* requested) {
+  std::string name = requested && std::strcmp(requested, "auto") != 0 ? requested : "";
+  const char* source = "the algorithm argument";
+  if (name.empty()) {
+    name = parameter_choice(args.op);
+    source = "SYMCOMM_COLL_ALGO";
+  }
+  if (!name.empty()) {
+    CollAlgorithm* a = find(name.c_str());
+    SYMCOMM_REQUIRE(a, symcommInvalidArgument, "%s names no collective algorithm '%s'", source,
+                    name.c_str());
+    SYMCOMM_REQUIRE(a->supports(args, ctx), symcommNotSupported,
+                    "collective algorithm '%s' cannot run %s here", name.c_str(),
+                    coll_op_name(args.op));
+    return *a;
+  }
+  // The selection table: the first registered algorithm that supports the call. (Measured
+  // crossovers join here as algorithms are added.)
+  for (CollAlgorithm* a : coll_algorithms())
+    if (a->supports(args, ctx)) return *a;
+  SYMCOMM_THROW(symcommNotSupported, "no collective algorithm can run %s here", coll_op_name(args.op));
+}
+
+}  // namespace symcomm

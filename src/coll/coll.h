@@ -1,0 +1,76 @@
+// Collectives: the arguments every algorithm receives, the small interface each algorithm
+// fills (one file each), the registry that lists them and the choice among them.
+//
+// Collectives of one communicator share one symmetric workspace of SYMCOMM_COLL_WORKSPACE
+// bytes, allocated when the communicator is created (so that a collective over a team never
+// needs a communicator-wide allocation); algorithms work through it in pieces. Collectives
+// of one communicator must therefore not run concurrently on different streams.
+#pragma once
+
+#include <vector>
+
+#include "memory/heap.h"
+#include "rma/rma.h"
+
+namespace symcomm {
+
+enum class CollOp { AllGather, AllToAll, ReduceScatter, AllReduce, Broadcast };
+const char* coll_op_name(CollOp op);
+size_t type_size(symcommDataType_t type);  // throws for an unknown type
+
+struct CollArgs {
+  CollOp op;
+  symcommTeam_t team_id;
+  Team team;
+  int me;                    // this rank's team rank
+  const char* send;
+  char* recv;
+  size_t count;              // as the C API names it for the operation
+  symcommDataType_t type;
+  size_t elem;               // bytes per element
+  symcommRedOp_t redop;
+  int root;                  // team rank (broadcast)
+  symcommStream_t stream;
+  // The bytes one rank contributes: what the selection table is indexed by.
+  size_t bytes_per_rank() const;
+};
+
+// What algorithms work with: the heap, the one-sided backend, barriers, the workspace.
+class CollContext {
+ public:
+  // Collective over the communicator: allocates the workspace.
+  CollContext(const Topology& topology, Heap& heap, Rma& rma, symcommMemorySpace_t space);
+  const Topology& topology() const { return topology_; }
+  Heap& heap() { return heap_; }
+  RmaBackend& backend() { return rma_.backend(); }
+  void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
+  char* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // `p` (this rank's symmetric address) on team member `member`, as mapped here.
+  char* on(const CollArgs& a, const void* p, int member) const;
+
+ private:
+  const Topology& topology_;
+  Heap& heap_;
+  Rma& rma_;
+  char* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+class CollAlgorithm {
+ public:
+  virtual ~CollAlgorithm() = default;
+  virtual const char* name() const = 0;
+  virtual bool supports(const CollArgs& args, const CollContext& ctx) const = 0;
+  virtual void run(const CollArgs& args, CollContext& ctx) = 0;
+};
+
+// The registry: every algorithm, in the order the selection prefers them.
+const std::vector<CollAlgorithm*>& coll_algorithms();
+// `requested` (a name, or NULL/"auto" for SYMCOMM_COLL_ALGO and then the selection table).
+CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, const char* requested);
+
+// One algorithm per file, each made here.
+CollAlgorithm* make_copy_algorithm();
+
+}  // namespace symcomm

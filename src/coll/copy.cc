@@ -1,0 +1,129 @@
+// The "copy" algorithm: every collective as puts (copy engines on GPUs, memcpy on the host)
+// into the members' memory, with team barriers around them. Symmetric receive buffers are
+// written in place; otherwise data goes through the workspace in pieces, one slot per
+// member: a barrier (the previous piece's slots are free), the puts, a barrier (every
+// member's piece arrived), then local copies or a local reduction out of the slots.
+// Works in both memory spaces; the reference the faster algorithms are checked against.
+#include <algorithm>
+
+#include "coll/coll.h"
+
+namespace symcomm {
+
+namespace {
+
+class CopyAlgorithm final : public CollAlgorithm {
+ public:
+  const char* name() const override { return "copy"; }
+
+  bool supports(const CollArgs& a, const CollContext& ctx) const override {
+    for (int i = 0; i < a.team.size; ++i)
+      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
+    return true;
+  }
+
+  void run(const CollArgs& a, CollContext& ctx) override {
+    const size_t block = a.count * a.elem;  // bytes of one block (see each operation)
+    if (block == 0) return;
+    switch (a.op) {
+      case CollOp::AllGather: return gather(a, ctx, block, false);
+      case CollOp::AllToAll: return gather(a, ctx, block, true);
+      case CollOp::Broadcast: return broadcast(a, ctx, block);
+      case CollOp::ReduceScatter: return reduce(a, ctx, block, true);
+      case CollOp::AllReduce: return reduce(a, ctx, block, false);
+    }
+  }
+
+ private:
+  static void put(const CollArgs& a, CollContext& ctx, void* dst, const void* src, size_t bytes) {
+    ctx.backend().put(dst, src, bytes, symcommEngineCe, a.stream);
+  }
+
+  // One workspace slot per member, 256-byte aligned, a multiple of the element size.
+  static size_t slot_bytes(const CollArgs& a, const CollContext& ctx, int slots) {
+    size_t slot = ctx.workspace_bytes() / static_cast<size_t>(slots) / 256 * 256;
+    SYMCOMM_REQUIRE(slot >= 256, symcommOutOfMemory,
+                    "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for a team of %d",
+                    ctx.workspace_bytes(), a.team.size);
+    return slot;
+  }
+
+  bool symmetric(const CollArgs& a, const CollContext& ctx, size_t bytes) const {
+    const Heap& h = const_cast<CollContext&>(ctx).heap();
+    return h.contains(a.recv) && h.offset_of(a.recv) + bytes <= h.mapped();
+  }
+
+  // All-gather (my send to every member's block `me`) or all-to-all (my block j to member j).
+  void gather(const CollArgs& a, CollContext& ctx, size_t block, bool to_all) {
+    const int n = a.team.size;
+    auto source = [&](int j) { return a.send + (to_all ? static_cast<size_t>(j) * block : 0); };
+    if (symmetric(a, ctx, block * static_cast<size_t>(n))) {
+      ctx.barrier(a);  // every member is done with its receive buffer
+      for (int j = 0; j < n; ++j)
+        put(a, ctx, ctx.on(a, a.recv + static_cast<size_t>(a.me) * block, j), source(j), block);
+      ctx.barrier(a);
+      return;
+    }
+    const size_t slot = slot_bytes(a, ctx, n);
+    char* ws = ctx.workspace();
+    for (size_t off = 0; off < block; off += slot) {
+      const size_t len = std::min(slot, block - off);
+      ctx.barrier(a);
+      for (int j = 0; j < n; ++j)
+        put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), source(j) + off, len);
+      ctx.barrier(a);
+      for (int j = 0; j < n; ++j)
+        put(a, ctx, a.recv + static_cast<size_t>(j) * block + off, ws + static_cast<size_t>(j) * slot, len);
+    }
+  }
+
+  void broadcast(const CollArgs& a, CollContext& ctx, size_t block) {
+    const int n = a.team.size;
+    const bool root = a.me == a.root;
+    if (symmetric(a, ctx, block)) {
+      ctx.barrier(a);
+      if (root)
+        for (int j = 0; j < n; ++j)
+          if (j != a.me || a.send != a.recv) put(a, ctx, ctx.on(a, a.recv, j), a.send, block);
+      ctx.barrier(a);
+      return;
+    }
+    const size_t slot = slot_bytes(a, ctx, 1);
+    char* ws = ctx.workspace();
+    for (size_t off = 0; off < block; off += slot) {
+      const size_t len = std::min(slot, block - off);
+      ctx.barrier(a);
+      if (root)
+        for (int j = 0; j < n; ++j) put(a, ctx, ctx.on(a, ws, j), a.send + off, len);
+      ctx.barrier(a);
+      if (!root || a.send != a.recv) put(a, ctx, a.recv + off, ws, len);
+    }
+  }
+
+  // Reduce-scatter (my block j to member j's slot `me`) or all-reduce (my whole buffer to
+  // every member's slot `me`), then each member reduces its slots.
+  void reduce(const CollArgs& a, CollContext& ctx, size_t block, bool scatter) {
+    const int n = a.team.size;
+    const size_t slot = slot_bytes(a, ctx, n);
+    char* ws = ctx.workspace();
+    for (size_t off = 0; off < block; off += slot) {
+      const size_t len = std::min(slot, block - off);
+      ctx.barrier(a);
+      for (int j = 0; j < n; ++j) {
+        const char* src = a.send + (scatter ? static_cast<size_t>(j) * block : 0) + off;
+        put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), src, len);
+      }
+      ctx.barrier(a);
+      ctx.backend().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
+    }
+  }
+};
+
+}  // namespace
+
+CollAlgorithm* make_copy_algorithm() {
+  static CopyAlgorithm algorithm;
+  return &algorithm;
+}
+
+}  // namespace symcomm

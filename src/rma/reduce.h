@@ -1,0 +1,68 @@
+// Element-wise reduction of n equally spaced blocks, the same arithmetic on the CPU and in
+// kernels: values are accumulated in rank order, 16-bit floats in float and rounded once.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "symcomm/symcomm.h"
+
+#ifdef __CUDACC__
+#define SYMCOMM_RHD __host__ __device__ __forceinline__
+#else
+#define SYMCOMM_RHD inline
+#endif
+
+namespace symcomm {
+
+// How an element type is accumulated: in itself, or in float for 16-bit floats.
+template <typename T> struct Accum { using type = T; };
+template <> struct Accum<__half> { using type = float; };
+template <> struct Accum<__nv_bfloat16> { using type = float; };
+
+template <typename T> SYMCOMM_RHD typename Accum<T>::type widen(T v) { return v; }
+template <> SYMCOMM_RHD float widen<__half>(__half v) { return __half2float(v); }
+template <> SYMCOMM_RHD float widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> SYMCOMM_RHD T narrow(typename Accum<T>::type v) { return v; }
+template <> SYMCOMM_RHD __half narrow<__half>(float v) { return __float2half_rn(v); }
+template <> SYMCOMM_RHD __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename A> SYMCOMM_RHD A combine(symcommRedOp_t op, A a, A b) {
+  if (op == symcommSum) return a + b;
+  if (op == symcommMin) return b < a ? b : a;
+  return a < b ? b : a;
+}
+
+// dst[i] = op over k < n of the element i of block k (blocks `stride` bytes apart).
+template <typename T>
+SYMCOMM_RHD void reduce_one(T* dst, const char* src, size_t stride, int n, size_t i,
+                            symcommRedOp_t op) {
+  typename Accum<T>::type acc = widen(reinterpret_cast<const T*>(src)[i]);
+  for (int k = 1; k < n; ++k)
+    acc = combine(op, acc, widen(reinterpret_cast<const T*>(src + static_cast<size_t>(k) * stride)[i]));
+  dst[i] = narrow<T>(acc);
+}
+
+// Calls f(T{}) with the C++ type T of `type` (on the host, to pick a kernel or a loop).
+template <typename F>
+inline void with_type(symcommDataType_t type, F&& f) {
+  switch (type) {
+    case symcommInt8: f(int8_t{}); break;
+    case symcommUint8: f(uint8_t{}); break;
+    case symcommInt32: f(int32_t{}); break;
+    case symcommUint32: f(uint32_t{}); break;
+    case symcommInt64: f(int64_t{}); break;
+    case symcommUint64: f(uint64_t{}); break;
+    case symcommFloat16: f(__half{}); break;
+    case symcommBfloat16: f(__nv_bfloat16{}); break;
+    case symcommFloat32: f(float{}); break;
+    case symcommFloat64: f(double{}); break;
+    default: break;
+  }
+}
+
+}  // namespace symcomm

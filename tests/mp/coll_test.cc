@@ -1,0 +1,302 @@
+// Collectives against a reference computed on the host from the same inputs: every
+// operation, several types, sizes 0, 1, odd, not a multiple of 16 bytes, and larger than
+// the workspace (a small one, so that every size goes through several pieces); symmetric
+// and plain buffers; in place; teams; back-to-back calls on one stream; bad arguments.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstring>
+#include <random>
+
+#include "mp.h"
+
+namespace {
+
+struct Type {
+  symcommDataType_t id;
+  size_t size;
+  bool is_signed;
+  const char* name;
+};
+const Type kTypes[] = {
+    {symcommInt8, 1, true, "int8"},       {symcommInt32, 4, true, "int32"},
+    {symcommUint64, 8, false, "uint64"},  {symcommInt64, 8, true, "int64"},
+    {symcommFloat16, 2, true, "float16"}, {symcommBfloat16, 2, true, "bfloat16"},
+    {symcommFloat32, 4, true, "float32"}, {symcommFloat64, 8, true, "float64"}};
+
+// Small integers: exact in every type, and their sums over a few ranks too.
+double value(uint64_t seed, int rank, size_t i, bool is_signed) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(rank) + 1) * 0x9e3779b97f4a7c15ull ^ i * 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 32;
+  return is_signed ? static_cast<double>(static_cast<int>(x % 17) - 8) : static_cast<double>(x % 17);
+}
+
+void store(const Type& t, uint8_t* p, double v) {
+  switch (t.id) {
+    case symcommInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
+    case symcommInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+    case symcommUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
+    case symcommInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
+    case symcommFloat16: { __half x = __float2half_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case symcommBfloat16: { __nv_bfloat16 x = __float2bfloat16_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case symcommFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    default: { std::memcpy(p, &v, 8); break; }
+  }
+}
+
+std::vector<uint8_t> make(const Type& t, uint64_t seed, int rank, size_t first, size_t n) {
+  std::vector<uint8_t> out(n * t.size);
+  for (size_t i = 0; i < n; ++i) store(t, &out[i * t.size], value(seed, rank, first + i, t.is_signed));
+  return out;
+}
+
+double combine(symcommRedOp_t op, double a, double b) {
+  return op == symcommSum ? a + b : op == symcommMin ? std::min(a, b) : std::max(a, b);
+}
+
+class Coll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MP_NEED_GPU_PER_RANK();
+    // A small workspace: large sizes go through it in several pieces.
+    mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "64K");
+    comm_ = mp::new_comm();
+    ASSERT_NE(comm_, nullptr);
+    stream_ = mp::new_stream();
+    n_ = mp::nranks();
+    me_ = mp::rank();
+    seed_ = mp::agree(std::random_device{}());
+  }
+  void TearDown() override {
+    if (!comm_) return;
+    mp::free_stream(stream_);
+    EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+  }
+  // A buffer of the space under test: symmetric or plain.
+  void* buffer(size_t bytes, bool symmetric) {
+    void* p = nullptr;
+    if (symmetric) {
+      EXPECT_EQ(symcommMalloc(comm_, bytes ? bytes : 1, &p), symcommSuccess) << symcommGetLastError();
+    } else {
+      p = mp::local_alloc(bytes ? bytes : 1);
+    }
+    return p;
+  }
+  void release(void* p, bool symmetric) {
+    if (symmetric) {
+      EXPECT_EQ(symcommFree(comm_, p), symcommSuccess) << symcommGetLastError();
+    } else {
+      mp::local_free(p);
+    }
+  }
+  std::vector<uint8_t> fetch(const void* p, size_t bytes) {
+    mp::sync(stream_);
+    std::vector<uint8_t> out(bytes);
+    if (bytes) mp::copy_to_host(out.data(), p, bytes);
+    return out;
+  }
+  void put(void* p, const std::vector<uint8_t>& v) {
+    if (!v.empty()) mp::copy_from_host(p, v.data(), v.size());
+  }
+  void poison(void* p, size_t bytes) { put(p, std::vector<uint8_t>(bytes, 0xAB)); }
+
+  symcommComm_t comm_ = nullptr;
+  symcommStream_t stream_ = nullptr;
+  int n_ = 0, me_ = 0;
+  uint64_t seed_ = 0;
+};
+
+const size_t kCounts[] = {0, 1, 7, 1001, 50000};
+
+TEST_F(Coll, AllGather) {
+  for (bool sym : {false, true})
+    for (const Type& t : kTypes)
+      for (size_t count : kCounts) {
+        SCOPED_TRACE(std::string(t.name) + (sym ? " symmetric" : " plain") + " count " + std::to_string(count));
+        const size_t b = count * t.size;
+        void* send = buffer(b, false);
+        void* recv = buffer(b * n_, sym);
+        put(send, make(t, seed_, me_, 0, count));
+        poison(recv, b * n_);
+        SC_OK(symcommHostBarrier(comm_));
+        SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, nullptr, stream_));
+        std::vector<uint8_t> got = fetch(recv, b * n_), want;
+        for (int r = 0; r < n_; ++r) {
+          auto part = make(t, seed_, r, 0, count);
+          want.insert(want.end(), part.begin(), part.end());
+        }
+        EXPECT_TRUE(got == want);
+        SC_OK(symcommHostBarrier(comm_));
+        release(send, false);
+        release(recv, sym);
+      }
+}
+
+TEST_F(Coll, AllToAll) {
+  for (bool sym : {false, true})
+    for (size_t count : kCounts) {
+      const Type& t = kTypes[6];  // float32
+      SCOPED_TRACE(std::string(sym ? "symmetric" : "plain") + " count " + std::to_string(count));
+      const size_t b = count * t.size;
+      void* send = buffer(b * n_, false);
+      void* recv = buffer(b * n_, sym);
+      put(send, make(t, seed_, me_, 0, count * n_));  // block j: elements j*count ..
+      poison(recv, b * n_);
+      SC_OK(symcommHostBarrier(comm_));
+      SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, nullptr, stream_));
+      std::vector<uint8_t> got = fetch(recv, b * n_), want;
+      for (int r = 0; r < n_; ++r) {
+        auto part = make(t, seed_, r, static_cast<size_t>(me_) * count, count);
+        want.insert(want.end(), part.begin(), part.end());
+      }
+      EXPECT_TRUE(got == want);
+      SC_OK(symcommHostBarrier(comm_));
+      release(send, false);
+      release(recv, sym);
+    }
+}
+
+TEST_F(Coll, ReduceScatterAndAllReduce) {
+  for (const Type& t : kTypes)
+    for (symcommRedOp_t op : {symcommSum, symcommMin, symcommMax})
+      for (size_t count : kCounts) {
+        SCOPED_TRACE(std::string(t.name) + " op " + std::to_string(op) + " count " + std::to_string(count));
+        const size_t b = count * t.size;
+        // Reduce-scatter: my send has n blocks; I receive the reduction of block `me`.
+        void* send = buffer(b * n_, false);
+        void* recv = buffer(b, false);
+        put(send, make(t, seed_, me_, 0, count * n_));
+        poison(recv, b);
+        SC_OK(symcommReduceScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
+                                           nullptr, stream_));
+        std::vector<uint8_t> want(b);
+        for (size_t i = 0; i < count; ++i) {
+          double acc = value(seed_, 0, me_ * count + i, t.is_signed);
+          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, me_ * count + i, t.is_signed));
+          store(t, &want[i * t.size], acc);
+        }
+        EXPECT_TRUE(fetch(recv, b) == want) << "reduce-scatter";
+        // All-reduce in place on the first `count` elements of send.
+        SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, send, count, t.id, op,
+                                       nullptr, stream_));
+        for (size_t i = 0; i < count; ++i) {
+          double acc = value(seed_, 0, i, t.is_signed);
+          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, i, t.is_signed));
+          store(t, &want[i * t.size], acc);
+        }
+        EXPECT_TRUE(fetch(send, b) == want) << "all-reduce in place";
+        release(send, false);
+        release(recv, false);
+      }
+}
+
+TEST_F(Coll, BroadcastFromEveryRoot) {
+  const Type& t = kTypes[7];  // float64
+  for (bool sym : {false, true})
+    for (int root = 0; root < n_; ++root)
+      for (size_t count : {size_t{1}, size_t{3000}, size_t{20000}}) {
+        SCOPED_TRACE("root " + std::to_string(root) + " count " + std::to_string(count));
+        const size_t b = count * t.size;
+        void* send = buffer(b, false);
+        void* recv = buffer(b, sym);
+        put(send, make(t, seed_, me_, 0, count));
+        poison(recv, b);
+        SC_OK(symcommHostBarrier(comm_));
+        SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, root,
+                                       nullptr, stream_));
+        EXPECT_TRUE(fetch(recv, b) == make(t, seed_, root, 0, count));
+        SC_OK(symcommHostBarrier(comm_));
+        release(send, false);
+        release(recv, sym);
+      }
+}
+
+// Several collectives back to back on one stream, no host synchronisation between them.
+TEST_F(Coll, BackToBackWithoutSync) {
+  const Type& t = kTypes[1];  // int32
+  const size_t count = 30000, b = count * t.size;
+  std::vector<void*> bufs;
+  for (int k = 0; k < 6; ++k) {
+    void* p = buffer(b, false);
+    put(p, make(t, seed_ + static_cast<uint64_t>(k), me_, 0, count));
+    bufs.push_back(p);
+  }
+  mp::sync(stream_);
+  for (void* p : bufs)
+    SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, p, p, count, t.id, symcommSum,
+                                   nullptr, stream_));
+  for (int k = 0; k < 6; ++k) {
+    std::vector<uint8_t> want(b);
+    for (size_t i = 0; i < count; ++i) {
+      double acc = 0;
+      for (int r = 0; r < n_; ++r) acc += value(seed_ + static_cast<uint64_t>(k), r, i, true);
+      store(t, &want[i * t.size], acc);
+    }
+    EXPECT_TRUE(fetch(bufs[static_cast<size_t>(k)], b) == want) << "call " << k;
+  }
+  for (void* p : bufs) release(p, false);
+}
+
+TEST_F(Coll, OnATeam) {
+  symcommTeam_t even;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n_ + 1) / 2, &even));
+  if (even == SYMCOMM_TEAM_INVALID) return;
+  const Type& t = kTypes[6];
+  const int size = (n_ + 1) / 2;
+  const size_t count = 5000, b = count * t.size;
+  void* send = buffer(b, false);
+  void* recv = buffer(b * size, false);
+  put(send, make(t, seed_, me_, 0, count));
+  poison(recv, b * size);
+  SC_OK(symcommAllGatherOnStream(comm_, even, send, recv, count, t.id, "copy", stream_));
+  std::vector<uint8_t> want;
+  for (int k = 0; k < size; ++k) {
+    auto part = make(t, seed_, 2 * k, 0, count);
+    want.insert(want.end(), part.begin(), part.end());
+  }
+  EXPECT_TRUE(fetch(recv, b * size) == want);
+  release(send, false);
+  release(recv, false);
+  SC_OK(symcommTeamDestroy(comm_, even));
+}
+
+TEST_F(Coll, BadArguments) {
+  void* a = buffer(4096, false);
+  void* b = buffer(4096 * n_, false);
+  const symcommTeam_t w = SYMCOMM_TEAM_WORLD;
+  SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, static_cast<symcommDataType_t>(77),
+                                    symcommSum, nullptr, stream_), symcommInvalidArgument);
+  SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, symcommFloat32,
+                                    static_cast<symcommRedOp_t>(9), nullptr, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommBroadcastOnStream(comm_, w, a, b, 10, symcommFloat32, n_, nullptr, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommAllGatherOnStream(comm_, 33, a, b, 10, symcommFloat32, nullptr, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommAllReduceOnStream(comm_, w, a, static_cast<char*>(a) + 4, 10, symcommFloat32,
+                                    symcommSum, nullptr, stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "overlap"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommAllToAllOnStream(comm_, w, b, b, 10, symcommFloat32, nullptr, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommAllReduceOnStream(comm_, w, nullptr, b, 10, symcommFloat32, symcommSum,
+                                    nullptr, stream_), symcommInvalidArgument);
+  SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommSum,
+                                    "no-such-algorithm", stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "no-such-algorithm"), nullptr);
+  {
+    mp::ScopedEnv algo("SYMCOMM_COLL_ALGO", "allreduce=nope");
+    SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommSum, nullptr,
+                                      stream_), symcommInvalidArgument);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_ALGO"), nullptr);
+  }
+  ASSERT_GE(symcommCollAlgorithmCount(), 1);
+  EXPECT_STREQ(symcommCollAlgorithmName(0), "copy");
+  EXPECT_EQ(symcommCollAlgorithmName(symcommCollAlgorithmCount()), nullptr);
+  mp::sync(stream_);
+  release(a, false);
+  release(b, false);
+}
+
+}  // namespace
