@@ -3,6 +3,7 @@
 // `symrun --keep-going -n N mp_fault SCENARIO`. The victim rank forks: its child plays the
 // victim, and the parent exits 0 once the child is gone, so that symrun's exit code says
 // whether the survivors passed.
+#include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -53,6 +54,8 @@ int fail(const char* scenario, int rank, const std::string& why) {
     raise(SIGKILL);
   }
   if (symcommInitFromEnv(&comm, &cfg) != symcommSuccess) _exit(3);
+  void* word = nullptr;
+  if (scenario == "dies-during-wait" && symcommMalloc(comm, 8, &word) != symcommSuccess) _exit(6);
   if (symcommHostBarrier(comm) != symcommSuccess) _exit(4);
   raise(scenario == "stops-after-init" ? SIGSTOP : SIGKILL);
   _exit(5);
@@ -72,6 +75,29 @@ int await_victim(pid_t child, const std::string& scenario) {
   std::printf("victim (%s): child %s\n", scenario.c_str(), killed ? "was killed as planned"
                                                                   : "exited unexpectedly");
   return killed ? 0 : 1;
+}
+
+// Waits for a signal nobody will send while the victim dies: the wait must end with the
+// loss (the host space returns it; on GPUs the wait kernel sees the abort flag and lets
+// the stream go on, and the next call reports the loss), long before SYMCOMM_WAIT_TIMEOUT.
+int survive_wait(symcommComm_t comm, const char* s, int rank) {
+  uint64_t* word = nullptr;
+  if (symcommMalloc(comm, 8, reinterpret_cast<void**>(&word)) != symcommSuccess)
+    return fail(s, rank, symcommGetLastError());
+  if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  auto start = Clock::now();  // the victim dies now
+  symcommResult_t rc = symcommSignalWaitOnStream(comm, word, symcommCmpEq, 12345, nullptr);
+  if (rc == symcommSuccess) {
+    if (cudaDeviceSynchronize() != cudaSuccess) return fail(s, rank, "the wait kernel failed");
+    rc = symcommQuietOnStream(comm, nullptr);
+  }
+  double took = since(start);
+  std::printf("%s rank %d: %s after %.2f s: %s\n", s, rank, symcommGetErrorString(rc), took,
+              symcommGetLastError());
+  if (rc != symcommPeerLost) return fail(s, rank, "expected symcommPeerLost");
+  if (took > 10) return fail(s, rank, "the wait did not end in time");
+  symcommFinalize(comm);
+  return 0;
 }
 
 int survive(const std::string& scenario, int rank) {
@@ -96,6 +122,7 @@ int survive(const std::string& scenario, int rank) {
     return 0;
   }
   if (rc != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  if (scenario == "dies-during-wait") return survive_wait(comm, s, rank);
   if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   start = Clock::now();  // the victim dies or stops now
   rc = symcommHostBarrier(comm);
@@ -124,9 +151,9 @@ int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario != "dies-before-init" && scenario != "dies-during-init" &&
       scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
-      scenario != "stops-after-init") {
+      scenario != "stops-after-init" && scenario != "dies-during-wait") {
     std::fprintf(stderr, "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
-                 "hub-dies-after-init|stops-after-init\n");
+                 "hub-dies-after-init|stops-after-init|dies-during-wait\n");
     return 2;
   }
   const char* space = std::getenv("SYMCOMM_TEST_SPACE");
