@@ -156,6 +156,13 @@ void print_static() {
               "can run a call)\n");
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
     std::printf("  %s\n", symcommCollAlgorithmName(i));
+  std::printf("\nCollective selection table\n");
+  for (const char* p = symcommCollSelectionTable(); *p;) {
+    const char* nl = std::strchr(p, '\n');
+    size_t len = nl ? static_cast<size_t>(nl - p) : std::strlen(p);
+    std::printf("  %.*s\n", static_cast<int>(len), p);
+    p += len + (nl ? 1 : 0);
+  }
 }
 
 }  // namespace

@@ -336,6 +336,8 @@ symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommTeam_t team,
 /* The names of the registered collective algorithms ("copy", ...), for symcomm-info. */
 int symcommCollAlgorithmCount(void);
 const char* symcommCollAlgorithmName(int index);
+/* The selection table as text, a row per line (static storage). */
+const char* symcommCollSelectionTable(void);
 
 #pragma GCC visibility pop
 #ifdef __cplusplus

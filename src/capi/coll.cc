@@ -1,5 +1,6 @@
 // Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
 #include "capi/guard.h"
+#include "coll/selection.h"
 
 using namespace symcomm;
 
@@ -140,4 +141,9 @@ extern "C" const char* symcommCollAlgorithmName(int index) {
   const auto& all = coll_algorithms();
   return index >= 0 && static_cast<size_t>(index) < all.size() ? all[static_cast<size_t>(index)]->name()
                                                                  : nullptr;
+}
+
+extern "C" const char* symcommCollSelectionTable(void) {
+  static const std::string text = selection_text();
+  return text.c_str();
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/param.h"
+#include "coll/selection.h"
 
 namespace symcomm {
 
@@ -105,8 +106,10 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, co
                     coll_op_name(args.op));
     return *a;
   }
-  // The selection table: the first registered algorithm that supports the call. (Measured
-  // crossovers join here as algorithms are added.)
+  // The measured selection table, then the registry's order.
+  if (const char* pick = table_choice(selection_table(), args.op, args.team.size,
+                                      args.bytes_per_rank()))
+    if (CollAlgorithm* a = find(pick); a && a->supports(args, ctx)) return *a;
   for (CollAlgorithm* a : coll_algorithms())
     if (a->supports(args, ctx)) return *a;
   SYMCOMM_THROW(symcommNotSupported, "no collective algorithm can run %s here", coll_op_name(args.op));
