@@ -1,0 +1,76 @@
+/*
+ * symcomm pencil decomposition: a 3D grid of gdims[0] x gdims[1] x gdims[2] points (x, y,
+ * z; x varies fastest in the default memory order) split over a 2D process grid of
+ * pr x pc ranks as pencils, in the manner of cuDecomp.
+ *
+ *   X-pencils: x complete on every rank; y split over the pr rows, z over the pc columns.
+ *   Y-pencils: y complete; x split over the rows, z over the columns.
+ *   Z-pencils: z complete; x split over the rows, y over the columns.
+ *
+ * Rank r sits at row r / pc, column r % pc (row-major), or at row r % pr, column r / pr
+ * (column-major). A dimension of n points split over p parts gives part k
+ * n / p + (k < n % p) points starting at k * (n / p) + min(k, n % p): uneven splits are
+ * allowed, the first parts holding one point more.
+ *
+ * This header has the grid descriptor and the pencil geometry. Transposes and halo
+ * exchanges come next (docs/decomp.md).
+ */
+#ifndef SYMCOMM_DECOMP_H_
+#define SYMCOMM_DECOMP_H_
+
+#include "symcomm/symcomm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#pragma GCC visibility push(default)
+
+typedef enum { symcommRowMajor = 0, symcommColumnMajor = 1 } symcommRankOrder_t;
+
+typedef struct {
+  size_t struct_size;     /* sizeof(symcommDecompConfig_t)                                  */
+  uint32_t magic;         /* set by symcommDecompConfigInit                                 */
+  int64_t gdims[3];       /* global points along x, y, z (each >= 1)                        */
+  int pdims[2];           /* pr x pc; pr * pc must be the communicator's size               */
+  symcommRankOrder_t rank_order;
+  /* For the X, Y and Z pencil: 0 keeps the memory order x, y, z (x fastest); 1 makes the
+   * pencil's complete axis the fastest, the others following cyclically (Y: y, z, x;
+   * Z: z, x, y), as cuDecomp's axis-contiguous layouts. */
+  int axis_contiguous[3];
+} symcommDecompConfig_t;
+
+#define SYMCOMM_DECOMP_CONFIG_MAGIC 0x53594443u /* "SYDC" */
+
+symcommResult_t symcommDecompConfigInit(symcommDecompConfig_t* config);
+
+typedef struct symcommDecomp* symcommDecomp_t;
+
+/* Collective over the communicator: every rank passes the same configuration (checked). */
+symcommResult_t symcommDecompCreate(symcommComm_t comm, const symcommDecompConfig_t* config,
+                                    symcommDecomp_t* decomp);
+symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp);
+/* This rank's row and column in the process grid. */
+symcommResult_t symcommDecompGridCoords(symcommDecomp_t decomp, int* row, int* col);
+
+/* What this rank holds of the pencil whose complete axis is `axis` (0 x, 1 y, 2 z). */
+typedef struct {
+  int axis;          /* the complete axis                                                   */
+  int order[3];      /* memory order: order[0] is the global axis that varies fastest       */
+  int64_t lo[3];     /* first global index owned, per global axis (x, y, z)                 */
+  int64_t hi[3];     /* one past the last global index owned, per global axis               */
+  int64_t halo[3];   /* halo points on each side, per global axis                           */
+  int64_t padding[3];/* extra points after the halo at the high end, per global axis        */
+  int64_t shape[3];  /* allocated extents in memory order: owned + 2 halo + padding         */
+  int64_t size;      /* elements to allocate: shape[0] * shape[1] * shape[2]                */
+} symcommPencilInfo_t;
+
+/* `halo` and `padding` (per global axis, >= 0) may be NULL for none. */
+symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int axis, const int64_t halo[3],
+                                        const int64_t padding[3], symcommPencilInfo_t* info);
+
+#pragma GCC visibility pop
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SYMCOMM_DECOMP_H_ */

@@ -1,0 +1,33 @@
+// Pencil geometry: pure arithmetic on the process grid and the global dimensions, the same
+// on every rank (so that every rank can compute every other rank's pencil).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "symcomm/decomp.h"
+
+namespace symcomm {
+
+struct Range {
+  int64_t start;
+  int64_t count;
+};
+// Part k of n points split over p parts (the first n % p parts hold one point more).
+Range split(int64_t n, int p, int k);
+
+class Geometry {
+ public:
+  // Checks the configuration against `nranks` (throws symcommInvalidArgument).
+  Geometry(const symcommDecompConfig_t& config, int nranks);
+  int row_of(int rank) const;
+  int col_of(int rank) const;
+  // The pencil of `axis` held by `rank`.
+  symcommPencilInfo_t pencil(int rank, int axis, const int64_t* halo, const int64_t* padding) const;
+  const symcommDecompConfig_t& config() const { return config_; }
+
+ private:
+  symcommDecompConfig_t config_;
+};
+
+}  // namespace symcomm
