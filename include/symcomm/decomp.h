@@ -68,6 +68,26 @@ typedef struct {
 symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int axis, const int64_t halo[3],
                                         const int64_t padding[3], symcommPencilInfo_t* info);
 
+/* Element types of transposes: real and complex, single and double precision. */
+typedef enum { symcommR32 = 0, symcommR64 = 1, symcommC32 = 2, symcommC64 = 3 } symcommDecompType_t;
+
+/* Bytes of symmetric workspace (symcommMalloc it) that transposes of `type` need. */
+symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp, symcommDecompType_t type,
+                                           size_t* bytes);
+
+/* Collective over the ranks that exchange (the column of the process grid for X <-> Y, the
+ * row for Y <-> Z; every rank of the grid calls it): rearranges this rank's `from` pencil
+ * (axis 0, 1, 2 for X, Y, Z) in `input` into its `to` pencil in `output`, on `stream`.
+ * Allowed: X->Y, Y->Z, Z->Y, Y->X. Halos and paddings (may be NULL) describe each buffer's
+ * layout as in symcommDecompPencilInfo; halo points are neither read nor written. input and
+ * output may be the same buffer (large enough for both pencils). `workspace` is a symmetric
+ * buffer of symcommDecompWorkspaceSize bytes, the same object on every rank. */
+symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int from, int to, const void* input,
+                                       void* output, void* workspace, symcommDecompType_t type,
+                                       const int64_t in_halo[3], const int64_t in_padding[3],
+                                       const int64_t out_halo[3], const int64_t out_padding[3],
+                                       symcommStream_t stream);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 } /* extern "C" */

@@ -3,6 +3,7 @@
 
 #include "capi/guard.h"
 #include "decomp/geometry.h"
+#include "decomp/transpose.h"
 #include "symcomm/decomp.h"
 
 using namespace symcomm;
@@ -12,6 +13,8 @@ struct symcommDecomp {
   uint64_t magic = kMagic;
   symcommComm* comm;
   Geometry geometry;
+  symcommTeam_t row_team;  // the ranks of this rank's row of the process grid
+  symcommTeam_t col_team;  // ... and of its column
   ~symcommDecomp() { magic = 0; }
 };
 
@@ -54,13 +57,21 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
                       symcommInvalidUsage,
                       "symcommDecompCreate is collective with the same configuration on every "
                       "rank: rank %d's differs from this rank's", r);
-    *decomp = new symcommDecomp{symcommDecomp::kMagic, &c, *g};
+    // Rows and columns as teams, for the barriers of the exchanges.
+    const bool row_major = config->rank_order == symcommRowMajor;
+    auto [x, y] = c.rma->split_2d(SYMCOMM_TEAM_WORLD, row_major ? config->pdims[1] : config->pdims[0]);
+    *decomp = new symcommDecomp{symcommDecomp::kMagic, &c, *g, row_major ? x : y, row_major ? y : x};
   });
 }
 
 extern "C" symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp) {
   return guarded([] { return std::string("symcommDecompDestroy"); }, [&] {
-    delete &checked_decomp(decomp);
+    symcommDecomp& d = checked_decomp(decomp);
+    if (d.comm->magic == symcommComm::kMagic) {
+      d.comm->rma->destroy(d.row_team);
+      d.comm->rma->destroy(d.col_team);
+    }
+    delete &d;
   });
 }
 
@@ -81,5 +92,81 @@ extern "C" symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int a
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(info);
     *info = d.geometry.pencil(d.comm->topology.rank, axis, halo, padding);
+  });
+}
+
+namespace {
+size_t type_bytes(symcommDecompType_t type) {
+  switch (type) {
+    case symcommR32: return 4;
+    case symcommR64: case symcommC32: return 8;
+    case symcommC64: return 16;
+  }
+  SYMCOMM_THROW(symcommInvalidArgument, "type %d is not a symcommDecompType_t", static_cast<int>(type));
+}
+}  // namespace
+
+extern "C" symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp,
+                                                      symcommDecompType_t type, size_t* bytes) {
+  return guarded([] { return std::string("symcommDecompWorkspaceSize"); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(bytes);
+    *bytes = 2 * static_cast<size_t>(staging_elements(d.geometry)) * type_bytes(type);
+  });
+}
+
+extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int from, int to,
+                                                  const void* input, void* output,
+                                                  void* workspace, symcommDecompType_t type,
+                                                  const int64_t in_halo[3],
+                                                  const int64_t in_padding[3],
+                                                  const int64_t out_halo[3],
+                                                  const int64_t out_padding[3],
+                                                  symcommStream_t stream) {
+  return guarded([&] { return format("symcommDecompTranspose(from=%d, to=%d)", from, to); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    symcommComm& c = *d.comm;
+    c.check_live();
+    SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
+                    "stream %p is not NULL: in the host memory space operations are synchronous "
+                    "and take no stream", static_cast<void*>(stream));
+    const size_t e = type_bytes(type);
+    const ExchangePlan plan = plan_exchange(d.geometry, c.topology.rank, from, to);
+    const symcommPencilInfo_t in = d.geometry.pencil(c.topology.rank, from, in_halo, in_padding);
+    const symcommPencilInfo_t out = d.geometry.pencil(c.topology.rank, to, out_halo, out_padding);
+    SYMCOMM_REQUIRE_ARG(input);
+    SYMCOMM_REQUIRE_ARG(output);
+    const size_t staging = static_cast<size_t>(staging_elements(d.geometry)) * e;
+    char* ws = static_cast<char*>(workspace);
+    SYMCOMM_REQUIRE(ws && c.heap->contains(ws) && c.heap->offset_of(ws) + 2 * staging <= c.heap->mapped(),
+                    symcommInvalidArgument,
+                    "workspace %p is not a symmetric buffer of symcommDecompWorkspaceSize (%zu) "
+                    "bytes", workspace, 2 * staging);
+    RmaBackend& b = c.rma->backend();
+    const bool xy = from + to == 1;
+    const BarrierArgs barrier = c.rma->barrier_args(xy ? d.col_team : d.row_team);
+    const BoxLayout in_layout = pencil_layout(in), out_layout = pencil_layout(out);
+    char* send = ws;
+    char* recv = ws + staging;
+    b.barrier(barrier, stream);  // every member is done with its receive area
+    for (size_t k = 0; k < plan.members.size(); ++k) {
+      const Box& box = plan.send[k];
+      if (box.count() == 0) continue;
+      b.copy_box(send + plan.send_off[k] * static_cast<int64_t>(e), packed_layout(box), input,
+                 in_layout, box.lo, box.hi, e, stream);
+      char* there = static_cast<char*>(c.heap->peer_ptr(recv + plan.remote_off[k] * static_cast<int64_t>(e),
+                                                        plan.members[k]));
+      SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible",
+                      plan.members[k]);
+      b.put(there, send + plan.send_off[k] * static_cast<int64_t>(e),
+            static_cast<size_t>(box.count()) * e, symcommEngineCe, stream);
+    }
+    b.barrier(barrier, stream);  // every block arrived
+    for (size_t k = 0; k < plan.members.size(); ++k) {
+      const Box& box = plan.recv[k];
+      if (box.count() == 0) continue;
+      b.copy_box(output, out_layout, recv + plan.recv_off[k] * static_cast<int64_t>(e),
+                 packed_layout(box), box.lo, box.hi, e, stream);
+    }
   });
 }

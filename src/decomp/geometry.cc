@@ -47,6 +47,11 @@ int Geometry::col_of(int rank) const {
   return config_.rank_order == symcommRowMajor ? rank % config_.pdims[1] : rank / config_.pdims[0];
 }
 
+int Geometry::rank_at(int row, int col) const {
+  return config_.rank_order == symcommRowMajor ? row * config_.pdims[1] + col
+                                               : col * config_.pdims[0] + row;
+}
+
 symcommPencilInfo_t Geometry::pencil(int rank, int axis, const int64_t* halo,
                                      const int64_t* padding) const {
   SYMCOMM_REQUIRE(axis >= 0 && axis < 3, symcommInvalidArgument, "axis %d is not 0, 1 or 2", axis);

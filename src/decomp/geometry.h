@@ -22,6 +22,7 @@ class Geometry {
   Geometry(const symcommDecompConfig_t& config, int nranks);
   int row_of(int rank) const;
   int col_of(int rank) const;
+  int rank_at(int row, int col) const;
   // The pencil of `axis` held by `rank`.
   symcommPencilInfo_t pencil(int rank, int axis, const int64_t* halo, const int64_t* padding) const;
   const symcommDecompConfig_t& config() const { return config_; }

@@ -25,6 +25,16 @@ struct BarrierArgs {
   uint64_t* const* slots;   // [nranks]: the team's slot array of rank r as mapped here
 };
 
+// Where the elements of a local 3D array sit: element (x, y, z) (global indices) is at
+// sum over axes of (index - origin) * stride, in elements.
+struct BoxLayout {
+  int64_t stride[3];
+  int64_t origin[3];
+  SYMCOMM_HOST_DEVICE int64_t offset(int64_t x, int64_t y, int64_t z) const {
+    return (x - origin[0]) * stride[0] + (y - origin[1]) * stride[1] + (z - origin[2]) * stride[2];
+  }
+};
+
 class RmaBackend {
  public:
   virtual ~RmaBackend() = default;
@@ -41,6 +51,11 @@ class RmaBackend {
   // (rma/reduce.h says how), in stream order.
   virtual void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
                       symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) = 0;
+  // Local: the elements of the box [lo, hi) (global indices) from src to dst, each array
+  // described by its layout; `elem` bytes per element; in stream order.
+  virtual void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+                        const int64_t lo[3], const int64_t hi[3], size_t elem,
+                        symcommStream_t stream) = 0;
   virtual void barrier(const BarrierArgs& args, symcommStream_t stream) = 0;
   // Sets [local, local + bytes) of this rank's memory to zero, synchronously.
   virtual void clear(void* local, size_t bytes) = 0;

@@ -7,6 +7,7 @@
 // next call on the communicator reports.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -63,6 +64,17 @@ __global__ void wait_kernel(DeviceComm c, uint64_t* sig, symcommCmp_t cmp, uint6
 }
 
 __global__ void barrier_kernel(DeviceComm c) { barrier_block(c); }
+
+// One thread per element of the box, x fastest.
+template <typename T>
+__global__ void copy_box_kernel(T* dst, BoxLayout dl, const T* src, BoxLayout sl, int64_t lo0,
+                                int64_t lo1, int64_t lo2, int64_t n0, int64_t n1, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t x = lo0 + i % n0, y = lo1 + i / n0 % n1, z = lo2 + i / (n0 * n1);
+    dst[dl.offset(x, y, z)] = src[sl.offset(x, y, z)];
+  }
+}
 
 template <typename T>
 __global__ void reduce_kernel(T* dst, const char* src, size_t stride, int n, size_t count,
@@ -154,6 +166,29 @@ class CudaRma final : public RmaBackend {
                                                    static_cast<const char*>(src), stride, n,
                                                    count, op);
     });
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+                const int64_t lo[3], const int64_t hi[3], size_t elem,
+                symcommStream_t stream) override {
+    const int64_t n0 = hi[0] - lo[0], n1 = hi[1] - lo[1], n2 = hi[2] - lo[2];
+    const int64_t total = n0 * n1 * n2;
+    if (total <= 0) return;
+    DeviceGuard guard(topology_.device);
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
+    auto launch = [&](auto zero) {
+      using T = decltype(zero);
+      copy_box_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<T*>(dst), dl,
+                                                      static_cast<const T*>(src), sl, lo[0], lo[1],
+                                                      lo[2], n0, n1, total);
+    };
+    switch (elem) {
+      case 4: launch(uint32_t{}); break;
+      case 8: launch(uint64_t{}); break;
+      case 16: launch(uint4{}); break;
+      default: SYMCOMM_THROW(symcommInvalidArgument, "copy_box of %zu-byte elements", elem);
+    }
     SYMCOMM_CUDART(cudaGetLastError());
   }
 

@@ -45,6 +45,17 @@ class HostRma final : public RmaBackend {
     });
   }
 
+  void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+                const int64_t lo[3], const int64_t hi[3], size_t elem, symcommStream_t) override {
+    auto* d = static_cast<char*>(dst);
+    auto* s = static_cast<const char*>(src);
+    for (int64_t z = lo[2]; z < hi[2]; ++z)
+      for (int64_t y = lo[1]; y < hi[1]; ++y)
+        for (int64_t x = lo[0]; x < hi[0]; ++x)
+          std::memcpy(d + dl.offset(x, y, z) * static_cast<int64_t>(elem),
+                      s + sl.offset(x, y, z) * static_cast<int64_t>(elem), elem);
+  }
+
   void barrier(const BarrierArgs& a, symcommStream_t) override {
     uint64_t epoch = ++epochs_[static_cast<size_t>(a.id)];
     for (int i = 0; i < a.team.size; ++i) {

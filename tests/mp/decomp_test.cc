@@ -1,5 +1,6 @@
 // The decomposition descriptor through the C API: collective creation with agreement,
 // grid coordinates, pencil information, bad input.
+#include <algorithm>
 #include <cstring>
 
 #include "mp.h"
@@ -57,6 +58,124 @@ TEST(Decomp, RanksMustAgree) {
   SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "does not match"), nullptr) << symcommGetLastError();
   SC_FAILS(symcommDecompCreate(mp::world(), nullptr, &d), symcommInvalidArgument);
+}
+
+// Every owned point holds its global linear index; halos and padding hold -1.
+std::vector<double> fill_pencil(const symcommPencilInfo_t& p, const int64_t* gdims) {
+  std::vector<double> v(static_cast<size_t>(p.size), -1.0);
+  int64_t stride[3];
+  stride[p.order[0]] = 1;
+  stride[p.order[1]] = p.shape[0];
+  stride[p.order[2]] = p.shape[0] * p.shape[1];
+  for (int64_t z = p.lo[2]; z < p.hi[2]; ++z)
+    for (int64_t y = p.lo[1]; y < p.hi[1]; ++y)
+      for (int64_t x = p.lo[0]; x < p.hi[0]; ++x) {
+        int64_t at = (x - p.lo[0] + p.halo[0]) * stride[0] + (y - p.lo[1] + p.halo[1]) * stride[1] +
+                     (z - p.lo[2] + p.halo[2]) * stride[2];
+        v[static_cast<size_t>(at)] = static_cast<double>((z * gdims[1] + y) * gdims[0] + x);
+      }
+  return v;
+}
+
+struct Layout {
+  int axis_contiguous;
+  int64_t halo[3], padding[3];
+  bool in_place;
+};
+
+// X -> Y -> Z -> Y -> X on a pr x pc grid; after each step every point of the new pencil
+// holds its global index, and halo and padding points still hold -1.
+void round_trip(int pr, int pc, const int64_t* gdims, const Layout& l, symcommRankOrder_t order) {
+  symcommDecompConfig_t c;
+  symcommDecompConfigInit(&c);
+  for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
+  c.pdims[0] = pr;
+  c.pdims[1] = pc;
+  c.rank_order = order;
+  for (int a = 0; a < 3; ++a) c.axis_contiguous[a] = l.axis_contiguous;
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  size_t ws_bytes = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+  void* ws;
+  SC_OK(symcommMalloc(mp::world(), ws_bytes, &ws));
+  symcommPencilInfo_t info[3];
+  int64_t most = 0;
+  for (int a = 0; a < 3; ++a) {
+    SC_OK(symcommDecompPencilInfo(d, a, l.halo, l.padding, &info[a]));
+    most = std::max(most, info[a].size);
+  }
+  void* buf[2] = {mp::local_alloc(static_cast<size_t>(most) * 8), mp::local_alloc(static_cast<size_t>(most) * 8)};
+  symcommStream_t stream = mp::new_stream();
+  const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
+  int cur = 0;
+  std::vector<double> start = fill_pencil(info[0], gdims);
+  mp::copy_from_host(buf[0], start.data(), start.size() * 8);
+  for (const auto& st : steps) {
+    const int next = l.in_place ? cur : 1 - cur;
+    if (!l.in_place) {
+      std::vector<double> poison(static_cast<size_t>(most), -1.0);
+      mp::copy_from_host(buf[next], poison.data(), poison.size() * 8);
+    }
+    SC_OK(symcommDecompTranspose(d, st[0], st[1], buf[cur], buf[next], ws, symcommR64, l.halo,
+                                 l.padding, l.halo, l.padding, stream));
+    mp::sync(stream);
+    const symcommPencilInfo_t& p = info[st[1]];
+    std::vector<double> got(static_cast<size_t>(p.size));
+    mp::copy_to_host(got.data(), buf[next], got.size() * 8);
+    std::vector<double> want = fill_pencil(p, gdims);
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i] && !(l.in_place && want[i] < 0);
+    EXPECT_EQ(bad, 0u) << "transpose " << st[0] << " -> " << st[1] << " on " << pr << " x " << pc;
+    cur = next;
+  }
+  mp::free_stream(stream);
+  mp::local_free(buf[0]);
+  mp::local_free(buf[1]);
+  SC_OK(symcommFree(mp::world(), ws));
+  SC_OK(symcommDecompDestroy(d));
+}
+
+TEST(Decomp, TransposesRoundTrip) {
+  MP_NEED_GPU_PER_RANK();
+  const int n = mp::nranks();
+  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
+  if (n == 4) grids.push_back({2, 2});
+  const int64_t even[3] = {8, 8, 8}, uneven[3] = {7, 9, 6};
+  const Layout layouts[] = {
+      {0, {0, 0, 0}, {0, 0, 0}, false},
+      {1, {0, 0, 0}, {0, 0, 0}, false},
+      {0, {1, 2, 1}, {0, 1, 3}, false},
+      {1, {1, 0, 2}, {2, 0, 1}, false},
+      {0, {0, 0, 0}, {0, 0, 0}, true},
+      {1, {1, 1, 1}, {1, 0, 0}, true},
+  };
+  for (auto [pr, pc] : grids)
+    for (const int64_t* g : {even, uneven})
+      for (const Layout& l : layouts)
+        for (symcommRankOrder_t order : {symcommRowMajor, symcommColumnMajor}) {
+          SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc) + " dims " +
+                       std::to_string(g[0]) + " contiguous " + std::to_string(l.axis_contiguous) +
+                       (l.in_place ? " in place" : "") + " order " + std::to_string(order));
+          round_trip(pr, pc, g, l, order);
+        }
+}
+
+TEST(Decomp, TransposeBadArguments) {
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  double a[4], b[4];
+  SC_FAILS(symcommDecompTranspose(d, 0, 2, a, b, nullptr, symcommR64, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "X<->Y or Y<->Z"), nullptr);
+  SC_FAILS(symcommDecompTranspose(d, 0, 1, a, b, a, symcommR64, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "workspace"), nullptr);
+  size_t bytes = 0;
+  SC_FAILS(symcommDecompWorkspaceSize(d, static_cast<symcommDecompType_t>(9), &bytes),
+           symcommInvalidArgument);
+  SC_OK(symcommDecompDestroy(d));
 }
 
 }  // namespace
