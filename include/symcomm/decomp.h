@@ -88,6 +88,23 @@ symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int from, int to,
                                        const int64_t out_halo[3], const int64_t out_padding[3],
                                        symcommStream_t stream);
 
+/* Bytes of symmetric workspace that symcommDecompHalo needs for these arguments. */
+symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp, int axis, int dim,
+                                               symcommDecompType_t type, const int64_t halo[3],
+                                               const int64_t padding[3], size_t* bytes);
+
+/* Collective over the ranks of the process grid: fills the halo of this rank's `axis` pencil
+ * in `buffer` along global axis `dim` (0, 1, 2) from its neighbours (or, along an axis that is
+ * not split, from its own far side), wrapping around where periodic[dim] is non-zero and
+ * leaving the halo alone at a non-periodic boundary. The slabs span the halos of the other
+ * axes too, so exchanging x, then y, then z fills the corners. Every part of a split axis
+ * must hold at least halo[dim] points. `workspace`: symcommDecompHaloWorkspaceSize bytes,
+ * symmetric, the same object on every rank. */
+symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, int dim, void* buffer,
+                                  void* workspace, symcommDecompType_t type, const int64_t halo[3],
+                                  const int64_t padding[3], const int periodic[3],
+                                  symcommStream_t stream);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,8 +1,10 @@
 // Pencil decompositions: the descriptor and its geometry.
+#include <algorithm>
 #include <cstring>
 
 #include "capi/guard.h"
 #include "decomp/geometry.h"
+#include "decomp/halo.h"
 #include "decomp/transpose.h"
 #include "symcomm/decomp.h"
 
@@ -168,5 +170,88 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
       b.copy_box(output, out_layout, recv + plan.recv_off[k] * static_cast<int64_t>(e),
                  packed_layout(box), box.lo, box.hi, e, stream);
     }
+  });
+}
+
+namespace {
+// The largest slab of any rank: every rank's workspace slots are this big.
+int64_t largest_slab(const symcommDecomp& d, int axis, int dim, const int64_t* halo,
+                     const int64_t* padding) {
+  int64_t most = 0;
+  for (int r = 0; r < d.comm->topology.nranks; ++r)
+    most = std::max(most, plan_halo(d.geometry, r, axis, dim, halo, padding, true).slab);
+  return most;
+}
+}  // namespace
+
+extern "C" symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp, int axis,
+                                                          int dim, symcommDecompType_t type,
+                                                          const int64_t halo[3],
+                                                          const int64_t padding[3],
+                                                          size_t* bytes) {
+  return guarded([&] { return format("symcommDecompHaloWorkspaceSize(axis=%d, dim=%d)", axis, dim); },
+                 [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(bytes);
+    *bytes = 4 * static_cast<size_t>(largest_slab(d, axis, dim, halo, padding)) * type_bytes(type);
+  });
+}
+
+extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, int dim,
+                                             void* buffer, void* workspace,
+                                             symcommDecompType_t type, const int64_t halo[3],
+                                             const int64_t padding[3], const int periodic[3],
+                                             symcommStream_t stream) {
+  return guarded([&] { return format("symcommDecompHalo(axis=%d, dim=%d)", axis, dim); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    symcommComm& c = *d.comm;
+    c.check_live();
+    SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
+                    "stream %p is not NULL: in the host memory space operations are synchronous "
+                    "and take no stream", static_cast<void*>(stream));
+    const size_t e = type_bytes(type);
+    const bool wrap = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
+    const HaloPlan plan = plan_halo(d.geometry, c.topology.rank, axis, dim, halo, padding, wrap);
+    if (plan.slab == 0) return;  // no halo along dim
+    SYMCOMM_REQUIRE_ARG(buffer);
+    const size_t slot = static_cast<size_t>(largest_slab(d, axis, dim, halo, padding)) * e;
+    char* ws = static_cast<char*>(workspace);
+    SYMCOMM_REQUIRE(ws && c.heap->contains(ws) && c.heap->offset_of(ws) + 4 * slot <= c.heap->mapped(),
+                    symcommInvalidArgument,
+                    "workspace %p is not a symmetric buffer of symcommDecompHaloWorkspaceSize (%zu) "
+                    "bytes", workspace, 4 * slot);
+    RmaBackend& b = c.rma->backend();
+    const BoxLayout layout = pencil_layout(d.geometry.pencil(c.topology.rank, axis, halo, padding));
+    // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
+    char* slots[4] = {ws, ws + slot, ws + 2 * slot, ws + 3 * slot};
+    const bool team = !plan.self;
+    BarrierArgs barrier{};
+    if (team) barrier = c.rma->barrier_args(plan.over_rows ? d.col_team : d.row_team);
+    if (team) b.barrier(barrier, stream);  // the neighbours' slots are free
+    // My high slab fills the low halo of the part above (slot 2 there); my low slab the high
+    // halo of the part below (slot 3 there).
+    const struct {
+      const HaloSide& side;
+      int mine, theirs;
+    } sends[] = {{plan.high, 1, 2}, {plan.low, 0, 3}};
+    for (const auto& s : sends) {
+      if (s.side.neighbour < 0) continue;
+      b.copy_box(slots[s.mine], packed_layout(s.side.send), buffer, layout, s.side.send.lo,
+                 s.side.send.hi, e, stream);
+      char* there = static_cast<char*>(c.heap->peer_ptr(slots[s.theirs], s.side.neighbour));
+      SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible",
+                      s.side.neighbour);
+      b.put(there, slots[s.mine], static_cast<size_t>(s.side.send.count()) * e, symcommEngineCe,
+            stream);
+    }
+    if (team) b.barrier(barrier, stream);  // every slab arrived
+    const struct {
+      const HaloSide& side;
+      int slot;
+    } recvs[] = {{plan.low, 2}, {plan.high, 3}};
+    for (const auto& r : recvs)
+      if (r.side.neighbour >= 0)
+        b.copy_box(buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
+                   r.side.recv.hi, e, stream);
   });
 }

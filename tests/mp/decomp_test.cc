@@ -161,6 +161,93 @@ TEST(Decomp, TransposesRoundTrip) {
         }
 }
 
+// Halo exchanges along x, then y, then z fill every halo point (corners included) with the
+// value of the point it mirrors: wrapped around where periodic, left at -1 past a
+// non-periodic boundary.
+void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int axis,
+                 const int64_t* halo, const int64_t* padding, int contiguous) {
+  symcommDecompConfig_t c;
+  symcommDecompConfigInit(&c);
+  for (int a = 0; a < 3; ++a) {
+    c.gdims[a] = gdims[a];
+    c.axis_contiguous[a] = contiguous;
+  }
+  c.pdims[0] = pr;
+  c.pdims[1] = pc;
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommPencilInfo_t p;
+  SC_OK(symcommDecompPencilInfo(d, axis, halo, padding, &p));
+  size_t ws_bytes = 0;
+  for (int dim = 0; dim < 3; ++dim) {
+    size_t b = 0;
+    SC_OK(symcommDecompHaloWorkspaceSize(d, axis, dim, symcommR64, halo, padding, &b));
+    ws_bytes = std::max(ws_bytes, b);
+  }
+  void* ws;
+  SC_OK(symcommMalloc(mp::world(), ws_bytes ? ws_bytes : 8, &ws));
+  std::vector<double> start = fill_pencil(p, gdims);
+  void* buf = mp::local_alloc(start.size() * 8);
+  mp::copy_from_host(buf, start.data(), start.size() * 8);
+  symcommStream_t stream = mp::new_stream();
+  for (int dim = 0; dim < 3; ++dim)
+    SC_OK(symcommDecompHalo(d, axis, dim, buf, ws, symcommR64, halo, padding, periodic, stream));
+  mp::sync(stream);
+  std::vector<double> got(start.size());
+  mp::copy_to_host(got.data(), buf, got.size() * 8);
+  int64_t stride[3];
+  stride[p.order[0]] = 1;
+  stride[p.order[1]] = p.shape[0];
+  stride[p.order[2]] = p.shape[0] * p.shape[1];
+  size_t bad = 0;
+  for (int64_t z = p.lo[2] - halo[2]; z < p.hi[2] + halo[2]; ++z)
+    for (int64_t y = p.lo[1] - halo[1]; y < p.hi[1] + halo[1]; ++y)
+      for (int64_t x = p.lo[0] - halo[0]; x < p.hi[0] + halo[0]; ++x) {
+        const int64_t g[3] = {x, y, z};
+        double want = 0;
+        int64_t w[3];
+        bool outside = false;
+        for (int a = 0; a < 3; ++a) {
+          w[a] = g[a];
+          if (g[a] < 0 || g[a] >= gdims[a]) {
+            if (periodic[a]) w[a] = (g[a] + gdims[a]) % gdims[a];
+            else outside = true;
+          }
+        }
+        want = outside ? -1.0 : static_cast<double>((w[2] * gdims[1] + w[1]) * gdims[0] + w[0]);
+        int64_t at = (x - p.lo[0] + halo[0]) * stride[0] + (y - p.lo[1] + halo[1]) * stride[1] +
+                     (z - p.lo[2] + halo[2]) * stride[2];
+        if (got[static_cast<size_t>(at)] != want && bad++ < 5)
+          ADD_FAILURE() << "halo point (" << x << ", " << y << ", " << z << ") holds "
+                        << got[static_cast<size_t>(at)] << ", expected " << want;
+      }
+  EXPECT_EQ(bad, 0u);
+  mp::free_stream(stream);
+  mp::local_free(buf);
+  SC_OK(symcommFree(mp::world(), ws));
+  SC_OK(symcommDecompDestroy(d));
+}
+
+TEST(Decomp, HaloExchanges) {
+  MP_NEED_GPU_PER_RANK();
+  const int n = mp::nranks();
+  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
+  if (n == 4) grids.push_back({2, 2});
+  const int64_t dims[3] = {9, 8, 7};
+  const int all[3] = {1, 1, 1}, none[3] = {0, 0, 0}, mixed[3] = {1, 0, 1};
+  const int64_t halo1[3] = {1, 1, 1}, halo2[3] = {2, 0, 1}, pad[3] = {1, 0, 2};
+  for (auto [pr, pc] : grids)
+    for (int axis = 0; axis < 3; ++axis)
+      for (const int* per : {all, none, mixed})
+        for (const int64_t* h : {halo1, halo2}) {
+          SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc) + " axis " +
+                       std::to_string(axis) + " periodic " + std::to_string(per[0]) +
+                       std::to_string(per[1]) + std::to_string(per[2]) + " halo " +
+                       std::to_string(h[0]) + std::to_string(h[1]) + std::to_string(h[2]));
+          check_halos(pr, pc, dims, per, axis, h, pad, axis % 2);
+        }
+}
+
 TEST(Decomp, TransposeBadArguments) {
   symcommDecompConfig_t c = config_2d(8);
   symcommDecomp_t d;
@@ -174,6 +261,13 @@ TEST(Decomp, TransposeBadArguments) {
   EXPECT_NE(std::strstr(symcommGetLastError(), "workspace"), nullptr);
   size_t bytes = 0;
   SC_FAILS(symcommDecompWorkspaceSize(d, static_cast<symcommDecompType_t>(9), &bytes),
+           symcommInvalidArgument);
+  const int64_t huge[3] = {0, 0, 100};
+  const int periodic[3] = {1, 1, 1};
+  SC_FAILS(symcommDecompHaloWorkspaceSize(d, 0, 2, symcommR64, huge, nullptr, &bytes),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "larger than"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommDecompHalo(d, 0, 3, a, a, symcommR64, nullptr, nullptr, periodic, nullptr),
            symcommInvalidArgument);
   SC_OK(symcommDecompDestroy(d));
 }
