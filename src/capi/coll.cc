@@ -19,9 +19,7 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
          bool exact_in_place) {
   symcommComm& c = checked(comm);
   c.check_live();
-  SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
-                  "stream %p is not NULL: in the host memory space operations are synchronous "
-                  "and take no stream", static_cast<void*>(stream));
+  check_stream(c, stream);
   CollArgs a{};
   a.op = op;
   a.team_id = team;

@@ -98,6 +98,15 @@ extern "C" symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int a
 }
 
 namespace {
+// `ws` must be a symmetric buffer of at least `bytes` bytes.
+char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char* query) {
+  auto* p = static_cast<char*>(ws);
+  SYMCOMM_REQUIRE(p && c.heap->contains(p) && c.heap->offset_of(p) + bytes <= c.heap->mapped(),
+                  symcommInvalidArgument,
+                  "workspace %p is not a symmetric buffer of %s (%zu) bytes", ws, query, bytes);
+  return p;
+}
+
 size_t type_bytes(symcommDecompType_t type) {
   switch (type) {
     case symcommR32: return 4;
@@ -129,9 +138,7 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
     symcommDecomp& d = checked_decomp(decomp);
     symcommComm& c = *d.comm;
     c.check_live();
-    SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
-                    "stream %p is not NULL: in the host memory space operations are synchronous "
-                    "and take no stream", static_cast<void*>(stream));
+    check_stream(c, stream);
     const size_t e = type_bytes(type);
     const ExchangePlan plan = plan_exchange(d.geometry, c.topology.rank, from, to);
     const symcommPencilInfo_t in = d.geometry.pencil(c.topology.rank, from, in_halo, in_padding);
@@ -139,11 +146,7 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
     SYMCOMM_REQUIRE_ARG(input);
     SYMCOMM_REQUIRE_ARG(output);
     const size_t staging = static_cast<size_t>(staging_elements(d.geometry)) * e;
-    char* ws = static_cast<char*>(workspace);
-    SYMCOMM_REQUIRE(ws && c.heap->contains(ws) && c.heap->offset_of(ws) + 2 * staging <= c.heap->mapped(),
-                    symcommInvalidArgument,
-                    "workspace %p is not a symmetric buffer of symcommDecompWorkspaceSize (%zu) "
-                    "bytes", workspace, 2 * staging);
+    char* ws = checked_workspace(c, workspace, 2 * staging, "symcommDecompWorkspaceSize");
     RmaBackend& b = c.rma->backend();
     const bool xy = from + to == 1;
     const BarrierArgs barrier = c.rma->barrier_args(xy ? d.col_team : d.row_team);
@@ -206,20 +209,14 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     symcommDecomp& d = checked_decomp(decomp);
     symcommComm& c = *d.comm;
     c.check_live();
-    SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
-                    "stream %p is not NULL: in the host memory space operations are synchronous "
-                    "and take no stream", static_cast<void*>(stream));
+    check_stream(c, stream);
     const size_t e = type_bytes(type);
     const bool wrap = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
     const HaloPlan plan = plan_halo(d.geometry, c.topology.rank, axis, dim, halo, padding, wrap);
     if (plan.slab == 0) return;  // no halo along dim
     SYMCOMM_REQUIRE_ARG(buffer);
     const size_t slot = static_cast<size_t>(largest_slab(d, axis, dim, halo, padding)) * e;
-    char* ws = static_cast<char*>(workspace);
-    SYMCOMM_REQUIRE(ws && c.heap->contains(ws) && c.heap->offset_of(ws) + 4 * slot <= c.heap->mapped(),
-                    symcommInvalidArgument,
-                    "workspace %p is not a symmetric buffer of symcommDecompHaloWorkspaceSize (%zu) "
-                    "bytes", workspace, 4 * slot);
+    char* ws = checked_workspace(c, workspace, 4 * slot, "symcommDecompHaloWorkspaceSize");
     RmaBackend& b = c.rma->backend();
     const BoxLayout layout = pencil_layout(d.geometry.pencil(c.topology.rank, axis, halo, padding));
     // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.

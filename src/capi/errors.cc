@@ -23,6 +23,12 @@ symcommComm& checked(symcommComm_t comm) {
   return *comm;
 }
 
+void check_stream(const symcommComm& c, symcommStream_t stream) {
+  SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
+                  "stream %p is not NULL: in the host memory space operations are synchronous "
+                  "and take no stream", static_cast<void*>(stream));
+}
+
 }  // namespace symcomm
 
 using namespace symcomm;

@@ -44,6 +44,8 @@ symcommResult_t guarded(Describe&& describe, Body&& body) {
 
 // Checks a communicator handle and scopes log lines to its rank.
 symcommComm& checked(symcommComm_t comm);
+// A stream argument must be NULL in the host memory space (operations are synchronous).
+void check_stream(const symcommComm& comm, symcommStream_t stream);
 
 }  // namespace symcomm
 

@@ -10,9 +10,7 @@ namespace {
 symcommComm& live(symcommComm_t comm, symcommStream_t stream) {
   symcommComm& c = checked(comm);
   c.check_live();
-  SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
-                  "stream %p is not NULL: in the host memory space operations are synchronous "
-                  "and take no stream", static_cast<void*>(stream));
+  check_stream(c, stream);
   return c;
 }
 
