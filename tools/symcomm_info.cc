@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "symcomm/decomp.h"
 #include "symcomm/symcomm.h"
 
 namespace {
@@ -156,6 +157,9 @@ void print_static() {
               "can run a call)\n");
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
     std::printf("  %s\n", symcommCollAlgorithmName(i));
+  std::printf("\nDecomposition backends (transposes and halos; preferred first)\n");
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    std::printf("  %s\n", symcommDecompBackendName(i));
   std::printf("\nCollective selection table\n");
   for (const char* p = symcommCollSelectionTable(); *p;) {
     const char* nl = std::strchr(p, '\n');

@@ -37,6 +37,9 @@ typedef struct {
    * pencil's complete axis the fastest, the others following cyclically (Y: y, z, x;
    * Z: z, x, y), as cuDecomp's axis-contiguous layouts. */
   int axis_contiguous[3];
+  /* Transpose and halo backend by name ("copy", ...; symcommDecompBackendName lists them),
+   * or "" for the first registered one that can run on the communicator. */
+  char backend[32];
 } symcommDecompConfig_t;
 
 #define SYMCOMM_DECOMP_CONFIG_MAGIC 0x53594443u /* "SYDC" */
@@ -49,6 +52,11 @@ typedef struct symcommDecomp* symcommDecomp_t;
 symcommResult_t symcommDecompCreate(symcommComm_t comm, const symcommDecompConfig_t* config,
                                     symcommDecomp_t* decomp);
 symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp);
+/* The registered backends' names, and the one a decomposition uses. */
+int symcommDecompBackendCount(void);
+const char* symcommDecompBackendName(int index);
+symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name);
+
 /* This rank's row and column in the process grid. */
 symcommResult_t symcommDecompGridCoords(symcommDecomp_t decomp, int* row, int* col);
 

@@ -4,8 +4,7 @@
 
 #include "capi/guard.h"
 #include "decomp/geometry.h"
-#include "decomp/halo.h"
-#include "decomp/transpose.h"
+#include "decomp/backend.h"
 #include "symcomm/decomp.h"
 
 using namespace symcomm;
@@ -17,7 +16,11 @@ struct symcommDecomp {
   Geometry geometry;
   symcommTeam_t row_team;  // the ranks of this rank's row of the process grid
   symcommTeam_t col_team;  // ... and of its column
+  DecompBackend* backend;
   ~symcommDecomp() { magic = 0; }
+  DecompContext context() {
+    return DecompContext{geometry, comm->topology.rank, *comm->heap, *comm->rma, row_team, col_team};
+  }
 };
 
 namespace {
@@ -62,7 +65,23 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     // Rows and columns as teams, for the barriers of the exchanges.
     const bool row_major = config->rank_order == symcommRowMajor;
     auto [x, y] = c.rma->split_2d(SYMCOMM_TEAM_WORLD, row_major ? config->pdims[1] : config->pdims[0]);
-    *decomp = new symcommDecomp{symcommDecomp::kMagic, &c, *g, row_major ? x : y, row_major ? y : x};
+    auto d = std::make_unique<symcommDecomp>(
+        symcommDecomp{symcommDecomp::kMagic, &c, *g, row_major ? x : y, row_major ? y : x, nullptr});
+    const DecompContext ctx = d->context();
+    const std::string wanted(config->backend, strnlen(config->backend, sizeof config->backend));
+    for (DecompBackend* b : decomp_backends())
+      if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) {
+        d->backend = b;
+        break;
+      }
+    if (!d->backend) {
+      c.rma->destroy(d->row_team);
+      c.rma->destroy(d->col_team);
+      SYMCOMM_THROW(wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
+                    "no decomposition backend %s%scan run on this communicator",
+                    wanted.empty() ? "" : "named ", wanted.c_str());
+    }
+    *decomp = d.release();
   });
 }
 
@@ -117,12 +136,28 @@ size_t type_bytes(symcommDecompType_t type) {
 }
 }  // namespace
 
+extern "C" int symcommDecompBackendCount(void) { return static_cast<int>(decomp_backends().size()); }
+
+extern "C" const char* symcommDecompBackendName(int index) {
+  const auto& all = decomp_backends();
+  return index >= 0 && static_cast<size_t>(index) < all.size() ? all[static_cast<size_t>(index)]->name()
+                                                                 : nullptr;
+}
+
+extern "C" symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name) {
+  return guarded([] { return std::string("symcommDecompGetBackend"); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(name);
+    *name = d.backend->name();
+  });
+}
+
 extern "C" symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp,
                                                       symcommDecompType_t type, size_t* bytes) {
   return guarded([] { return std::string("symcommDecompWorkspaceSize"); }, [&] {
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(bytes);
-    *bytes = 2 * static_cast<size_t>(staging_elements(d.geometry)) * type_bytes(type);
+    *bytes = d.backend->transpose_workspace(d.context(), type_bytes(type));
   });
 }
 
@@ -139,53 +174,27 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
     symcommComm& c = *d.comm;
     c.check_live();
     check_stream(c, stream);
-    const size_t e = type_bytes(type);
-    const ExchangePlan plan = plan_exchange(d.geometry, c.topology.rank, from, to);
-    const symcommPencilInfo_t in = d.geometry.pencil(c.topology.rank, from, in_halo, in_padding);
-    const symcommPencilInfo_t out = d.geometry.pencil(c.topology.rank, to, out_halo, out_padding);
+    const DecompContext ctx = d.context();
+    TransposeCall t{};
+    t.from = from;
+    t.to = to;
+    SYMCOMM_REQUIRE((from == 0 && to == 1) || (from == 1 && to == 0) || (from == 1 && to == 2) ||
+                        (from == 2 && to == 1),
+                    symcommInvalidArgument, "a transpose goes X<->Y or Y<->Z, not %d -> %d", from,
+                    to);
+    t.elem = type_bytes(type);
+    t.in = d.geometry.pencil(c.topology.rank, from, in_halo, in_padding);
+    t.out = d.geometry.pencil(c.topology.rank, to, out_halo, out_padding);
     SYMCOMM_REQUIRE_ARG(input);
     SYMCOMM_REQUIRE_ARG(output);
-    const size_t staging = static_cast<size_t>(staging_elements(d.geometry)) * e;
-    char* ws = checked_workspace(c, workspace, 2 * staging, "symcommDecompWorkspaceSize");
-    RmaBackend& b = c.rma->backend();
-    const bool xy = from + to == 1;
-    const BarrierArgs barrier = c.rma->barrier_args(xy ? d.col_team : d.row_team);
-    const BoxLayout in_layout = pencil_layout(in), out_layout = pencil_layout(out);
-    char* send = ws;
-    char* recv = ws + staging;
-    b.barrier(barrier, stream);  // every member is done with its receive area
-    for (size_t k = 0; k < plan.members.size(); ++k) {
-      const Box& box = plan.send[k];
-      if (box.count() == 0) continue;
-      b.copy_box(send + plan.send_off[k] * static_cast<int64_t>(e), packed_layout(box), input,
-                 in_layout, box.lo, box.hi, e, stream);
-      char* there = static_cast<char*>(c.heap->peer_ptr(recv + plan.remote_off[k] * static_cast<int64_t>(e),
-                                                        plan.members[k]));
-      SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible",
-                      plan.members[k]);
-      b.put(there, send + plan.send_off[k] * static_cast<int64_t>(e),
-            static_cast<size_t>(box.count()) * e, symcommEngineCe, stream);
-    }
-    b.barrier(barrier, stream);  // every block arrived
-    for (size_t k = 0; k < plan.members.size(); ++k) {
-      const Box& box = plan.recv[k];
-      if (box.count() == 0) continue;
-      b.copy_box(output, out_layout, recv + plan.recv_off[k] * static_cast<int64_t>(e),
-                 packed_layout(box), box.lo, box.hi, e, stream);
-    }
+    t.input = input;
+    t.output = output;
+    t.workspace = checked_workspace(c, workspace, d.backend->transpose_workspace(ctx, t.elem),
+                                    "symcommDecompWorkspaceSize");
+    t.stream = stream;
+    d.backend->transpose(ctx, t);
   });
 }
-
-namespace {
-// The largest slab of any rank: every rank's workspace slots are this big.
-int64_t largest_slab(const symcommDecomp& d, int axis, int dim, const int64_t* halo,
-                     const int64_t* padding) {
-  int64_t most = 0;
-  for (int r = 0; r < d.comm->topology.nranks; ++r)
-    most = std::max(most, plan_halo(d.geometry, r, axis, dim, halo, padding, true).slab);
-  return most;
-}
-}  // namespace
 
 extern "C" symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp, int axis,
                                                           int dim, symcommDecompType_t type,
@@ -196,7 +205,7 @@ extern "C" symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp
                  [&] {
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(bytes);
-    *bytes = 4 * static_cast<size_t>(largest_slab(d, axis, dim, halo, padding)) * type_bytes(type);
+    *bytes = d.backend->halo_workspace(d.context(), axis, dim, type_bytes(type), halo, padding);
   });
 }
 
@@ -210,45 +219,20 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     symcommComm& c = *d.comm;
     c.check_live();
     check_stream(c, stream);
-    const size_t e = type_bytes(type);
-    const bool wrap = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
-    const HaloPlan plan = plan_halo(d.geometry, c.topology.rank, axis, dim, halo, padding, wrap);
-    if (plan.slab == 0) return;  // no halo along dim
+    const DecompContext ctx = d.context();
+    HaloCall h{};
+    h.axis = axis;
+    h.dim = dim;
+    h.elem = type_bytes(type);
+    h.halo = halo;
+    h.padding = padding;
+    h.periodic = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
+    h.stream = stream;
+    const size_t need = d.backend->halo_workspace(ctx, axis, dim, h.elem, halo, padding);
+    if (need == 0) return;  // no halo along dim
     SYMCOMM_REQUIRE_ARG(buffer);
-    const size_t slot = static_cast<size_t>(largest_slab(d, axis, dim, halo, padding)) * e;
-    char* ws = checked_workspace(c, workspace, 4 * slot, "symcommDecompHaloWorkspaceSize");
-    RmaBackend& b = c.rma->backend();
-    const BoxLayout layout = pencil_layout(d.geometry.pencil(c.topology.rank, axis, halo, padding));
-    // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
-    char* slots[4] = {ws, ws + slot, ws + 2 * slot, ws + 3 * slot};
-    const bool team = !plan.self;
-    BarrierArgs barrier{};
-    if (team) barrier = c.rma->barrier_args(plan.over_rows ? d.col_team : d.row_team);
-    if (team) b.barrier(barrier, stream);  // the neighbours' slots are free
-    // My high slab fills the low halo of the part above (slot 2 there); my low slab the high
-    // halo of the part below (slot 3 there).
-    const struct {
-      const HaloSide& side;
-      int mine, theirs;
-    } sends[] = {{plan.high, 1, 2}, {plan.low, 0, 3}};
-    for (const auto& s : sends) {
-      if (s.side.neighbour < 0) continue;
-      b.copy_box(slots[s.mine], packed_layout(s.side.send), buffer, layout, s.side.send.lo,
-                 s.side.send.hi, e, stream);
-      char* there = static_cast<char*>(c.heap->peer_ptr(slots[s.theirs], s.side.neighbour));
-      SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible",
-                      s.side.neighbour);
-      b.put(there, slots[s.mine], static_cast<size_t>(s.side.send.count()) * e, symcommEngineCe,
-            stream);
-    }
-    if (team) b.barrier(barrier, stream);  // every slab arrived
-    const struct {
-      const HaloSide& side;
-      int slot;
-    } recvs[] = {{plan.low, 2}, {plan.high, 3}};
-    for (const auto& r : recvs)
-      if (r.side.neighbour >= 0)
-        b.copy_box(buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
-                   r.side.recv.hi, e, stream);
+    h.buffer = buffer;
+    h.workspace = checked_workspace(c, workspace, need, "symcommDecompHaloWorkspaceSize");
+    d.backend->halo(ctx, h);
   });
 }

@@ -1,6 +1,7 @@
 // The decomposition descriptor through the C API: collective creation with agreement,
 // grid coordinates, pencil information, bad input.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "mp.h"
@@ -58,6 +59,18 @@ TEST(Decomp, RanksMustAgree) {
   SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "does not match"), nullptr) << symcommGetLastError();
   SC_FAILS(symcommDecompCreate(mp::world(), nullptr, &d), symcommInvalidArgument);
+  // Backends by name.
+  c = config_2d(16);
+  std::snprintf(c.backend, sizeof c.backend, "nope");
+  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "nope"), nullptr) << symcommGetLastError();
+  ASSERT_GE(symcommDecompBackendCount(), 1);
+  std::snprintf(c.backend, sizeof c.backend, "%s", symcommDecompBackendName(0));
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const char* name = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &name));
+  EXPECT_STREQ(name, symcommDecompBackendName(0));
+  SC_OK(symcommDecompDestroy(d));
 }
 
 // Every owned point holds its global linear index; halos and padding hold -1.

@@ -1,0 +1,127 @@
+// The "copy" backend: transposes and halo exchanges as pack into the workspace, puts into
+// the receivers' workspace (copy engines on GPUs, memcpy on the host), a team barrier, and
+// unpack. Works in both memory spaces; the reference the other backends are checked against.
+#include <algorithm>
+
+#include "decomp/backend.h"
+#include "decomp/halo.h"
+#include "decomp/transpose.h"
+
+namespace symcomm {
+
+namespace {
+
+class CopyBackend final : public DecompBackend {
+ public:
+  const char* name() const override { return "copy"; }
+
+  bool supports(const DecompContext& ctx) const override {
+    for (char* w : ctx.heap.windows())
+      if (!w) return false;  // every rank of the grid must be load/store accessible
+    return true;
+  }
+
+  size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
+    return 2 * static_cast<size_t>(staging_elements(ctx.geometry)) * elem;
+  }
+
+  void transpose(const DecompContext& ctx, const TransposeCall& t) override {
+    const ExchangePlan plan = plan_exchange(ctx.geometry, ctx.rank, t.from, t.to);
+    const size_t e = t.elem;
+    const int64_t se = static_cast<int64_t>(e);
+    RmaBackend& b = ctx.rma.backend();
+    const bool xy = t.from + t.to == 1;
+    const BarrierArgs barrier = ctx.rma.barrier_args(xy ? ctx.col_team : ctx.row_team);
+    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
+    char* send = t.workspace;
+    char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
+    b.barrier(barrier, t.stream);  // every member is done with its receive area
+    for (size_t k = 0; k < plan.members.size(); ++k) {
+      const Box& box = plan.send[k];
+      if (box.count() == 0) continue;
+      b.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
+                 box.hi, e, t.stream);
+      b.put(remote(ctx, recv + plan.remote_off[k] * se, plan.members[k]),
+            send + plan.send_off[k] * se, static_cast<size_t>(box.count()) * e, symcommEngineCe,
+            t.stream);
+    }
+    b.barrier(barrier, t.stream);  // every block arrived
+    for (size_t k = 0; k < plan.members.size(); ++k) {
+      const Box& box = plan.recv[k];
+      if (box.count() == 0) continue;
+      b.copy_box(t.output, out_layout, recv + plan.recv_off[k] * se, packed_layout(box), box.lo,
+                 box.hi, e, t.stream);
+    }
+  }
+
+  size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
+                        const int64_t* halo, const int64_t* padding) const override {
+    return 4 * largest_slab(ctx, axis, dim, halo, padding) * elem;
+  }
+
+  void halo(const DecompContext& ctx, const HaloCall& h) override {
+    const HaloPlan plan =
+        plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
+    if (plan.slab == 0) return;  // no halo along dim
+    const size_t e = h.elem;
+    const size_t slot = largest_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
+    RmaBackend& b = ctx.rma.backend();
+    const BoxLayout layout = pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
+    // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
+    char* slots[4] = {h.workspace, h.workspace + slot, h.workspace + 2 * slot,
+                      h.workspace + 3 * slot};
+    BarrierArgs barrier{};
+    if (!plan.self) {
+      barrier = ctx.rma.barrier_args(plan.over_rows ? ctx.col_team : ctx.row_team);
+      b.barrier(barrier, h.stream);  // the neighbours' slots are free
+    }
+    // My high slab fills the low halo of the part above (its slot 2); my low slab the high
+    // halo of the part below (its slot 3).
+    const struct {
+      const HaloSide& side;
+      int mine, theirs;
+    } sends[] = {{plan.high, 1, 2}, {plan.low, 0, 3}};
+    for (const auto& s : sends) {
+      if (s.side.neighbour < 0) continue;
+      b.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
+                 s.side.send.hi, e, h.stream);
+      b.put(remote(ctx, slots[s.theirs], s.side.neighbour), slots[s.mine],
+            static_cast<size_t>(s.side.send.count()) * e, symcommEngineCe, h.stream);
+    }
+    if (!plan.self) b.barrier(barrier, h.stream);  // every slab arrived
+    const struct {
+      const HaloSide& side;
+      int slot;
+    } recvs[] = {{plan.low, 2}, {plan.high, 3}};
+    for (const auto& r : recvs)
+      if (r.side.neighbour >= 0)
+        b.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
+                   r.side.recv.hi, e, h.stream);
+  }
+
+ private:
+  // `p` (this rank's symmetric address) on `rank`, as mapped here.
+  static char* remote(const DecompContext& ctx, const char* p, int rank) {
+    char* there = static_cast<char*>(ctx.heap.peer_ptr(p, rank));
+    SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible", rank);
+    return there;
+  }
+  // The largest slab of any rank: every rank's workspace slots are this big.
+  static size_t largest_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
+                             const int64_t* padding) {
+    const auto& c = ctx.geometry.config();
+    int64_t most = 0;
+    for (int r = 0; r < c.pdims[0] * c.pdims[1]; ++r)
+      most = std::max(most, plan_halo(ctx.geometry, r, axis, dim, halo, padding, true).slab);
+    return static_cast<size_t>(most);
+  }
+};
+
+}  // namespace
+
+DecompBackend* make_copy_backend() {
+  static CopyBackend backend;
+  return &backend;
+}
+
+}  // namespace symcomm
