@@ -27,19 +27,35 @@ extern "C" {
 
 typedef enum { symcommRowMajor = 0, symcommColumnMajor = 1 } symcommRankOrder_t;
 
+/* Element types of transposes: real and complex, single and double precision. */
+typedef enum { symcommR32 = 0, symcommR64 = 1, symcommC32 = 2, symcommC64 = 3 } symcommDecompType_t;
+
 typedef struct {
   size_t struct_size;     /* sizeof(symcommDecompConfig_t)                                  */
   uint32_t magic;         /* set by symcommDecompConfigInit                                 */
   int64_t gdims[3];       /* global points along x, y, z (each >= 1)                        */
-  int pdims[2];           /* pr x pc; pr * pc must be the communicator's size               */
+  int pdims[2];           /* pr x pc (pr * pc = the communicator's size), or 0 x 0 to autotune */
   symcommRankOrder_t rank_order;
   /* For the X, Y and Z pencil: 0 keeps the memory order x, y, z (x fastest); 1 makes the
    * pencil's complete axis the fastest, the others following cyclically (Y: y, z, x;
    * Z: z, x, y), as cuDecomp's axis-contiguous layouts. */
   int axis_contiguous[3];
   /* Transpose and halo backend by name ("copy", ...; symcommDecompBackendName lists them),
-   * or "" for the first registered one that can run on the communicator. */
+   * "" for the first registered one that can run on the communicator, or "auto" to
+   * autotune among them. */
   char backend[32];
+  /* Autotuning (pdims 0 x 0 or backend "auto"): every candidate grid (each factorisation
+   * pr x pc, rows of consecutive ranks first) times backend runs X->Y, Y->Z, Z->Y, Y->X on
+   * pencils of autotune_type, autotune_warmup untimed then autotune_trials timed rounds;
+   * a candidate's score is the median over rounds of the weighted sum of each transpose's
+   * slowest rank; a candidate slower than autotune_skip times the best after its warm-up
+   * is abandoned. SYMCOMM_DECOMP_AUTOTUNE_GRIDS and _BACKENDS restrict the candidates.
+   * Rank 0 prints a line per candidate and the final table to stderr. */
+  symcommDecompType_t autotune_type;
+  int autotune_warmup;
+  int autotune_trials;
+  double autotune_weights[4]; /* X->Y, Y->Z, Z->Y, Y->X */
+  double autotune_skip;
 } symcommDecompConfig_t;
 
 #define SYMCOMM_DECOMP_CONFIG_MAGIC 0x53594443u /* "SYDC" */
@@ -56,6 +72,9 @@ symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp);
 int symcommDecompBackendCount(void);
 const char* symcommDecompBackendName(int index);
 symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name);
+
+/* The configuration in force: pdims and backend as given or as autotuning chose them. */
+symcommResult_t symcommDecompGetConfig(symcommDecomp_t decomp, symcommDecompConfig_t* config);
 
 /* This rank's row and column in the process grid. */
 symcommResult_t symcommDecompGridCoords(symcommDecomp_t decomp, int* row, int* col);
@@ -76,8 +95,6 @@ typedef struct {
 symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int axis, const int64_t halo[3],
                                         const int64_t padding[3], symcommPencilInfo_t* info);
 
-/* Element types of transposes: real and complex, single and double precision. */
-typedef enum { symcommR32 = 0, symcommR64 = 1, symcommC32 = 2, symcommC64 = 3 } symcommDecompType_t;
 
 /* Bytes of symmetric workspace (symcommMalloc it) that transposes of `type` need. */
 symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp, symcommDecompType_t type,

@@ -1,10 +1,8 @@
-// Pencil decompositions: the descriptor and its geometry.
-#include <algorithm>
+// Pencil decompositions: argument checks and dispatch to src/decomp.
 #include <cstring>
 
 #include "capi/guard.h"
-#include "decomp/geometry.h"
-#include "decomp/backend.h"
+#include "decomp/decomp.h"
 #include "symcomm/decomp.h"
 
 using namespace symcomm;
@@ -13,17 +11,12 @@ struct symcommDecomp {
   static constexpr uint64_t kMagic = 0x73796d6465636f6dull;  // "symdecom"
   uint64_t magic = kMagic;
   symcommComm* comm;
-  Geometry geometry;
-  symcommTeam_t row_team;  // the ranks of this rank's row of the process grid
-  symcommTeam_t col_team;  // ... and of its column
-  DecompBackend* backend;
+  std::unique_ptr<Decomp> decomp;
   ~symcommDecomp() { magic = 0; }
-  DecompContext context() {
-    return DecompContext{geometry, comm->topology.rank, *comm->heap, *comm->rma, row_team, col_team};
-  }
 };
 
 namespace {
+
 symcommDecomp& checked_decomp(symcommDecomp_t d) {
   SYMCOMM_REQUIRE(d != nullptr, symcommInvalidArgument, "decomp is NULL");
   SYMCOMM_REQUIRE(d->magic == symcommDecomp::kMagic, symcommInvalidArgument,
@@ -31,92 +24,7 @@ symcommDecomp& checked_decomp(symcommDecomp_t d) {
                   static_cast<void*>(d));
   return *d;
 }
-}  // namespace
 
-extern "C" symcommResult_t symcommDecompConfigInit(symcommDecompConfig_t* config) {
-  return guarded([] { return std::string("symcommDecompConfigInit"); }, [&] {
-    SYMCOMM_REQUIRE_ARG(config);
-    std::memset(config, 0, sizeof *config);
-    config->struct_size = sizeof *config;
-    config->magic = SYMCOMM_DECOMP_CONFIG_MAGIC;
-    config->rank_order = symcommRowMajor;
-  });
-}
-
-extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
-                                               const symcommDecompConfig_t* config,
-                                               symcommDecomp_t* decomp) {
-  return guarded([] { return std::string("symcommDecompCreate"); }, [&] {
-    symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
-    SYMCOMM_REQUIRE_ARG(decomp);
-    *decomp = nullptr;
-    SYMCOMM_REQUIRE_ARG(config);
-    c.check_live();
-    std::unique_ptr<Geometry> g;
-    c.bootstrap->agree_on([&] { g = std::make_unique<Geometry>(*config, c.topology.nranks); });
-    std::vector<symcommDecompConfig_t> all(static_cast<size_t>(c.topology.nranks));
-    c.bootstrap->allgather(config, sizeof *config, all.data());
-    for (int r = 0; r < c.topology.nranks; ++r)
-      SYMCOMM_REQUIRE(std::memcmp(&all[static_cast<size_t>(r)], config, sizeof *config) == 0,
-                      symcommInvalidUsage,
-                      "symcommDecompCreate is collective with the same configuration on every "
-                      "rank: rank %d's differs from this rank's", r);
-    // Rows and columns as teams, for the barriers of the exchanges.
-    const bool row_major = config->rank_order == symcommRowMajor;
-    auto [x, y] = c.rma->split_2d(SYMCOMM_TEAM_WORLD, row_major ? config->pdims[1] : config->pdims[0]);
-    auto d = std::make_unique<symcommDecomp>(
-        symcommDecomp{symcommDecomp::kMagic, &c, *g, row_major ? x : y, row_major ? y : x, nullptr});
-    const DecompContext ctx = d->context();
-    const std::string wanted(config->backend, strnlen(config->backend, sizeof config->backend));
-    for (DecompBackend* b : decomp_backends())
-      if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) {
-        d->backend = b;
-        break;
-      }
-    if (!d->backend) {
-      c.rma->destroy(d->row_team);
-      c.rma->destroy(d->col_team);
-      SYMCOMM_THROW(wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
-                    "no decomposition backend %s%scan run on this communicator",
-                    wanted.empty() ? "" : "named ", wanted.c_str());
-    }
-    *decomp = d.release();
-  });
-}
-
-extern "C" symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp) {
-  return guarded([] { return std::string("symcommDecompDestroy"); }, [&] {
-    symcommDecomp& d = checked_decomp(decomp);
-    if (d.comm->magic == symcommComm::kMagic) {
-      d.comm->rma->destroy(d.row_team);
-      d.comm->rma->destroy(d.col_team);
-    }
-    delete &d;
-  });
-}
-
-extern "C" symcommResult_t symcommDecompGridCoords(symcommDecomp_t decomp, int* row, int* col) {
-  return guarded([] { return std::string("symcommDecompGridCoords"); }, [&] {
-    symcommDecomp& d = checked_decomp(decomp);
-    SYMCOMM_REQUIRE_ARG(row);
-    SYMCOMM_REQUIRE_ARG(col);
-    *row = d.geometry.row_of(d.comm->topology.rank);
-    *col = d.geometry.col_of(d.comm->topology.rank);
-  });
-}
-
-extern "C" symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int axis,
-                                                   const int64_t halo[3], const int64_t padding[3],
-                                                   symcommPencilInfo_t* info) {
-  return guarded([&] { return format("symcommDecompPencilInfo(axis=%d)", axis); }, [&] {
-    symcommDecomp& d = checked_decomp(decomp);
-    SYMCOMM_REQUIRE_ARG(info);
-    *info = d.geometry.pencil(d.comm->topology.rank, axis, halo, padding);
-  });
-}
-
-namespace {
 // `ws` must be a symmetric buffer of at least `bytes` bytes.
 char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char* query) {
   auto* p = static_cast<char*>(ws);
@@ -134,7 +42,78 @@ size_t type_bytes(symcommDecompType_t type) {
   }
   SYMCOMM_THROW(symcommInvalidArgument, "type %d is not a symcommDecompType_t", static_cast<int>(type));
 }
+
 }  // namespace
+
+extern "C" symcommResult_t symcommDecompConfigInit(symcommDecompConfig_t* config) {
+  return guarded([] { return std::string("symcommDecompConfigInit"); }, [&] {
+    SYMCOMM_REQUIRE_ARG(config);
+    std::memset(config, 0, sizeof *config);
+    config->struct_size = sizeof *config;
+    config->magic = SYMCOMM_DECOMP_CONFIG_MAGIC;
+    config->rank_order = symcommRowMajor;
+    config->autotune_type = symcommC32;
+    config->autotune_warmup = 1;
+    config->autotune_trials = 5;
+    for (double& w : config->autotune_weights) w = 1.0;
+    config->autotune_skip = 1.5;
+  });
+}
+
+extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
+                                               const symcommDecompConfig_t* config,
+                                               symcommDecomp_t* decomp) {
+  return guarded([] { return std::string("symcommDecompCreate"); }, [&] {
+    symcommComm& c = checked(comm);
+    LogRankScope scope(c.topology.rank);
+    SYMCOMM_REQUIRE_ARG(decomp);
+    *decomp = nullptr;
+    SYMCOMM_REQUIRE_ARG(config);
+    c.check_live();
+    const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma};
+    const bool tune = (config->pdims[0] == 0 && config->pdims[1] == 0) ||
+                      std::strncmp(config->backend, "auto", sizeof config->backend) == 0;
+    auto d = std::make_unique<symcommDecomp>();
+    d->comm = &c;
+    d->decomp = tune ? Decomp::autotune(layers, *config) : Decomp::create(layers, *config);
+    *decomp = d.release();
+  });
+}
+
+extern "C" symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp) {
+  return guarded([] { return std::string("symcommDecompDestroy"); }, [&] {
+    delete &checked_decomp(decomp);
+  });
+}
+
+extern "C" symcommResult_t symcommDecompGetConfig(symcommDecomp_t decomp,
+                                                  symcommDecompConfig_t* config) {
+  return guarded([] { return std::string("symcommDecompGetConfig"); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(config);
+    *config = d.decomp->config();
+  });
+}
+
+extern "C" symcommResult_t symcommDecompGridCoords(symcommDecomp_t decomp, int* row, int* col) {
+  return guarded([] { return std::string("symcommDecompGridCoords"); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(row);
+    SYMCOMM_REQUIRE_ARG(col);
+    *row = d.decomp->geometry().row_of(d.decomp->rank());
+    *col = d.decomp->geometry().col_of(d.decomp->rank());
+  });
+}
+
+extern "C" symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int axis,
+                                                   const int64_t halo[3], const int64_t padding[3],
+                                                   symcommPencilInfo_t* info) {
+  return guarded([&] { return format("symcommDecompPencilInfo(axis=%d)", axis); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(info);
+    *info = d.decomp->geometry().pencil(d.decomp->rank(), axis, halo, padding);
+  });
+}
 
 extern "C" int symcommDecompBackendCount(void) { return static_cast<int>(decomp_backends().size()); }
 
@@ -148,7 +127,7 @@ extern "C" symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const
   return guarded([] { return std::string("symcommDecompGetBackend"); }, [&] {
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(name);
-    *name = d.backend->name();
+    *name = d.decomp->backend().name();
   });
 }
 
@@ -157,7 +136,7 @@ extern "C" symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp,
   return guarded([] { return std::string("symcommDecompWorkspaceSize"); }, [&] {
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(bytes);
-    *bytes = d.backend->transpose_workspace(d.context(), type_bytes(type));
+    *bytes = d.decomp->backend().transpose_workspace(d.decomp->context(), type_bytes(type));
   });
 }
 
@@ -174,25 +153,26 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
     symcommComm& c = *d.comm;
     c.check_live();
     check_stream(c, stream);
-    const DecompContext ctx = d.context();
-    TransposeCall t{};
-    t.from = from;
-    t.to = to;
     SYMCOMM_REQUIRE((from == 0 && to == 1) || (from == 1 && to == 0) || (from == 1 && to == 2) ||
                         (from == 2 && to == 1),
                     symcommInvalidArgument, "a transpose goes X<->Y or Y<->Z, not %d -> %d", from,
                     to);
+    const Decomp& dd = *d.decomp;
+    const DecompContext ctx = dd.context();
+    TransposeCall t{};
+    t.from = from;
+    t.to = to;
     t.elem = type_bytes(type);
-    t.in = d.geometry.pencil(c.topology.rank, from, in_halo, in_padding);
-    t.out = d.geometry.pencil(c.topology.rank, to, out_halo, out_padding);
+    t.in = dd.geometry().pencil(dd.rank(), from, in_halo, in_padding);
+    t.out = dd.geometry().pencil(dd.rank(), to, out_halo, out_padding);
     SYMCOMM_REQUIRE_ARG(input);
     SYMCOMM_REQUIRE_ARG(output);
     t.input = input;
     t.output = output;
-    t.workspace = checked_workspace(c, workspace, d.backend->transpose_workspace(ctx, t.elem),
+    t.workspace = checked_workspace(c, workspace, dd.backend().transpose_workspace(ctx, t.elem),
                                     "symcommDecompWorkspaceSize");
     t.stream = stream;
-    d.backend->transpose(ctx, t);
+    dd.backend().transpose(ctx, t);
   });
 }
 
@@ -205,7 +185,8 @@ extern "C" symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp
                  [&] {
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(bytes);
-    *bytes = d.backend->halo_workspace(d.context(), axis, dim, type_bytes(type), halo, padding);
+    *bytes = d.decomp->backend().halo_workspace(d.decomp->context(), axis, dim, type_bytes(type),
+                                                halo, padding);
   });
 }
 
@@ -219,7 +200,8 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     symcommComm& c = *d.comm;
     c.check_live();
     check_stream(c, stream);
-    const DecompContext ctx = d.context();
+    const Decomp& dd = *d.decomp;
+    const DecompContext ctx = dd.context();
     HaloCall h{};
     h.axis = axis;
     h.dim = dim;
@@ -228,11 +210,11 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     h.padding = padding;
     h.periodic = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
     h.stream = stream;
-    const size_t need = d.backend->halo_workspace(ctx, axis, dim, h.elem, halo, padding);
+    const size_t need = dd.backend().halo_workspace(ctx, axis, dim, h.elem, halo, padding);
     if (need == 0) return;  // no halo along dim
     SYMCOMM_REQUIRE_ARG(buffer);
     h.buffer = buffer;
     h.workspace = checked_workspace(c, workspace, need, "symcommDecompHaloWorkspaceSize");
-    d.backend->halo(ctx, h);
+    dd.backend().halo(ctx, h);
   });
 }

@@ -20,7 +20,7 @@ Geometry::Geometry(const symcommDecompConfig_t& c, int nranks) : config_(c) {
     SYMCOMM_REQUIRE(c.gdims[a] >= 1, symcommInvalidArgument, "gdims[%d] is %lld, must be >= 1",
                     a, static_cast<long long>(c.gdims[a]));
   SYMCOMM_REQUIRE(c.pdims[0] >= 1 && c.pdims[1] >= 1, symcommInvalidArgument,
-                  "pdims is %d x %d: both must be >= 1 (autotuning the grid is not built yet)",
+                  "pdims is %d x %d: both must be >= 1 (or both 0, to autotune the grid)",
                   c.pdims[0], c.pdims[1]);
   SYMCOMM_REQUIRE(static_cast<int64_t>(c.pdims[0]) * c.pdims[1] == nranks, symcommInvalidArgument,
                   "pdims %d x %d does not match the communicator's %d ranks", c.pdims[0],

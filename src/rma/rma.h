@@ -47,6 +47,8 @@ class RmaBackend {
                       symcommStream_t stream) = 0;
   virtual void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) = 0;
   virtual void quiet(symcommStream_t stream) = 0;
+  // Waits on the host until everything issued on `stream` has completed.
+  virtual void synchronize(symcommStream_t stream) = 0;
   // Local: dst[i] = op over k < n of element i of the block at src + k * stride, i < count
   // (rma/reduce.h says how), in stream order.
   virtual void reduce(void* dst, const void* src, size_t stride, int n, size_t count,

@@ -192,6 +192,11 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
+  void synchronize(symcommStream_t stream) override {
+    DeviceGuard guard(topology_.device);
+    SYMCOMM_CUDART(cudaStreamSynchronize(stream));
+  }
+
   void quiet(symcommStream_t) override {
     // Everything issued on the stream before is complete when the stream passes this point:
     // copies, kernels and memory operations all finish in stream order.

@@ -35,6 +35,7 @@ class HostRma final : public RmaBackend {
     wait_until(sig, cmp, value, rank_);
   }
   void quiet(symcommStream_t) override { std::atomic_thread_fence(std::memory_order_seq_cst); }
+  void synchronize(symcommStream_t) override {}  // everything completed in its call
 
   void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
               symcommDataType_t type, symcommRedOp_t op, symcommStream_t) override {

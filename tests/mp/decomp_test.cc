@@ -261,6 +261,47 @@ TEST(Decomp, HaloExchanges) {
         }
 }
 
+TEST(Decomp, AutotunerPicksAValidGrid) {
+  symcommDecompConfig_t c;
+  symcommDecompConfigInit(&c);
+  c.gdims[0] = 12;
+  c.gdims[1] = 10;
+  c.gdims[2] = 8;
+  c.autotune_trials = 2;
+  std::snprintf(c.backend, sizeof c.backend, "auto");
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));  // pdims 0 x 0: autotune
+  symcommDecompConfig_t chosen;
+  SC_OK(symcommDecompGetConfig(d, &chosen));
+  EXPECT_EQ(chosen.pdims[0] * chosen.pdims[1], mp::nranks());
+  EXPECT_STREQ(chosen.backend, symcommDecompBackendName(0));
+  // Every rank made the same choice.
+  std::vector<int> all(2 * static_cast<size_t>(mp::nranks()));
+  SC_OK(symcommHostAllgather(mp::world(), chosen.pdims, all.data(), sizeof chosen.pdims));
+  for (int r = 0; r < mp::nranks(); ++r) {
+    EXPECT_EQ(all[2 * static_cast<size_t>(r)], chosen.pdims[0]);
+    EXPECT_EQ(all[2 * static_cast<size_t>(r) + 1], chosen.pdims[1]);
+  }
+  SC_OK(symcommDecompDestroy(d));
+  // The chosen grid transposes correctly.
+  const Layout plain{0, {0, 0, 0}, {0, 0, 0}, false};
+  round_trip(chosen.pdims[0], chosen.pdims[1], c.gdims, plain, symcommRowMajor);
+  // Filters: one allowed grid is the one chosen; none allowed is an error.
+  const std::string only = "1x" + std::to_string(mp::nranks());
+  {
+    mp::ScopedEnv grids("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", only);
+    SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+    SC_OK(symcommDecompGetConfig(d, &chosen));
+    EXPECT_EQ(chosen.pdims[0], 1);
+    SC_OK(symcommDecompDestroy(d));
+  }
+  {
+    mp::ScopedEnv grids("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", "3x7");
+    SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "no candidate"), nullptr) << symcommGetLastError();
+  }
+}
+
 TEST(Decomp, TransposeBadArguments) {
   symcommDecompConfig_t c = config_2d(8);
   symcommDecomp_t d;

@@ -1,0 +1,64 @@
+#include "decomp/decomp.h"
+
+#include <cstring>
+
+#include "base/error.h"
+
+namespace symcomm {
+
+namespace {
+std::string backend_name(const symcommDecompConfig_t& c) {
+  return std::string(c.backend, strnlen(c.backend, sizeof c.backend));
+}
+}  // namespace
+
+Decomp::Decomp(const DecompLayers& layers, const symcommDecompConfig_t& config)
+    : layers_(layers), geometry_(config, layers.topology.nranks) {}
+
+std::unique_ptr<Decomp> Decomp::create(const DecompLayers& layers,
+                                       const symcommDecompConfig_t& config) {
+  std::unique_ptr<Decomp> d;
+  layers.bootstrap.agree_on([&] { d.reset(new Decomp(layers, config)); });
+  std::vector<symcommDecompConfig_t> all(static_cast<size_t>(layers.topology.nranks));
+  layers.bootstrap.allgather(&config, sizeof config, all.data());
+  for (int r = 0; r < layers.topology.nranks; ++r)
+    SYMCOMM_REQUIRE(std::memcmp(&all[static_cast<size_t>(r)], &config, sizeof config) == 0,
+                    symcommInvalidUsage,
+                    "symcommDecompCreate is collective with the same configuration on every "
+                    "rank: rank %d's differs from this rank's", r);
+  // Rows and columns as teams, for the barriers of the exchanges.
+  const bool row_major = config.rank_order == symcommRowMajor;
+  auto [x, y] = layers.rma.split_2d(SYMCOMM_TEAM_WORLD,
+                                    row_major ? config.pdims[1] : config.pdims[0]);
+  d->row_team_ = row_major ? x : y;
+  d->col_team_ = row_major ? y : x;
+  const std::string wanted = backend_name(config);
+  const DecompContext ctx = d->context();
+  for (DecompBackend* b : decomp_backends())
+    if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) {
+      d->backend_ = b;
+      break;
+    }
+  SYMCOMM_REQUIRE(d->backend_, wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
+                  "no decomposition backend %s%scan run on this communicator",
+                  wanted.empty() ? "" : "named ", wanted.c_str());
+  return d;
+}
+
+Decomp::~Decomp() {
+  if (row_team_ != SYMCOMM_TEAM_INVALID) layers_.rma.destroy(row_team_);
+  if (col_team_ != SYMCOMM_TEAM_INVALID) layers_.rma.destroy(col_team_);
+}
+
+DecompContext Decomp::context() const {
+  return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma, row_team_,
+                       col_team_};
+}
+
+symcommDecompConfig_t Decomp::config() const {
+  symcommDecompConfig_t c = geometry_.config();
+  std::snprintf(c.backend, sizeof c.backend, "%s", backend_->name());
+  return c;
+}
+
+}  // namespace symcomm

@@ -1,0 +1,47 @@
+// A pencil decomposition: its geometry, the row and column teams of its process grid, and
+// the backend that runs its transposes and halo exchanges; made directly or by autotuning.
+#pragma once
+
+#include <memory>
+
+#include "bootstrap/bootstrap.h"
+#include "decomp/backend.h"
+
+namespace symcomm {
+
+struct DecompLayers {
+  Bootstrap& bootstrap;
+  const Topology& topology;
+  Heap& heap;
+  Rma& rma;
+};
+
+class Decomp {
+ public:
+  // Collective: the configuration (pdims and backend given, not "auto") is checked to be the
+  // same on every rank.
+  static std::unique_ptr<Decomp> create(const DecompLayers& layers,
+                                        const symcommDecompConfig_t& config);
+  // Collective: autotunes what `config` leaves open (pdims 0 x 0, backend "auto").
+  static std::unique_ptr<Decomp> autotune(const DecompLayers& layers,
+                                          const symcommDecompConfig_t& config);
+  ~Decomp();
+
+  const Geometry& geometry() const { return geometry_; }
+  DecompBackend& backend() const { return *backend_; }
+  DecompContext context() const;
+  // The configuration in force (the chosen pdims and backend).
+  symcommDecompConfig_t config() const;
+  int rank() const { return layers_.topology.rank; }
+
+ private:
+  Decomp(const DecompLayers& layers, const symcommDecompConfig_t& config);
+
+  DecompLayers layers_;
+  Geometry geometry_;
+  symcommTeam_t row_team_ = SYMCOMM_TEAM_INVALID;
+  symcommTeam_t col_team_ = SYMCOMM_TEAM_INVALID;
+  DecompBackend* backend_ = nullptr;
+};
+
+}  // namespace symcomm
