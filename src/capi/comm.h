@@ -1,6 +1,8 @@
 // The object behind symcommComm_t: one communicator's layers, owned bottom up.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 
 #include "bootstrap/bootstrap.h"
@@ -21,6 +23,10 @@ struct symcommComm {
   std::unique_ptr<symcomm::Heap> heap;
   std::unique_ptr<symcomm::Rma> rma;
   std::unique_ptr<symcomm::CollContext> coll;
+
+  // Objects built on this communicator (decompositions) that must let go of it when it is
+  // finalized first: called then, before the layers go.
+  std::map<const void*, std::function<void()>> dependents;
 
   // The communicator is usable: no peer lost, no device-side wait failure pending.
   void check_live() {

@@ -10,17 +10,21 @@ using namespace symcomm;
 struct symcommDecomp {
   static constexpr uint64_t kMagic = 0x73796d6465636f6dull;  // "symdecom"
   uint64_t magic = kMagic;
-  symcommComm* comm;
+  symcommComm* comm;  // nullptr once the communicator was finalized
   std::unique_ptr<Decomp> decomp;
   ~symcommDecomp() { magic = 0; }
 };
 
 namespace {
 
-symcommDecomp& checked_decomp(symcommDecomp_t d) {
+// A live decomposition; `need_comm`: its communicator must still exist.
+symcommDecomp& checked_decomp(symcommDecomp_t d, bool need_comm = true) {
   SYMCOMM_REQUIRE(d != nullptr, symcommInvalidArgument, "decomp is NULL");
   SYMCOMM_REQUIRE(d->magic == symcommDecomp::kMagic, symcommInvalidArgument,
                   "decomp %p is not a live decomposition (destroyed already?)",
+                  static_cast<void*>(d));
+  SYMCOMM_REQUIRE(!need_comm || d->comm, symcommInvalidUsage,
+                  "decomp %p belongs to a communicator that was finalized: destroy it",
                   static_cast<void*>(d));
   return *d;
 }
@@ -76,13 +80,20 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     auto d = std::make_unique<symcommDecomp>();
     d->comm = &c;
     d->decomp = tune ? Decomp::autotune(layers, *config) : Decomp::create(layers, *config);
+    symcommDecomp* raw = d.get();
+    c.dependents[raw] = [raw] {
+      raw->decomp->detach();
+      raw->comm = nullptr;
+    };
     *decomp = d.release();
   });
 }
 
 extern "C" symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp) {
   return guarded([] { return std::string("symcommDecompDestroy"); }, [&] {
-    delete &checked_decomp(decomp);
+    symcommDecomp& d = checked_decomp(decomp, false);
+    if (d.comm) d.comm->dependents.erase(&d);
+    delete &d;
   });
 }
 

@@ -182,6 +182,8 @@ extern "C" symcommResult_t symcommFinalize(symcommComm_t comm) {
   return guarded([] { return std::string("symcommFinalize"); }, [&] {
     std::unique_ptr<symcommComm> owned(&checked(comm));
     LogRankScope scope(owned->topology.rank);
+    for (auto& [object, detach] : owned->dependents) detach();
+    owned->dependents.clear();
     owned->bootstrap->begin_finalize();
     symcommResult_t code = symcommSuccess;
     std::string message;

@@ -26,6 +26,8 @@ class Decomp {
   static std::unique_ptr<Decomp> autotune(const DecompLayers& layers,
                                           const symcommDecompConfig_t& config);
   ~Decomp();
+  // The communicator is going away: forget its teams instead of destroying them.
+  void detach() { row_team_ = col_team_ = SYMCOMM_TEAM_INVALID; }
 
   const Geometry& geometry() const { return geometry_; }
   DecompBackend& backend() const { return *backend_; }

@@ -302,6 +302,19 @@ TEST(Decomp, AutotunerPicksAValidGrid) {
   }
 }
 
+TEST(Decomp, OutlivingItsCommunicator) {
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(comm, &c, &d));
+  SC_OK(symcommFinalize(comm));  // the decomposition lets go of it
+  int row, col;
+  SC_FAILS(symcommDecompGridCoords(d, &row, &col), symcommInvalidUsage);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "finalized"), nullptr) << symcommGetLastError();
+  SC_OK(symcommDecompDestroy(d));
+}
+
 TEST(Decomp, TransposeBadArguments) {
   symcommDecompConfig_t c = config_2d(8);
   symcommDecomp_t d;
