@@ -22,27 +22,13 @@
 #include <vector>
 
 #include "symcomm/decomp.h"
+#include "check.h"
 #include "symcomm/symcomm.h"
 
 namespace {
 
 using cfloat = std::complex<float>;
 
-#define CHECK_SC(call)                                                                     \
-  do {                                                                                     \
-    if ((call) != symcommSuccess) {                                                        \
-      std::fprintf(stderr, "%s failed: %s\n", #call, symcommGetLastError());               \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));              \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 #define CHECK_CUFFT(call)                                                                  \
   do {                                                                                     \
     cufftResult r_ = (call);                                                               \
@@ -143,18 +129,13 @@ struct Fft {
   }
 };
 
-// Calls f(x, y, z, index) for every point of a pencil (axis-contiguous layout).
+// Calls f(x, y, z, index) for every point this rank owns in a pencil.
 template <typename F>
 void for_points(const symcommPencilInfo_t& p, F&& f) {
-  int64_t stride[3];
-  stride[p.order[0]] = 1;
-  stride[p.order[1]] = p.shape[0];
-  stride[p.order[2]] = p.shape[0] * p.shape[1];
   for (int64_t z = p.lo[2]; z < p.hi[2]; ++z)
     for (int64_t y = p.lo[1]; y < p.hi[1]; ++y)
       for (int64_t x = p.lo[0]; x < p.hi[0]; ++x)
-        f(x, y, z, static_cast<size_t>((x - p.lo[0]) * stride[0] + (y - p.lo[1]) * stride[1] +
-                                       (z - p.lo[2]) * stride[2]));
+        f(x, y, z, static_cast<size_t>(symcommPencilIndex(&p, x, y, z)));
 }
 
 double max_over_ranks(symcommComm_t comm, int nranks, double v) {

@@ -16,28 +16,12 @@
 #include <cstring>
 #include <vector>
 
+#include "check.h"
 #include "symcomm/symcomm.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#define CHECK_SC(call)                                                                    \
-  do {                                                                                    \
-    symcommResult_t rc_ = (call);                                                         \
-    if (rc_ != symcommSuccess) {                                                          \
-      std::fprintf(stderr, "%s failed: %s\n", #call, symcommGetLastError());              \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define CHECK_CUDA(call)                                                                  \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 // The 8-byte word that rank `src` writes at index i of its slot on rank `dst`.
 __host__ __device__ uint64_t word(int src, int dst, size_t i) {

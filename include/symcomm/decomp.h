@@ -91,6 +91,19 @@ typedef struct {
   int64_t size;      /* elements to allocate: shape[0] * shape[1] * shape[2]                */
 } symcommPencilInfo_t;
 
+/* The element index of global point (x, y, z) (a halo point too) in a buffer laid out as
+ * `p` says. */
+static inline int64_t symcommPencilIndex(const symcommPencilInfo_t* p, int64_t x, int64_t y,
+                                         int64_t z) {
+  const int64_t g[3] = {x, y, z};
+  int64_t index = 0;
+  for (int i = 2; i >= 0; --i) {
+    const int a = p->order[i];
+    index = index * p->shape[i] + (g[a] - p->lo[a] + p->halo[a]);
+  }
+  return index;
+}
+
 /* `halo` and `padding` (per global axis, >= 0) may be NULL for none. */
 symcommResult_t symcommDecompPencilInfo(symcommDecomp_t decomp, int axis, const int64_t halo[3],
                                         const int64_t padding[3], symcommPencilInfo_t* info);

@@ -76,17 +76,11 @@ TEST(Decomp, RanksMustAgree) {
 // Every owned point holds its global linear index; halos and padding hold -1.
 std::vector<double> fill_pencil(const symcommPencilInfo_t& p, const int64_t* gdims) {
   std::vector<double> v(static_cast<size_t>(p.size), -1.0);
-  int64_t stride[3];
-  stride[p.order[0]] = 1;
-  stride[p.order[1]] = p.shape[0];
-  stride[p.order[2]] = p.shape[0] * p.shape[1];
   for (int64_t z = p.lo[2]; z < p.hi[2]; ++z)
     for (int64_t y = p.lo[1]; y < p.hi[1]; ++y)
-      for (int64_t x = p.lo[0]; x < p.hi[0]; ++x) {
-        int64_t at = (x - p.lo[0] + p.halo[0]) * stride[0] + (y - p.lo[1] + p.halo[1]) * stride[1] +
-                     (z - p.lo[2] + p.halo[2]) * stride[2];
-        v[static_cast<size_t>(at)] = static_cast<double>((z * gdims[1] + y) * gdims[0] + x);
-      }
+      for (int64_t x = p.lo[0]; x < p.hi[0]; ++x)
+        v[static_cast<size_t>(symcommPencilIndex(&p, x, y, z))] =
+            static_cast<double>((z * gdims[1] + y) * gdims[0] + x);
   return v;
 }
 
@@ -208,10 +202,6 @@ void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int 
   mp::sync(stream);
   std::vector<double> got(start.size());
   mp::copy_to_host(got.data(), buf, got.size() * 8);
-  int64_t stride[3];
-  stride[p.order[0]] = 1;
-  stride[p.order[1]] = p.shape[0];
-  stride[p.order[2]] = p.shape[0] * p.shape[1];
   size_t bad = 0;
   for (int64_t z = p.lo[2] - halo[2]; z < p.hi[2] + halo[2]; ++z)
     for (int64_t y = p.lo[1] - halo[1]; y < p.hi[1] + halo[1]; ++y)
@@ -228,8 +218,7 @@ void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int 
           }
         }
         want = outside ? -1.0 : static_cast<double>((w[2] * gdims[1] + w[1]) * gdims[0] + w[0]);
-        int64_t at = (x - p.lo[0] + halo[0]) * stride[0] + (y - p.lo[1] + halo[1]) * stride[1] +
-                     (z - p.lo[2] + halo[2]) * stride[2];
+        const int64_t at = symcommPencilIndex(&p, x, y, z);
         if (got[static_cast<size_t>(at)] != want && bad++ < 5)
           ADD_FAILURE() << "halo point (" << x << ", " << y << ", " << z << ") holds "
                         << got[static_cast<size_t>(at)] << ", expected " << want;
