@@ -48,7 +48,7 @@ size_t CollArgs::bytes_per_rank() const {
 
 CollContext::CollContext(const Topology& topology, Heap& heap, Rma& rma,
                          symcommMemorySpace_t space)
-    : topology_(topology), heap_(heap), rma_(rma) {
+    : topology_(topology), heap_(heap), rma_(rma), space_(space) {
   size_t bytes = kWorkspace.get();
   if (bytes == 0) {
     // The default leaves most of a small heap (SYMCOMM_HEAP_MAX) to the application.
@@ -57,6 +57,8 @@ CollContext::CollContext(const Topology& topology, Heap& heap, Rma& rma,
   }
   workspace_bytes_ = bytes;
   workspace_ = static_cast<char*>(heap.malloc_internal(bytes));
+  for (CollAlgorithm* a : coll_algorithms())
+    if (std::unique_ptr<AlgorithmState> s = a->make_state(*this)) states_[a] = std::move(s);
 }
 
 char* CollContext::on(const CollArgs& a, const void* p, int member) const {

@@ -7,6 +7,8 @@
 // of one communicator must therefore not run concurrently on different streams.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "memory/heap.h"
@@ -35,6 +37,16 @@ struct CollArgs {
   size_t bytes_per_rank() const;
 };
 
+class CollAlgorithm;
+
+// What an algorithm keeps per communicator (a symmetric area, NCCL communicators per team),
+// made when the communicator is created and destroyed with it. Algorithms themselves are
+// stateless singletons shared by every communicator.
+class AlgorithmState {
+ public:
+  virtual ~AlgorithmState() = default;
+};
+
 // What algorithms work with: the heap, the one-sided backend, barriers, the workspace.
 class CollContext {
  public:
@@ -42,19 +54,28 @@ class CollContext {
   CollContext(const Topology& topology, Heap& heap, Rma& rma, symcommMemorySpace_t space);
   const Topology& topology() const { return topology_; }
   Heap& heap() { return heap_; }
+  symcommMemorySpace_t space() const { return space_; }
+  Rma& rma() { return rma_; }
   RmaBackend& backend() { return rma_.backend(); }
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   // `p` (this rank's symmetric address) on team member `member`, as mapped here.
   char* on(const CollArgs& a, const void* p, int member) const;
+  // What `algorithm`'s make_state() returned for this communicator.
+  template <typename T>
+  T& state(const CollAlgorithm* algorithm) {
+    return static_cast<T&>(*states_.at(algorithm));
+  }
 
  private:
   const Topology& topology_;
   Heap& heap_;
   Rma& rma_;
+  symcommMemorySpace_t space_;
   char* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::map<const CollAlgorithm*, std::unique_ptr<AlgorithmState>> states_;
 };
 
 class CollAlgorithm {
@@ -63,6 +84,9 @@ class CollAlgorithm {
   virtual const char* name() const = 0;
   virtual bool supports(const CollArgs& args, const CollContext& ctx) const = 0;
   virtual void run(const CollArgs& args, CollContext& ctx) = 0;
+  // Called for every registered algorithm when a communicator is created (collectively over
+  // it, so it may allocate from the heap); the result is ctx.state<T>(this) in run().
+  virtual std::unique_ptr<AlgorithmState> make_state(CollContext&) { return nullptr; }
 };
 
 // The registry: every algorithm, in the order the selection prefers them.
