@@ -1,8 +1,11 @@
 // symcomm-bench: benchmarks that always run their baseline in the same run.
 //   symrun -n 8 symcomm-bench rma [--json FILE] [--machine NAME] [--iters N] [--max-bytes B]
+//   symrun -n 8 symcomm-bench coll [common options] [--ops LIST] [--step F] [--plain] ...
+//   symrun -n 8 symcomm-bench decomp [common options] [--sizes LIST] [--max-n N] ...
 #include "bench.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 
@@ -11,6 +14,24 @@ namespace bench {
 void die(const char* call, const char* why, const char* file, int line) {
   std::fprintf(stderr, "symcomm-bench: %s failed: %s (%s:%d)\n", call, why, file, line);
   std::exit(1);
+}
+
+bool parse_bytes(const char* text, size_t* bytes) {
+  if (!text || *text < '0' || *text > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text, &end, 0);
+  if (errno) return false;
+  int shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: break;
+  }
+  if (*end != '\0' || (shift && v > (~0ull >> shift))) return false;
+  *bytes = static_cast<size_t>(v << shift);
+  return true;
 }
 
 double median(std::vector<double> v) {
@@ -70,20 +91,25 @@ void emit(const Context& ctx, const Record& r) {
     std::printf("%-10s %-22s %14zu %12.2f %12s\n", r.op.c_str(), r.impl.c_str(), r.bytes,
                 r.time_us, "-");
   std::fflush(stdout);
-  if (ctx.opt.json.empty()) return;
+  write_json(ctx, r);
+}
+
+void write_json(const Context& ctx, const Record& r) {
+  if (ctx.rank != 0 || ctx.opt.json.empty()) return;
   FILE* f = std::fopen(ctx.opt.json.c_str(), "a");
   if (!f) die("fopen", ctx.opt.json.c_str(), __FILE__, __LINE__);
-  std::fprintf(f, "{\"bench\": \"rma\", \"op\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", "
-               "\"bytes\": %zu, \"ranks\": %d, \"time_us\": %.3f", r.op.c_str(), r.impl.c_str(),
-               r.dtype.c_str(), r.bytes, r.ranks, r.time_us);
+  std::fprintf(f, "{\"bench\": \"%s\", \"op\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", "
+               "\"bytes\": %zu, \"ranks\": %d, \"time_us\": %.3f", r.bench.c_str(), r.op.c_str(),
+               r.impl.c_str(), r.dtype.c_str(), r.bytes, r.ranks, r.time_us);
   if (r.algbw_gbs >= 0) std::fprintf(f, ", \"algbw_gbs\": %.2f", r.algbw_gbs);
   if (r.busbw_gbs >= 0) std::fprintf(f, ", \"busbw_gbs\": %.2f", r.busbw_gbs);
   if (!r.shape.empty()) std::fprintf(f, ", \"shape\": \"%s\"", r.shape.c_str());
+  for (const auto& [name, value] : r.extra) std::fprintf(f, ", \"%s\": %s", name.c_str(), value.c_str());
   const char* commit = std::getenv("SYMCOMM_BENCH_COMMIT");
   std::fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"machine\": \"%s\", \"commit\": \"%s\", "
                "\"date\": \"%s\"}\n", r.iters, r.warmup, ctx.opt.machine.c_str(),
                commit ? commit : "unknown", utc_now().c_str());
-  std::fclose(f);
+  if (std::fclose(f) != 0) die("writing", ctx.opt.json.c_str(), __FILE__, __LINE__);
 }
 
 ncclComm_t make_nccl(const Context& ctx) {
@@ -97,14 +123,43 @@ ncclComm_t make_nccl(const Context& ctx) {
 
 }  // namespace bench
 
+namespace {
+
+// The subcommands. Their own options are parsed before the communicator exists, so that
+// --help and mistakes need neither symrun nor a GPU.
+struct Subcommand {
+  const char* name;
+  const char* usage;  // its own options, a line each ("" if none)
+  bool (*option)(bench::Options&, int argc, char** argv, int& i);  // null if none
+  int (*run)(bench::Context&);
+};
+const Subcommand kSubcommands[] = {
+    {"rma", "", nullptr, bench::run_rma},
+    {"coll", bench::kCollUsage, bench::coll_option, bench::run_coll},
+    {"decomp", bench::kDecompUsage, bench::decomp_option, bench::run_decomp},
+};
+
+void usage(FILE* f, const Subcommand* only) {
+  std::fprintf(f, "usage: symrun -n N symcomm-bench SUBCOMMAND [options]\n"
+               "common options: [--json FILE] [--machine NAME] [--iters N] [--warmup N] "
+               "[--max-bytes B]\n");
+  for (const Subcommand& s : kSubcommands)
+    if (!only || only == &s) std::fprintf(f, "symcomm-bench %s%s\n%s", s.name, *s.usage ? ":" : "", s.usage);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // NVLink multicast is forbidden on the shared machines: keep NCCL off it whatever the
   // caller's environment says.
   setenv("NCCL_NVLS_ENABLE", "0", 1);
-  if (argc < 2 || std::strcmp(argv[1], "rma") != 0) {
-    std::fprintf(stderr, "usage: symrun -n N symcomm-bench rma [--json FILE] [--machine NAME] "
-                 "[--iters N] [--warmup N] [--max-bytes B]\n");
-    return 2;
+  const Subcommand* cmd = nullptr;
+  for (const Subcommand& s : kSubcommands)
+    if (argc >= 2 && std::strcmp(argv[1], s.name) == 0) cmd = &s;
+  if (!cmd) {
+    const bool help = argc >= 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"));
+    usage(help ? stdout : stderr, nullptr);
+    return help ? 0 : 2;
   }
   bench::Context ctx{};
   for (int i = 2; i < argc; ++i) {
@@ -112,12 +167,29 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) bench::die("arguments", "an option needs a value", __FILE__, __LINE__);
       return argv[++i];
     };
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      usage(stdout, cmd);
+      return 0;
+    }
     if (!std::strcmp(argv[i], "--json")) ctx.opt.json = next();
     else if (!std::strcmp(argv[i], "--machine")) ctx.opt.machine = next();
     else if (!std::strcmp(argv[i], "--iters")) ctx.opt.iters = std::atoi(next());
     else if (!std::strcmp(argv[i], "--warmup")) ctx.opt.warmup = std::atoi(next());
-    else if (!std::strcmp(argv[i], "--max-bytes")) ctx.opt.max_bytes = std::strtoull(next(), nullptr, 0);
-    else bench::die("arguments", argv[i], __FILE__, __LINE__);
+    else if (!std::strcmp(argv[i], "--max-bytes")) {
+      if (!bench::parse_bytes(next(), &ctx.opt.max_bytes)) {
+        std::fprintf(stderr, "symcomm-bench: --max-bytes %s is not a size (4096, 64M, 1G)\n", argv[i]);
+        return 2;
+      }
+    } else if (cmd->option && cmd->option(ctx.opt, argc, argv, i)) continue;
+    else {
+      std::fprintf(stderr, "symcomm-bench %s: unknown option %s\n", cmd->name, argv[i]);
+      usage(stderr, cmd);
+      return 2;
+    }
+  }
+  if (ctx.opt.iters < 1 || ctx.opt.warmup < 0) {
+    std::fprintf(stderr, "symcomm-bench: --iters must be at least 1 and --warmup at least 0\n");
+    return 2;
   }
   BENCH_SC(symcommInitFromEnv(&ctx.comm, nullptr));
   BENCH_SC(symcommCommRank(ctx.comm, &ctx.rank));
@@ -130,7 +202,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   BENCH_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-  int rc = bench::run_rma(ctx);
+  int rc = cmd->run(ctx);
   BENCH_CUDA(cudaStreamDestroy(ctx.stream));
   if (ctx.nccl) ncclCommDestroy(ctx.nccl);
   BENCH_SC(symcommFinalize(ctx.comm));

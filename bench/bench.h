@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "symcomm/symcomm.h"
@@ -33,12 +34,37 @@ namespace bench {
 
 [[noreturn]] void die(const char* call, const char* why, const char* file, int line);
 
+// Options of `symcomm-bench coll` (coll_bench.cu; --help lists them).
+struct CollOptions {
+  std::vector<std::string> ops;    // --ops: empty for all five
+  std::vector<std::string> impls;  // --impls: nccl, auto, algorithm names; empty for all
+  size_t min_bytes = 8;            // --min-bytes
+  int step = 2;                    // --step: factor between sizes
+  bool plain = false;              // --plain: cudaMalloc buffers instead of symmetric ones
+  int root = 0;                    // --root of broadcast
+  double point_ms = 300;           // --point-ms: most timed work per point (large sizes)
+  size_t check_bytes = size_t{64} << 20;  // --check-bytes: whole recv checked up to this
+};
+
+// Options of `symcomm-bench decomp` (decomp_bench.cu; --help lists them).
+struct DecompOptions {
+  std::vector<int64_t> sizes{256, 512, 1024};  // --sizes: n of n^3 grids
+  int64_t max_n = 0;                           // --max-n: 0 for no limit
+  std::vector<std::string> dtypes;             // --dtypes: c32, r64; empty for both
+  std::vector<std::string> grids;              // --grids: "PRxPC"; empty for all
+  std::vector<std::string> backends;           // --backends: empty for every registered one
+  bool local = false;                          // --local-buffers: cudaMalloc'd pencils
+  bool contiguous = false;                     // --contiguous: axis-contiguous pencils
+};
+
 struct Options {
   std::string json;       // --json FILE: JSON Lines, appended
   std::string machine = "unknown";  // --machine NAME
   int iters = 20;         // --iters: timed repetitions per point (median reported)
   int warmup = 3;         // --warmup
   size_t max_bytes = size_t{1} << 30;  // --max-bytes
+  CollOptions coll;
+  DecompOptions decomp;
 };
 
 struct Context {
@@ -51,24 +77,41 @@ struct Context {
 
 // One measured point. time_us is the median over repetitions.
 struct Record {
+  std::string bench = "rma";
   std::string op, impl, dtype = "bytes", shape;
   size_t bytes = 0;
   int ranks = 0;
   double time_us = 0, algbw_gbs = -1, busbw_gbs = -1;
   int iters = 0, warmup = 0;
+  std::vector<std::pair<std::string, std::string>> extra;  // more fields: name, JSON value
 };
 
 // Median of the per-repetition times of `body` in microseconds: each repetition runs `body`
 // `inner` times on the stream between two events; the result is per call of body.
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner, const std::function<void()>& body);
 double median(std::vector<double> v);
+// A byte count: a number (decimal or 0x hex) with an optional K, M or G (powers of 1024).
+bool parse_bytes(const char* text, size_t* bytes);
 // The largest of every rank's value (for collective timings).
 double max_over_ranks(const Context& ctx, double v);
 
 void emit(const Context& ctx, const Record& r);  // table line on rank 0 and JSON
+void write_json(const Context& ctx, const Record& r);  // rank 0 appends r to --json FILE
 void print_header(const Context& ctx, const char* title);
 ncclComm_t make_nccl(const Context& ctx);
 
 int run_rma(Context& ctx);
+
+// symcomm-bench coll. Its options are parsed before the communicator exists (so --help and
+// mistakes need no GPU): coll_option takes argv[i] (and its value, advancing i) if it is
+// one of them, and exits with status 2 on a bad value.
+extern const char* const kCollUsage;
+bool coll_option(Options& opt, int argc, char** argv, int& i);
+int run_coll(Context& ctx);
+
+// symcomm-bench decomp: options parsed like coll's (before the communicator exists).
+extern const char* const kDecompUsage;
+bool decomp_option(Options& opt, int argc, char** argv, int& i);
+int run_decomp(Context& ctx);
 
 }  // namespace bench

@@ -122,6 +122,21 @@ Record point(const Context& ctx, const char* op, std::string impl, size_t bytes,
   return r;
 }
 
+// cuMemcpyAsync from the driver, found through the runtime (no -lcuda).
+using MemcpyAsyncFn = int (*)(uintptr_t, uintptr_t, size_t, cudaStream_t);
+MemcpyAsyncFn driver_memcpy_async() {
+  static MemcpyAsyncFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    BENCH_CUDA(cudaGetDriverEntryPointByVersion("cuMemcpyAsync", &p, 12000, cudaEnableDefault, &q));
+    if (!p) die("cuMemcpyAsync", "not found", __FILE__, __LINE__);
+    return reinterpret_cast<MemcpyAsyncFn>(p);
+  }();
+  return fn;
+}
+#define BENCH_CU(call) \
+  do { if (int rc_ = (call)) die(#call, ("CUresult " + std::to_string(rc_)).c_str(), __FILE__, __LINE__); } while (0)
+
 void put_bandwidth(Context& ctx, char* dst, char* src) {
   print_header(ctx, "Put GPU0 -> GPU1, stream-serialised (rank 0 issues; time per put)");
   DeviceComm h;
@@ -142,6 +157,24 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
       if (ctx.rank == 0) us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, host_put(e.engine));
       BENCH_SC(symcommHostBarrier(ctx.comm));
       emit(ctx, point(ctx, "put", e.impl, bytes, us, 2));
+    }
+    // The floor under the host API for small puts: the runtime's (and the driver's) own copy
+    // call on the peer address, without symcomm around it.
+    if (bytes <= (64 << 10)) {
+      void* peer = symcommPtr(ctx.comm, dst, 1);
+      double rt = 0, drv = 0;
+      if (ctx.rank == 0) {
+        rt = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
+          BENCH_CUDA(cudaMemcpyAsync(peer, src, bytes, cudaMemcpyDefault, ctx.stream));
+        });
+        drv = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
+          BENCH_CU(driver_memcpy_async()(reinterpret_cast<uintptr_t>(peer),
+                                         reinterpret_cast<uintptr_t>(src), bytes, ctx.stream));
+        });
+      }
+      BENCH_SC(symcommHostBarrier(ctx.comm));
+      emit(ctx, point(ctx, "put", "raw:cudaMemcpyAsync", bytes, rt, 2));
+      emit(ctx, point(ctx, "put", "raw:cuMemcpyAsync", bytes, drv, 2));
     }
     for (unsigned blocks : {32u, 132u}) {
       double us = 0;

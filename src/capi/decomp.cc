@@ -74,7 +74,7 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     *decomp = nullptr;
     SYMCOMM_REQUIRE_ARG(config);
     c.check_live();
-    const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma};
+    const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, c.coll.get()};
     const bool tune = (config->pdims[0] == 0 && config->pdims[1] == 0) ||
                       std::strncmp(config->backend, "auto", sizeof config->backend) == 0;
     auto d = std::make_unique<symcommDecomp>();

@@ -85,8 +85,12 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   timer.done("heap windows");
   comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, kind);
   RmaBackend* backend = &comm->rma->backend();
-  bs.on_lost([backend] { backend->abort(); });
   comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->rma, kind);
+  CollContext* coll = comm->coll.get();  // its algorithms' states end their waits too
+  bs.on_lost([backend, coll] {
+    backend->abort();
+    coll->abort();
+  });
   timer.done("one-sided communication and collectives");
   SYMCOMM_INFO("rank %d of %d joined: node %d of %d, local rank %d of %d, %s space, device %d",
                rank, nranks, comm->topology.node, comm->topology.nnodes,

@@ -59,6 +59,7 @@ CollContext::CollContext(const Topology& topology, Heap& heap, Rma& rma,
   workspace_ = static_cast<char*>(heap.malloc_internal(bytes));
   for (CollAlgorithm* a : coll_algorithms())
     if (std::unique_ptr<AlgorithmState> s = a->make_state(*this)) states_[a] = std::move(s);
+  rma.bootstrap().barrier();  // no peer uses an algorithm's area before it was cleared here
 }
 
 char* CollContext::on(const CollArgs& a, const void* p, int member) const {
@@ -67,7 +68,8 @@ char* CollContext::on(const CollArgs& a, const void* p, int member) const {
 
 const std::vector<CollAlgorithm*>& coll_algorithms() {
   // The registry of collective algorithms: one line each, preferred first.
-  static const std::vector<CollAlgorithm*> all = {make_copy_algorithm()};
+  static const std::vector<CollAlgorithm*> all = {make_copy_algorithm(), make_sm_algorithm(),
+                                                   make_nccl_algorithm()};
   return all;
 }
 
@@ -103,6 +105,10 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, co
     CollAlgorithm* a = find(name.c_str());
     SYMCOMM_REQUIRE(a, symcommInvalidArgument, "%s names no collective algorithm '%s'", source,
                     name.c_str());
+    if (!a->supports(args, ctx))
+      if (std::string why = a->why_not(args, ctx); !why.empty())
+        SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here: %s",
+                      name.c_str(), coll_op_name(args.op), why.c_str());
     SYMCOMM_REQUIRE(a->supports(args, ctx), symcommNotSupported,
                     "collective algorithm '%s' cannot run %s here", name.c_str(),
                     coll_op_name(args.op));

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "memory/heap.h"
@@ -45,6 +46,9 @@ class CollAlgorithm;
 class AlgorithmState {
  public:
   virtual ~AlgorithmState() = default;
+  // The communicator lost a peer (called once, from the bootstrap's monitor thread): end
+  // whatever could otherwise wait for it forever (NCCL communicators are aborted).
+  virtual void abort() {}
 };
 
 // What algorithms work with: the heap, the one-sided backend, barriers, the workspace.
@@ -67,6 +71,10 @@ class CollContext {
   T& state(const CollAlgorithm* algorithm) {
     return static_cast<T&>(*states_.at(algorithm));
   }
+  // The communicator lost a peer: every algorithm state's abort() (any thread).
+  void abort() {
+    for (auto& [algorithm, s] : states_) s->abort();
+  }
 
  private:
   const Topology& topology_;
@@ -87,6 +95,9 @@ class CollAlgorithm {
   // Called for every registered algorithm when a communicator is created (collectively over
   // it, so it may allocate from the heap); the result is ctx.state<T>(this) in run().
   virtual std::unique_ptr<AlgorithmState> make_state(CollContext&) { return nullptr; }
+  // Why supports() is false, for the error when the algorithm is asked for by name ("": no
+  // reason given).
+  virtual std::string why_not(const CollArgs&, const CollContext&) const { return ""; }
 };
 
 // The registry: every algorithm, in the order the selection prefers them.
@@ -96,5 +107,7 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, co
 
 // One algorithm per file, each made here.
 CollAlgorithm* make_copy_algorithm();
+CollAlgorithm* make_nccl_algorithm();
+CollAlgorithm* make_sm_algorithm();
 
 }  // namespace symcomm

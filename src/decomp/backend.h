@@ -2,13 +2,18 @@
 // (backend_copy.cc, ...), one registry line in decomp.cc.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "decomp/geometry.h"
+#include "decomp/halo.h"
+#include "decomp/transpose.h"
 #include "memory/heap.h"
 #include "rma/rma.h"
 
 namespace symcomm {
+
+class CollContext;
 
 // What a backend works with: this rank, the heap, the one-sided layer, and the teams of its
 // row and column of the process grid.
@@ -19,6 +24,9 @@ struct DecompContext {
   Rma& rma;
   symcommTeam_t row_team;
   symcommTeam_t col_team;
+  // The communicator's collectives (their algorithms' state: the NCCL communicators), or
+  // nullptr where the decomposition was made without them.
+  CollContext* coll = nullptr;
 };
 
 struct TransposeCall {
@@ -52,10 +60,59 @@ class DecompBackend {
   virtual size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
                                 const int64_t* halo, const int64_t* padding) const = 0;
   virtual void halo(const DecompContext& ctx, const HaloCall& call) = 0;
+  // Called by Decomp::create on every rank once this backend is chosen (collective over the
+  // communicator; the outcome is agreed): sets up what the exchanges need, so that the
+  // first one neither pays for it nor synchronises (the NCCL communicators of the row and
+  // the column).
+  virtual void prepare(const DecompContext&) {}
+  // Why supports() is false, for the error when the backend is asked for by name ("": no
+  // reason given).
+  virtual std::string why_not(const DecompContext&) const { return ""; }
 };
 
 // The registry: every backend, preferred first.
 const std::vector<DecompBackend*>& decomp_backends();
 DecompBackend* make_copy_backend();
+DecompBackend* make_nccl_backend();          // backend_nccl.cc
+DecompBackend* make_sm_backend();            // backend_sm.cc
+DecompBackend* make_fused_backend();         // backend_fused.cc
+DecompBackend* make_ce_pipelined_backend();  // backend_ce_pipelined.cc
+
+// --- Pieces the backends share (backend_shared.cc) ---------------------------------------
+//
+// Contract of the direct paths (fused reads peers' buffers, see docs/decomp.md): a buffer
+// that is symmetric (inside the heap) is taken to be the same symmetric object, with the
+// same halo and padding, on every rank of the exchange, as the workspace is; every rank
+// passes symmetric buffers or none does. The choice between a direct and a staged path is
+// made on each rank from its own arguments, so ranks that broke this rule would disagree.
+
+// Every rank's heap window is mapped here (what the load/store backends need).
+bool all_peers_mapped(const DecompContext& ctx);
+// `p` (a symmetric address of this rank) on `rank`, as mapped here; throws
+// symcommNotSupported where `rank` is not load/store accessible.
+char* peer_address(const DecompContext& ctx, const void* p, int rank);
+// [a, a + a_bytes) and [b, b + b_bytes) share a byte (an in-place transpose).
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
+// The box, walked x fastest, is one contiguous run of `layout` (so packing or unpacking it
+// is a plain copy starting at layout.offset(box.lo)).
+bool packed_run(const Box& box, const BoxLayout& layout);
+// `layout` moved by `delta` along `dim`: the result's offset of point p is layout's offset of
+// p - delta (a slab read through it lands `delta` further along dim).
+BoxLayout translated(BoxLayout layout, int dim, int64_t delta);
+// Copies the box from src to dst (each with its layout): one linear put on `engine` where the
+// box is a contiguous run of both (no pack or unpack kernel), else copy_box.
+void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src,
+              const BoxLayout& sl, const Box& box, size_t elem, symcommEngine_t engine,
+              symcommStream_t stream);
+// The largest halo slab of any rank for these arguments (0: no halo along dim).
+size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
+                         const int64_t* padding);
+// The team whose barrier orders a transpose from -> to (the column for X<->Y, else the row),
+// and the one of a halo exchange along a dimension split over the rows (else the columns).
+symcommTeam_t transpose_team(const DecompContext& ctx, int from, int to);
+symcommTeam_t halo_team(const DecompContext& ctx, bool over_rows);
+// A halo exchange along a dimension that is not split: the far slabs of this rank's own
+// buffer fill its halos, one translated copy per side; no workspace, no barrier.
+void halo_from_self(const DecompContext& ctx, const HaloCall& h, const HaloPlan& plan);
 
 }  // namespace symcomm

@@ -34,14 +34,27 @@ std::unique_ptr<Decomp> Decomp::create(const DecompLayers& layers,
   d->col_team_ = row_major ? y : x;
   const std::string wanted = backend_name(config);
   const DecompContext ctx = d->context();
-  for (DecompBackend* b : decomp_backends())
-    if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) {
-      d->backend_ = b;
-      break;
-    }
-  SYMCOMM_REQUIRE(d->backend_, wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
-                  "no decomposition backend %s%scan run on this communicator",
-                  wanted.empty() ? "" : "named ", wanted.c_str());
+  // Agreed: a backend that can run on some ranks only (NCCL missing on one node) fails all.
+  layers.bootstrap.agree_on([&] {
+    for (DecompBackend* b : decomp_backends())
+      if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) {
+        d->backend_ = b;
+        break;
+      }
+    // A registered backend that cannot run here says why.
+    for (DecompBackend* b : decomp_backends())
+      if (!d->backend_ && wanted == b->name()) {
+        const std::string why = b->why_not(ctx);
+        SYMCOMM_THROW(symcommNotSupported,
+                      "no decomposition backend named %s can run on this communicator%s%s",
+                      wanted.c_str(), why.empty() ? "" : ": ", why.c_str());
+      }
+    SYMCOMM_REQUIRE(d->backend_, wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
+                    "no decomposition backend %s%scan run on this communicator",
+                    wanted.empty() ? "" : "named ", wanted.c_str());
+  });
+  // Collective: what the backend sets up once (the nccl backend's communicators).
+  layers.bootstrap.agree_on([&] { d->backend_->prepare(ctx); });
   return d;
 }
 
@@ -52,7 +65,7 @@ Decomp::~Decomp() {
 
 DecompContext Decomp::context() const {
   return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma, row_team_,
-                       col_team_};
+                       col_team_, layers_.coll};
 }
 
 symcommDecompConfig_t Decomp::config() const {

@@ -14,6 +14,7 @@ struct DecompLayers {
   const Topology& topology;
   Heap& heap;
   Rma& rma;
+  CollContext* coll = nullptr;  // the communicator's collectives (the nccl backend's comms)
 };
 
 class Decomp {

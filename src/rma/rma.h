@@ -96,6 +96,7 @@ class Rma {
   // Local: a member forgets the team (no operation on it may be in flight anywhere).
   void destroy(symcommTeam_t id);
   RmaBackend& backend() { return *backend_; }
+  Bootstrap& bootstrap() { return bootstrap_; }
   BarrierArgs barrier_args(symcommTeam_t id);
   // The team's slot array of this rank (a symmetric address).
   uint64_t* slots(symcommTeam_t id) const;

@@ -59,6 +59,12 @@ void cuda_access(Bootstrap& bs, Topology& t, int requested) {
   const CudaDriver& drv = cuda_driver();
   std::vector<CUuuid> all(static_cast<size_t>(t.nranks));
   bs.allgather(&uuid, sizeof uuid, all.data());
+  for (int pe = 0; pe < t.nranks; ++pe)  // GPU uuids are unique across machines
+    for (int q = 0; q < pe; ++q)
+      if (std::memcmp(&all[static_cast<size_t>(q)], &all[static_cast<size_t>(pe)], sizeof(CUuuid)) == 0) {
+        t.gpu_owner[static_cast<size_t>(pe)] = q;
+        break;
+      }
   int count = 0;
   SYMCOMM_CU(drv, cuDeviceGetCount(&count));
   for (int pe = 0; pe < t.nranks; ++pe) {
@@ -97,6 +103,8 @@ Topology discover_topology(Bootstrap& bs, symcommMemorySpace_t space, int reques
   t.nranks = bs.nranks();
   group_nodes(bs, t);
   t.accessible.assign(static_cast<size_t>(t.nranks), 0);
+  t.gpu_owner.resize(static_cast<size_t>(t.nranks));
+  for (int pe = 0; pe < t.nranks; ++pe) t.gpu_owner[static_cast<size_t>(pe)] = pe;
   if (space == symcommSpaceCuda) {
     cuda_access(bs, t, requested);
   } else {

@@ -19,6 +19,7 @@ struct Topology {
   std::vector<int> node_of;      // node index of every rank
   std::vector<int> local_ranks;  // the ranks of this node, ascending
   std::vector<char> accessible;  // per rank: load/store accessible from this rank
+  std::vector<int> gpu_owner;    // per rank: the lowest rank on the same GPU (itself if alone)
   int device = -1;               // CUDA device ordinal in the cuda space, else -1
 
   bool same_node(int pe) const { return node_of[static_cast<size_t>(pe)] == node; }

@@ -1,7 +1,9 @@
-// Collectives against a reference computed on the host from the same inputs: every
-// operation, several types, sizes 0, 1, odd, not a multiple of 16 bytes, and larger than
-// the workspace (a small one, so that every size goes through several pieces); symmetric
-// and plain buffers; in place; teams; back-to-back calls on one stream; bad arguments.
+// Collectives against a reference computed on the host from the same inputs, for the
+// automatic choice and every registered algorithm (skipped where it cannot run, as "sm" in
+// the host space): every operation, several types, sizes 0, 1, odd, not a multiple of 16
+// bytes, and larger than the workspace and the sm channels' rings (both made small, so that
+// sizes go through several pieces and the rings wrap around); symmetric and plain buffers;
+// in place; teams; back-to-back calls on one stream; CUDA graphs; bad arguments.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -56,18 +58,36 @@ double combine(symcommRedOp_t op, double a, double b) {
   return op == symcommSum ? a + b : op == symcommMin ? std::min(a, b) : std::max(a, b);
 }
 
-class Coll : public ::testing::Test {
+// "auto" (the selection) and every registered algorithm.
+std::vector<std::string> algorithms() {
+  std::vector<std::string> v = {"auto"};
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) v.push_back(symcommCollAlgorithmName(i));
+  return v;
+}
+
+class Coll : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     MP_NEED_GPU_PER_RANK();
-    // A small workspace: large sizes go through it in several pieces.
+    // A small workspace and small sm rings: large sizes go through them in several pieces.
     mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "64K");
+    mp::ScopedEnv rings("SYMCOMM_COLL_SM_BYTES", "512K");
     comm_ = mp::new_comm();
     ASSERT_NE(comm_, nullptr);
     stream_ = mp::new_stream();
     n_ = mp::nranks();
     me_ = mp::rank();
     seed_ = mp::agree(std::random_device{}());
+    algo_ = GetParam().c_str();
+    // The same answer on every rank: the algorithm runs here or not at all.
+    float x = 0;
+    void* probe = buffer(sizeof x, false);
+    symcommResult_t rc = symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, probe, probe, 1,
+                                                  symcommFloat32, symcommSum, algo_, stream_);
+    mp::sync(stream_);
+    release(probe, false);
+    if (rc == symcommNotSupported) GTEST_SKIP() << algo_ << ": " << symcommGetLastError();
+    ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
   }
   void TearDown() override {
     if (!comm_) return;
@@ -106,11 +126,12 @@ class Coll : public ::testing::Test {
   symcommStream_t stream_ = nullptr;
   int n_ = 0, me_ = 0;
   uint64_t seed_ = 0;
+  const char* algo_ = nullptr;
 };
 
-const size_t kCounts[] = {0, 1, 7, 1001, 50000};
+const size_t kCounts[] = {0, 1, 7, 1001, 50001, 300000};
 
-TEST_F(Coll, AllGather) {
+TEST_P(Coll, AllGather) {
   for (bool sym : {false, true})
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
@@ -121,7 +142,7 @@ TEST_F(Coll, AllGather) {
         put(send, make(t, seed_, me_, 0, count));
         poison(recv, b * n_);
         SC_OK(symcommHostBarrier(comm_));
-        SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, nullptr, stream_));
+        SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, algo_, stream_));
         std::vector<uint8_t> got = fetch(recv, b * n_), want;
         for (int r = 0; r < n_; ++r) {
           auto part = make(t, seed_, r, 0, count);
@@ -134,7 +155,7 @@ TEST_F(Coll, AllGather) {
       }
 }
 
-TEST_F(Coll, AllToAll) {
+TEST_P(Coll, AllToAll) {
   for (bool sym : {false, true})
     for (size_t count : kCounts) {
       const Type& t = kTypes[6];  // float32
@@ -145,7 +166,7 @@ TEST_F(Coll, AllToAll) {
       put(send, make(t, seed_, me_, 0, count * n_));  // block j: elements j*count ..
       poison(recv, b * n_);
       SC_OK(symcommHostBarrier(comm_));
-      SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, nullptr, stream_));
+      SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, algo_, stream_));
       std::vector<uint8_t> got = fetch(recv, b * n_), want;
       for (int r = 0; r < n_; ++r) {
         auto part = make(t, seed_, r, static_cast<size_t>(me_) * count, count);
@@ -158,7 +179,7 @@ TEST_F(Coll, AllToAll) {
     }
 }
 
-TEST_F(Coll, ReduceScatterAndAllReduce) {
+TEST_P(Coll, ReduceScatterAndAllReduce) {
   for (const Type& t : kTypes)
     for (symcommRedOp_t op : {symcommSum, symcommMin, symcommMax})
       for (size_t count : kCounts) {
@@ -170,7 +191,7 @@ TEST_F(Coll, ReduceScatterAndAllReduce) {
         put(send, make(t, seed_, me_, 0, count * n_));
         poison(recv, b);
         SC_OK(symcommReduceScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
-                                           nullptr, stream_));
+                                           algo_, stream_));
         std::vector<uint8_t> want(b);
         for (size_t i = 0; i < count; ++i) {
           double acc = value(seed_, 0, me_ * count + i, t.is_signed);
@@ -180,7 +201,7 @@ TEST_F(Coll, ReduceScatterAndAllReduce) {
         EXPECT_TRUE(fetch(recv, b) == want) << "reduce-scatter";
         // All-reduce in place on the first `count` elements of send.
         SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, send, count, t.id, op,
-                                       nullptr, stream_));
+                                       algo_, stream_));
         for (size_t i = 0; i < count; ++i) {
           double acc = value(seed_, 0, i, t.is_signed);
           for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, i, t.is_signed));
@@ -192,7 +213,7 @@ TEST_F(Coll, ReduceScatterAndAllReduce) {
       }
 }
 
-TEST_F(Coll, BroadcastFromEveryRoot) {
+TEST_P(Coll, BroadcastFromEveryRoot) {
   const Type& t = kTypes[7];  // float64
   for (bool sym : {false, true})
     for (int root = 0; root < n_; ++root)
@@ -205,7 +226,7 @@ TEST_F(Coll, BroadcastFromEveryRoot) {
         poison(recv, b);
         SC_OK(symcommHostBarrier(comm_));
         SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, root,
-                                       nullptr, stream_));
+                                       algo_, stream_));
         EXPECT_TRUE(fetch(recv, b) == make(t, seed_, root, 0, count));
         SC_OK(symcommHostBarrier(comm_));
         release(send, false);
@@ -214,7 +235,7 @@ TEST_F(Coll, BroadcastFromEveryRoot) {
 }
 
 // Several collectives back to back on one stream, no host synchronisation between them.
-TEST_F(Coll, BackToBackWithoutSync) {
+TEST_P(Coll, BackToBackWithoutSync) {
   const Type& t = kTypes[1];  // int32
   const size_t count = 30000, b = count * t.size;
   std::vector<void*> bufs;
@@ -226,7 +247,7 @@ TEST_F(Coll, BackToBackWithoutSync) {
   mp::sync(stream_);
   for (void* p : bufs)
     SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, p, p, count, t.id, symcommSum,
-                                   nullptr, stream_));
+                                   algo_, stream_));
   for (int k = 0; k < 6; ++k) {
     std::vector<uint8_t> want(b);
     for (size_t i = 0; i < count; ++i) {
@@ -239,7 +260,52 @@ TEST_F(Coll, BackToBackWithoutSync) {
   for (void* p : bufs) release(p, false);
 }
 
-TEST_F(Coll, OnATeam) {
+// Collectives captured once in a CUDA graph and replayed with new inputs each time.
+TEST_P(Coll, CapturedInAGraph) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
+  const Type& t = kTypes[6];  // float32
+  const size_t count = 20000, b = count * t.size;
+  void* send = buffer(b * n_, false);
+  void* gathered = buffer(b * n_, false);
+  void* reduced = buffer(b, false);
+  put(send, make(t, seed_, me_, 0, count * n_));
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, gathered, count, t.id, algo_, stream_));
+  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, reduced, count, t.id, symcommSum,
+                                 algo_, stream_));
+  void* exec = mp::end_capture(stream_);
+  ASSERT_NE(exec, nullptr);
+  for (uint64_t k = 1; k <= 4; ++k) {
+    SCOPED_TRACE("replay " + std::to_string(k));
+    put(send, make(t, seed_ + k, me_, 0, count * n_));
+    poison(gathered, b * n_);
+    poison(reduced, b);
+    SC_OK(symcommHostBarrier(comm_));  // every rank's input is in place
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    std::vector<uint8_t> want;
+    for (int r = 0; r < n_; ++r) {
+      auto part = make(t, seed_ + k, r, static_cast<size_t>(me_) * count, count);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    EXPECT_TRUE(fetch(gathered, b * n_) == want) << "all-to-all";
+    std::vector<uint8_t> sum(b);
+    for (size_t i = 0; i < count; ++i) {
+      double acc = 0;
+      for (int r = 0; r < n_; ++r) acc += value(seed_ + k, r, i, true);
+      store(t, &sum[i * t.size], acc);
+    }
+    EXPECT_TRUE(fetch(reduced, b) == sum) << "all-reduce";
+    SC_OK(symcommHostBarrier(comm_));  // everyone read before the next replay writes
+  }
+  mp::destroy_graph(exec);
+  release(send, false);
+  release(gathered, false);
+  release(reduced, false);
+}
+
+TEST_P(Coll, OnATeam) {
   symcommTeam_t even;
   SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n_ + 1) / 2, &even));
   if (even == SYMCOMM_TEAM_INVALID) return;
@@ -250,7 +316,7 @@ TEST_F(Coll, OnATeam) {
   void* recv = buffer(b * size, false);
   put(send, make(t, seed_, me_, 0, count));
   poison(recv, b * size);
-  SC_OK(symcommAllGatherOnStream(comm_, even, send, recv, count, t.id, "copy", stream_));
+  SC_OK(symcommAllGatherOnStream(comm_, even, send, recv, count, t.id, algo_, stream_));
   std::vector<uint8_t> want;
   for (int k = 0; k < size; ++k) {
     auto part = make(t, seed_, 2 * k, 0, count);
@@ -262,7 +328,7 @@ TEST_F(Coll, OnATeam) {
   SC_OK(symcommTeamDestroy(comm_, even));
 }
 
-TEST_F(Coll, BadArguments) {
+TEST_P(Coll, BadArguments) {
   void* a = buffer(4096, false);
   void* b = buffer(4096 * n_, false);
   const symcommTeam_t w = SYMCOMM_TEAM_WORLD;
@@ -291,8 +357,9 @@ TEST_F(Coll, BadArguments) {
                                       stream_), symcommInvalidArgument);
     EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_ALGO"), nullptr);
   }
-  ASSERT_GE(symcommCollAlgorithmCount(), 1);
+  ASSERT_GE(symcommCollAlgorithmCount(), 2);
   EXPECT_STREQ(symcommCollAlgorithmName(0), "copy");
+  EXPECT_STREQ(symcommCollAlgorithmName(1), "sm");
   EXPECT_EQ(symcommCollAlgorithmName(symcommCollAlgorithmCount()), nullptr);
   mp::sync(stream_);
   release(a, false);
@@ -300,3 +367,6 @@ TEST_F(Coll, BadArguments) {
 }
 
 }  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, Coll, ::testing::ValuesIn(algorithms()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });

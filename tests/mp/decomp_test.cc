@@ -1,8 +1,13 @@
 // The decomposition descriptor through the C API: collective creation with agreement,
-// grid coordinates, pencil information, bad input.
+// grid coordinates, pencil information, bad input; transposes and halo exchanges on every
+// registered backend (the DecompBackends suite runs once per name that
+// symcommDecompBackendName lists, and skips a backend that cannot run in the memory space
+// under test).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "mp.h"
 #include "symcomm/decomp.h"
@@ -90,9 +95,56 @@ struct Layout {
   bool in_place;
 };
 
+// Buffers of the exchanged data: this process's own memory, or symmetric (symcommMalloc,
+// the same object on every rank), which the backends may read or write from the peers.
+enum class Buffers { Local, Symmetric };
+
+// Allocates `bytes` of either kind; symmetric allocations are collective, with the largest
+// size of any rank.
+void* alloc_buffer(Buffers kind, size_t bytes) {
+  if (kind == Buffers::Local) return mp::local_alloc(bytes);
+  std::vector<size_t> all(static_cast<size_t>(mp::nranks()));
+  EXPECT_EQ(symcommHostAllgather(mp::world(), &bytes, all.data(), sizeof bytes), symcommSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(symcommMalloc(mp::world(), *std::max_element(all.begin(), all.end()), &p),
+            symcommSuccess) << symcommGetLastError();
+  return p;
+}
+
+void free_buffer(Buffers kind, void* p) {
+  if (kind == Buffers::Local) mp::local_free(p);
+  else EXPECT_EQ(symcommFree(mp::world(), p), symcommSuccess) << symcommGetLastError();
+}
+
+// A workspace as the backends find it in real use: full of whatever was there before (here
+// all bits set: as signal words that would satisfy any wait, as data NaNs).
+void* dirty_workspace(size_t bytes) {
+  void* ws = nullptr;
+  EXPECT_EQ(symcommMalloc(mp::world(), bytes ? bytes : 8, &ws), symcommSuccess)
+      << symcommGetLastError();
+  std::vector<unsigned char> junk(bytes ? bytes : 8, 0xff);
+  mp::copy_from_host(ws, junk.data(), junk.size());
+  return ws;
+}
+
+// Creates a decomposition with `backend` (collective); nullptr where creation failed (the
+// failure is recorded).
+symcommDecomp_t make_decomp(symcommDecompConfig_t c, const std::string& backend) {
+  std::snprintf(c.backend, sizeof c.backend, "%s", backend.c_str());
+  symcommDecomp_t d = nullptr;
+  symcommResult_t rc = symcommDecompCreate(mp::world(), &c, &d);
+  EXPECT_EQ(rc, symcommSuccess) << "backend " << backend << ": " << symcommGetLastError();
+  if (rc != symcommSuccess) return nullptr;
+  const char* name = nullptr;
+  EXPECT_EQ(symcommDecompGetBackend(d, &name), symcommSuccess);
+  EXPECT_STREQ(name, backend.c_str());
+  return d;
+}
+
 // X -> Y -> Z -> Y -> X on a pr x pc grid; after each step every point of the new pencil
 // holds its global index, and halo and padding points still hold -1.
-void round_trip(int pr, int pc, const int64_t* gdims, const Layout& l, symcommRankOrder_t order) {
+void round_trip(const std::string& backend, int pr, int pc, const int64_t* gdims, const Layout& l,
+                symcommRankOrder_t order, Buffers kind = Buffers::Local) {
   symcommDecompConfig_t c;
   symcommDecompConfigInit(&c);
   for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
@@ -100,19 +152,19 @@ void round_trip(int pr, int pc, const int64_t* gdims, const Layout& l, symcommRa
   c.pdims[1] = pc;
   c.rank_order = order;
   for (int a = 0; a < 3; ++a) c.axis_contiguous[a] = l.axis_contiguous;
-  symcommDecomp_t d;
-  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommDecomp_t d = make_decomp(c, backend);
+  ASSERT_NE(d, nullptr);
   size_t ws_bytes = 0;
   SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
-  void* ws;
-  SC_OK(symcommMalloc(mp::world(), ws_bytes, &ws));
+  void* ws = dirty_workspace(ws_bytes);
   symcommPencilInfo_t info[3];
   int64_t most = 0;
   for (int a = 0; a < 3; ++a) {
     SC_OK(symcommDecompPencilInfo(d, a, l.halo, l.padding, &info[a]));
     most = std::max(most, info[a].size);
   }
-  void* buf[2] = {mp::local_alloc(static_cast<size_t>(most) * 8), mp::local_alloc(static_cast<size_t>(most) * 8)};
+  void* buf[2] = {alloc_buffer(kind, static_cast<size_t>(most) * 8),
+                  alloc_buffer(kind, static_cast<size_t>(most) * 8)};
   symcommStream_t stream = mp::new_stream();
   const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
   int cur = 0;
@@ -137,14 +189,50 @@ void round_trip(int pr, int pc, const int64_t* gdims, const Layout& l, symcommRa
     cur = next;
   }
   mp::free_stream(stream);
-  mp::local_free(buf[0]);
-  mp::local_free(buf[1]);
+  free_buffer(kind, buf[1]);
+  free_buffer(kind, buf[0]);
   SC_OK(symcommFree(mp::world(), ws));
   SC_OK(symcommDecompDestroy(d));
 }
 
-TEST(Decomp, TransposesRoundTrip) {
+// Every registered backend, by name.
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    names.push_back(symcommDecompBackendName(i));
+  return names;
+}
+
+// Whether `backend` can run on the world communicator (collective); `why` says why not.
+bool runs_here(const std::string& backend, std::string* why) {
+  symcommDecompConfig_t c = config_2d(8);
+  std::snprintf(c.backend, sizeof c.backend, "%s", backend.c_str());
+  symcommDecomp_t d = nullptr;
+  const symcommResult_t rc = symcommDecompCreate(mp::world(), &c, &d);
+  if (rc == symcommSuccess) {
+    EXPECT_EQ(symcommDecompDestroy(d), symcommSuccess);
+    return true;
+  }
+  *why = symcommGetLastError();
+  // Only "this backend cannot run here" is a reason to skip; any other failure is a failure.
+  EXPECT_NE(std::strstr(why->c_str(), "can run on this communicator"), nullptr) << *why;
+  return false;
+}
+
+#define SKIP_UNLESS_BACKEND_RUNS(backend)                                                \
+  do {                                                                                   \
+    std::string why_;                                                                    \
+    if (!runs_here(backend, &why_))                                                      \
+      GTEST_SKIP() << "backend " << (backend) << " cannot run in the "                   \
+                   << (mp::space() == symcommSpaceCuda ? "cuda" : "host")                \
+                   << " memory space: " << why_;                                         \
+  } while (0)
+
+class DecompBackends : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecompBackends, TransposesRoundTrip) {
   MP_NEED_GPU_PER_RANK();
+  SKIP_UNLESS_BACKEND_RUNS(GetParam());
   const int n = mp::nranks();
   std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
   if (n == 4) grids.push_back({2, 2});
@@ -164,15 +252,26 @@ TEST(Decomp, TransposesRoundTrip) {
           SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc) + " dims " +
                        std::to_string(g[0]) + " contiguous " + std::to_string(l.axis_contiguous) +
                        (l.in_place ? " in place" : "") + " order " + std::to_string(order));
-          round_trip(pr, pc, g, l, order);
+          round_trip(GetParam(), pr, pc, g, l, order);
         }
+  // Symmetric buffers: the paths that read or write the peers' buffers directly (in place
+  // too), on every grid, with halos and padding and without.
+  for (auto [pr, pc] : grids)
+    for (const int64_t* g : {even, uneven})
+      for (const Layout& l : {layouts[0], layouts[3], layouts[4], layouts[5]}) {
+        SCOPED_TRACE("symmetric buffers, grid " + std::to_string(pr) + "x" + std::to_string(pc) +
+                     " dims " + std::to_string(g[0]) + " contiguous " +
+                     std::to_string(l.axis_contiguous) + (l.in_place ? " in place" : ""));
+        round_trip(GetParam(), pr, pc, g, l, symcommRowMajor, Buffers::Symmetric);
+      }
 }
 
 // Halo exchanges along x, then y, then z fill every halo point (corners included) with the
 // value of the point it mirrors: wrapped around where periodic, left at -1 past a
 // non-periodic boundary.
-void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int axis,
-                 const int64_t* halo, const int64_t* padding, int contiguous) {
+void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdims,
+                 const int* periodic, int axis, const int64_t* halo, const int64_t* padding,
+                 int contiguous, Buffers kind = Buffers::Local) {
   symcommDecompConfig_t c;
   symcommDecompConfigInit(&c);
   for (int a = 0; a < 3; ++a) {
@@ -181,8 +280,8 @@ void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int 
   }
   c.pdims[0] = pr;
   c.pdims[1] = pc;
-  symcommDecomp_t d;
-  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommDecomp_t d = make_decomp(c, backend);
+  ASSERT_NE(d, nullptr);
   symcommPencilInfo_t p;
   SC_OK(symcommDecompPencilInfo(d, axis, halo, padding, &p));
   size_t ws_bytes = 0;
@@ -191,10 +290,9 @@ void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int 
     SC_OK(symcommDecompHaloWorkspaceSize(d, axis, dim, symcommR64, halo, padding, &b));
     ws_bytes = std::max(ws_bytes, b);
   }
-  void* ws;
-  SC_OK(symcommMalloc(mp::world(), ws_bytes ? ws_bytes : 8, &ws));
+  void* ws = dirty_workspace(ws_bytes);
   std::vector<double> start = fill_pencil(p, gdims);
-  void* buf = mp::local_alloc(start.size() * 8);
+  void* buf = alloc_buffer(kind, start.size() * 8);
   mp::copy_from_host(buf, start.data(), start.size() * 8);
   symcommStream_t stream = mp::new_stream();
   for (int dim = 0; dim < 3; ++dim)
@@ -225,13 +323,14 @@ void check_halos(int pr, int pc, const int64_t* gdims, const int* periodic, int 
       }
   EXPECT_EQ(bad, 0u);
   mp::free_stream(stream);
-  mp::local_free(buf);
+  free_buffer(kind, buf);
   SC_OK(symcommFree(mp::world(), ws));
   SC_OK(symcommDecompDestroy(d));
 }
 
-TEST(Decomp, HaloExchanges) {
+TEST_P(DecompBackends, HaloExchanges) {
   MP_NEED_GPU_PER_RANK();
+  SKIP_UNLESS_BACKEND_RUNS(GetParam());
   const int n = mp::nranks();
   std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
   if (n == 4) grids.push_back({2, 2});
@@ -246,9 +345,90 @@ TEST(Decomp, HaloExchanges) {
                        std::to_string(axis) + " periodic " + std::to_string(per[0]) +
                        std::to_string(per[1]) + std::to_string(per[2]) + " halo " +
                        std::to_string(h[0]) + std::to_string(h[1]) + std::to_string(h[2]));
-          check_halos(pr, pc, dims, per, axis, h, pad, axis % 2);
+          check_halos(GetParam(), pr, pc, dims, per, axis, h, pad, axis % 2);
+          check_halos(GetParam(), pr, pc, dims, per, axis, h, pad, axis % 2, Buffers::Symmetric);
         }
 }
+
+// A transpose captured in a CUDA graph and replayed, with eager calls on the same workspace
+// in between: whatever a backend keeps in the workspace (signal words) must be right on
+// every replay, not only on the call that was captured.
+TEST_P(DecompBackends, TransposeGraphReplay) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda memory space";
+  MP_NEED_GPU_PER_RANK();
+  SKIP_UNLESS_BACKEND_RUNS(GetParam());
+  const int64_t gdims[3] = {12, 10, 9};
+  for (Buffers kind : {Buffers::Local, Buffers::Symmetric}) {
+    SCOPED_TRACE(kind == Buffers::Local ? "local buffers" : "symmetric buffers");
+    symcommDecompConfig_t c = config_2d(4);
+    for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
+    symcommDecomp_t d = make_decomp(c, GetParam());
+    ASSERT_NE(d, nullptr);
+    size_t ws_bytes = 0;
+    SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+    void* ws = dirty_workspace(ws_bytes);
+    symcommPencilInfo_t info[3];
+    int64_t most = 0;
+    for (int a = 0; a < 3; ++a) {
+      SC_OK(symcommDecompPencilInfo(d, a, nullptr, nullptr, &info[a]));
+      most = std::max(most, info[a].size);
+    }
+    const size_t bytes = static_cast<size_t>(most) * 8;
+    void* x = alloc_buffer(kind, bytes);
+    void* y = alloc_buffer(kind, bytes);
+    void* z = alloc_buffer(kind, bytes);
+    symcommStream_t stream = mp::new_stream();
+    ASSERT_EQ(mp::begin_capture(stream), 0);
+    const symcommResult_t xy = symcommDecompTranspose(d, 0, 1, x, y, ws, symcommR64, nullptr,
+                                                      nullptr, nullptr, nullptr, stream);
+    const symcommResult_t yz = symcommDecompTranspose(d, 1, 2, y, z, ws, symcommR64, nullptr,
+                                                      nullptr, nullptr, nullptr, stream);
+    void* graph = mp::end_capture(stream);
+    ASSERT_EQ(xy, symcommSuccess) << symcommGetLastError();
+    ASSERT_EQ(yz, symcommSuccess) << symcommGetLastError();
+    ASSERT_NE(graph, nullptr);
+    // Each replay moves different values (the index plus a per-replay offset).
+    auto filled = [&](const symcommPencilInfo_t& p, int replay) {
+      std::vector<double> v = fill_pencil(p, gdims);
+      for (double& e : v)
+        if (e >= 0) e += 1e6 * replay;
+      return v;
+    };
+    const std::vector<double> poison(static_cast<size_t>(most), -7.0);
+    for (int replay = 0; replay < 4; ++replay) {
+      const std::vector<double> in = filled(info[0], replay);
+      mp::copy_from_host(x, in.data(), in.size() * 8);
+      mp::copy_from_host(y, poison.data(), bytes);
+      mp::copy_from_host(z, poison.data(), bytes);
+      ASSERT_EQ(mp::launch_graph(graph, stream), 0);
+      mp::sync(stream);
+      std::vector<double> got(static_cast<size_t>(info[2].size));
+      mp::copy_to_host(got.data(), z, got.size() * 8);
+      const std::vector<double> want = filled(info[2], replay);
+      EXPECT_EQ(got, want) << "replay " << replay;
+      // An eager call between replays, on the same workspace, the other way.
+      mp::copy_from_host(y, poison.data(), bytes);
+      SC_OK(symcommDecompTranspose(d, 2, 1, z, y, ws, symcommR64, nullptr, nullptr, nullptr,
+                                   nullptr, stream));
+      mp::sync(stream);
+      std::vector<double> back(static_cast<size_t>(info[1].size));
+      mp::copy_to_host(back.data(), y, back.size() * 8);
+      EXPECT_EQ(back, filled(info[1], replay)) << "eager Z -> Y after replay " << replay;
+    }
+    mp::destroy_graph(graph);
+    mp::free_stream(stream);
+    free_buffer(kind, z);
+    free_buffer(kind, y);
+    free_buffer(kind, x);
+    SC_OK(symcommFree(mp::world(), ws));
+    SC_OK(symcommDecompDestroy(d));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, DecompBackends, ::testing::ValuesIn(backend_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(Decomp, AutotunerPicksAValidGrid) {
   symcommDecompConfig_t c;
@@ -263,18 +443,22 @@ TEST(Decomp, AutotunerPicksAValidGrid) {
   symcommDecompConfig_t chosen;
   SC_OK(symcommDecompGetConfig(d, &chosen));
   EXPECT_EQ(chosen.pdims[0] * chosen.pdims[1], mp::nranks());
-  EXPECT_STREQ(chosen.backend, symcommDecompBackendName(0));
+  // The fastest backend wins, whichever it is here: one of the registered.
+  const std::vector<std::string> names = backend_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), std::string(chosen.backend)), names.end())
+      << chosen.backend;
   // Every rank made the same choice.
-  std::vector<int> all(2 * static_cast<size_t>(mp::nranks()));
-  SC_OK(symcommHostAllgather(mp::world(), chosen.pdims, all.data(), sizeof chosen.pdims));
+  std::vector<symcommDecompConfig_t> all(static_cast<size_t>(mp::nranks()));
+  SC_OK(symcommHostAllgather(mp::world(), &chosen, all.data(), sizeof chosen));
   for (int r = 0; r < mp::nranks(); ++r) {
-    EXPECT_EQ(all[2 * static_cast<size_t>(r)], chosen.pdims[0]);
-    EXPECT_EQ(all[2 * static_cast<size_t>(r) + 1], chosen.pdims[1]);
+    EXPECT_EQ(all[static_cast<size_t>(r)].pdims[0], chosen.pdims[0]);
+    EXPECT_EQ(all[static_cast<size_t>(r)].pdims[1], chosen.pdims[1]);
+    EXPECT_STREQ(all[static_cast<size_t>(r)].backend, chosen.backend);
   }
   SC_OK(symcommDecompDestroy(d));
   // The chosen grid transposes correctly.
   const Layout plain{0, {0, 0, 0}, {0, 0, 0}, false};
-  round_trip(chosen.pdims[0], chosen.pdims[1], c.gdims, plain, symcommRowMajor);
+  round_trip(chosen.backend, chosen.pdims[0], chosen.pdims[1], c.gdims, plain, symcommRowMajor);
   // Filters: one allowed grid is the one chosen; none allowed is an error.
   const std::string only = "1x" + std::to_string(mp::nranks());
   {

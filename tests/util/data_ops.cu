@@ -149,9 +149,16 @@ void destroy_graph(void* exec) {
   cuda_ok(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)), "cudaGraphExecDestroy");
 }
 
+// From pageable memory, cudaMemcpy may return before the DMA to the device has finished;
+// work on other (non-blocking) streams would then read the old bytes. Wait for it.
+void host_to_device(void* dst, const void* src, size_t bytes, const char* what) {
+  cuda_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), what);
+  cuda_ok(cudaDeviceSynchronize(), what);
+}
+
 void copy_from_host(void* dst, const void* src, size_t bytes) {
   if (space() == symcommSpaceHost) std::memcpy(dst, src, bytes);
-  else cuda_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(copy_from_host)");
+  else host_to_device(dst, src, bytes, "cudaMemcpy(copy_from_host)");
 }
 
 uint64_t read_u64(const void* p) {
@@ -163,7 +170,7 @@ uint64_t read_u64(const void* p) {
 
 void write_u64(void* p, uint64_t v) {
   if (space() == symcommSpaceHost) __atomic_store_n(static_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
-  else cuda_ok(cudaMemcpy(p, &v, 8, cudaMemcpyHostToDevice), "cudaMemcpy(write_u64)");
+  else host_to_device(p, &v, 8, "cudaMemcpy(write_u64)");
 }
 
 }  // namespace mp

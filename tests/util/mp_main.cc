@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "mp.h"
 
@@ -9,6 +10,25 @@ namespace mp {
 extern symcommComm_t g_world;
 bool space_available(std::string* why);
 }  // namespace mp
+
+namespace {
+
+// What the other ranks print: each failed assertion, with the test's name and the rank.
+// The name is kept from OnTestStart: asking gtest for the current test inside
+// OnTestPartResult would take a lock gtest already holds there.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo& t) override {
+    name_ = std::string(t.test_suite_name()) + "." + t.name();
+  }
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "rank %d: %s: %s:%d: Failure\n%s\n", mp::rank(), name_.c_str(),
+                 r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
+  }
+  std::string name_ = "(outside a test)";
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
@@ -27,6 +47,7 @@ int main(int argc, char** argv) {
   if (mp::rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter);
   }
   int rc = RUN_ALL_TESTS();
   bool ok = mp::all_ok(rc == 0);

@@ -1,0 +1,378 @@
+// symcomm-bench decomp: every transpose backend on every process grid, for n^3 grids of C32
+// and R64 elements, with the "nccl" backend (where it is registered and can run) as the
+// baseline of the same run.
+//
+// Per (size, dtype, grid, backend): a round trip X->Y->Z->Y->X on index-valued data checks
+// the backend once (every output poisoned first); then X->Y and Y->Z are timed apart: CUDA
+// events around `inner` back-to-back calls per repetition, --warmup untimed and --iters timed
+// repetitions, the median per rank, the slowest rank's median reported. GB/s per GPU is the
+// bytes a rank sends to the other ranks of its row or column (its pencil less the block it
+// keeps) over that time, for the rank that sends most. Pencils are symmetric (symcommMalloc)
+// unless --local-buffers; x is fastest in every pencil unless --contiguous.
+//
+// Records: bench "decomp", op "transpose_xy" / "transpose_yz", impl "symcomm:<backend>",
+// dtype "c32" / "f64", shape "[n,n,n] pr x pc", bytes per rank as above, algbw_gbs the GB/s
+// per GPU; extra fields: n, grid, buffers, verified, and speedup_vs_nccl (the nccl backend's
+// time over this one's) where the nccl backend ran on the same configuration.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "bench.h"
+#include "symcomm/decomp.h"
+
+namespace bench {
+
+const char* const kDecompUsage =
+    "  --sizes LIST     grid sizes n (n^3 points; default 256,512,1024)\n"
+    "  --max-n N        skip sizes above N\n"
+    "  --dtypes LIST    c32,r64 (default both)\n"
+    "  --grids LIST     process grids such as 1x8,2x4 (default: every pr x pc = ranks)\n"
+    "  --backends LIST  decomposition backends (default: every registered one)\n"
+    "  --local-buffers  cudaMalloc'd pencils (default: symmetric ones, from symcommMalloc)\n"
+    "  --contiguous     axis-contiguous pencils (default: x fastest in every pencil)\n"
+    "  --iters and --warmup count repetitions of a batch of transposes (about 64 MiB per\n"
+    "  rank per batch, at least one call).\n";
+
+namespace {
+
+[[noreturn]] void bad_option(const char* option, const char* value, const std::string& why) {
+  std::fprintf(stderr, "symcomm-bench decomp: %s %s: %s\n", option, value, why.c_str());
+  std::exit(2);
+}
+
+std::vector<std::string> split(const char* text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* p = text;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (!*p) break;
+    } else {
+      cur += *p;
+    }
+  }
+  return out;
+}
+
+int64_t to_int(const char* option, const std::string& text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || v < lo || v > hi)
+    bad_option(option, text.c_str(), "expected an integer in [" + std::to_string(lo) + ", " +
+                                         std::to_string(hi) + "]");
+  return v;
+}
+
+bool registered(const std::string& name) {
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    if (name == symcommDecompBackendName(i)) return true;
+  return false;
+}
+
+// ---- Index-valued data: every element (8 bytes for both types) holds its global index -----
+
+__device__ int64_t pencil_index(const symcommPencilInfo_t& p, int64_t x, int64_t y, int64_t z) {
+  const int64_t g[3] = {x, y, z};
+  int64_t index = 0;
+  for (int i = 2; i >= 0; --i) {
+    const int a = p.order[i];
+    index = index * p.shape[i] + (g[a] - p.lo[a] + p.halo[a]);
+  }
+  return index;
+}
+
+// For every owned point i (x fastest over the owned box): check ? count mismatches : write.
+__global__ void index_kernel(uint64_t* buf, symcommPencilInfo_t p, int64_t nx, int64_t ny,
+                             bool check, unsigned long long* bad) {
+  const int64_t ex = p.hi[0] - p.lo[0], ey = p.hi[1] - p.lo[1], ez = p.hi[2] - p.lo[2];
+  const int64_t total = ex * ey * ez;
+  unsigned long long wrong = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t x = p.lo[0] + i % ex, y = p.lo[1] + i / ex % ey, z = p.lo[2] + i / (ex * ey);
+    const uint64_t want = static_cast<uint64_t>((z * ny + y) * nx + x);
+    uint64_t& e = buf[pencil_index(p, x, y, z)];
+    if (!check) e = want;
+    else wrong += e != want;
+  }
+  if (check && wrong) atomicAdd(bad, wrong);
+}
+
+// ---- One configuration --------------------------------------------------------------------
+
+struct Config {
+  int64_t n;
+  symcommDecompType_t type;
+  const char* dtype;
+  int pr, pc;
+};
+
+struct Result {
+  std::string backend;
+  bool ran = false, verified = false;
+  double us[2] = {0, 0};  // X->Y, Y->Z: the slowest rank's median
+  size_t bytes[2] = {0, 0};  // sent to other ranks, the most of any rank
+};
+
+int64_t owned(const symcommPencilInfo_t& p) {
+  return (p.hi[0] - p.lo[0]) * (p.hi[1] - p.lo[1]) * (p.hi[2] - p.lo[2]);
+}
+
+// What a rank sends to others in the transpose between pencils a and b: its pencil less the
+// block it keeps.
+int64_t sent_elements(const symcommPencilInfo_t& a, const symcommPencilInfo_t& b) {
+  int64_t kept = 1;
+  for (int d = 0; d < 3; ++d)
+    kept *= std::max<int64_t>(0, std::min(a.hi[d], b.hi[d]) - std::max(a.lo[d], b.lo[d]));
+  return owned(a) - kept;
+}
+
+class Runner {
+ public:
+  explicit Runner(Context& ctx) : ctx_(ctx) {
+    BENCH_CUDA(cudaMalloc(&bad_, sizeof *bad_));
+  }
+  ~Runner() { cudaFree(bad_); }
+
+  // Runs one backend on one configuration; ran = false where the backend cannot run here.
+  Result run(const Config& cfg, const std::string& backend) {
+    Result r;
+    r.backend = backend;
+    const DecompOptions& o = ctx_.opt.decomp;
+    symcommDecompConfig_t c;
+    BENCH_SC(symcommDecompConfigInit(&c));
+    for (int a = 0; a < 3; ++a) {
+      c.gdims[a] = cfg.n;
+      c.axis_contiguous[a] = o.contiguous ? 1 : 0;
+    }
+    c.pdims[0] = cfg.pr;
+    c.pdims[1] = cfg.pc;
+    std::snprintf(c.backend, sizeof c.backend, "%s", backend.c_str());
+    symcommDecomp_t d = nullptr;
+    if (symcommDecompCreate(ctx_.comm, &c, &d) != symcommSuccess) {
+      if (ctx_.rank == 0)
+        std::printf("  (%s skipped on %dx%d: %s)\n", backend.c_str(), cfg.pr, cfg.pc,
+                    symcommGetLastError());
+      return r;
+    }
+    r.ran = true;
+    symcommPencilInfo_t p[3];
+    int64_t most = 0;
+    for (int a = 0; a < 3; ++a) {
+      BENCH_SC(symcommDecompPencilInfo(d, a, nullptr, nullptr, &p[a]));
+      most = std::max(most, p[a].size);
+    }
+    const size_t e = 8;  // C32 and R64 alike
+    const size_t bytes = static_cast<size_t>(max_over_ranks(ctx_, static_cast<double>(most))) * e;
+    size_t ws_bytes = 0;
+    BENCH_SC(symcommDecompWorkspaceSize(d, cfg.type, &ws_bytes));
+    void* ws = nullptr;
+    BENCH_SC(symcommMalloc(ctx_.comm, ws_bytes, &ws));
+    void* buf[3];
+    for (void*& b : buf) b = alloc(bytes);
+
+    // The check: X -> Y -> Z -> Y -> X, each output poisoned and then compared with the index.
+    index_pass(buf[0], p[0], cfg.n, false);
+    const int steps[4][3] = {{0, 1, 1}, {1, 2, 2}, {2, 1, 1}, {1, 0, 0}};  // from, to, buffer
+    const int in_buf[4] = {0, 1, 2, 1};
+    unsigned long long wrong = 0;
+    for (int s = 0; s < 4; ++s) {
+      const int out = steps[s][2];
+      BENCH_CUDA(cudaMemsetAsync(buf[out], 0xff, bytes, ctx_.stream));
+      BENCH_SC(symcommDecompTranspose(d, steps[s][0], steps[s][1], buf[in_buf[s]], buf[out], ws,
+                                      cfg.type, nullptr, nullptr, nullptr, nullptr, ctx_.stream));
+      wrong += index_pass(buf[out], p[steps[s][1]], cfg.n, true);
+    }
+    r.verified = max_over_ranks(ctx_, static_cast<double>(wrong)) == 0;
+
+    // Timing: X -> Y (buffer 0 into 1), Y -> Z (1 into 2).
+    const size_t pencil_bytes = static_cast<size_t>(owned(p[0])) * e;
+    const int inner = static_cast<int>(
+        std::clamp<size_t>((size_t{64} << 20) / std::max<size_t>(pencil_bytes, 1), 1, 50));
+    for (int op = 0; op < 2; ++op) {
+      BENCH_SC(symcommHostBarrier(ctx_.comm));
+      const double us = time_stream_us(ctx_.stream, ctx_.opt.warmup, ctx_.opt.iters, inner, [&] {
+        BENCH_SC(symcommDecompTranspose(d, op, op + 1, buf[op], buf[op + 1], ws, cfg.type, nullptr,
+                                        nullptr, nullptr, nullptr, ctx_.stream));
+      });
+      r.us[op] = max_over_ranks(ctx_, us);
+      const int64_t sent = sent_elements(p[op], p[op + 1]) * static_cast<int64_t>(e);
+      r.bytes[op] = static_cast<size_t>(max_over_ranks(ctx_, static_cast<double>(sent)));
+    }
+    BENCH_CUDA(cudaStreamSynchronize(ctx_.stream));
+    for (void* b : buf) release(b);
+    BENCH_SC(symcommFree(ctx_.comm, ws));
+    BENCH_SC(symcommDecompDestroy(d));
+    return r;
+  }
+
+ private:
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    if (ctx_.opt.decomp.local) BENCH_CUDA(cudaMalloc(&p, bytes));
+    else BENCH_SC(symcommMalloc(ctx_.comm, bytes, &p));
+    return p;
+  }
+  void release(void* p) {
+    if (ctx_.opt.decomp.local) BENCH_CUDA(cudaFree(p));
+    else BENCH_SC(symcommFree(ctx_.comm, p));
+  }
+
+  // Writes the index into the owned points of `buf`, or counts the points that differ.
+  unsigned long long index_pass(void* buf, const symcommPencilInfo_t& p, int64_t n, bool check) {
+    BENCH_CUDA(cudaMemsetAsync(bad_, 0, sizeof *bad_, ctx_.stream));
+    index_kernel<<<1024, 256, 0, ctx_.stream>>>(static_cast<uint64_t*>(buf), p, n, n, check, bad_);
+    BENCH_CUDA(cudaGetLastError());
+    unsigned long long wrong = 0;
+    BENCH_CUDA(cudaMemcpyAsync(&wrong, bad_, sizeof wrong, cudaMemcpyDeviceToHost, ctx_.stream));
+    BENCH_CUDA(cudaStreamSynchronize(ctx_.stream));
+    return wrong;
+  }
+
+  Context& ctx_;
+  unsigned long long* bad_ = nullptr;
+};
+
+}  // namespace
+
+bool decomp_option(Options& opt, int argc, char** argv, int& i) {
+  DecompOptions& o = opt.decomp;
+  const char* name = argv[i];
+  auto arg = [&]() -> const char* {
+    if (i + 1 >= argc) bad_option(name, "", "needs a value");
+    return argv[++i];
+  };
+  if (!std::strcmp(name, "--sizes")) {
+    const char* v = arg();
+    o.sizes.clear();
+    for (const std::string& s : split(v)) o.sizes.push_back(to_int(name, s, 1, 1 << 16));
+    if (o.sizes.empty()) bad_option(name, v, "names no size");
+  } else if (!std::strcmp(name, "--max-n")) {
+    o.max_n = to_int(name, arg(), 1, 1 << 16);
+  } else if (!std::strcmp(name, "--dtypes")) {
+    const char* v = arg();
+    o.dtypes = split(v);
+    for (const std::string& t : o.dtypes)
+      if (t != "c32" && t != "r64") bad_option(name, v, "'" + t + "' is not c32 or r64");
+    if (o.dtypes.empty()) bad_option(name, v, "names no type");
+  } else if (!std::strcmp(name, "--grids")) {
+    const char* v = arg();
+    o.grids = split(v);
+    for (const std::string& g : o.grids) {
+      const size_t x = g.find('x');
+      if (x == std::string::npos) bad_option(name, v, "'" + g + "' is not PRxPC");
+      to_int(name, g.substr(0, x), 1, 1 << 20);
+      to_int(name, g.substr(x + 1), 1, 1 << 20);
+    }
+  } else if (!std::strcmp(name, "--backends")) {
+    const char* v = arg();
+    o.backends = split(v);
+    for (std::string& b : o.backends) {
+      if (b.rfind("symcomm:", 0) == 0) b = b.substr(8);
+      if (!registered(b)) bad_option(name, v, "'" + b + "' is not a registered backend");
+    }
+  } else if (!std::strcmp(name, "--local-buffers")) {
+    o.local = true;
+  } else if (!std::strcmp(name, "--contiguous")) {
+    o.contiguous = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int run_decomp(Context& ctx) {
+  const DecompOptions& o = ctx.opt.decomp;
+  // The nccl backend first, so that every other row can say how it compares.
+  std::vector<std::string> backends;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i) {
+    const std::string b = symcommDecompBackendName(i);
+    const auto& only = o.backends;
+    if (!only.empty() && std::find(only.begin(), only.end(), b) == only.end()) continue;
+    if (b == "nccl") backends.insert(backends.begin(), b);
+    else backends.push_back(b);
+  }
+  const std::vector<std::string> dtypes =
+      o.dtypes.empty() ? std::vector<std::string>{"c32", "r64"} : o.dtypes;
+  if (ctx.rank == 0)
+    std::printf("symcomm-bench decomp: %d ranks, %s pencils, %s\n", ctx.nranks,
+                o.local ? "cudaMalloc'd" : "symmetric",
+                o.contiguous ? "axis-contiguous" : "x fastest");
+  Runner runner(ctx);
+  int failures = 0;
+  for (int64_t n : o.sizes) {
+    if (o.max_n && n > o.max_n) continue;
+    for (const std::string& dt : dtypes) {
+      if (ctx.rank == 0) {
+        std::printf("\n%lld^3 %s\n%-13s %-22s %-6s %14s %12s %10s %8s %s\n",
+                    static_cast<long long>(n), dt.c_str(), "op", "impl", "grid", "bytes/rank",
+                    "time us", "GB/s/GPU", "vs nccl", "check");
+        std::fflush(stdout);
+      }
+      for (int pr = 1; pr <= ctx.nranks; ++pr) {
+        if (ctx.nranks % pr) continue;
+        const int pc = ctx.nranks / pr;
+        const std::string grid = std::to_string(pr) + "x" + std::to_string(pc);
+        if (!o.grids.empty() && std::find(o.grids.begin(), o.grids.end(), grid) == o.grids.end())
+          continue;
+        if (pr > n || pc > n) continue;  // a part without points
+        const bool c32 = dt == "c32";
+        const Config cfg{n, c32 ? symcommC32 : symcommR64, c32 ? "c32" : "f64", pr, pc};
+        std::vector<Result> results;
+        for (const std::string& b : backends) {
+          results.push_back(runner.run(cfg, b));
+          failures += results.back().ran && !results.back().verified;
+        }
+        const Result* nccl = nullptr;
+        for (const Result& r : results)
+          if (r.backend == "nccl" && r.ran) nccl = &r;
+        for (int op = 0; op < 2; ++op)
+          for (const Result& r : results) {
+            if (!r.ran) continue;
+            Record rec;
+            rec.bench = "decomp";
+            rec.op = op == 0 ? "transpose_xy" : "transpose_yz";
+            rec.impl = "symcomm:" + r.backend;
+            rec.dtype = cfg.dtype;
+            const std::string ns = std::to_string(n);
+            rec.shape = "[" + ns + "," + ns + "," + ns + "] " + std::to_string(pr) + " x " +
+                        std::to_string(pc);
+            rec.bytes = r.bytes[op];
+            rec.ranks = ctx.nranks;
+            rec.time_us = r.us[op];
+            rec.algbw_gbs = r.us[op] > 0 ? static_cast<double>(r.bytes[op]) / (r.us[op] * 1e3) : -1;
+            rec.iters = ctx.opt.iters;
+            rec.warmup = ctx.opt.warmup;
+            rec.extra.push_back({"n", std::to_string(n)});
+            rec.extra.push_back({"grid", "\"" + grid + "\""});
+            rec.extra.push_back({"buffers", o.local ? "\"local\"" : "\"symmetric\""});
+            rec.extra.push_back({"verified", r.verified ? "true" : "false"});
+            double speedup = -1;
+            if (nccl && r.us[op] > 0) {
+              speedup = nccl->us[op] / r.us[op];
+              char v[32];
+              std::snprintf(v, sizeof v, "%.3f", speedup);
+              rec.extra.push_back({"speedup_vs_nccl", v});
+            }
+            if (ctx.rank == 0) {
+              char vs[32] = "-";
+              if (speedup > 0) std::snprintf(vs, sizeof vs, "%.2fx", speedup);
+              std::printf("%-13s %-22s %-6s %14zu %12.1f %10.1f %8s %s\n", rec.op.c_str(),
+                          rec.impl.c_str(), grid.c_str(), rec.bytes, rec.time_us, rec.algbw_gbs,
+                          vs, r.verified ? "ok" : "WRONG");
+              std::fflush(stdout);
+            }
+            write_json(ctx, rec);
+          }
+      }
+    }
+  }
+  if (failures && ctx.rank == 0)
+    std::fprintf(stderr, "symcomm-bench decomp: %d configuration(s) failed the round-trip check\n",
+                 failures);
+  return failures ? 1 : 0;
+}
+
+}  // namespace bench

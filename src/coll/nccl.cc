@@ -1,0 +1,106 @@
+// The "nccl" algorithm: every collective as the NCCL call of the same name over the team's
+// NCCL communicator (coll/nccl_comms.h: made on the team's first use, kept until finalize);
+// all-to-all as grouped ncclSend/ncclRecv. The in-run baseline that the other algorithms are
+// measured against. GPUs only (the cuda memory space), where NCCL can be loaded.
+//
+// Unlike "copy", results of floating-point sums follow NCCL's order of combination (and
+// 16-bit floats are not accumulated in float): they may differ in the last bits from copy's.
+#include "coll/coll.h"
+#include "coll/nccl_lib.h"
+
+#ifdef SYMCOMM_HAVE_NCCL
+#include "coll/nccl_comms.h"
+#endif
+
+namespace symcomm {
+
+namespace {
+
+#ifdef SYMCOMM_HAVE_NCCL
+
+class NcclAlgorithm final : public CollAlgorithm {
+ public:
+  const char* name() const override { return "nccl"; }
+
+  bool supports(const CollArgs& a, const CollContext& ctx) const override {
+    return why_not(a, ctx).empty();
+  }
+
+  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
+    if (ctx.space() != symcommSpaceCuda) return "NCCL runs in the cuda memory space only";
+    const NcclLib* lib = NcclLib::get();
+    if (!lib) return nccl_unavailable_reason();
+    if (!nccl_has_type(a.type, lib->version))
+      return format("NCCL %s has no type %d (bfloat16 needs 2.10)",
+                    nccl_version_string(lib->version).c_str(), static_cast<int>(a.type));
+    if (std::string why = nccl_team_problem(ctx.topology(), a.team); !why.empty()) return why;
+    const Heap& heap = const_cast<CollContext&>(ctx).heap();
+    const bool reads_send = a.op != CollOp::Broadcast || a.me == a.root;
+    if ((reads_send && !nccl_can_access(heap, a.send)) || !nccl_can_access(heap, a.recv))
+      return "NCCL kernels cannot access pageable host memory (send or recv)";
+    return "";
+  }
+
+  void run(const CollArgs& a, CollContext& ctx) override {
+    if (a.count == 0) return;  // the same on every member: no communicator is made either
+    const NcclLib& loaded = nccl_lib();
+    const ncclDataType_t type = nccl_type(a.type, loaded.version);
+    const size_t block = a.count * a.elem;  // bytes of one block (all-to-all)
+    nccl_comms(ctx).run(a.team_id, a.team, a.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+      switch (a.op) {
+        case CollOp::AllGather:
+          SYMCOMM_NCCL(lib, ncclAllGather(a.send, a.recv, a.count, type, comm, a.stream));
+          break;
+        case CollOp::AllToAll:
+          nccl_group(lib, [&] {
+            for (int j = 0; j < a.team.size; ++j) {
+              const size_t at = static_cast<size_t>(j) * block;
+              SYMCOMM_NCCL(lib, ncclSend(a.send + at, a.count, type, j, comm, a.stream));
+              SYMCOMM_NCCL(lib, ncclRecv(a.recv + at, a.count, type, j, comm, a.stream));
+            }
+          });
+          break;
+        case CollOp::ReduceScatter:
+          SYMCOMM_NCCL(lib, ncclReduceScatter(a.send, a.recv, a.count, type, nccl_op(a.redop),
+                                              comm, a.stream));
+          break;
+        case CollOp::AllReduce:
+          SYMCOMM_NCCL(lib, ncclAllReduce(a.send, a.recv, a.count, type, nccl_op(a.redop), comm,
+                                          a.stream));
+          break;
+        case CollOp::Broadcast:
+          SYMCOMM_NCCL(lib, ncclBroadcast(a.send, a.recv, a.count, type, a.root, comm, a.stream));
+          break;
+      }
+    });
+  }
+
+  std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
+    return std::make_unique<NcclComms>(ctx);
+  }
+};
+
+#else  // !SYMCOMM_HAVE_NCCL: registered, so that asking for it says why it cannot run
+
+class NcclAlgorithm final : public CollAlgorithm {
+ public:
+  const char* name() const override { return "nccl"; }
+  bool supports(const CollArgs&, const CollContext&) const override { return false; }
+  std::string why_not(const CollArgs&, const CollContext&) const override {
+    return nccl_unavailable_reason();
+  }
+  void run(const CollArgs&, CollContext&) override {
+    SYMCOMM_THROW(symcommNotSupported, "%s", nccl_unavailable_reason().c_str());
+  }
+};
+
+#endif
+
+}  // namespace
+
+CollAlgorithm* make_nccl_algorithm() {
+  static NcclAlgorithm algorithm;
+  return &algorithm;
+}
+
+}  // namespace symcomm

@@ -1,0 +1,224 @@
+#ifdef SYMCOMM_HAVE_NCCL
+
+#include "coll/nccl_comms.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "base/log.h"
+
+#define SYMCOMM_CUDART(call)                                                           \
+  do {                                                                                 \
+    cudaError_t e_ = (call);                                                           \
+    if (e_ != cudaSuccess)                                                             \
+      SYMCOMM_THROW(symcommCudaError, "%s failed: %s (%d)", #call, cudaGetErrorString(e_), \
+                    static_cast<int>(e_));                                             \
+  } while (0)
+
+namespace symcomm {
+
+std::string nccl_team_problem(const Topology& topology, const Team& team) {
+  for (int i = 0; i < team.size; ++i) {
+    const int r = team.world_of(i);
+    if (!topology.accessible[static_cast<size_t>(r)])
+      return format("rank %d is not load/store accessible (the NCCL id travels through "
+                    "symmetric memory)", r);
+    for (int k = 0; k < i; ++k)
+      if (topology.gpu_owner[static_cast<size_t>(team.world_of(k))] ==
+          topology.gpu_owner[static_cast<size_t>(r)])
+        return format("ranks %d and %d share a GPU, which NCCL refuses", team.world_of(k), r);
+  }
+  return "";
+}
+
+
+namespace {
+
+// Makes `device` current for the scope (NCCL communicators belong to the device current
+// when they are made) and restores the caller's.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) : device_(device) {
+    SYMCOMM_CUDART(cudaGetDevice(&previous_));
+    if (previous_ != device_) SYMCOMM_CUDART(cudaSetDevice(device_));
+  }
+  ~DeviceScope() {
+    if (previous_ != device_) {
+      cudaError_t e = cudaSetDevice(previous_);
+      if (e != cudaSuccess)
+        SYMCOMM_WARN("cudaSetDevice(%d) failed: %s", previous_, cudaGetErrorString(e));
+    }
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int device_;
+  int previous_ = -1;
+};
+
+// Ends (destroys, or aborts) one communicator, logging what fails: clean-up never throws.
+void end_comm(const NcclLib& lib, ncclComm_t comm, bool abort, int device) {
+  try {
+    DeviceScope scope(device);
+    ncclResult_t r = abort ? lib.ncclCommAbort(comm) : lib.ncclCommDestroy(comm);
+    if (r != ncclSuccess)
+      SYMCOMM_WARN("%s failed: %s", abort ? "ncclCommAbort" : "ncclCommDestroy",
+                   lib.ncclGetErrorString(r));
+  } catch (const Error& e) {
+    SYMCOMM_WARN("ending an NCCL communicator: %s", e.what());
+  }
+}
+
+}  // namespace
+
+NcclComms::NcclComms(CollContext& ctx) : ctx_(ctx) {
+  if (ctx.space() == symcommSpaceCuda)
+    area_ = static_cast<char*>(ctx.heap().malloc_internal(sizeof(ncclUniqueId)));
+}
+
+NcclComms::~NcclComms() {
+  {
+    std::lock_guard<std::mutex> lock(aborter_mutex_);
+    if (aborter_.joinable()) aborter_.join();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comms_.empty()) return;
+  const NcclLib* lib = NcclLib::get();  // loaded: it made them
+  // Key order, the same on every rank: destroying may wait for the other members.
+  for (auto& [k, comm] : comms_) end_comm(*lib, comm, aborted_.load(), ctx_.topology().device);
+  comms_.clear();
+}
+
+void NcclComms::abort() {
+  if (aborted_.exchange(true)) return;
+  // ncclCommAbort may wait for a call in progress (the lock) and takes a while: not on the
+  // monitor thread, which has peers to tell.
+  std::lock_guard<std::mutex> lock(aborter_mutex_);
+  aborter_ = std::thread([this] { abort_all(); });
+}
+
+void NcclComms::abort_all() {
+  LogRankScope scope(ctx_.topology().rank);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comms_.empty()) return;
+  const NcclLib* lib = NcclLib::get();
+  for (auto& [k, comm] : comms_) end_comm(*lib, comm, true, ctx_.topology().device);
+  comms_.clear();
+  SYMCOMM_INFO("a peer was lost: NCCL communicators aborted");
+}
+
+void NcclComms::prepare(symcommTeam_t id, const Team& team, symcommStream_t stream) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    SYMCOMM_REQUIRE(!aborted_.load(), symcommPeerLost,
+                    "the communicator lost a peer: its NCCL communicators were aborted");
+    if (comms_.count(key(team))) return;
+  }
+  // Not under the lock: making one waits for every member, and abort must not wait for it.
+  ncclComm_t comm = make(id, team, stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_.load()) {
+    end_comm(nccl_lib(), comm, true, ctx_.topology().device);
+    SYMCOMM_THROW(symcommPeerLost, "the communicator lost a peer while an NCCL communicator "
+                  "was being made for team %d", id);
+  }
+  comms_.emplace(key(team), comm);
+}
+
+void NcclComms::run(symcommTeam_t id, const Team& team, symcommStream_t stream,
+                    const Enqueue& enqueue) {
+  const NcclLib& lib = nccl_lib();
+  prepare(id, team, stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = comms_.find(key(team));
+  SYMCOMM_REQUIRE(!aborted_.load() && it != comms_.end(), symcommPeerLost,
+                  "the communicator lost a peer: its NCCL communicators were aborted");
+  DeviceScope scope(ctx_.topology().device);
+  enqueue(lib, it->second);
+}
+
+ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t stream) {
+  const NcclLib& lib = nccl_lib();
+  SYMCOMM_REQUIRE(area_, symcommNotSupported, "NCCL runs in the cuda memory space only");
+  const int me = team.index_of(ctx_.topology().rank);
+  SYMCOMM_REQUIRE(me >= 0, symcommInternalError, "rank %d is not a member of team %d",
+                  ctx_.topology().rank, id);
+  for (int j = 0; j < team.size; ++j)
+    SYMCOMM_REQUIRE(ctx_.heap().peer_ptr(area_, team.world_of(j)), symcommNotSupported,
+                    "rank %d is not load/store accessible: the NCCL id of team %d cannot reach "
+                    "it", team.world_of(j), id);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SYMCOMM_CUDART(cudaStreamIsCapturing(stream, &capture));
+  SYMCOMM_REQUIRE(capture == cudaStreamCaptureStatusNone, symcommInvalidUsage,
+                  "the first NCCL operation over team %d makes its NCCL communicator, which "
+                  "synchronises the stream: it cannot be captured in a CUDA graph (run one "
+                  "outside the capture first)", id);
+  // Rank 0 that cannot make an id sends zeros (never a valid id) rather than leaving the
+  // others waiting: every member then fails.
+  ncclUniqueId uid{};
+  std::string failure;
+  symcommResult_t code = symcommSuccess;
+  if (me == 0) {
+    try {
+      DeviceScope scope(ctx_.topology().device);
+      SYMCOMM_NCCL(lib, ncclGetUniqueId(&uid));
+    } catch (const Error& e) {
+      uid = ncclUniqueId{};
+      code = e.code();
+      failure = e.what();
+    }
+  }
+  RmaBackend& b = ctx_.backend();
+  const BarrierArgs barrier = ctx_.rma().barrier_args(id);
+  b.barrier(barrier, stream);  // every member read the previous id from its area
+  if (me == 0) {
+    b.put(area_, &uid, sizeof uid, symcommEngineCe, stream);
+    for (int j = 1; j < team.size; ++j)
+      b.put(ctx_.heap().peer_ptr(area_, team.world_of(j)), area_, sizeof uid, symcommEngineCe,
+            stream);
+  }
+  b.barrier(barrier, stream);  // the id arrived everywhere
+  b.get(&uid, area_, sizeof uid, symcommEngineCe, stream);
+  b.synchronize(stream);
+  b.raise_recorded_error();  // a barrier that timed out or was aborted: the id is not there
+  if (code != symcommSuccess) throw Error(code, failure);
+  static const ncclUniqueId kNone{};
+  SYMCOMM_REQUIRE(std::memcmp(&uid, &kNone, sizeof uid) != 0, symcommRemoteError,
+                  "team rank 0 (rank %d) of team %d could not make an NCCL unique id",
+                  team.world_of(0), id);
+  DeviceScope scope(ctx_.topology().device);
+  ncclComm_t comm = nullptr;
+  SYMCOMM_NCCL(lib, ncclCommInitRank(&comm, team.size, uid, me));
+  SYMCOMM_INFO("NCCL %s communicator of team %d (ranks %d + %d * i, %d of them) made",
+               nccl_version_string(lib.version).c_str(), id, team.start, team.stride, team.size);
+  return comm;
+}
+
+NcclComms& nccl_comms(CollContext& ctx) { return ctx.state<NcclComms>(make_nccl_algorithm()); }
+
+void nccl_group(const NcclLib& lib, const std::function<void()>& body) {
+  SYMCOMM_NCCL(lib, ncclGroupStart());
+  try {
+    body();
+  } catch (...) {
+    (void)lib.ncclGroupEnd();  // the error in flight is the one to report
+    throw;
+  }
+  SYMCOMM_NCCL(lib, ncclGroupEnd());
+}
+
+bool nccl_can_access(const Heap& heap, const void* p) {
+  if (!p || heap.contains(p)) return true;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // clears the (non-sticky) error it recorded
+    return false;
+  }
+  return attr.type != cudaMemoryTypeUnregistered;
+}
+
+}  // namespace symcomm
+
+#endif  // SYMCOMM_HAVE_NCCL

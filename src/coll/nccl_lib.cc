@@ -1,0 +1,182 @@
+#include "coll/nccl_lib.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+#include "base/log.h"
+#include "base/param.h"
+
+namespace symcomm {
+
+#ifdef SYMCOMM_HAVE_NCCL
+
+static const StringParam kLibrary(
+    "SYMCOMM_NCCL_LIBRARY", "libnccl.so.2",
+    "the NCCL library that the nccl collective algorithm and decomposition backend load "
+    "(a name for dlopen or a path)");
+static const StringParam kNvls(
+    "NCCL_NVLS_ENABLE", "",
+    "NCCL: NVLink multicast. symcomm sets it to 0 before loading NCCL unless it is set "
+    "(multicast is forbidden on the shared machines)");
+
+namespace {
+
+// NCCL reads the variable when it first initialises (and ~/.nccl.conf may set it then if the
+// environment does not): it must be in the environment before the first NCCL call.
+void keep_nvls_off() {
+  if (std::optional<std::string> v = kNvls.raw()) {
+    if (*v != "0")
+      SYMCOMM_WARN("NCCL_NVLS_ENABLE=%s is set: NCCL may use NVLink multicast, which is "
+                   "forbidden on the shared machines", v->c_str());
+    return;
+  }
+  SYMCOMM_SYSCHECK(setenv("NCCL_NVLS_ENABLE", "0", 0));
+}
+
+}  // namespace
+
+NcclLoad load_nccl(const char* path) {
+  NcclLoad l;
+  keep_nvls_off();
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    l.reason = format("NCCL cannot be loaded (SYMCOMM_NCCL_LIBRARY=%s): %s", path,
+                      e ? e : "dlopen failed");
+    return l;
+  }
+  NcclLib& lib = l.lib;
+#define SYMCOMM_LOAD_NCCL_PFN(fn)                                                  \
+  {                                                                                \
+    void* p = dlsym(handle, #fn);                                                  \
+    if (!p) {                                                                      \
+      l.reason = format("%s lacks %s: symcomm needs NCCL 2.7 or later", path, #fn); \
+      dlclose(handle);                                                             \
+      return l;                                                                    \
+    }                                                                              \
+    lib.fn = reinterpret_cast<decltype(lib.fn)>(p);                                \
+  }
+  SYMCOMM_NCCL_FUNCTIONS(SYMCOMM_LOAD_NCCL_PFN)
+#undef SYMCOMM_LOAD_NCCL_PFN
+  lib.ncclGetLastError =
+      reinterpret_cast<decltype(lib.ncclGetLastError)>(dlsym(handle, "ncclGetLastError"));
+  ncclResult_t r = lib.ncclGetVersion(&lib.version);
+  if (r != ncclSuccess) {
+    l.reason = format("%s: ncclGetVersion failed: %s (%d)", path, lib.ncclGetErrorString(r),
+                      static_cast<int>(r));
+    dlclose(handle);
+    return l;
+  }
+  l.ok = true;
+  return l;
+}
+
+namespace {
+const NcclLoad& loaded() {
+  static const NcclLoad l = [] {
+    const std::string path = kLibrary.get();
+    NcclLoad r = load_nccl(path.c_str());
+    if (r.ok)
+      SYMCOMM_INFO("NCCL %s loaded from %s", nccl_version_string(r.lib.version).c_str(),
+                   path.c_str());
+    return r;
+  }();
+  return l;
+}
+}  // namespace
+
+const NcclLib* NcclLib::get() { return loaded().ok ? &loaded().lib : nullptr; }
+
+std::string nccl_unavailable_reason() { return loaded().reason; }
+
+const NcclLib& nccl_lib() {
+  const NcclLib* lib = NcclLib::get();
+  if (!lib) SYMCOMM_THROW(symcommNotSupported, "%s", nccl_unavailable_reason().c_str());
+  return *lib;
+}
+
+std::string nccl_version_string(int v) {
+  // NCCL_VERSION: 2.8.x and before are X * 1000 + Y * 100 + Z, later X * 10000 + Y * 100 + Z.
+  if (v >= 10000) return format("%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+  return format("%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+}
+
+symcommResult_t nccl_result_code(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return symcommSuccess;
+    case ncclUnhandledCudaError: return symcommCudaError;
+    case ncclSystemError: return symcommSystemError;
+    case ncclInvalidArgument: return symcommInvalidArgument;
+    case ncclInvalidUsage: return symcommInvalidUsage;
+    case ncclRemoteError: return symcommRemoteError;
+    default: return symcommInternalError;  // ncclInternalError; ncclInProgress (comms block)
+  }
+}
+
+void throw_nccl_error(const NcclLib& lib, ncclResult_t result, const char* call,
+                      const char* file, int line) {
+  const char* last = lib.ncclGetLastError ? lib.ncclGetLastError(nullptr) : nullptr;
+  throw_error(nccl_result_code(result), file, line,
+              format("%s failed: %s (%d)%s%s", call, lib.ncclGetErrorString(result),
+                     static_cast<int>(result), last && *last ? ": " : "", last ? last : ""));
+}
+
+bool nccl_has_type(symcommDataType_t type, int version) {
+  switch (type) {
+    case symcommInt8: case symcommUint8: case symcommInt32: case symcommUint32:
+    case symcommInt64: case symcommUint64: case symcommFloat16: case symcommFloat32:
+    case symcommFloat64:
+      return true;
+    case symcommBfloat16:  // NCCL_VERSION(2, 10, 0), in the header and the library
+      return NCCL_VERSION_CODE >= 21000 && version >= 21000;
+    case symcommNumDataTypes: break;
+  }
+  return false;
+}
+
+ncclDataType_t nccl_type(symcommDataType_t type, int version) {
+  switch (type) {
+    case symcommInt8: return ncclInt8;
+    case symcommUint8: return ncclUint8;
+    case symcommInt32: return ncclInt32;
+    case symcommUint32: return ncclUint32;
+    case symcommInt64: return ncclInt64;
+    case symcommUint64: return ncclUint64;
+    case symcommFloat16: return ncclFloat16;
+    case symcommFloat32: return ncclFloat32;
+    case symcommFloat64: return ncclFloat64;
+    case symcommBfloat16:
+      SYMCOMM_REQUIRE(nccl_has_type(type, version), symcommNotSupported,
+                      "bfloat16 needs NCCL 2.10 or later; this one is %s",
+                      nccl_version_string(version).c_str());
+#if NCCL_VERSION_CODE >= 21000
+      return ncclBfloat16;
+#else
+      SYMCOMM_THROW(symcommNotSupported, "symcomm was built with nccl.h %d.%d, before bfloat16",
+                    NCCL_MAJOR, NCCL_MINOR);
+#endif
+    case symcommNumDataTypes: break;
+  }
+  SYMCOMM_THROW(symcommInvalidArgument, "type %d is not a symcommDataType_t",
+                static_cast<int>(type));
+}
+
+ncclRedOp_t nccl_op(symcommRedOp_t op) {
+  switch (op) {
+    case symcommSum: return ncclSum;
+    case symcommMin: return ncclMin;
+    case symcommMax: return ncclMax;
+  }
+  SYMCOMM_THROW(symcommInvalidArgument, "op %d is not a symcommRedOp_t", static_cast<int>(op));
+}
+
+#else  // !SYMCOMM_HAVE_NCCL
+
+std::string nccl_unavailable_reason() {
+  return "symcomm was built without nccl.h (CMake did not find it): NCCL is not available";
+}
+
+#endif
+
+}  // namespace symcomm

@@ -1,0 +1,88 @@
+// NCCL, loaded at run time with dlopen (SYMCOMM_NCCL_LIBRARY, default "libnccl.so.2") so that
+// libsymcomm starts on machines without NCCL or without a GPU: symcomm never links -lnccl.
+// The types and prototypes come from nccl.h where CMake found it at build time
+// (SYMCOMM_HAVE_NCCL); without it, NCCL is "not available" and only nccl_unavailable_reason()
+// exists.
+//
+// Loading sets NCCL_NVLS_ENABLE=0 in the environment unless the caller set it: NVLink
+// multicast (NVLS) is forbidden on the machines symcomm runs on, and NCCL reads the variable
+// when it first initialises, so it must be set before any NCCL call.
+#pragma once
+
+#include <string>
+
+#include "base/error.h"
+
+#ifdef SYMCOMM_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace symcomm {
+
+// Why NCCL cannot be used in this process ("" when it can): built without nccl.h, or the
+// library cannot be loaded. Loads it on the first call.
+std::string nccl_unavailable_reason();
+
+#ifdef SYMCOMM_HAVE_NCCL
+
+// The entry points symcomm uses, looked up by name with dlsym.
+#define SYMCOMM_NCCL_FUNCTIONS(X)                                                        \
+  X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank)        \
+  X(ncclCommDestroy) X(ncclCommAbort) X(ncclAllGather) X(ncclAllReduce)                 \
+  X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv) X(ncclGroupStart)       \
+  X(ncclGroupEnd)
+
+struct NcclLib {
+#define SYMCOMM_DECLARE_NCCL_PFN(fn) decltype(&::fn) fn = nullptr;
+  SYMCOMM_NCCL_FUNCTIONS(SYMCOMM_DECLARE_NCCL_PFN)
+#undef SYMCOMM_DECLARE_NCCL_PFN
+  // Optional (NCCL 2.13 and later; nullptr before): the last error's details, for messages.
+  decltype(&::ncclGetLastError) ncclGetLastError = nullptr;
+  int version = 0;  // ncclGetVersion: 22809 for 2.28.9 (2804 for 2.8.4)
+
+  // The library of SYMCOMM_NCCL_LIBRARY, loaded once; nullptr when it cannot be (see
+  // nccl_unavailable_reason()).
+  static const NcclLib* get();
+};
+
+// The result of loading `path` (not cached: get() calls it once; tests call it directly).
+struct NcclLoad {
+  NcclLib lib;
+  bool ok = false;
+  std::string reason;  // why not ok: "libnccl.so.2: cannot open shared object file ..."
+};
+NcclLoad load_nccl(const char* path);
+
+// The library or throws symcommNotSupported with the reason.
+const NcclLib& nccl_lib();
+
+// "2.28.9" for 22809, "2.8.4" for 2804.
+std::string nccl_version_string(int version);
+
+// Throws the symcomm error for `result` (symcommCudaError for ncclUnhandledCudaError, ...)
+// naming the call, ncclGetErrorString and, where NCCL has it, ncclGetLastError.
+[[noreturn]] void throw_nccl_error(const NcclLib& lib, ncclResult_t result, const char* call,
+                                   const char* file, int line);
+symcommResult_t nccl_result_code(ncclResult_t result);
+
+// The NCCL type of a symcomm type; bfloat16 needs NCCL 2.10 or later (`version` as
+// NcclLib::version). nccl_has_type says whether nccl_type would succeed; nccl_type throws
+// symcommNotSupported (bfloat16 on an older NCCL) or symcommInvalidArgument (not a type).
+bool nccl_has_type(symcommDataType_t type, int version);
+ncclDataType_t nccl_type(symcommDataType_t type, int version);
+// The NCCL reduction of a symcomm one (sum, min, max); throws symcommInvalidArgument.
+ncclRedOp_t nccl_op(symcommRedOp_t op);
+
+#endif  // SYMCOMM_HAVE_NCCL
+
+}  // namespace symcomm
+
+#ifdef SYMCOMM_HAVE_NCCL
+// Checks a call made through an NcclLib `lib`: SYMCOMM_NCCL(lib, ncclGroupEnd()).
+#define SYMCOMM_NCCL(lib, call)                                                         \
+  do {                                                                                  \
+    ncclResult_t symcomm_nccl_result_ = (lib).call;                                     \
+    if (symcomm_nccl_result_ != ncclSuccess)                                            \
+      ::symcomm::throw_nccl_error((lib), symcomm_nccl_result_, #call, __FILE__, __LINE__); \
+  } while (0)
+#endif

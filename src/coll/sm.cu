@@ -1,0 +1,423 @@
+// The "sm" algorithm: every collective is one kernel (two for all-reduce) whose blocks move
+// the data with SM loads and stores through per-pair channels. GPUs only.
+//
+// Channels. For every ordered pair of ranks (s -> r) there are kChannels channels; each is
+// a ring of kDepth slots in r's memory that s writes, a `posted` counter in r's memory (the
+// chunks s has written so far, ever) and an `acked` counter in s's memory (the chunks r has
+// finished reading, ever). A sender writes chunk g into slot g % kDepth once acked >= g + 1 -
+// kDepth, then (fence.sc.sys) stores posted = g + 1; the receiver waits (acquire loads)
+// for posted >= g + 1, reads the slot and stores acked = g + 1. Each side keeps how many
+// chunks it has sent / consumed per channel in its own memory, so the counters only grow:
+// no reset between calls, back-to-back calls need no host synchronisation, and a CUDA graph
+// replays correctly (the kernel reads the counters when it runs, not when it was captured).
+//
+// A message of L bytes from s to r is cut into chunks (chunk_plan); chunk i travels on
+// channel i % channels, so both sides derive the same schedule from L alone. Blocks:
+// receivers (one per peer and channel; or, for reductions, one per channel that waits for
+// every peer's chunk and reduces them with this rank's own data in team-rank order, so that
+// every rank computes bit-identical results), then senders (one per peer and channel), then
+// blocks for this rank's own part. Every wait is bounded (SYMCOMM_WAIT_TIMEOUT, abort).
+//
+// The blocks of one kernel wait for each other's peers: they must all be resident at once
+// (some 2 * 40 + kSelfBlocks blocks of kThreads threads), as with NCCL.
+// Counters are per pair of world ranks, shared by all teams: like every collective, calls
+// that involve the same two ranks must be made in the same order on both.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "base/param.h"
+#include "coll/coll.h"
+#include "rma/reduce.h"
+#include "symcomm/device.cuh"
+
+namespace symcomm {
+
+namespace {
+
+const SizeParam kRingBytes("SYMCOMM_COLL_SM_BYTES", "64M",
+                           "symmetric memory per rank for the sm collectives' channel rings "
+                           "(at most 1/16 of SYMCOMM_HEAP_MAX is used)");
+
+constexpr int kMaxTeam = 32;
+constexpr int kChannels = 32;  // per pair at most; a call uses channels_for(team size)
+constexpr int kDepth = 4;
+constexpr int kThreads = 512;
+constexpr int kSelfBlocks = 8;
+constexpr uint64_t kMinChunk = 8 << 10;
+
+// How a message of `bytes` is cut: chunks of `size` bytes (the last shorter), `count` of
+// them, spread over `channels` channels. The same on both sides of a pair.
+struct ChunkPlan {
+  uint64_t size, count;
+  int channels;
+};
+
+// One SM stores about 11 GB/s into a peer (H200, NVLink 4), so a rank needs some 40 sending
+// blocks to fill its links: that many channels, shared among its peers.
+__host__ __device__ inline int channels_for(int team_size) {
+  const int c = team_size > 1 ? (40 + team_size - 2) / (team_size - 1) : kChannels;
+  return c < kChannels ? c : kChannels;
+}
+
+__host__ __device__ inline ChunkPlan chunk_plan(uint64_t bytes, uint64_t slot, int max_channels) {
+  if (bytes == 0) return {0, 0, 0};
+  uint64_t size = (bytes + max_channels - 1) / max_channels;
+  size = (size + 15) / 16 * 16;
+  size = size < kMinChunk ? kMinChunk : size > slot ? slot : size;
+  const uint64_t count = (bytes + size - 1) / size;
+  return {size, count, static_cast<int>(count < static_cast<uint64_t>(max_channels) ? count : max_channels)};
+}
+
+// What one call moves, by value into the kernel (so that graph capture keeps it).
+struct Plan {
+  DeviceComm comm;        // the world view: peer windows, error record, abort flag, bound
+  const char* send;
+  char* recv;
+  // This rank's area (symmetric): [nranks][kChannels] words each, then the rings.
+  uint64_t* posted;       // written by sender s at [s]
+  uint64_t* acked;        // written by receiver r at [r]
+  uint64_t* sent;         // local: chunks sent to r, at [r]
+  uint64_t* consumed;     // local: chunks consumed from s, at [s]
+  uint64_t* done;         // local, [kChannels]: sender blocks of this channel that finished
+  uint64_t* expect;       // local, [kChannels]: what `done` reaches when they all have
+  char* ring;             // [nranks][kChannels][kDepth] slots of `slot` bytes, by sender
+  uint64_t slot;
+  int n, me;              // team size, this rank's team rank
+  int channels;           // the most channels any pair of this call uses (grid sizing)
+  int self_blocks;        // blocks that copy this rank's own part
+  bool reduce;            // receivers reduce (all incoming messages have red_len bytes)
+  bool in_place;          // reductions: recv is send, so wait for this rank's senders
+  symcommRedOp_t op;
+  int world[kMaxTeam];    // team rank -> world rank
+  uint64_t send_off[kMaxTeam], send_len[kMaxTeam];  // bytes for member j: send + send_off[j]
+  uint64_t recv_off[kMaxTeam], recv_len[kMaxTeam];  // bytes from member j: recv + recv_off[j]
+  uint64_t self_src, self_dst, self_len;            // this rank's own part (data movement)
+  uint64_t red_len, red_own, red_out;  // reductions: length, own data at send + red_own,
+                                       // result at recv + red_out
+};
+
+__device__ __forceinline__ int index(const Plan& p, int world, int c) {
+  return world * kChannels + c;
+}
+
+__device__ __forceinline__ char* slot_of(const Plan& p, char* ring, int sender_world, int c,
+                                         uint64_t g) {
+  return ring + ((static_cast<uint64_t>(index(p, sender_world, c)) * kDepth) + g % kDepth) * p.slot;
+}
+
+// Thread 0 waits; the block learns whether the wait failed.
+__device__ __forceinline__ bool block_wait(const Plan& p, const uint64_t* word, uint64_t value) {
+  int rc = 0;
+  if (threadIdx.x == 0) rc = detail::wait_local(p.comm, word, symcommCmpGe, value);
+  return __syncthreads_or(rc) == 0;
+}
+
+// Publishes `value` in `word` (a peer's) after everything the block did before: the
+// pattern of cooperative groups' grid barrier (bar.sync, then a fence.sc and the store in
+// one thread), which is what the device API's put_signal_block uses too.
+__device__ __forceinline__ void post(uint64_t* word, uint64_t value) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    detail::store_relaxed(word, value);
+  }
+}
+
+__device__ void send_to(const Plan& p, int j, int c) {
+  const ChunkPlan cp = chunk_plan(p.send_len[j], p.slot, channels_for(p.n));
+  if (c >= cp.channels) return;
+  const int w = p.world[j], me = p.comm.rank;
+  uint64_t* sent = p.sent + index(p, w, c);
+  const uint64_t base = *sent;
+  uint64_t* posted = detail::remote(p.comm, p.posted + index(p, me, c), w);
+  char* ring = detail::remote(p.comm, p.ring, w);
+  const char* src = p.send + p.send_off[j];
+  uint64_t g = base;
+  for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
+    if (g >= kDepth && !block_wait(p, p.acked + index(p, w, c), g + 1 - kDepth)) return;
+    const uint64_t off = i * cp.size, len = min(cp.size, p.send_len[j] - off);
+    detail::copy(slot_of(p, ring, me, c, g), src + off, len, threadIdx.x, blockDim.x);
+    post(posted, g + 1);
+  }
+  if (threadIdx.x == 0) *sent = g;
+  if (p.in_place) {
+    __syncthreads();  // every read of send has returned
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.done + c), 1ull);
+    }
+  }
+}
+
+__device__ void receive_from(const Plan& p, int j, int c) {
+  const ChunkPlan cp = chunk_plan(p.recv_len[j], p.slot, channels_for(p.n));
+  if (c >= cp.channels) return;
+  const int w = p.world[j], me = p.comm.rank;
+  uint64_t* consumed = p.consumed + index(p, w, c);
+  const uint64_t base = *consumed;
+  uint64_t* acked = detail::remote(p.comm, p.acked + index(p, me, c), w);
+  char* dst = p.recv + p.recv_off[j];
+  uint64_t g = base;
+  for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
+    if (!block_wait(p, p.posted + index(p, w, c), g + 1)) return;
+    const uint64_t off = i * cp.size, len = min(cp.size, p.recv_len[j] - off);
+    detail::copy(dst + off, slot_of(p, p.ring, w, c, g), len, threadIdx.x, blockDim.x);
+    post(acked, g + 1);
+  }
+  if (threadIdx.x == 0) *consumed = g;
+}
+
+// Channel c's chunks of every peer, reduced with this rank's own data in team-rank order.
+template <typename T>
+__device__ void reduce_channel(const Plan& p, int c) {
+  const ChunkPlan cp = chunk_plan(p.red_len, p.slot, channels_for(p.n));
+  if (c >= cp.channels) return;
+  __shared__ uint64_t base[kMaxTeam];
+  __shared__ const char* from[kMaxTeam];
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < p.n) base[t] = t == p.me ? 0 : p.consumed[index(p, p.world[t], c)];
+  if (p.in_place) {
+    // recv is send: write nothing before this rank's senders of channel c (one per peer)
+    // read their chunks, which are exactly the chunks this block writes.
+    const uint64_t target = p.expect[c] + static_cast<uint64_t>(p.n - 1);
+    if (!block_wait(p, p.done + c, target)) return;
+    if (t == 0) p.expect[c] = target;
+  }
+  __syncthreads();
+  uint64_t k = 0;
+  for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++k) {
+    const uint64_t off = i * cp.size, len = min(cp.size, p.red_len - off);
+    int rc = 0;
+    if (t < p.n) {
+      if (t == p.me) {
+        from[t] = p.send + p.red_own + off;
+      } else {
+        const int w = p.world[t];
+        rc = detail::wait_local(p.comm, p.posted + index(p, w, c), symcommCmpGe, base[t] + k + 1);
+        from[t] = slot_of(p, p.ring, w, c, base[t] + k);
+      }
+    }
+    if (__syncthreads_or(rc)) return;
+    T* out = reinterpret_cast<T*>(p.recv + p.red_out + off);
+    const uint64_t count = len / sizeof(T);
+    for (uint64_t e = threadIdx.x; e < count; e += blockDim.x) {
+      typename Accum<T>::type acc = widen(reinterpret_cast<const T*>(from[0])[e]);
+      for (int m = 1; m < p.n; ++m)
+        acc = combine(p.op, acc, widen(reinterpret_cast<const T*>(from[m])[e]));
+      out[e] = narrow<T>(acc);
+    }
+    __syncthreads();  // every read of the slots precedes the fences below
+    if (t < p.n && t != p.me) {  // warp 0 (n <= 32): one fence for the warp
+      __threadfence_system();
+      detail::store_relaxed(detail::remote(p.comm, p.acked + index(p, p.comm.rank, c), p.world[t]),
+                            base[t] + k + 1);
+    }
+  }
+  if (t < p.n && t != p.me) p.consumed[index(p, p.world[t], c)] = base[t] + k;
+}
+
+// Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
+// channel alone for reducing receivers and the own part).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) sm_kernel(const Plan p) {
+  const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
+  const int receivers = p.reduce ? ch : peers * ch;
+  if (b < receivers) {
+    if (p.reduce) return reduce_channel<T>(p, b);
+    return receive_from(p, (p.me - 1 - b / ch + p.n) % p.n, b % ch);
+  }
+  if (b < receivers + peers * ch) {
+    const int s = b - receivers;
+    return send_to(p, (p.me + 1 + s / ch) % p.n, s % ch);
+  }
+  const int part = b - receivers - peers * ch;  // this rank's own part, in self_blocks pieces
+  const uint64_t piece = (p.self_len + p.self_blocks - 1) / p.self_blocks / 16 * 16 + 16;
+  const uint64_t off = static_cast<uint64_t>(part) * piece;
+  if (off < p.self_len)
+    detail::copy(p.recv + p.self_dst + off, p.send + p.self_src + off,
+                 min(piece, p.self_len - off), threadIdx.x, blockDim.x);
+}
+
+struct SmState final : AlgorithmState {
+  char* area = nullptr;
+  uint64_t slot = 0;
+  DeviceComm world{};
+};
+
+class SmAlgorithm final : public CollAlgorithm {
+ public:
+  const char* name() const override { return "sm"; }
+
+  bool supports(const CollArgs& a, const CollContext& ctx) const override {
+    if (ctx.space() != symcommSpaceCuda || a.team.size > kMaxTeam) return false;
+    for (int i = 0; i < a.team.size; ++i)
+      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
+    return true;
+  }
+
+  std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
+    if (ctx.space() != symcommSpaceCuda) return nullptr;
+    auto s = std::make_unique<SmState>();
+    const uint64_t pairs = static_cast<uint64_t>(ctx.topology().nranks) * kChannels;
+    // SYMCOMM_COLL_SM_BYTES of rings (at most 1/16 of the heap), in slots of 4 KiB to 256 KiB
+    // (64 KiB for 8 ranks with the default); never less than 4 KiB slots, whatever it says.
+    // (Ranks that disagree on it fail in malloc_internal, which checks sizes.)
+    const uint64_t budget = std::min<uint64_t>(kRingBytes.get(), ctx.heap().max_bytes() / 16);
+    s->slot = std::min<uint64_t>(256 << 10, budget / (pairs * kDepth) / 4096 * 4096);
+    s->slot = std::max<uint64_t>(s->slot, 4096);
+    const size_t bytes = flags_bytes(ctx.topology().nranks) + pairs * kDepth * s->slot;
+    s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
+    ctx.backend().clear(s->area, flags_bytes(ctx.topology().nranks));
+    ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
+                                   ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
+    return s;
+  }
+
+  void run(const CollArgs& a, CollContext& ctx) override {
+    const uint64_t block = a.count * a.elem;
+    if (block == 0) return;
+    SmState& s = ctx.state<SmState>(this);
+    Plan p = base_plan(a, s);
+    const int n = a.team.size;
+    switch (a.op) {
+      case CollOp::AllGather:
+      case CollOp::AllToAll: {
+        const bool all = a.op == CollOp::AllToAll;
+        for (int j = 0; j < n; ++j) {
+          p.send_off[j] = all ? j * block : 0;
+          p.send_len[j] = p.recv_len[j] = block;
+          p.recv_off[j] = j * block;
+        }
+        p.self_src = all ? a.me * block : 0;
+        p.self_dst = a.me * block;
+        p.self_len = a.send == a.recv + p.self_dst ? 0 : block;  // in-place all-gather
+        return launch(a, p);
+      }
+      case CollOp::Broadcast: {
+        const bool root = a.me == a.root;
+        for (int j = 0; j < n; ++j) {
+          p.send_len[j] = root ? block : 0;
+          p.recv_len[j] = j == a.root ? block : 0;
+        }
+        p.self_len = root && a.send != a.recv ? block : 0;
+        return launch(a, p);
+      }
+      case CollOp::ReduceScatter:
+        for (int j = 0; j < n; ++j) {
+          p.send_off[j] = j * block;
+          p.send_len[j] = block;
+        }
+        reduction(p, block, a.me * block, 0);
+        return launch(a, p);
+      case CollOp::AllReduce:
+        return all_reduce(a, p, block);
+    }
+  }
+
+ private:
+  static size_t flags_bytes(int nranks) {
+    return (sizeof(uint64_t) * (4 * static_cast<size_t>(nranks) + 2) * kChannels + 255) / 256 * 256;
+  }
+
+  static Plan base_plan(const CollArgs& a, const SmState& s) {
+    Plan p{};
+    p.comm = s.world;
+    p.send = a.send;
+    p.recv = a.recv;
+    const size_t words = static_cast<size_t>(s.world.nranks) * kChannels;
+    auto* flags = reinterpret_cast<uint64_t*>(s.area);
+    p.posted = flags;
+    p.acked = flags + words;
+    p.sent = flags + 2 * words;
+    p.consumed = flags + 3 * words;
+    p.done = flags + 4 * words;
+    p.expect = p.done + kChannels;
+    p.ring = s.area + flags_bytes(s.world.nranks);
+    p.slot = s.slot;
+    p.n = a.team.size;
+    p.me = a.me;
+    p.op = a.redop;
+    for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
+    return p;
+  }
+
+  static void reduction(Plan& p, uint64_t len, uint64_t own, uint64_t out) {
+    p.reduce = true;
+    p.red_len = len;
+    p.red_own = own;
+    p.red_out = out;
+    for (int j = 0; j < p.n; ++j) p.recv_len[j] = j == p.me ? 0 : len;
+  }
+
+  // One shot while every rank's whole buffer is small (each rank reads n - 1 of them);
+  // otherwise two shots: reduce-scatter into this rank's segment of recv, then all-gather
+  // of the segments (recv + segment is read while other segments are written: disjoint).
+  void all_reduce(const CollArgs& a, Plan& p, uint64_t block) {
+    const int n = a.team.size;
+    if (n == 1 || block <= kOneShotMax) {
+      for (int j = 0; j < n; ++j) p.send_len[j] = j == a.me ? 0 : block;
+      reduction(p, block, 0, 0);
+      p.in_place = a.send == a.recv && n > 1;
+      return launch(a, p);
+    }
+    const uint64_t seg = (a.count + n - 1) / n * a.elem;
+    auto seg_len = [&](int j) {
+      const uint64_t lo = std::min<uint64_t>(block, j * seg);
+      return std::min<uint64_t>(block, lo + seg) - lo;
+    };
+    Plan rs = p;
+    for (int j = 0; j < n; ++j) {
+      rs.send_off[j] = j * seg;
+      rs.send_len[j] = j == a.me ? 0 : seg_len(j);
+    }
+    reduction(rs, seg_len(a.me), a.me * seg, a.me * seg);
+    launch(a, rs);
+    Plan ag = p;
+    ag.send = a.recv;
+    for (int j = 0; j < n; ++j) {
+      ag.send_off[j] = a.me * seg;
+      ag.send_len[j] = j == a.me ? 0 : seg_len(a.me);
+      ag.recv_off[j] = j * seg;
+      ag.recv_len[j] = j == a.me ? 0 : seg_len(j);
+    }
+    launch(a, ag);
+  }
+
+  static constexpr uint64_t kOneShotMax = 64 << 10;
+
+  void launch(const CollArgs& a, Plan& p) {
+    int ch = 0;
+    for (int j = 0; j < p.n; ++j)
+      ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, channels_for(p.n)).channels,
+                     chunk_plan(p.recv_len[j], p.slot, channels_for(p.n)).channels});
+    p.channels = std::max(ch, chunk_plan(p.red_len, p.slot, channels_for(p.n)).channels);
+    p.self_blocks = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(kSelfBlocks), (p.self_len + kSelfPiece - 1) / kSelfPiece));
+    if (p.channels == 0 && p.self_blocks == 0) return;
+    const int receivers = p.reduce ? p.channels : (p.n - 1) * p.channels;
+    const int blocks = receivers + (p.n - 1) * p.channels + p.self_blocks;
+    auto stream = static_cast<cudaStream_t>(a.stream);
+    if (!p.reduce) {
+      sm_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(p);
+    } else {
+      with_type(a.type, [&](auto zero) {
+        sm_kernel<decltype(zero)><<<blocks, kThreads, 0, stream>>>(p);
+      });
+    }
+    const cudaError_t e = cudaGetLastError();
+    SYMCOMM_REQUIRE(e == cudaSuccess, symcommCudaError, "sm collective kernel: %s",
+                    cudaGetErrorString(e));
+  }
+
+  // This rank's own part: a block per MiB, up to kSelfBlocks.
+  static constexpr uint64_t kSelfPiece = 1 << 20;
+};
+
+}  // namespace
+
+CollAlgorithm* make_sm_algorithm() {
+  static SmAlgorithm algorithm;
+  return &algorithm;
+}
+
+}  // namespace symcomm

@@ -1,0 +1,207 @@
+// The "nccl" backend: the plans, boxes and workspace offsets of "copy" (so results are the
+// same bytes), with NCCL moving the packed blocks: pack every outgoing box into the send half
+// of the workspace, grouped ncclSend/ncclRecv with the members of the row or column (the
+// NCCL communicators of coll/nccl_comms.h, made when the decomposition is created), unpack
+// every incoming box. A rank's own block is a local copy. Halo exchanges likewise, with the
+// two neighbours. NCCL orders the exchange itself: no team barrier. GPUs only; the baseline
+// the other backends are measured against.
+#include "coll/nccl_lib.h"
+#include "decomp/backend.h"
+#include "decomp/halo.h"
+#include "decomp/transpose.h"
+
+#ifdef SYMCOMM_HAVE_NCCL
+#include <algorithm>
+
+#include "coll/nccl_comms.h"
+#endif
+
+namespace symcomm {
+
+namespace {
+
+#ifdef SYMCOMM_HAVE_NCCL
+
+class NcclBackend final : public DecompBackend {
+ public:
+  const char* name() const override { return "nccl"; }
+
+  bool supports(const DecompContext& ctx) const override { return why_not(ctx).empty(); }
+
+  std::string why_not(const DecompContext& ctx) const override {
+    if (!ctx.coll) return "the decomposition was made without the communicator's collectives";
+    if (ctx.coll->space() != symcommSpaceCuda) return "NCCL runs in the cuda memory space only";
+    if (!NcclLib::get()) return nccl_unavailable_reason();
+    for (symcommTeam_t id : {ctx.row_team, ctx.col_team})
+      if (std::string why = nccl_team_problem(ctx.coll->topology(), ctx.rma.teams().get(id));
+          !why.empty())
+        return why;
+    return "";
+  }
+
+  void prepare(const DecompContext& ctx) override {
+    // Rows first, then columns, on every rank: no member waits for one that makes another.
+    for (symcommTeam_t id : {ctx.row_team, ctx.col_team}) {
+      const Team& team = ctx.rma.teams().get(id);
+      if (team.size > 1) nccl_comms(*ctx.coll).prepare(id, team, nullptr);
+    }
+  }
+
+  size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
+    return 2 * static_cast<size_t>(staging_elements(ctx.geometry)) * elem;
+  }
+
+  void transpose(const DecompContext& ctx, const TransposeCall& t) override {
+    const ExchangePlan plan = plan_exchange(ctx.geometry, ctx.rank, t.from, t.to);
+    const size_t e = t.elem;
+    const int64_t se = static_cast<int64_t>(e);
+    RmaBackend& b = ctx.rma.backend();
+    const bool xy = t.from + t.to == 1;
+    const symcommTeam_t id = xy ? ctx.col_team : ctx.row_team;
+    const Team& team = ctx.rma.teams().get(id);
+    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
+    char* send = t.workspace;
+    char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
+    const size_t me = static_cast<size_t>(plan.me);
+    for (size_t k = 0; k < plan.members.size(); ++k) {
+      const Box& box = plan.send[k];
+      if (box.count() == 0) continue;
+      b.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
+                 box.hi, e, t.stream);
+    }
+    if (plan.send[me].count() > 0)  // my own block, where copy's put to myself puts it
+      b.put(recv + plan.remote_off[me] * se, send + plan.send_off[me] * se,
+            static_cast<size_t>(plan.send[me].count()) * e, symcommEngineCe, t.stream);
+    if (team.size > 1)  // every member calls (the first use makes the communicator)
+      nccl_comms(*ctx.coll).run(id, team, t.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+        nccl_group(lib, [&] {
+          for (size_t k = 0; k < plan.members.size(); ++k) {
+            if (k == me) continue;
+            const int peer = team_rank(team, plan.members[k]);
+            if (const int64_t n = plan.send[k].count(); n > 0)
+              SYMCOMM_NCCL(lib, ncclSend(send + plan.send_off[k] * se, static_cast<size_t>(n) * e,
+                                         ncclUint8, peer, comm, t.stream));
+            if (const int64_t n = plan.recv[k].count(); n > 0)
+              SYMCOMM_NCCL(lib, ncclRecv(recv + plan.recv_off[k] * se, static_cast<size_t>(n) * e,
+                                         ncclUint8, peer, comm, t.stream));
+          }
+        });
+      });
+    for (size_t k = 0; k < plan.members.size(); ++k) {
+      const Box& box = plan.recv[k];
+      if (box.count() == 0) continue;
+      b.copy_box(t.output, out_layout, recv + plan.recv_off[k] * se, packed_layout(box), box.lo,
+                 box.hi, e, t.stream);
+    }
+  }
+
+  size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
+                        const int64_t* halo, const int64_t* padding) const override {
+    return 4 * largest_slab(ctx, axis, dim, halo, padding) * elem;
+  }
+
+  void halo(const DecompContext& ctx, const HaloCall& h) override {
+    const HaloPlan plan =
+        plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
+    if (plan.slab == 0) return;  // no halo along dim
+    const size_t e = h.elem;
+    const size_t slot = largest_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
+    RmaBackend& b = ctx.rma.backend();
+    const BoxLayout layout =
+        pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
+    // Slots as copy's: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
+    char* slots[4] = {h.workspace, h.workspace + slot, h.workspace + 2 * slot,
+                      h.workspace + 3 * slot};
+    // My high slab fills the low halo of the part above (its slot 2); my low slab the high
+    // halo of the part below (its slot 3). Sent in this order, and received low halo first:
+    // with two parts both neighbours are one rank, and NCCL matches in posting order.
+    const struct {
+      const HaloSide& side;
+      int mine, theirs;
+    } sends[] = {{plan.high, 1, 2}, {plan.low, 0, 3}};
+    const struct {
+      const HaloSide& side;
+      int slot;
+    } recvs[] = {{plan.low, 2}, {plan.high, 3}};
+    for (const auto& s : sends)
+      if (s.side.neighbour >= 0)
+        b.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
+                   s.side.send.hi, e, h.stream);
+    if (plan.self) {  // not split: both sides are this rank
+      for (const auto& s : sends)
+        if (s.side.neighbour >= 0)
+          b.put(slots[s.theirs], slots[s.mine], static_cast<size_t>(s.side.send.count()) * e,
+                symcommEngineCe, h.stream);
+    } else {
+      const symcommTeam_t id = plan.over_rows ? ctx.col_team : ctx.row_team;
+      const Team& team = ctx.rma.teams().get(id);
+      nccl_comms(*ctx.coll).run(id, team, h.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+        nccl_group(lib, [&] {
+          for (const auto& s : sends)
+            if (s.side.neighbour >= 0 && s.side.send.count() > 0)
+              SYMCOMM_NCCL(lib, ncclSend(slots[s.mine],
+                                         static_cast<size_t>(s.side.send.count()) * e, ncclUint8,
+                                         team_rank(team, s.side.neighbour), comm, h.stream));
+          for (const auto& r : recvs)
+            if (r.side.neighbour >= 0 && r.side.recv.count() > 0)
+              SYMCOMM_NCCL(lib, ncclRecv(slots[r.slot],
+                                         static_cast<size_t>(r.side.recv.count()) * e, ncclUint8,
+                                         team_rank(team, r.side.neighbour), comm, h.stream));
+        });
+      });
+    }
+    for (const auto& r : recvs)
+      if (r.side.neighbour >= 0)
+        b.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
+                   r.side.recv.hi, e, h.stream);
+  }
+
+ private:
+  // The NCCL rank of world rank `rank`: its index in the team.
+  static int team_rank(const Team& team, int rank) {
+    const int i = team.index_of(rank);
+    SYMCOMM_REQUIRE(i >= 0, symcommInternalError, "rank %d is not in the exchange's team", rank);
+    return i;
+  }
+  // The largest slab of any rank: every rank's workspace slots are this big (as copy's).
+  static size_t largest_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
+                             const int64_t* padding) {
+    const auto& c = ctx.geometry.config();
+    int64_t most = 0;
+    for (int r = 0; r < c.pdims[0] * c.pdims[1]; ++r)
+      most = std::max(most, plan_halo(ctx.geometry, r, axis, dim, halo, padding, true).slab);
+    return static_cast<size_t>(most);
+  }
+};
+
+#else  // !SYMCOMM_HAVE_NCCL: registered, so that asking for it says why it cannot run
+
+class NcclBackend final : public DecompBackend {
+ public:
+  const char* name() const override { return "nccl"; }
+  bool supports(const DecompContext&) const override { return false; }
+  std::string why_not(const DecompContext&) const override { return nccl_unavailable_reason(); }
+  size_t transpose_workspace(const DecompContext&, size_t) const override { return 0; }
+  void transpose(const DecompContext&, const TransposeCall&) override { unavailable(); }
+  size_t halo_workspace(const DecompContext&, int, int, size_t, const int64_t*,
+                        const int64_t*) const override {
+    return 0;
+  }
+  void halo(const DecompContext&, const HaloCall&) override { unavailable(); }
+
+ private:
+  [[noreturn]] static void unavailable() {
+    SYMCOMM_THROW(symcommNotSupported, "%s", nccl_unavailable_reason().c_str());
+  }
+};
+
+#endif
+
+}  // namespace
+
+DecompBackend* make_nccl_backend() {
+  static NcclBackend backend;
+  return &backend;
+}
+
+}  // namespace symcomm

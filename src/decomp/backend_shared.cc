@@ -1,0 +1,92 @@
+// Pieces the transpose and halo backends share: peer addresses, the contiguity test behind
+// the pack and unpack shortcuts, translated layouts for slabs read in place.
+#include <algorithm>
+
+#include "base/error.h"
+#include "decomp/backend.h"
+
+namespace symcomm {
+
+bool all_peers_mapped(const DecompContext& ctx) {
+  for (char* w : ctx.heap.windows())
+    if (!w) return false;
+  return true;
+}
+
+char* peer_address(const DecompContext& ctx, const void* p, int rank) {
+  char* there = static_cast<char*>(ctx.heap.peer_ptr(p, rank));
+  SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible", rank);
+  return there;
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+bool packed_run(const Box& box, const BoxLayout& l) {
+  // Walking x, then y, then z must advance the offset by exactly one element each step; an
+  // axis of extent 1 takes no step, so its stride does not matter.
+  int64_t expected = 1;
+  for (int a = 0; a < 3; ++a) {
+    const int64_t extent = box.hi[a] - box.lo[a];
+    if (extent > 1 && l.stride[a] != expected) return false;
+    expected *= std::max<int64_t>(extent, 1);
+  }
+  return true;
+}
+
+BoxLayout translated(BoxLayout l, int dim, int64_t delta) {
+  l.origin[dim] += delta;
+  return l;
+}
+
+void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+              const Box& box, size_t elem, symcommEngine_t engine, symcommStream_t stream) {
+  const int64_t n = box.count();
+  if (n == 0) return;
+  if (packed_run(box, dl) && packed_run(box, sl)) {
+    const int64_t se = static_cast<int64_t>(elem);
+    b.put(static_cast<char*>(dst) + dl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
+          static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
+          static_cast<size_t>(n) * elem, engine, stream);
+    return;
+  }
+  b.copy_box(dst, dl, src, sl, box.lo, box.hi, elem, stream);
+}
+
+size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
+                         const int64_t* padding) {
+  const auto& c = ctx.geometry.config();
+  int64_t most = 0;
+  for (int r = 0; r < c.pdims[0] * c.pdims[1]; ++r)
+    most = std::max(most, plan_halo(ctx.geometry, r, axis, dim, halo, padding, true).slab);
+  return static_cast<size_t>(most);
+}
+
+symcommTeam_t transpose_team(const DecompContext& ctx, int from, int to) {
+  return from + to == 1 ? ctx.col_team : ctx.row_team;
+}
+
+symcommTeam_t halo_team(const DecompContext& ctx, bool over_rows) {
+  return over_rows ? ctx.col_team : ctx.row_team;
+}
+
+void halo_from_self(const DecompContext& ctx, const HaloCall& h, const HaloPlan& plan) {
+  const BoxLayout layout =
+      pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
+  // My low halo holds my own high slab (wrapped around), my high halo my low slab; halo and
+  // slab never overlap (a part holds at least halo[dim] points).
+  const struct {
+    const HaloSide& into;
+    const HaloSide& from;
+  } sides[] = {{plan.low, plan.high}, {plan.high, plan.low}};
+  for (const auto& s : sides) {
+    if (s.into.neighbour < 0) continue;
+    const int64_t delta = s.into.recv.lo[h.dim] - s.from.send.lo[h.dim];
+    move_box(ctx.rma.backend(), h.buffer, layout, h.buffer, translated(layout, h.dim, delta),
+             s.into.recv, h.elem, symcommEngineCe, h.stream);
+  }
+}
+
+}  // namespace symcomm

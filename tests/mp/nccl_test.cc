@@ -1,0 +1,399 @@
+// The "nccl" collective algorithm and decomposition backend. In the host space (CI): asked
+// for by name (argument or SYMCOMM_COLL_ALGO) both fail with symcommNotSupported and say
+// why, and automatic choices never pick them. In the cuda space (GPUs, one per rank): every
+// operation, type and reduction gives the same bytes as "copy" on the world and on a strided
+// team; NCCL communicators follow team membership, not team ids (which are reused); the first
+// use over a team cannot be captured in a CUDA graph, later ones can; transposes and halo
+// exchanges give the same bytes as the copy backend's. (The coll and decomp suites also run
+// every test on "nccl", as on every registered algorithm and backend.)
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mp.h"
+#include "symcomm/decomp.h"
+
+namespace {
+
+enum class Op { AllGather, AllToAll, ReduceScatter, AllReduce, Broadcast };
+const Op kOps[] = {Op::AllGather, Op::AllToAll, Op::ReduceScatter, Op::AllReduce, Op::Broadcast};
+const char* op_name(Op op) {
+  const char* names[] = {"allgather", "alltoall", "reducescatter", "allreduce", "broadcast"};
+  return names[static_cast<int>(op)];
+}
+bool reduces(Op op) { return op == Op::ReduceScatter || op == Op::AllReduce; }
+
+symcommResult_t call(Op op, symcommComm_t c, symcommTeam_t team, const void* s, void* r,
+                     size_t count, symcommDataType_t t, symcommRedOp_t red, int root,
+                     const char* algo, symcommStream_t st) {
+  switch (op) {
+    case Op::AllGather: return symcommAllGatherOnStream(c, team, s, r, count, t, algo, st);
+    case Op::AllToAll: return symcommAllToAllOnStream(c, team, s, r, count, t, algo, st);
+    case Op::ReduceScatter:
+      return symcommReduceScatterOnStream(c, team, s, r, count, t, red, algo, st);
+    case Op::AllReduce: return symcommAllReduceOnStream(c, team, s, r, count, t, red, algo, st);
+    case Op::Broadcast: return symcommBroadcastOnStream(c, team, s, r, count, t, root, algo, st);
+  }
+  return symcommInternalError;
+}
+
+// Elements of send and recv for `count` (as the C API names it) on a team of n.
+size_t send_elems(Op op, size_t count, int n) {
+  return op == Op::AllToAll || op == Op::ReduceScatter ? count * static_cast<size_t>(n) : count;
+}
+size_t recv_elems(Op op, size_t count, int n) {
+  return op == Op::AllGather || op == Op::AllToAll ? count * static_cast<size_t>(n) : count;
+}
+
+struct Type {
+  symcommDataType_t id;
+  size_t size;
+  const char* name;
+};
+const Type kTypes[] = {{symcommInt8, 1, "int8"},         {symcommUint8, 1, "uint8"},
+                       {symcommInt32, 4, "int32"},       {symcommUint32, 4, "uint32"},
+                       {symcommInt64, 8, "int64"},       {symcommUint64, 8, "uint64"},
+                       {symcommFloat16, 2, "float16"},   {symcommBfloat16, 2, "bfloat16"},
+                       {symcommFloat32, 4, "float32"},   {symcommFloat64, 8, "float64"}};
+
+// Small non-negative integers (0..7) in `t`: exact in every type, and so are their sums over
+// a few ranks, whatever order NCCL adds them in.
+std::vector<uint8_t> small_integers(const Type& t, size_t n, uint64_t seed) {
+  std::vector<uint8_t> out(n * t.size);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned v = static_cast<unsigned>(rng() % 8);
+    uint8_t* p = &out[i * t.size];
+    switch (t.id) {
+      case symcommFloat16: {  // 1.0 is 0x3c00; v < 8 fits the 10-bit mantissa exactly
+        uint16_t h = 0;
+        if (v) {
+          int e = 31 - __builtin_clz(v);
+          h = static_cast<uint16_t>((e + 15) << 10 | ((v << (10 - e)) & 0x3ff));
+        }
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case symcommBfloat16: {  // the high half of the float32
+        float f = static_cast<float>(v);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        uint16_t b = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case symcommFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case symcommFloat64: { double d = v; std::memcpy(p, &d, 8); break; }
+      default: { uint64_t x = v; std::memcpy(p, &x, t.size); break; }  // little endian
+    }
+  }
+  return out;
+}
+
+// ---- Host space: not available, and says so ------------------------------------------
+
+TEST(NcclHostSpace, AskedForByNameFailsWithNotSupported) {
+  if (mp::space() != symcommSpaceHost) GTEST_SKIP() << "the host space's behaviour";
+  const int n = mp::nranks();
+  const size_t count = 4;
+  std::vector<float> send(count * static_cast<size_t>(n), 1.0f), recv(send.size());
+  for (Op op : kOps) {
+    SCOPED_TRACE(op_name(op));
+    SC_FAILS(call(op, mp::world(), SYMCOMM_TEAM_WORLD, send.data(), recv.data(), count,
+                  symcommFloat32, symcommSum, 0, "nccl", nullptr),
+             symcommNotSupported);
+    const std::string why = symcommGetLastError();
+    EXPECT_NE(why.find("'nccl'"), std::string::npos) << why;
+    EXPECT_NE(why.find("cuda memory space"), std::string::npos) << why;
+  }
+  {
+    mp::ScopedEnv algo("SYMCOMM_COLL_ALGO", "nccl");
+    SC_FAILS(symcommAllReduceOnStream(mp::world(), SYMCOMM_TEAM_WORLD, send.data(), recv.data(),
+                                      count, symcommFloat32, symcommSum, nullptr, nullptr),
+             symcommNotSupported);
+  }
+  // Automatic choices never pick it here.
+  SC_OK(symcommAllReduceOnStream(mp::world(), SYMCOMM_TEAM_WORLD, send.data(), recv.data(), count,
+                                 symcommFloat32, symcommSum, nullptr, nullptr));
+  EXPECT_EQ(recv[0], static_cast<float>(n));
+}
+
+TEST(NcclHostSpace, DecompBackendAskedForByNameFailsWithNotSupported) {
+  if (mp::space() != symcommSpaceHost) GTEST_SKIP() << "the host space's behaviour";
+  symcommDecompConfig_t c;
+  symcommDecompConfigInit(&c);
+  c.gdims[0] = c.gdims[1] = c.gdims[2] = 8;
+  c.pdims[0] = 1;
+  c.pdims[1] = mp::nranks();
+  std::snprintf(c.backend, sizeof c.backend, "nccl");
+  symcommDecomp_t d = nullptr;
+  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommNotSupported);
+  const std::string why = symcommGetLastError();
+  EXPECT_NE(why.find("named nccl can run on this communicator"), std::string::npos) << why;
+  EXPECT_NE(why.find("cuda memory space"), std::string::npos) << why;
+  EXPECT_EQ(d, nullptr);
+  // A name no backend has stays an invalid argument.
+  std::snprintf(c.backend, sizeof c.backend, "no-such-backend");
+  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
+  // Automatic choice: some other backend.
+  c.backend[0] = '\0';
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const char* name = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &name));
+  EXPECT_STRNE(name, "nccl");
+  SC_OK(symcommDecompDestroy(d));
+}
+
+// ---- Cuda space: the same bytes as copy ------------------------------------------------
+
+class NcclGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "NCCL runs in the cuda space only";
+    MP_NEED_GPU_PER_RANK();  // NCCL refuses two ranks of one communicator on one GPU
+    comm_ = mp::new_comm();
+    ASSERT_NE(comm_, nullptr);
+    stream_ = mp::new_stream();
+    seed_ = mp::agree(std::random_device{}());
+  }
+  void TearDown() override {
+    if (!comm_) return;
+    mp::free_stream(stream_);
+    EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+  }
+  std::vector<uint8_t> fetch(const void* p, size_t bytes) {
+    mp::sync(stream_);
+    std::vector<uint8_t> out(bytes);
+    if (bytes) mp::copy_to_host(out.data(), p, bytes);
+    return out;
+  }
+  void put(void* p, const std::vector<uint8_t>& v) {
+    if (!v.empty()) mp::copy_from_host(p, v.data(), v.size());
+  }
+
+  // Runs `op` with "copy" and with "nccl" on the same input and compares the bytes;
+  // `in_place` uses one buffer where the operation allows it.
+  void compare(Op op, symcommTeam_t team, int n, int me, const Type& t, symcommRedOp_t red,
+               size_t count, bool in_place) {
+    const size_t sb = send_elems(op, count, n) * t.size, rb = recv_elems(op, count, n) * t.size;
+    const int root = n - 1;
+    std::vector<uint8_t> input =
+        small_integers(t, send_elems(op, count, n), seed_ + static_cast<uint64_t>(mp::rank()));
+    std::vector<uint8_t> results[2];
+    const char* algos[2] = {"copy", "nccl"};
+    for (int k = 0; k < 2; ++k) {
+      void* recv = mp::local_alloc(rb ? rb : 1);
+      put(recv, std::vector<uint8_t>(rb, 0xAB));
+      void* send = recv;
+      if (!in_place) {
+        send = mp::local_alloc(sb ? sb : 1);
+        put(send, input);
+      } else if (op == Op::AllGather) {
+        send = static_cast<char*>(recv) + static_cast<size_t>(me) * count * t.size;
+        put(send, input);
+      } else {
+        put(recv, input);  // all-reduce and broadcast: send is recv
+      }
+      mp::sync(stream_);
+      SC_OK(symcommHostBarrier(comm_));  // every rank's input is in place
+      SC_OK(call(op, comm_, team, send, recv, count, t.id, red, root, algos[k], stream_));
+      results[k] = fetch(recv, rb);
+      SC_OK(symcommHostBarrier(comm_));
+      if (send != recv && !(in_place && op == Op::AllGather)) mp::local_free(send);
+      mp::local_free(recv);
+    }
+    EXPECT_TRUE(results[0] == results[1]) << "nccl differs from copy";
+  }
+
+  symcommComm_t comm_ = nullptr;
+  symcommStream_t stream_ = nullptr;
+  uint64_t seed_ = 0;
+};
+
+TEST_F(NcclGpu, EveryOperationTypeAndReductionMatchesCopy) {
+  const int n = mp::nranks(), me = mp::rank();
+  for (Op op : kOps)
+    for (const Type& t : kTypes)
+      for (symcommRedOp_t red : {symcommSum, symcommMin, symcommMax}) {
+        if (!reduces(op) && red != symcommSum) continue;
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}, size_t{70000}}) {
+          SCOPED_TRACE(std::string(op_name(op)) + " " + t.name + " op " + std::to_string(red) +
+                       " count " + std::to_string(count));
+          compare(op, SYMCOMM_TEAM_WORLD, n, me, t, red, count, false);
+          if (op != Op::AllToAll && op != Op::ReduceScatter)
+            compare(op, SYMCOMM_TEAM_WORLD, n, me, t, red, count, true);
+        }
+      }
+}
+
+TEST_F(NcclGpu, StridedTeamMatchesCopy) {
+  const int n = mp::nranks();
+  // Every other rank (n / 2 of them, at least 1), then the others.
+  for (int start : {0, 1}) {
+    const int size = (n - start + 1) / 2;
+    if (size == 0) continue;
+    symcommTeam_t team = SYMCOMM_TEAM_INVALID;
+    SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, start, 2, size, &team));
+    int me = -1;
+    SC_OK(symcommTeamRank(comm_, team, &me));
+    for (Op op : kOps) {
+      SCOPED_TRACE(std::string(op_name(op)) + " on the team from " + std::to_string(start));
+      if (me >= 0) compare(op, team, size, me, kTypes[8], symcommSum, 3001, false);
+      else {  // the same host barriers as the members
+        for (int k = 0; k < 4; ++k) SC_OK(symcommHostBarrier(comm_));
+      }
+    }
+    if (me >= 0) SC_OK(symcommTeamDestroy(comm_, team));
+  }
+}
+
+// Team ids are reused after a team is destroyed; NCCL communicators follow membership.
+TEST_F(NcclGpu, TeamIdReusedWithOtherMembers) {
+  const int n = mp::nranks();
+  for (int first : {0, 1}) {
+    const int size = n - first;  // all ranks, then all but rank 0
+    if (size == 0) continue;
+    symcommTeam_t team = SYMCOMM_TEAM_INVALID;
+    SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, first, 1, size, &team));
+    int me = -1;
+    SC_OK(symcommTeamRank(comm_, team, &me));
+    if (me >= 0) {
+      const size_t count = 1000;
+      std::vector<int32_t> mine(count, mp::rank() + 1);
+      void* buf = mp::local_alloc(count * 4);
+      mp::copy_from_host(buf, mine.data(), count * 4);
+      SC_OK(symcommAllReduceOnStream(comm_, team, buf, buf, count, symcommInt32, symcommSum,
+                                     "nccl", stream_));
+      mp::sync(stream_);
+      std::vector<int32_t> got(count);
+      mp::copy_to_host(got.data(), buf, count * 4);
+      int32_t want = 0;
+      for (int r = first; r < n; ++r) want += r + 1;
+      EXPECT_EQ(got[0], want);
+      EXPECT_EQ(got[count - 1], want);
+      mp::local_free(buf);
+      SC_OK(symcommTeamDestroy(comm_, team));
+    }
+    SC_OK(symcommHostBarrier(comm_));
+  }
+}
+
+TEST_F(NcclGpu, FirstUseCannotBeCapturedLaterUsesCan) {
+  const size_t count = 4096;
+  void* buf = mp::local_alloc(count * 4);
+  std::vector<float> ones(count, 1.0f);
+  mp::copy_from_host(buf, ones.data(), count * 4);
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  const symcommResult_t first = symcommAllReduceOnStream(
+      comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32, symcommSum, "nccl", stream_);
+  const std::string why = symcommGetLastError();
+  void* empty = mp::end_capture(stream_);
+  if (empty) mp::destroy_graph(empty);
+  EXPECT_EQ(first, symcommInvalidUsage) << why;
+  EXPECT_NE(why.find("CUDA graph"), std::string::npos) << why;
+  // Eager once (makes the communicator), then captured and replayed.
+  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32,
+                                 symcommSum, "nccl", stream_));
+  mp::sync(stream_);
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  const symcommResult_t captured = symcommAllReduceOnStream(
+      comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32, symcommSum, "nccl", stream_);
+  void* exec = mp::end_capture(stream_);
+  ASSERT_EQ(captured, symcommSuccess) << symcommGetLastError();
+  ASSERT_NE(exec, nullptr);
+  for (int replay = 0; replay < 3; ++replay) {
+    mp::copy_from_host(buf, ones.data(), count * 4);
+    SC_OK(symcommHostBarrier(comm_));
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    mp::sync(stream_);
+    std::vector<float> got(count);
+    mp::copy_to_host(got.data(), buf, count * 4);
+    EXPECT_EQ(got[0], static_cast<float>(mp::nranks())) << "replay " << replay;
+    EXPECT_EQ(got[count - 1], static_cast<float>(mp::nranks())) << "replay " << replay;
+    SC_OK(symcommHostBarrier(comm_));
+  }
+  mp::destroy_graph(exec);
+  mp::local_free(buf);
+}
+
+// ---- Cuda space: the decomposition backend ---------------------------------------------
+
+// Creates a decomposition of `gdims` on pr x pc with `backend` on `comm`.
+symcommDecomp_t make_decomp(symcommComm_t comm, int pr, int pc, const int64_t* gdims,
+                            const char* backend) {
+  symcommDecompConfig_t c;
+  symcommDecompConfigInit(&c);
+  for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
+  c.pdims[0] = pr;
+  c.pdims[1] = pc;
+  std::snprintf(c.backend, sizeof c.backend, "%s", backend);
+  symcommDecomp_t d = nullptr;
+  EXPECT_EQ(symcommDecompCreate(comm, &c, &d), symcommSuccess) << symcommGetLastError();
+  return d;
+}
+
+// Transposes X -> Y -> Z -> Y -> X and halo exchanges of every pencil along every axis, with
+// the copy and the nccl backends on the same input: every output byte is the same.
+TEST_F(NcclGpu, DecompBackendMatchesCopy) {
+  const int n = mp::nranks();
+  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
+  if (n == 4) grids.push_back({2, 2});
+  const int64_t gdims[3] = {9, 7, 6};
+  const int64_t halo[3] = {1, 1, 1}, padding[3] = {0, 1, 0};
+  const int periodic[3] = {1, 0, 1};
+  for (auto [pr, pc] : grids) {
+    SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc));
+    std::vector<std::vector<uint8_t>> outputs[2];
+    const char* backends[2] = {"copy", "nccl"};
+    for (int k = 0; k < 2; ++k) {
+      symcommDecomp_t d = make_decomp(comm_, pr, pc, gdims, backends[k]);
+      ASSERT_NE(d, nullptr);
+      symcommPencilInfo_t info[3];
+      int64_t most = 0;
+      for (int a = 0; a < 3; ++a) {
+        SC_OK(symcommDecompPencilInfo(d, a, halo, padding, &info[a]));
+        most = std::max(most, info[a].size);
+      }
+      size_t ws_bytes = 0, halo_ws = 0;
+      SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+      for (int a = 0; a < 3; ++a)
+        for (int dim = 0; dim < 3; ++dim) {
+          size_t b = 0;
+          SC_OK(symcommDecompHaloWorkspaceSize(d, a, dim, symcommR64, halo, padding, &b));
+          halo_ws = std::max(halo_ws, b);
+        }
+      void* ws = nullptr;
+      SC_OK(symcommMalloc(comm_, std::max(ws_bytes, halo_ws), &ws));
+      const size_t bytes = static_cast<size_t>(most) * 8;
+      void* buf[2] = {mp::local_alloc(bytes), mp::local_alloc(bytes)};
+      put(buf[0], small_integers(kTypes[9], static_cast<size_t>(most),
+                                 seed_ + static_cast<uint64_t>(mp::rank())));
+      put(buf[1], std::vector<uint8_t>(bytes, 0xAB));
+      const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
+      int cur = 0;
+      for (const auto& st : steps) {
+        SC_OK(symcommDecompTranspose(d, st[0], st[1], buf[cur], buf[1 - cur], ws, symcommR64,
+                                     halo, padding, halo, padding, stream_));
+        cur = 1 - cur;
+        outputs[k].push_back(fetch(buf[cur], static_cast<size_t>(info[st[1]].size) * 8));
+        for (int dim = 0; dim < 3; ++dim) {
+          SC_OK(symcommDecompHalo(d, st[1], dim, buf[cur], ws, symcommR64, halo, padding,
+                                  periodic, stream_));
+          outputs[k].push_back(fetch(buf[cur], static_cast<size_t>(info[st[1]].size) * 8));
+        }
+      }
+      SC_OK(symcommHostBarrier(comm_));
+      mp::local_free(buf[0]);
+      mp::local_free(buf[1]);
+      SC_OK(symcommFree(comm_, ws));
+      SC_OK(symcommDecompDestroy(d));
+    }
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    for (size_t i = 0; i < outputs[0].size(); ++i)
+      EXPECT_TRUE(outputs[0][i] == outputs[1][i]) << "step " << i / 4 << " part " << i % 4;
+  }
+}
+
+}  // namespace
