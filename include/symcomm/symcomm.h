@@ -317,6 +317,17 @@ symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team,
 symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                         void* recv, size_t count, symcommDataType_t type,
                                         const char* algorithm, symcommStream_t stream);
+/* All-to-all with counts per member (MPI_Alltoallv): sendcounts[j] elements at element
+ * offset sdispls[j] of send go to member j, where they land at element offset rdispls[i] of
+ * recv (i = the sender's team rank); recvcounts[i] of member j must equal sendcounts[j] of
+ * member i. Host arrays of team-size entries. "copy" checks the counts of every pair (the
+ * same error on every member) and synchronises the stream to do so; "sm" and "nccl" trust
+ * them. */
+symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                         const size_t* sendcounts, const size_t* sdispls,
+                                         void* recv, const size_t* recvcounts,
+                                         const size_t* rdispls, symcommDataType_t type,
+                                         const char* algorithm, symcommStream_t stream);
 /* recv (recvcount) of member j = op over members of block j of their send
  * (team_size * recvcount). */
 symcommResult_t symcommReduceScatterOnStream(symcommComm_t comm, symcommTeam_t team,

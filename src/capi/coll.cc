@@ -1,4 +1,6 @@
 // Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
+#include <algorithm>
+
 #include "capi/guard.h"
 #include "coll/selection.h"
 
@@ -16,7 +18,7 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
          size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
          const char* algorithm, symcommStream_t stream, size_t send_elems, size_t recv_elems,
-         bool exact_in_place) {
+         bool exact_in_place, const size_t* const* v = nullptr) {
   symcommComm& c = checked(comm);
   c.check_live();
   check_stream(c, stream);
@@ -49,6 +51,12 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
   a.redop = redop;
   a.root = root;
   a.stream = stream;
+  if (v) {  // all-to-all-v: send counts, send displacements, receive counts and displacements
+    a.send_counts = v[0];
+    a.send_displs = v[1];
+    a.recv_counts = v[2];
+    a.recv_displs = v[3];
+  }
   choose_algorithm(a, *c.coll, algorithm).run(a, *c.coll);
 }
 
@@ -89,6 +97,34 @@ extern "C" symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTe
                     symcommInvalidArgument, "team %d does not exist", team);
     run(comm, CollOp::AllToAll, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
         count * static_cast<size_t>(n), count * static_cast<size_t>(n), false);
+  });
+}
+
+extern "C" symcommResult_t symcommAllToAllvOnStream(
+    symcommComm_t comm, symcommTeam_t team, const void* send, const size_t* sendcounts,
+    const size_t* sdispls, void* recv, const size_t* recvcounts, const size_t* rdispls,
+    symcommDataType_t type, const char* algorithm, symcommStream_t stream) {
+  return guarded([&] { return describe("symcommAllToAllvOnStream", team, 0, type, algorithm); },
+                 [&] {
+    int n = 0;
+    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
+                    symcommInvalidArgument, "team %d does not exist", team);
+    SYMCOMM_REQUIRE_ARG(sendcounts);
+    SYMCOMM_REQUIRE_ARG(sdispls);
+    SYMCOMM_REQUIRE_ARG(recvcounts);
+    SYMCOMM_REQUIRE_ARG(rdispls);
+    // The extents the buffers must have, in elements (for the overlap check).
+    size_t send_elems = 0, recv_elems = 0;
+    for (int j = 0; j < n; ++j) {
+      SYMCOMM_REQUIRE(sendcounts[j] <= SIZE_MAX / 4 && sdispls[j] <= SIZE_MAX / 4 &&
+                      recvcounts[j] <= SIZE_MAX / 4 && rdispls[j] <= SIZE_MAX / 4,
+                      symcommInvalidArgument, "count or displacement of member %d is too large", j);
+      if (sendcounts[j]) send_elems = std::max(send_elems, sdispls[j] + sendcounts[j]);
+      if (recvcounts[j]) recv_elems = std::max(recv_elems, rdispls[j] + recvcounts[j]);
+    }
+    const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
+    run(comm, CollOp::AllToAllv, team, send, recv, 0, type, symcommSum, 0, algorithm, stream,
+        send_elems, recv_elems, false, v);
   });
 }
 

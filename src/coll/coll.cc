@@ -20,6 +20,7 @@ const char* coll_op_name(CollOp op) {
   switch (op) {
     case CollOp::AllGather: return "allgather";
     case CollOp::AllToAll: return "alltoall";
+    case CollOp::AllToAllv: return "alltoallv";
     case CollOp::ReduceScatter: return "reducescatter";
     case CollOp::AllReduce: return "allreduce";
     case CollOp::Broadcast: return "broadcast";
@@ -41,6 +42,11 @@ size_t type_size(symcommDataType_t type) {
 size_t CollArgs::bytes_per_rank() const {
   switch (op) {
     case CollOp::AllToAll: return count * elem * static_cast<size_t>(team.size);
+    case CollOp::AllToAllv: {
+      size_t total = 0;
+      for (int j = 0; j < team.size; ++j) total += send_counts[j];
+      return total * elem;
+    }
     case CollOp::ReduceScatter: return count * elem * static_cast<size_t>(team.size);
     default: return count * elem;
   }

@@ -17,7 +17,7 @@
 
 namespace symcomm {
 
-enum class CollOp { AllGather, AllToAll, ReduceScatter, AllReduce, Broadcast };
+enum class CollOp { AllGather, AllToAll, AllToAllv, ReduceScatter, AllReduce, Broadcast };
 const char* coll_op_name(CollOp op);
 size_t type_size(symcommDataType_t type);  // throws for an unknown type
 
@@ -33,6 +33,11 @@ struct CollArgs {
   size_t elem;               // bytes per element
   symcommRedOp_t redop;
   int root;                  // team rank (broadcast)
+  // All-to-all-v: host arrays of team-size entries, in elements (count is unused).
+  const size_t* send_counts = nullptr;
+  const size_t* send_displs = nullptr;
+  const size_t* recv_counts = nullptr;
+  const size_t* recv_displs = nullptr;
   symcommStream_t stream;
   // The bytes one rank contributes: what the selection table is indexed by.
   size_t bytes_per_rank() const;

@@ -5,6 +5,7 @@
 // member's piece arrived), then local copies or a local reduction out of the slots.
 // Works in both memory spaces; the reference the faster algorithms are checked against.
 #include <algorithm>
+#include <vector>
 
 #include "coll/coll.h"
 
@@ -23,9 +24,11 @@ class CopyAlgorithm final : public CollAlgorithm {
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
+    if (a.op == CollOp::AllToAllv) return gather_v(a, ctx);
     const size_t block = a.count * a.elem;  // bytes of one block (see each operation)
     if (block == 0) return;
     switch (a.op) {
+      case CollOp::AllToAllv: break;  // above
       case CollOp::AllGather: return gather(a, ctx, block, false);
       case CollOp::AllToAll: return gather(a, ctx, block, true);
       case CollOp::Broadcast: return broadcast(a, ctx, block);
@@ -74,6 +77,67 @@ class CopyAlgorithm final : public CollAlgorithm {
       ctx.barrier(a);
       for (int j = 0; j < n; ++j)
         put(a, ctx, a.recv + static_cast<size_t>(j) * block + off, ws + static_cast<size_t>(j) * slot, len);
+    }
+  }
+
+  // All-to-all-v. The counts travel first: each member puts its send counts, receive counts
+  // and receive displacements into every member's workspace, so that every member knows them
+  // all. Then every member checks that each pair agrees (so all raise the same error), cuts
+  // the blocks into the same pieces, and writes a symmetric receive buffer in place. Reading
+  // the counts back synchronises the stream: not capturable in a CUDA graph.
+  void gather_v(const CollArgs& a, CollContext& ctx) {
+    const int n = a.team.size;
+    const size_t words = 3 * static_cast<size_t>(n), row = words * sizeof(uint64_t);
+    SYMCOMM_REQUIRE(row * static_cast<size_t>(n) <= ctx.workspace_bytes(), symcommOutOfMemory,
+                    "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for the counts of a team of %d",
+                    ctx.workspace_bytes(), n);
+    std::vector<uint64_t> mine(words), all(words * static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      mine[static_cast<size_t>(j)] = a.send_counts[j];
+      mine[static_cast<size_t>(n + j)] = a.recv_counts[j];
+      mine[static_cast<size_t>(2 * n + j)] = a.recv_displs[j];
+    }
+    char* ws = ctx.workspace();
+    ctx.barrier(a);  // every member is in the call: its workspace and receive buffer are free
+    for (int j = 0; j < n; ++j)
+      put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * row, j), mine.data(), row);
+    ctx.barrier(a);
+    ctx.backend().get(all.data(), ws, row * static_cast<size_t>(n), symcommEngineCe, a.stream);
+    ctx.backend().synchronize(a.stream);
+    auto at = [&](int member, int table, int j) {  // table 0: send counts, 1: recv counts, 2: recv displs
+      return static_cast<size_t>(all[static_cast<size_t>(member) * words +
+                                     static_cast<size_t>(table * n + j)]);
+    };
+    size_t longest = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        SYMCOMM_REQUIRE(at(i, 0, j) == at(j, 1, i), symcommInvalidArgument,
+                        "all-to-all-v: member %d sends %zu elements to member %d, which expects %zu",
+                        i, at(i, 0, j), j, at(j, 1, i));
+        longest = std::max(longest, at(i, 0, j) * a.elem);
+      }
+    auto send_of = [&](int j) { return a.send + a.send_displs[j] * a.elem; };
+    size_t extent = 0;
+    for (int j = 0; j < n; ++j) extent = std::max(extent, (a.recv_displs[j] + a.recv_counts[j]) * a.elem);
+    if (symmetric(a, ctx, extent)) {
+      for (int j = 0; j < n; ++j)
+        if (a.send_counts[j])
+          put(a, ctx, ctx.on(a, a.recv + at(j, 2, a.me) * a.elem, j), send_of(j),
+              a.send_counts[j] * a.elem);
+      ctx.barrier(a);
+      return;
+    }
+    const size_t slot = slot_bytes(a, ctx, n);
+    for (size_t off = 0; off < longest; off += slot) {
+      auto piece = [&](size_t bytes) { return bytes > off ? std::min(slot, bytes - off) : 0; };
+      ctx.barrier(a);
+      for (int j = 0; j < n; ++j)
+        if (size_t len = piece(a.send_counts[j] * a.elem))
+          put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), send_of(j) + off, len);
+      ctx.barrier(a);
+      for (int i = 0; i < n; ++i)
+        if (size_t len = piece(a.recv_counts[i] * a.elem))
+          put(a, ctx, a.recv + a.recv_displs[i] * a.elem + off, ws + static_cast<size_t>(i) * slot, len);
     }
   }
 

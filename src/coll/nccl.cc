@@ -42,7 +42,9 @@ class NcclAlgorithm final : public CollAlgorithm {
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
-    if (a.count == 0) return;  // the same on every member: no communicator is made either
+    // The same on every member (no communicator is made either); all-to-all-v always runs,
+    // since one member's zero counts say nothing of the others'.
+    if (a.count == 0 && a.op != CollOp::AllToAllv) return;
     const NcclLib& loaded = nccl_lib();
     const ncclDataType_t type = nccl_type(a.type, loaded.version);
     const size_t block = a.count * a.elem;  // bytes of one block (all-to-all)
@@ -57,6 +59,18 @@ class NcclAlgorithm final : public CollAlgorithm {
               const size_t at = static_cast<size_t>(j) * block;
               SYMCOMM_NCCL(lib, ncclSend(a.send + at, a.count, type, j, comm, a.stream));
               SYMCOMM_NCCL(lib, ncclRecv(a.recv + at, a.count, type, j, comm, a.stream));
+            }
+          });
+          break;
+        case CollOp::AllToAllv:
+          nccl_group(lib, [&] {
+            for (int j = 0; j < a.team.size; ++j) {
+              if (a.send_counts[j])
+                SYMCOMM_NCCL(lib, ncclSend(a.send + a.send_displs[j] * a.elem, a.send_counts[j],
+                                           type, j, comm, a.stream));
+              if (a.recv_counts[j])
+                SYMCOMM_NCCL(lib, ncclRecv(a.recv + a.recv_displs[j] * a.elem, a.recv_counts[j],
+                                           type, j, comm, a.stream));
             }
           });
           break;

@@ -275,11 +275,23 @@ class SmAlgorithm final : public CollAlgorithm {
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
-    const uint64_t block = a.count * a.elem;
-    if (block == 0) return;
     SmState& s = ctx.state<SmState>(this);
     Plan p = base_plan(a, s);
     const int n = a.team.size;
+    if (a.op == CollOp::AllToAllv) {  // the receiver's counts must be the senders' (see api)
+      for (int j = 0; j < n; ++j) {
+        p.send_off[j] = a.send_displs[j] * a.elem;
+        p.send_len[j] = j == a.me ? 0 : a.send_counts[j] * a.elem;
+        p.recv_off[j] = a.recv_displs[j] * a.elem;
+        p.recv_len[j] = j == a.me ? 0 : a.recv_counts[j] * a.elem;
+      }
+      p.self_src = a.send_displs[a.me] * a.elem;
+      p.self_dst = a.recv_displs[a.me] * a.elem;
+      p.self_len = a.send_counts[a.me] * a.elem;
+      return launch(a, p);
+    }
+    const uint64_t block = a.count * a.elem;
+    if (block == 0) return;
     switch (a.op) {
       case CollOp::AllGather:
       case CollOp::AllToAll: {
@@ -312,6 +324,8 @@ class SmAlgorithm final : public CollAlgorithm {
         return launch(a, p);
       case CollOp::AllReduce:
         return all_reduce(a, p, block);
+      case CollOp::AllToAllv:
+        break;  // above
     }
   }
 

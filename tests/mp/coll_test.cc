@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -121,6 +122,13 @@ class Coll : public ::testing::TestWithParam<std::string> {
     if (!v.empty()) mp::copy_from_host(p, v.data(), v.size());
   }
   void poison(void* p, size_t bytes) { put(p, std::vector<uint8_t>(bytes, 0xAB)); }
+  // The largest `v` over the ranks (through the host all-gather).
+  symcommResult_t max_over_ranks(size_t& v) {
+    std::vector<size_t> all(static_cast<size_t>(n_));
+    symcommResult_t rc = symcommHostAllgather(comm_, &v, all.data(), sizeof v);
+    v = *std::max_element(all.begin(), all.end());
+    return rc;
+  }
 
   symcommComm_t comm_ = nullptr;
   symcommStream_t stream_ = nullptr;
@@ -260,6 +268,94 @@ TEST_P(Coll, BackToBackWithoutSync) {
   for (void* p : bufs) release(p, false);
 }
 
+// The count matrix of all-to-all-v tests: member i sends counts[i][j] elements to member j,
+// from a send buffer laid out with gaps, into a receive buffer laid out in reverse order.
+struct VLayout {
+  std::vector<std::vector<size_t>> counts;
+  std::vector<size_t> sdispls(int i) const {
+    std::vector<size_t> d(counts.size());
+    size_t at = 5;
+    for (size_t j = 0; j < counts.size(); ++j) { d[j] = at; at += counts[i][j] + 3; }
+    return d;
+  }
+  std::vector<size_t> rdispls(int me) const {
+    std::vector<size_t> d(counts.size());
+    size_t at = 0;
+    for (size_t k = counts.size(); k-- > 0;) { d[k] = at; at += counts[k][static_cast<size_t>(me)] + 1; }
+    return d;
+  }
+  static size_t extent(const std::vector<size_t>& displs, const std::vector<size_t>& n) {
+    size_t e = 0;
+    for (size_t j = 0; j < n.size(); ++j) e = std::max(e, displs[j] + n[j]);
+    return e;
+  }
+};
+
+VLayout random_layout(uint64_t seed, int n, size_t max_count) {
+  std::mt19937_64 rng(seed);
+  VLayout v;
+  v.counts.assign(static_cast<size_t>(n), std::vector<size_t>(static_cast<size_t>(n)));
+  for (auto& row : v.counts)
+    for (size_t& c : row) c = rng() % 4 == 0 ? 0 : rng() % max_count;
+  return v;
+}
+
+TEST_P(Coll, AllToAllvRandomCounts) {
+  const Type& t = kTypes[4];  // float16: 2-byte elements, odd byte offsets of nothing
+  for (bool sym : {false, true})
+    for (size_t max_count : {size_t{1}, size_t{17}, size_t{3000}, size_t{70000}}) {
+      SCOPED_TRACE(std::string(sym ? "symmetric" : "plain") + " max count " + std::to_string(max_count));
+      const VLayout v = random_layout(seed_ + max_count, n_, max_count);
+      std::vector<size_t> scounts = v.counts[static_cast<size_t>(me_)], rcounts(static_cast<size_t>(n_));
+      for (int i = 0; i < n_; ++i) rcounts[static_cast<size_t>(i)] = v.counts[static_cast<size_t>(i)][static_cast<size_t>(me_)];
+      const std::vector<size_t> sd = v.sdispls(me_), rd = v.rdispls(me_);
+      const size_t se = VLayout::extent(sd, scounts) + 1, re = VLayout::extent(rd, rcounts) + 1;
+      // The receive extent differs between members; a symmetric buffer has one size.
+      size_t re_all = re;
+      SC_OK(max_over_ranks(re_all));
+      void* send = buffer(se * t.size, false);
+      void* recv = buffer(re_all * t.size, sym);
+      put(send, make(t, seed_, me_, 0, se));
+      poison(recv, re_all * t.size);
+      SC_OK(symcommHostBarrier(comm_));
+      SC_OK(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, scounts.data(), sd.data(),
+                                     recv, rcounts.data(), rd.data(), t.id, algo_, stream_));
+      std::vector<uint8_t> got = fetch(recv, re_all * t.size);
+      std::vector<uint8_t> want(re_all * t.size, 0xAB);  // gaps keep the poison
+      for (int i = 0; i < n_; ++i) {
+        const size_t c = rcounts[static_cast<size_t>(i)];
+        const size_t from = v.sdispls(i)[static_cast<size_t>(me_)];
+        auto part = make(t, seed_, i, from, c);
+        std::copy(part.begin(), part.end(), want.begin() + static_cast<long>(rd[static_cast<size_t>(i)] * t.size));
+      }
+      EXPECT_TRUE(got == want);
+      SC_OK(symcommHostBarrier(comm_));
+      release(send, false);
+      release(recv, sym);
+    }
+}
+
+// Counts that do not match between a sender and its receiver: "copy" sees the whole matrix
+// and every member reports the same pair.
+TEST_P(Coll, AllToAllvCountsMustMatch) {
+  if (std::string(algo_) != "copy") GTEST_SKIP() << "only copy checks the counts of every pair";
+  std::vector<size_t> scounts(static_cast<size_t>(n_), 4), rcounts(static_cast<size_t>(n_), 4),
+      sd(static_cast<size_t>(n_)), rd(static_cast<size_t>(n_));
+  for (int j = 0; j < n_; ++j) sd[static_cast<size_t>(j)] = rd[static_cast<size_t>(j)] = 8 * static_cast<size_t>(j);
+  if (me_ == n_ - 1) rcounts[0] = 5;  // the last member expects 5 from member 0, which sends 4
+  void* send = buffer(64 * static_cast<size_t>(n_), false);
+  void* recv = buffer(64 * static_cast<size_t>(n_), false);
+  SC_FAILS(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, scounts.data(), sd.data(), recv,
+                                    rcounts.data(), rd.data(), symcommInt32, algo_, stream_),
+           symcommInvalidArgument);
+  const std::string want = "member 0 sends 4 elements to member " + std::to_string(n_ - 1) + ", which expects 5";
+  EXPECT_NE(std::string(symcommGetLastError()).find(want), std::string::npos) << symcommGetLastError();
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  release(send, false);
+  release(recv, false);
+}
+
 // Collectives captured once in a CUDA graph and replayed with new inputs each time.
 TEST_P(Coll, CapturedInAGraph) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
@@ -357,6 +453,12 @@ TEST_P(Coll, BadArguments) {
                                       stream_), symcommInvalidArgument);
     EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_ALGO"), nullptr);
   }
+  const size_t counts[64] = {}, displs[64] = {};
+  SC_FAILS(symcommAllToAllvOnStream(comm_, w, a, nullptr, displs, b, counts, displs,
+                                    symcommFloat32, algo_, stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "sendcounts"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommAllToAllvOnStream(comm_, w, a, counts, displs, b, counts, nullptr,
+                                    symcommFloat32, algo_, stream_), symcommInvalidArgument);
   ASSERT_GE(symcommCollAlgorithmCount(), 2);
   EXPECT_STREQ(symcommCollAlgorithmName(0), "copy");
   EXPECT_STREQ(symcommCollAlgorithmName(1), "sm");
