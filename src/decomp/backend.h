@@ -104,6 +104,9 @@ BoxLayout translated(BoxLayout layout, int dim, int64_t delta);
 void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src,
               const BoxLayout& sl, const Box& box, size_t elem, symcommEngine_t engine,
               symcommStream_t stream);
+// Every block of `plan` this rank received, from its packed place in `recv` to the output
+// (move_box: a plain copy where the block is contiguous in both).
+void unpack_all(RmaBackend& b, const ExchangePlan& plan, const TransposeCall& t, const char* recv);
 // The largest halo slab of any rank for these arguments (0: no halo along dim).
 size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
                          const int64_t* padding);

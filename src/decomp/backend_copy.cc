@@ -32,7 +32,7 @@ class CopyBackend final : public DecompBackend {
     RmaBackend& b = ctx.rma.backend();
     const bool xy = t.from + t.to == 1;
     const BarrierArgs barrier = ctx.rma.barrier_args(xy ? ctx.col_team : ctx.row_team);
-    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
+    const BoxLayout in_layout = pencil_layout(t.in);
     char* send = t.workspace;
     char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
     b.barrier(barrier, t.stream);  // every member is done with its receive area
@@ -41,22 +41,17 @@ class CopyBackend final : public DecompBackend {
       if (box.count() == 0) continue;
       b.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
                  box.hi, e, t.stream);
-      b.put(remote(ctx, recv + plan.remote_off[k] * se, plan.members[k]),
+      b.put(peer_address(ctx, recv + plan.remote_off[k] * se, plan.members[k]),
             send + plan.send_off[k] * se, static_cast<size_t>(box.count()) * e, symcommEngineCe,
             t.stream);
     }
     b.barrier(barrier, t.stream);  // every block arrived
-    for (size_t k = 0; k < plan.members.size(); ++k) {
-      const Box& box = plan.recv[k];
-      if (box.count() == 0) continue;
-      b.copy_box(t.output, out_layout, recv + plan.recv_off[k] * se, packed_layout(box), box.lo,
-                 box.hi, e, t.stream);
-    }
+    unpack_all(b, plan, t, recv);
   }
 
   size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
                         const int64_t* halo, const int64_t* padding) const override {
-    return 4 * largest_slab(ctx, axis, dim, halo, padding) * elem;
+    return 4 * largest_halo_slab(ctx, axis, dim, halo, padding) * elem;
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
@@ -64,7 +59,7 @@ class CopyBackend final : public DecompBackend {
         plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
     if (plan.slab == 0) return;  // no halo along dim
     const size_t e = h.elem;
-    const size_t slot = largest_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
+    const size_t slot = largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
     RmaBackend& b = ctx.rma.backend();
     const BoxLayout layout = pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
     // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
@@ -85,7 +80,7 @@ class CopyBackend final : public DecompBackend {
       if (s.side.neighbour < 0) continue;
       b.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
                  s.side.send.hi, e, h.stream);
-      b.put(remote(ctx, slots[s.theirs], s.side.neighbour), slots[s.mine],
+      b.put(peer_address(ctx, slots[s.theirs], s.side.neighbour), slots[s.mine],
             static_cast<size_t>(s.side.send.count()) * e, symcommEngineCe, h.stream);
     }
     if (!plan.self) b.barrier(barrier, h.stream);  // every slab arrived
@@ -99,22 +94,6 @@ class CopyBackend final : public DecompBackend {
                    r.side.recv.hi, e, h.stream);
   }
 
- private:
-  // `p` (this rank's symmetric address) on `rank`, as mapped here.
-  static char* remote(const DecompContext& ctx, const char* p, int rank) {
-    char* there = static_cast<char*>(ctx.heap.peer_ptr(p, rank));
-    SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible", rank);
-    return there;
-  }
-  // The largest slab of any rank: every rank's workspace slots are this big.
-  static size_t largest_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
-                             const int64_t* padding) {
-    const auto& c = ctx.geometry.config();
-    int64_t most = 0;
-    for (int r = 0; r < c.pdims[0] * c.pdims[1]; ++r)
-      most = std::max(most, plan_halo(ctx.geometry, r, axis, dim, halo, padding, true).slab);
-    return static_cast<size_t>(most);
-  }
 };
 
 }  // namespace

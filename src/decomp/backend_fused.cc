@@ -83,9 +83,7 @@ class FusedBackend final : public DecompBackend {
     }
     b.barrier(barrier, t.stream);  // every member has read what it needs
     if (land)
-      for (size_t k = 0; k < plan.members.size(); ++k)
-        move_box(b, t.output, out_layout, landing + plan.recv_off[k] * se,
-                 packed_layout(plan.recv[k]), plan.recv[k], e, symcommEngineAuto, t.stream);
+      unpack_all(b, plan, t, landing);
   }
 
   // Two slots: my low and my high slab, packed, where the buffer is not symmetric.

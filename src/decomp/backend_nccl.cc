@@ -59,7 +59,7 @@ class NcclBackend final : public DecompBackend {
     const bool xy = t.from + t.to == 1;
     const symcommTeam_t id = xy ? ctx.col_team : ctx.row_team;
     const Team& team = ctx.rma.teams().get(id);
-    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
+    const BoxLayout in_layout = pencil_layout(t.in);
     char* send = t.workspace;
     char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
     const size_t me = static_cast<size_t>(plan.me);
@@ -87,17 +87,12 @@ class NcclBackend final : public DecompBackend {
           }
         });
       });
-    for (size_t k = 0; k < plan.members.size(); ++k) {
-      const Box& box = plan.recv[k];
-      if (box.count() == 0) continue;
-      b.copy_box(t.output, out_layout, recv + plan.recv_off[k] * se, packed_layout(box), box.lo,
-                 box.hi, e, t.stream);
-    }
+    unpack_all(b, plan, t, recv);
   }
 
   size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
                         const int64_t* halo, const int64_t* padding) const override {
-    return 4 * largest_slab(ctx, axis, dim, halo, padding) * elem;
+    return 4 * largest_halo_slab(ctx, axis, dim, halo, padding) * elem;
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
@@ -105,7 +100,7 @@ class NcclBackend final : public DecompBackend {
         plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
     if (plan.slab == 0) return;  // no halo along dim
     const size_t e = h.elem;
-    const size_t slot = largest_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
+    const size_t slot = largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
     RmaBackend& b = ctx.rma.backend();
     const BoxLayout layout =
         pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
@@ -162,15 +157,6 @@ class NcclBackend final : public DecompBackend {
     const int i = team.index_of(rank);
     SYMCOMM_REQUIRE(i >= 0, symcommInternalError, "rank %d is not in the exchange's team", rank);
     return i;
-  }
-  // The largest slab of any rank: every rank's workspace slots are this big (as copy's).
-  static size_t largest_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
-                             const int64_t* padding) {
-    const auto& c = ctx.geometry.config();
-    int64_t most = 0;
-    for (int r = 0; r < c.pdims[0] * c.pdims[1]; ++r)
-      most = std::max(most, plan_halo(ctx.geometry, r, axis, dim, halo, padding, true).slab);
-    return static_cast<size_t>(most);
   }
 };
 

@@ -55,6 +55,14 @@ void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src, co
   b.copy_box(dst, dl, src, sl, box.lo, box.hi, elem, stream);
 }
 
+void unpack_all(RmaBackend& b, const ExchangePlan& plan, const TransposeCall& t, const char* recv) {
+  const BoxLayout out = pencil_layout(t.out);
+  for (size_t k = 0; k < plan.members.size(); ++k)
+    if (plan.recv[k].count() > 0)
+      move_box(b, t.output, out, recv + plan.recv_off[k] * static_cast<int64_t>(t.elem),
+               packed_layout(plan.recv[k]), plan.recv[k], t.elem, symcommEngineAuto, t.stream);
+}
+
 size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
                          const int64_t* padding) {
   const auto& c = ctx.geometry.config();
