@@ -17,21 +17,19 @@ static const StringParam kLibrary(
     "(a name for dlopen or a path)");
 static const StringParam kNvls(
     "NCCL_NVLS_ENABLE", "",
-    "NCCL: NVLink multicast. symcomm sets it to 0 before loading NCCL unless it is set "
+    "NCCL: NVLink multicast. symcomm sets it to 0 before loading NCCL, whatever it was "
     "(multicast is forbidden on the shared machines)");
 
 namespace {
 
 // NCCL reads the variable when it first initialises (and ~/.nccl.conf may set it then if the
-// environment does not): it must be in the environment before the first NCCL call.
+// environment does not): it must be 0 in the environment before the first NCCL call. A
+// caller's other value is overridden, with a warning: symcomm never lets NCCL use NVLS.
 void keep_nvls_off() {
-  if (std::optional<std::string> v = kNvls.raw()) {
-    if (*v != "0")
-      SYMCOMM_WARN("NCCL_NVLS_ENABLE=%s is set: NCCL may use NVLink multicast, which is "
-                   "forbidden on the shared machines", v->c_str());
-    return;
-  }
-  SYMCOMM_SYSCHECK(setenv("NCCL_NVLS_ENABLE", "0", 0));
+  if (std::optional<std::string> v = kNvls.raw(); v && *v != "0")
+    SYMCOMM_WARN("NCCL_NVLS_ENABLE=%s is set: overriding it with 0 (NVLink multicast is "
+                 "forbidden on the shared machines)", v->c_str());
+  SYMCOMM_SYSCHECK(setenv("NCCL_NVLS_ENABLE", "0", 1));
 }
 
 }  // namespace
