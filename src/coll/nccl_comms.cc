@@ -7,14 +7,8 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/cuda_runtime_check.h"
 
-#define SYMCOMM_CUDART(call)                                                           \
-  do {                                                                                 \
-    cudaError_t e_ = (call);                                                           \
-    if (e_ != cudaSuccess)                                                             \
-      SYMCOMM_THROW(symcommCudaError, "%s failed: %s (%d)", #call, cudaGetErrorString(e_), \
-                    static_cast<int>(e_));                                             \
-  } while (0)
 
 namespace symcomm {
 

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 
+#include "base/cuda_runtime_check.h"
 #include "base/param.h"
 #include "coll/coll.h"
 #include "rma/reduce.h"
@@ -418,9 +419,7 @@ class SmAlgorithm final : public CollAlgorithm {
         sm_kernel<decltype(zero)><<<blocks, kThreads, 0, stream>>>(p);
       });
     }
-    const cudaError_t e = cudaGetLastError();
-    SYMCOMM_REQUIRE(e == cudaSuccess, symcommCudaError, "sm collective kernel: %s",
-                    cudaGetErrorString(e));
+    SYMCOMM_CUDART(cudaGetLastError());  // the sm collective kernel
   }
 
   // This rank's own part: a block per MiB, up to kSelfBlocks.

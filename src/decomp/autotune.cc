@@ -1,7 +1,7 @@
 // Autotuning a decomposition: every candidate process grid times every candidate backend on
-// the four transposes; the best (lowest weighted time of the slowest rank) wins.
+// the four transposes (CUDA events around each on GPUs); the best (lowest weighted time of
+// the slowest rank) wins.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "base/log.h"
@@ -69,11 +69,7 @@ double measure(const DecompLayers& layers, const symcommDecompConfig_t& c, doubl
       t.elem = e;
       t.in = d->geometry().pencil(d->rank(), t.from, nullptr, nullptr);
       t.out = d->geometry().pencil(d->rank(), t.to, nullptr, nullptr);
-      auto start = std::chrono::steady_clock::now();
-      d->backend().transpose(ctx, t);
-      layers.rma.backend().synchronize(nullptr);
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                      .count();
+      double us = layers.rma.backend().time_us(nullptr, [&] { d->backend().transpose(ctx, t); });
       std::vector<double> times(static_cast<size_t>(layers.topology.nranks));
       layers.bootstrap.allgather(&us, sizeof us, times.data());  // the slowest rank counts
       weighted += c.autotune_weights[s] * *std::max_element(times.begin(), times.end());

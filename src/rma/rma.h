@@ -7,6 +7,7 @@
 // mapped in this process.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "bootstrap/bootstrap.h"
@@ -49,6 +50,9 @@ class RmaBackend {
   virtual void quiet(symcommStream_t stream) = 0;
   // Waits on the host until everything issued on `stream` has completed.
   virtual void synchronize(symcommStream_t stream) = 0;
+  // Microseconds that what `work` issues on `stream` takes there (CUDA events on GPUs, the
+  // clock on the host, where work completes in its calls); returns once it has completed.
+  virtual double time_us(symcommStream_t stream, const std::function<void()>& work) = 0;
   // Local: dst[i] = op over k < n of element i of the block at src + k * stride, i < count
   // (rma/reduce.h says how), in stream order.
   virtual void reduce(void* dst, const void* src, size_t stride, int n, size_t count,

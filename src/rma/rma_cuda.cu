@@ -18,6 +18,7 @@
 #include "rma/rma.h"
 #include "rma/wait.h"
 #include "symcomm/device.cuh"
+#include "base/cuda_runtime_check.h"
 
 namespace symcomm {
 
@@ -38,13 +39,6 @@ static const EnumParam kSignalEngine(
     "SYMCOMM_SIGNAL_ENGINE", "memop", "kernel|memop",
     "on-stream SET signals: cuStreamWriteValue64 (no SM) or a one-thread kernel");
 
-#define SYMCOMM_CUDART(call)                                                           \
-  do {                                                                                 \
-    cudaError_t e_ = (call);                                                           \
-    if (e_ != cudaSuccess)                                                             \
-      SYMCOMM_THROW(e_ == cudaErrorMemoryAllocation ? symcommOutOfMemory : symcommCudaError, \
-                    "%s failed: %s (%d)", #call, cudaGetErrorString(e_), static_cast<int>(e_)); \
-  } while (0)
 
 namespace {
 
@@ -195,6 +189,31 @@ class CudaRma final : public RmaBackend {
   void synchronize(symcommStream_t stream) override {
     DeviceGuard guard(topology_.device);
     SYMCOMM_CUDART(cudaStreamSynchronize(stream));
+  }
+
+  double time_us(symcommStream_t stream, const std::function<void()>& work) override {
+    DeviceGuard guard(topology_.device);
+    cudaEvent_t start, stop;
+    SYMCOMM_CUDART(cudaEventCreate(&start));
+    SYMCOMM_CUDART(cudaEventCreate(&stop));
+    float ms = 0;
+    cudaError_t e = cudaEventRecord(start, stream);
+    if (e == cudaSuccess) {
+      try {
+        work();
+      } catch (...) {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        throw;
+      }
+      e = cudaEventRecord(stop, stream);
+    }
+    if (e == cudaSuccess) e = cudaEventSynchronize(stop);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    SYMCOMM_CUDART(e);
+    return 1000.0 * static_cast<double>(ms);
   }
 
   void quiet(symcommStream_t) override {

@@ -3,6 +3,7 @@
 // by SYMCOMM_WAIT_TIMEOUT and end when the communicator is aborted.
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -36,6 +37,13 @@ class HostRma final : public RmaBackend {
   }
   void quiet(symcommStream_t) override { std::atomic_thread_fence(std::memory_order_seq_cst); }
   void synchronize(symcommStream_t) override {}  // everything completed in its call
+
+  double time_us(symcommStream_t, const std::function<void()>& work) override {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+        .count();
+  }
 
   void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
               symcommDataType_t type, symcommRedOp_t op, symcommStream_t) override {
