@@ -29,6 +29,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/param.h"
 #include "coll/coll.h"
+#include "coll/sm_plan.h"
 #include "rma/reduce.h"
 #include "symcomm/device.cuh"
 
@@ -40,35 +41,16 @@ const SizeParam kRingBytes("SYMCOMM_COLL_SM_BYTES", "64M",
                            "symmetric memory per rank for the sm collectives' channel rings "
                            "(at most 1/16 of SYMCOMM_HEAP_MAX is used)");
 
+// BEGIN sm protocol: from here to "END sm protocol", the code also runs on the host in
+// tests/unit/sm_emulation.cc (one thread per block, CUDA's intrinsics emulated).
 constexpr int kMaxTeam = 32;
-constexpr int kChannels = 32;  // per pair at most; a call uses channels_for(team size)
 constexpr int kDepth = 4;
 constexpr int kThreads = 512;
 constexpr int kSelfBlocks = 8;
-constexpr uint64_t kMinChunk = 8 << 10;
-
-// How a message of `bytes` is cut: chunks of `size` bytes (the last shorter), `count` of
-// them, spread over `channels` channels. The same on both sides of a pair.
-struct ChunkPlan {
-  uint64_t size, count;
-  int channels;
-};
-
-// One SM stores about 11 GB/s into a peer (H200, NVLink 4), so a rank needs some 40 sending
-// blocks to fill its links: that many channels, shared among its peers.
-__host__ __device__ inline int channels_for(int team_size) {
-  const int c = team_size > 1 ? (40 + team_size - 2) / (team_size - 1) : kChannels;
-  return c < kChannels ? c : kChannels;
-}
-
-__host__ __device__ inline ChunkPlan chunk_plan(uint64_t bytes, uint64_t slot, int max_channels) {
-  if (bytes == 0) return {0, 0, 0};
-  uint64_t size = (bytes + max_channels - 1) / max_channels;
-  size = (size + 15) / 16 * 16;
-  size = size < kMinChunk ? kMinChunk : size > slot ? slot : size;
-  const uint64_t count = (bytes + size - 1) / size;
-  return {size, count, static_cast<int>(count < static_cast<uint64_t>(max_channels) ? count : max_channels)};
-}
+using sm::ChunkPlan;
+using sm::channels_for;
+using sm::chunk_plan;
+using sm::kChannels;
 
 // What one call moves, by value into the kernel (so that graph capture keeps it).
 struct Plan {
@@ -240,6 +222,78 @@ __global__ void __launch_bounds__(kThreads) sm_kernel(const Plan p) {
                  min(piece, p.self_len - off), threadIdx.x, blockDim.x);
 }
 
+// Sizes the grid of a plan (filling p.channels and p.self_blocks): receivers, senders, then
+// blocks for this rank's own part (one per MiB, up to kSelfBlocks). 0: nothing to do.
+inline int grid_blocks(Plan& p) {
+  constexpr uint64_t kSelfPiece = 1 << 20;
+  int ch = 0;
+  for (int j = 0; j < p.n; ++j)
+    ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, channels_for(p.n)).channels,
+                   chunk_plan(p.recv_len[j], p.slot, channels_for(p.n)).channels});
+  p.channels = std::max(ch, chunk_plan(p.red_len, p.slot, channels_for(p.n)).channels);
+  p.self_blocks = static_cast<int>(
+      std::min<uint64_t>(kSelfBlocks, (p.self_len + kSelfPiece - 1) / kSelfPiece));
+  if (p.channels == 0 && p.self_blocks == 0) return 0;
+  const int receivers = p.reduce ? p.channels : (p.n - 1) * p.channels;
+  return receivers + (p.n - 1) * p.channels + p.self_blocks;
+}
+
+// The layout of a rank's area: [nranks][kChannels] words of posted, acked, sent and consumed
+// counters, kChannels words each of done and expect, then the rings.
+inline size_t flags_bytes(int nranks) {
+  return (sizeof(uint64_t) * (4 * static_cast<size_t>(nranks) + 2) * kChannels + 255) / 256 * 256;
+}
+
+inline void point_at_area(Plan& p, char* area, int nranks) {
+  const size_t words = static_cast<size_t>(nranks) * kChannels;
+  auto* flags = reinterpret_cast<uint64_t*>(area);
+  p.posted = flags;
+  p.acked = flags + words;
+  p.sent = flags + 2 * words;
+  p.consumed = flags + 3 * words;
+  p.done = flags + 4 * words;
+  p.expect = p.done + kChannels;
+  p.ring = area + flags_bytes(nranks);
+}
+// The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast): what
+// this rank sends to and receives from each member, and its own part. All-to-all-v trusts
+// that each receiver's counts are its senders' (see symcomm.h).
+inline void move_plan(Plan& p, const CollArgs& a) {
+  const int n = a.team.size;
+  if (a.op == CollOp::AllToAllv) {
+    for (int j = 0; j < n; ++j) {
+      p.send_off[j] = a.send_displs[j] * a.elem;
+      p.send_len[j] = j == a.me ? 0 : a.send_counts[j] * a.elem;
+      p.recv_off[j] = a.recv_displs[j] * a.elem;
+      p.recv_len[j] = j == a.me ? 0 : a.recv_counts[j] * a.elem;
+    }
+    p.self_src = a.send_displs[a.me] * a.elem;
+    p.self_dst = a.recv_displs[a.me] * a.elem;
+    p.self_len = a.send_counts[a.me] * a.elem;
+    return;
+  }
+  const uint64_t block = a.count * a.elem;
+  if (a.op == CollOp::Broadcast) {
+    const bool root = a.me == a.root;
+    for (int j = 0; j < n; ++j) {
+      p.send_len[j] = root ? block : 0;
+      p.recv_len[j] = j == a.root ? block : 0;
+    }
+    p.self_len = root && a.send != a.recv ? block : 0;
+    return;
+  }
+  const bool all = a.op == CollOp::AllToAll;  // else all-gather
+  for (int j = 0; j < n; ++j) {
+    p.send_off[j] = all ? j * block : 0;
+    p.send_len[j] = p.recv_len[j] = block;
+    p.recv_off[j] = j * block;
+  }
+  p.self_src = all ? a.me * block : 0;
+  p.self_dst = a.me * block;
+  p.self_len = a.send == a.recv + p.self_dst ? 0 : block;  // in-place all-gather
+}
+// END sm protocol
+
 struct SmState final : AlgorithmState {
   char* area = nullptr;
   uint64_t slot = 0;
@@ -278,77 +332,36 @@ class SmAlgorithm final : public CollAlgorithm {
   void run(const CollArgs& a, CollContext& ctx) override {
     SmState& s = ctx.state<SmState>(this);
     Plan p = base_plan(a, s);
-    const int n = a.team.size;
-    if (a.op == CollOp::AllToAllv) {  // the receiver's counts must be the senders' (see api)
-      for (int j = 0; j < n; ++j) {
-        p.send_off[j] = a.send_displs[j] * a.elem;
-        p.send_len[j] = j == a.me ? 0 : a.send_counts[j] * a.elem;
-        p.recv_off[j] = a.recv_displs[j] * a.elem;
-        p.recv_len[j] = j == a.me ? 0 : a.recv_counts[j] * a.elem;
-      }
-      p.self_src = a.send_displs[a.me] * a.elem;
-      p.self_dst = a.recv_displs[a.me] * a.elem;
-      p.self_len = a.send_counts[a.me] * a.elem;
-      return launch(a, p);
-    }
     const uint64_t block = a.count * a.elem;
-    if (block == 0) return;
     switch (a.op) {
       case CollOp::AllGather:
-      case CollOp::AllToAll: {
-        const bool all = a.op == CollOp::AllToAll;
-        for (int j = 0; j < n; ++j) {
-          p.send_off[j] = all ? j * block : 0;
-          p.send_len[j] = p.recv_len[j] = block;
-          p.recv_off[j] = j * block;
-        }
-        p.self_src = all ? a.me * block : 0;
-        p.self_dst = a.me * block;
-        p.self_len = a.send == a.recv + p.self_dst ? 0 : block;  // in-place all-gather
+      case CollOp::AllToAll:
+      case CollOp::AllToAllv:
+      case CollOp::Broadcast:
+        move_plan(p, a);
         return launch(a, p);
-      }
-      case CollOp::Broadcast: {
-        const bool root = a.me == a.root;
-        for (int j = 0; j < n; ++j) {
-          p.send_len[j] = root ? block : 0;
-          p.recv_len[j] = j == a.root ? block : 0;
-        }
-        p.self_len = root && a.send != a.recv ? block : 0;
-        return launch(a, p);
-      }
       case CollOp::ReduceScatter:
-        for (int j = 0; j < n; ++j) {
+        if (block == 0) return;
+        for (int j = 0; j < a.team.size; ++j) {
           p.send_off[j] = j * block;
           p.send_len[j] = block;
         }
         reduction(p, block, a.me * block, 0);
         return launch(a, p);
       case CollOp::AllReduce:
+        if (block == 0) return;
         return all_reduce(a, p, block);
-      case CollOp::AllToAllv:
-        break;  // above
     }
   }
 
- private:
-  static size_t flags_bytes(int nranks) {
-    return (sizeof(uint64_t) * (4 * static_cast<size_t>(nranks) + 2) * kChannels + 255) / 256 * 256;
-  }
 
+ private:
   static Plan base_plan(const CollArgs& a, const SmState& s) {
     Plan p{};
     p.comm = s.world;
     p.send = a.send;
     p.recv = a.recv;
-    const size_t words = static_cast<size_t>(s.world.nranks) * kChannels;
-    auto* flags = reinterpret_cast<uint64_t*>(s.area);
-    p.posted = flags;
-    p.acked = flags + words;
-    p.sent = flags + 2 * words;
-    p.consumed = flags + 3 * words;
-    p.done = flags + 4 * words;
-    p.expect = p.done + kChannels;
-    p.ring = s.area + flags_bytes(s.world.nranks);
+    point_at_area(p, s.area, s.world.nranks);
     p.slot = s.slot;
     p.n = a.team.size;
     p.me = a.me;
@@ -402,15 +415,8 @@ class SmAlgorithm final : public CollAlgorithm {
   static constexpr uint64_t kOneShotMax = 64 << 10;
 
   void launch(const CollArgs& a, Plan& p) {
-    int ch = 0;
-    for (int j = 0; j < p.n; ++j)
-      ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, channels_for(p.n)).channels,
-                     chunk_plan(p.recv_len[j], p.slot, channels_for(p.n)).channels});
-    p.channels = std::max(ch, chunk_plan(p.red_len, p.slot, channels_for(p.n)).channels);
-    p.self_blocks = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(kSelfBlocks), (p.self_len + kSelfPiece - 1) / kSelfPiece));
-    if (p.channels == 0 && p.self_blocks == 0) return;
-    const int receivers = p.reduce ? p.channels : (p.n - 1) * p.channels;
-    const int blocks = receivers + (p.n - 1) * p.channels + p.self_blocks;
+    const int blocks = grid_blocks(p);
+    if (blocks == 0) return;
     auto stream = static_cast<cudaStream_t>(a.stream);
     if (!p.reduce) {
       sm_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(p);
@@ -422,8 +428,6 @@ class SmAlgorithm final : public CollAlgorithm {
     SYMCOMM_CUDART(cudaGetLastError());  // the sm collective kernel
   }
 
-  // This rank's own part: a block per MiB, up to kSelfBlocks.
-  static constexpr uint64_t kSelfPiece = 1 << 20;
 };
 
 }  // namespace

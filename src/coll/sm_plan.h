@@ -1,0 +1,47 @@
+// How the sm collectives cut a message into chunks and spread them over channels (see
+// sm.cu): the same arithmetic in the kernel, on the host, and in the unit tests.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SYMCOMM_SM_HD __host__ __device__
+#else
+#define SYMCOMM_SM_HD
+#endif
+
+namespace symcomm {
+namespace sm {
+
+constexpr int kChannels = 32;  // per pair at most; a call uses channels_for(team size)
+constexpr uint64_t kMinChunk = 8 << 10;
+
+// A message of `bytes` in chunks of `size` bytes (the last shorter), `count` of them, spread
+// over `channels` channels: chunk i travels on channel i % channels. Both sides of a pair
+// derive it from the message size alone.
+struct ChunkPlan {
+  uint64_t size, count;
+  int channels;
+};
+
+// One SM stores about 11 GB/s into a peer (H200, NVLink 4), so a rank needs some 40 sending
+// blocks to fill its links: that many channels, shared among its peers.
+SYMCOMM_SM_HD inline int channels_for(int team_size) {
+  const int c = team_size > 1 ? (40 + team_size - 2) / (team_size - 1) : kChannels;
+  return c < kChannels ? c : kChannels;
+}
+
+// Chunks of at least kMinChunk (fewer flags for mid sizes), at most `slot` bytes (a chunk
+// must fit its ring slot, whatever the ring's size), multiples of 16 bytes.
+SYMCOMM_SM_HD inline ChunkPlan chunk_plan(uint64_t bytes, uint64_t slot, int max_channels) {
+  if (bytes == 0) return {0, 0, 0};
+  uint64_t size = (bytes + max_channels - 1) / max_channels;
+  size = (size + 15) / 16 * 16;
+  if (size < kMinChunk) size = kMinChunk;
+  if (size > slot) size = slot;  // last: a chunk never outgrows its slot
+  const uint64_t count = (bytes + size - 1) / size;
+  return {size, count, static_cast<int>(count < static_cast<uint64_t>(max_channels) ? count : max_channels)};
+}
+
+}  // namespace sm
+}  // namespace symcomm

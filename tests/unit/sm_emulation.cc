@@ -1,0 +1,218 @@
+// The sm collectives' protocol run on the host: the code of src/coll/sm.cu between its
+// "sm protocol" markers (extracted at build time into sm_protocol.inc), with one thread per
+// block, blockDim 1, and CUDA's intrinsics and symcomm's device helpers emulated with C++
+// atomics. It checks the chunk schedule, the channel counters across calls, ring reuse and
+// the plans of every data-moving collective (all-gather, all-to-all, all-to-all-v,
+// broadcast) on 2 to 4 ranks, with tiny rings so that every ring wraps. Reductions need a
+// block of at least team-size threads and are left to the GPU tests; so are the memory-model
+// questions (fences, caches), which C++'s sequentially consistent emulation cannot answer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "coll/coll.h"
+#include "coll/sm_plan.h"
+#include "rma/reduce.h"
+
+#ifndef __global__
+#define __global__
+#endif
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __host__
+#define __host__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#define __launch_bounds__(x)
+#define __shared__ static thread_local  // one thread per block
+
+namespace {
+struct Dim { unsigned x = 0, y = 0, z = 0; };
+thread_local Dim threadIdx, blockIdx;
+const Dim blockDim{1, 1, 1};
+void __syncthreads() {}
+int __syncthreads_or(int x) { return x; }
+void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+}  // namespace
+
+namespace symcomm {
+namespace detail {
+template <typename T>
+T* remote(const DeviceComm& c, T* p, int pe) {
+  const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
+  return reinterpret_cast<T*>(c.peer_base[pe] + off);
+}
+void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+int wait_local(const DeviceComm&, const uint64_t* word, symcommCmp_t, uint64_t value) {
+  const auto start = std::chrono::steady_clock::now();
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value) {
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
+      ADD_FAILURE() << "a wait for " << value << " timed out (the counters disagree)";
+      return symcommTimeout;
+    }
+  }
+  return 0;
+}
+void copy(void* dst, const void* src, size_t bytes, unsigned, unsigned) {
+  std::memcpy(dst, src, bytes);
+}
+}  // namespace detail
+
+namespace {
+using std::min;
+#include "sm_protocol.inc"
+}  // namespace
+}  // namespace symcomm
+
+namespace {
+
+using namespace symcomm;
+
+// `n` ranks' areas (4 KiB slots), their world views, and kernels run as threads.
+class Emulator {
+ public:
+  explicit Emulator(int n) : n_(n), heaps_(static_cast<size_t>(n)), bases_(static_cast<size_t>(n)) {
+    for (int r = 0; r < n; ++r) {
+      heaps_[static_cast<size_t>(r)].assign(flags_bytes(n) + static_cast<size_t>(n) * sm::kChannels * kDepth * kSlot, 0);
+      bases_[static_cast<size_t>(r)] = heaps_[static_cast<size_t>(r)].data();
+    }
+  }
+  Plan plan(const CollArgs& a) {
+    Plan p{};
+    p.comm.rank = a.team.world_of(a.me);
+    p.comm.nranks = n_;
+    p.comm.team_size = n_;
+    p.comm.team_stride = 1;
+    p.comm.base = bases_[static_cast<size_t>(p.comm.rank)];
+    p.comm.peer_base = bases_.data();
+    p.send = a.send;
+    p.recv = a.recv;
+    point_at_area(p, p.comm.base, n_);
+    p.slot = kSlot;
+    p.n = a.team.size;
+    p.me = a.me;
+    for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
+    move_plan(p, a);
+    return p;
+  }
+  // Every rank's kernel at once, as the GPUs would run them.
+  void run(std::vector<Plan>& plans) {
+    std::vector<std::thread> blocks;
+    for (Plan& p : plans)
+      for (int b = 0, nb = grid_blocks(p); b < nb; ++b)
+        blocks.emplace_back([&p, b] {
+          blockIdx.x = static_cast<unsigned>(b);
+          sm_kernel<uint8_t>(p);
+        });
+    for (std::thread& t : blocks) t.join();
+  }
+
+ private:
+  static constexpr uint64_t kSlot = 4096;
+  int n_;
+  std::vector<std::vector<char>> heaps_;
+  std::vector<char*> bases_;
+};
+
+CollArgs args(CollOp op, int n, int me, const char* send, char* recv, size_t count, int root = 0) {
+  CollArgs a{};
+  a.op = op;
+  a.team = Team{0, 1, n};
+  a.me = me;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.elem = 1;
+  a.root = root;
+  return a;
+}
+
+std::vector<char> random_bytes(std::mt19937_64& rng, size_t n) {
+  std::vector<char> v(n);
+  for (char& c : v) c = static_cast<char>(rng());
+  return v;
+}
+
+TEST(SmEmulation, MovingCollectivesOnTwoToFourRanks) {
+  std::mt19937_64 rng(11);
+  for (int n = 2; n <= 4; ++n) {
+    Emulator emu(n);  // one set of counters across every call, as in a communicator
+    for (int call = 0; call < 40; ++call) {
+      const CollOp op = std::vector<CollOp>{CollOp::AllGather, CollOp::AllToAll,
+                                            CollOp::Broadcast, CollOp::AllToAllv}[call % 4];
+      const size_t sizes[] = {0, 1, 15, 4096, 8191, 50001, 200004, 300000};
+      const size_t count = sizes[rng() % 8];
+      const int root = static_cast<int>(rng() % static_cast<uint64_t>(n));
+      SCOPED_TRACE(testing::Message() << n << " ranks, call " << call << ", " << coll_op_name(op)
+                                      << ", count " << count);
+      // All-to-all-v: counts[i][j] from i to j, blocks packed in order on both sides.
+      std::vector<std::vector<size_t>> counts(static_cast<size_t>(n), std::vector<size_t>(static_cast<size_t>(n)));
+      for (auto& row : counts)
+        for (size_t& c : row) c = rng() % 3 == 0 ? 0 : rng() % (count + 1);
+      std::vector<std::vector<size_t>> sc(static_cast<size_t>(n)), sd(sc), rc(sc), rd(sc);
+      std::vector<std::vector<char>> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+      std::vector<Plan> plans;
+      for (int me = 0; me < n; ++me) {
+        const size_t m = static_cast<size_t>(me);
+        size_t send_bytes = op == CollOp::AllToAll ? count * static_cast<size_t>(n) : count;
+        size_t recv_bytes = op == CollOp::Broadcast ? count : count * static_cast<size_t>(n);
+        if (op == CollOp::AllToAllv) {
+          send_bytes = recv_bytes = 0;
+          for (int j = 0; j < n; ++j) {
+            const size_t jj = static_cast<size_t>(j);
+            sc[m].push_back(counts[m][jj]);
+            sd[m].push_back(send_bytes);
+            send_bytes += counts[m][jj];
+            rc[m].push_back(counts[jj][m]);
+            rd[m].push_back(recv_bytes);
+            recv_bytes += counts[jj][m];
+          }
+        }
+        send[m] = random_bytes(rng, send_bytes + 1);
+        recv[m].assign(recv_bytes + 1, static_cast<char>(0xAB));
+      }
+      for (int me = 0; me < n; ++me) {
+        const size_t m = static_cast<size_t>(me);
+        CollArgs a = args(op, n, me, send[m].data(), recv[m].data(), count, root);
+        a.send_counts = sc[m].data();
+        a.send_displs = sd[m].data();
+        a.recv_counts = rc[m].data();
+        a.recv_displs = rd[m].data();
+        plans.push_back(emu.plan(a));
+      }
+      emu.run(plans);
+      for (int me = 0; me < n; ++me) {
+        const size_t m = static_cast<size_t>(me);
+        std::vector<char> want(recv[m].size(), static_cast<char>(0xAB));
+        for (int i = 0; i < n; ++i) {
+          const size_t ii = static_cast<size_t>(i);
+          const char* from = send[ii].data();
+          switch (op) {
+            case CollOp::AllGather: std::copy(from, from + count, want.begin() + static_cast<long>(ii * count)); break;
+            case CollOp::AllToAll: std::copy(from + m * count, from + (m + 1) * count, want.begin() + static_cast<long>(ii * count)); break;
+            case CollOp::Broadcast: if (i == root) std::copy(from, from + count, want.begin()); break;
+            default: std::copy(from + sd[ii][m], from + sd[ii][m] + sc[ii][m], want.begin() + static_cast<long>(rd[m][ii])); break;
+          }
+        }
+        EXPECT_TRUE(recv[m] == want) << "rank " << me;
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+}  // namespace
