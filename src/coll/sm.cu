@@ -80,7 +80,7 @@ struct Plan {
                                        // result at recv + red_out
 };
 
-__device__ __forceinline__ int index(const Plan& p, int world, int c) {
+__device__ __forceinline__ int index(const Plan&, int world, int c) {
   return world * kChannels + c;
 }
 
@@ -152,14 +152,15 @@ __device__ void receive_from(const Plan& p, int j, int c) {
 }
 
 // Channel c's chunks of every peer, reduced with this rank's own data in team-rank order.
+// Thread t looks after members t, t + blockDim, ... (one each, as teams have at most 32).
 template <typename T>
 __device__ void reduce_channel(const Plan& p, int c) {
   const ChunkPlan cp = chunk_plan(p.red_len, p.slot, channels_for(p.n));
   if (c >= cp.channels) return;
   __shared__ uint64_t base[kMaxTeam];
   __shared__ const char* from[kMaxTeam];
-  const int t = static_cast<int>(threadIdx.x);
-  if (t < p.n) base[t] = t == p.me ? 0 : p.consumed[index(p, p.world[t], c)];
+  const int t = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  for (int m = t; m < p.n; m += nt) base[m] = m == p.me ? 0 : p.consumed[index(p, p.world[m], c)];
   if (p.in_place) {
     // recv is send: write nothing before this rank's senders of channel c (one per peer)
     // read their chunks, which are exactly the chunks this block writes.
@@ -172,32 +173,34 @@ __device__ void reduce_channel(const Plan& p, int c) {
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++k) {
     const uint64_t off = i * cp.size, len = min(cp.size, p.red_len - off);
     int rc = 0;
-    if (t < p.n) {
-      if (t == p.me) {
-        from[t] = p.send + p.red_own + off;
+    for (int m = t; m < p.n; m += nt) {
+      if (m == p.me) {
+        from[m] = p.send + p.red_own + off;
       } else {
-        const int w = p.world[t];
-        rc = detail::wait_local(p.comm, p.posted + index(p, w, c), symcommCmpGe, base[t] + k + 1);
-        from[t] = slot_of(p, p.ring, w, c, base[t] + k);
+        const int w = p.world[m];
+        rc |= detail::wait_local(p.comm, p.posted + index(p, w, c), symcommCmpGe, base[m] + k + 1);
+        from[m] = slot_of(p, p.ring, w, c, base[m] + k);
       }
     }
     if (__syncthreads_or(rc)) return;
     T* out = reinterpret_cast<T*>(p.recv + p.red_out + off);
     const uint64_t count = len / sizeof(T);
-    for (uint64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    for (uint64_t e = static_cast<uint64_t>(t); e < count; e += static_cast<uint64_t>(nt)) {
       typename Accum<T>::type acc = widen(reinterpret_cast<const T*>(from[0])[e]);
       for (int m = 1; m < p.n; ++m)
         acc = combine(p.op, acc, widen(reinterpret_cast<const T*>(from[m])[e]));
       out[e] = narrow<T>(acc);
     }
     __syncthreads();  // every read of the slots precedes the fences below
-    if (t < p.n && t != p.me) {  // warp 0 (n <= 32): one fence for the warp
-      __threadfence_system();
-      detail::store_relaxed(detail::remote(p.comm, p.acked + index(p, p.comm.rank, c), p.world[t]),
-                            base[t] + k + 1);
-    }
+    for (int m = t; m < p.n; m += nt)
+      if (m != p.me) {  // warp 0 (n <= 32): one fence for the warp
+        __threadfence_system();
+        detail::store_relaxed(detail::remote(p.comm, p.acked + index(p, p.comm.rank, c), p.world[m]),
+                              base[m] + k + 1);
+      }
   }
-  if (t < p.n && t != p.me) p.consumed[index(p, p.world[t], c)] = base[t] + k;
+  for (int m = t; m < p.n; m += nt)
+    if (m != p.me) p.consumed[index(p, p.world[m], c)] = base[m] + k;
 }
 
 // Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
@@ -292,6 +295,63 @@ inline void move_plan(Plan& p, const CollArgs& a) {
   p.self_dst = a.me * block;
   p.self_len = a.send == a.recv + p.self_dst ? 0 : block;  // in-place all-gather
 }
+// Makes `p` a reduction: receivers combine `len` bytes from every member (this rank's own
+// at send + own) into recv + out.
+inline void reduction(Plan& p, uint64_t len, uint64_t own, uint64_t out) {
+  p.reduce = true;
+  p.red_len = len;
+  p.red_own = own;
+  p.red_out = out;
+  for (int j = 0; j < p.n; ++j) p.recv_len[j] = j == p.me ? 0 : len;
+}
+
+// The kernels of a reduction (from `base`, which has the buffers and the area): one for a
+// reduce-scatter; for an all-reduce one shot while every rank's whole buffer is small (each
+// rank reads n - 1 of them), otherwise two shots: reduce-scatter into this rank's segment of
+// recv, then all-gather of the segments (recv + segment is read while other segments are
+// written: disjoint). Returns how many plans it wrote (0 for an empty call).
+constexpr uint64_t kOneShotMax = 64 << 10;
+inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
+  const int n = a.team.size;
+  const uint64_t block = a.count * a.elem;
+  if (block == 0) return 0;
+  Plan& p = out[0];
+  p = base;
+  if (a.op == CollOp::ReduceScatter) {
+    for (int j = 0; j < n; ++j) {
+      p.send_off[j] = j * block;
+      p.send_len[j] = block;
+    }
+    reduction(p, block, a.me * block, 0);
+    return 1;
+  }
+  if (n == 1 || block <= kOneShotMax) {
+    for (int j = 0; j < n; ++j) p.send_len[j] = j == a.me ? 0 : block;
+    reduction(p, block, 0, 0);
+    p.in_place = a.send == a.recv && n > 1;
+    return 1;
+  }
+  const uint64_t seg = (a.count + n - 1) / n * a.elem;
+  auto seg_len = [&](int j) {
+    const uint64_t lo = std::min<uint64_t>(block, j * seg);
+    return std::min<uint64_t>(block, lo + seg) - lo;
+  };
+  for (int j = 0; j < n; ++j) {
+    p.send_off[j] = j * seg;
+    p.send_len[j] = j == a.me ? 0 : seg_len(j);
+  }
+  reduction(p, seg_len(a.me), a.me * seg, a.me * seg);
+  Plan& ag = out[1];
+  ag = base;
+  ag.send = a.recv;
+  for (int j = 0; j < n; ++j) {
+    ag.send_off[j] = a.me * seg;
+    ag.send_len[j] = j == a.me ? 0 : seg_len(a.me);
+    ag.recv_off[j] = j * seg;
+    ag.recv_len[j] = j == a.me ? 0 : seg_len(j);
+  }
+  return 2;
+}
 // END sm protocol
 
 struct SmState final : AlgorithmState {
@@ -332,27 +392,15 @@ class SmAlgorithm final : public CollAlgorithm {
   void run(const CollArgs& a, CollContext& ctx) override {
     SmState& s = ctx.state<SmState>(this);
     Plan p = base_plan(a, s);
-    const uint64_t block = a.count * a.elem;
-    switch (a.op) {
-      case CollOp::AllGather:
-      case CollOp::AllToAll:
-      case CollOp::AllToAllv:
-      case CollOp::Broadcast:
-        move_plan(p, a);
-        return launch(a, p);
-      case CollOp::ReduceScatter:
-        if (block == 0) return;
-        for (int j = 0; j < a.team.size; ++j) {
-          p.send_off[j] = j * block;
-          p.send_len[j] = block;
-        }
-        reduction(p, block, a.me * block, 0);
-        return launch(a, p);
-      case CollOp::AllReduce:
-        if (block == 0) return;
-        return all_reduce(a, p, block);
+    if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) {
+      Plan plans[2];
+      for (int k = 0, count = reduce_plans(p, a, plans); k < count; ++k) launch(a, plans[k]);
+      return;
     }
+    move_plan(p, a);
+    launch(a, p);
   }
+
 
 
  private:
@@ -370,49 +418,6 @@ class SmAlgorithm final : public CollAlgorithm {
     return p;
   }
 
-  static void reduction(Plan& p, uint64_t len, uint64_t own, uint64_t out) {
-    p.reduce = true;
-    p.red_len = len;
-    p.red_own = own;
-    p.red_out = out;
-    for (int j = 0; j < p.n; ++j) p.recv_len[j] = j == p.me ? 0 : len;
-  }
-
-  // One shot while every rank's whole buffer is small (each rank reads n - 1 of them);
-  // otherwise two shots: reduce-scatter into this rank's segment of recv, then all-gather
-  // of the segments (recv + segment is read while other segments are written: disjoint).
-  void all_reduce(const CollArgs& a, Plan& p, uint64_t block) {
-    const int n = a.team.size;
-    if (n == 1 || block <= kOneShotMax) {
-      for (int j = 0; j < n; ++j) p.send_len[j] = j == a.me ? 0 : block;
-      reduction(p, block, 0, 0);
-      p.in_place = a.send == a.recv && n > 1;
-      return launch(a, p);
-    }
-    const uint64_t seg = (a.count + n - 1) / n * a.elem;
-    auto seg_len = [&](int j) {
-      const uint64_t lo = std::min<uint64_t>(block, j * seg);
-      return std::min<uint64_t>(block, lo + seg) - lo;
-    };
-    Plan rs = p;
-    for (int j = 0; j < n; ++j) {
-      rs.send_off[j] = j * seg;
-      rs.send_len[j] = j == a.me ? 0 : seg_len(j);
-    }
-    reduction(rs, seg_len(a.me), a.me * seg, a.me * seg);
-    launch(a, rs);
-    Plan ag = p;
-    ag.send = a.recv;
-    for (int j = 0; j < n; ++j) {
-      ag.send_off[j] = a.me * seg;
-      ag.send_len[j] = j == a.me ? 0 : seg_len(a.me);
-      ag.recv_off[j] = j * seg;
-      ag.recv_len[j] = j == a.me ? 0 : seg_len(j);
-    }
-    launch(a, ag);
-  }
-
-  static constexpr uint64_t kOneShotMax = 64 << 10;
 
   void launch(const CollArgs& a, Plan& p) {
     const int blocks = grid_blocks(p);

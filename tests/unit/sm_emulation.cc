@@ -2,10 +2,10 @@
 // "sm protocol" markers (extracted at build time into sm_protocol.inc), with one thread per
 // block, blockDim 1, and CUDA's intrinsics and symcomm's device helpers emulated with C++
 // atomics. It checks the chunk schedule, the channel counters across calls, ring reuse and
-// the plans of every data-moving collective (all-gather, all-to-all, all-to-all-v,
-// broadcast) on 2 to 4 ranks, with tiny rings so that every ring wraps. Reductions need a
-// block of at least team-size threads and are left to the GPU tests; so are the memory-model
-// questions (fences, caches), which C++'s sequentially consistent emulation cannot answer.
+// the plans of every collective (all-gather, all-to-all, all-to-all-v, broadcast,
+// reduce-scatter, one- and two-shot all-reduce, in place too) on 2 to 4 ranks, with tiny
+// rings so that every ring wraps. The memory-model questions (fences, caches) stay with the
+// GPU tests: C++'s sequentially consistent emulation cannot answer them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +33,7 @@
 #define __forceinline__ inline
 #endif
 #define __launch_bounds__(x)
+#undef __shared__
 #define __shared__ static thread_local  // one thread per block
 
 namespace {
@@ -91,7 +92,8 @@ class Emulator {
       bases_[static_cast<size_t>(r)] = heaps_[static_cast<size_t>(r)].data();
     }
   }
-  Plan plan(const CollArgs& a) {
+  // The base of every plan of `a` (buffers, area, team), as SmAlgorithm::base_plan makes it.
+  Plan base(const CollArgs& a) {
     Plan p{};
     p.comm.rank = a.team.world_of(a.me);
     p.comm.nranks = n_;
@@ -106,17 +108,23 @@ class Emulator {
     p.n = a.team.size;
     p.me = a.me;
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
+    p.op = a.redop;
+    return p;
+  }
+  Plan plan(const CollArgs& a) {
+    Plan p = base(a);
     move_plan(p, a);
     return p;
   }
   // Every rank's kernel at once, as the GPUs would run them.
+  template <typename T = uint8_t>
   void run(std::vector<Plan>& plans) {
     std::vector<std::thread> blocks;
     for (Plan& p : plans)
       for (int b = 0, nb = grid_blocks(p); b < nb; ++b)
         blocks.emplace_back([&p, b] {
           blockIdx.x = static_cast<unsigned>(b);
-          sm_kernel<uint8_t>(p);
+          sm_kernel<T>(p);
         });
     for (std::thread& t : blocks) t.join();
   }
@@ -209,6 +217,71 @@ TEST(SmEmulation, MovingCollectivesOnTwoToFourRanks) {
           }
         }
         EXPECT_TRUE(recv[m] == want) << "rank " << me;
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Reduce-scatter and all-reduce (one shot, in place or not, and two shots) of int32 sums,
+// exact in any order, interleaved with all-gathers on the same counters.
+TEST(SmEmulation, ReductionsOnTwoToFourRanks) {
+  std::mt19937_64 rng(5);
+  for (int n = 2; n <= 4; ++n) {
+    Emulator emu(n);
+    for (int call = 0; call < 30; ++call) {
+      const CollOp op = std::vector<CollOp>{CollOp::AllReduce, CollOp::ReduceScatter,
+                                            CollOp::AllGather}[call % 3];
+      const size_t counts[] = {1, 7, 1001, 16384, 16385, 50001, 120000};
+      const size_t count = counts[rng() % 7];
+      const bool in_place = op == CollOp::AllReduce && rng() % 2;
+      SCOPED_TRACE(testing::Message() << n << " ranks, call " << call << ", " << coll_op_name(op)
+                                      << ", count " << count << (in_place ? ", in place" : ""));
+      const size_t per = op == CollOp::ReduceScatter ? count * static_cast<size_t>(n) : count;
+      const size_t out = op == CollOp::AllGather ? count * static_cast<size_t>(n) : count;
+      std::vector<std::vector<int32_t>> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+      for (auto& v : send) {
+        v.resize(per);
+        for (int32_t& x : v) x = static_cast<int32_t>(rng() % 2001) - 1000;
+      }
+      std::vector<std::vector<int32_t>> input = send;  // before an in-place call overwrites it
+      std::vector<Plan> first, second;
+      for (int me = 0; me < n; ++me) {
+        const size_t m = static_cast<size_t>(me);
+        recv[m].assign(out, -777777);
+        CollArgs a = args(op, n, me, reinterpret_cast<const char*>(send[m].data()),
+                          reinterpret_cast<char*>(in_place ? send[m].data() : recv[m].data()), count);
+        a.elem = sizeof(int32_t);
+        a.type = symcommInt32;
+        a.redop = symcommSum;
+        if (op == CollOp::AllGather) {
+          first.push_back(emu.plan(a));
+          continue;
+        }
+        Plan plans[2];
+        const int k = reduce_plans(emu.base(a), a, plans);
+        ASSERT_GE(k, 1);
+        first.push_back(plans[0]);
+        if (k == 2) second.push_back(plans[1]);
+      }
+      emu.run<int32_t>(first);
+      if (!second.empty()) emu.run<int32_t>(second);
+      for (int me = 0; me < n; ++me) {
+        const size_t m = static_cast<size_t>(me);
+        std::vector<int32_t> want(out);
+        for (size_t i = 0; i < out; ++i) {
+          if (op == CollOp::AllGather) {
+            want[i] = input[i / count][i % count];
+            continue;
+          }
+          const size_t at = op == CollOp::ReduceScatter ? m * count + i : i;
+          int32_t sum = 0;
+          for (int r = 0; r < n; ++r) sum += input[static_cast<size_t>(r)][at];
+          want[i] = sum;
+        }
+        const std::vector<int32_t>& got = in_place ? send[m] : recv[m];
+        EXPECT_TRUE(std::vector<int32_t>(got.begin(), got.begin() + static_cast<long>(out)) == want)
+            << "rank " << me;
       }
       if (HasFailure()) return;
     }
