@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Selection-table rows for src/coll/selection.cc from a `symcomm-bench coll` JSON Lines file.
+
+For each operation, the fastest symcomm algorithm (by median time; "symcomm:auto" and NCCL
+itself excluded) at every measured size, merged into runs of sizes with the same winner;
+each run becomes one row bounded by its largest size (the last row of an operation has no
+bound). Prints C++ initialisers to paste into selection_table(), with the source of each.
+
+  python3 bench/selection_rows.py bench/results/h200x8/coll.jsonl [--ranks 8]
+
+bytes in the bench follow nccl-tests (recv size for all-gather); the library indexes the
+table by the bytes one rank contributes, so all-gather sizes are divided by the rank count.
+"""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+OPS = {"alltoall": "AllToAll", "allgather": "AllGather", "reducescatter": "ReduceScatter",
+       "allreduce": "AllReduce", "broadcast": "Broadcast", "alltoallv": "AllToAllv"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("jsonl")
+    ap.add_argument("--ranks", type=int, default=0, help="only records of this many ranks")
+    args = ap.parse_args()
+    best = defaultdict(dict)  # (op, ranks) -> bytes -> (time, algorithm)
+    source = None
+    with open(args.jsonl) as f:
+        for line in f:
+            r = json.loads(line)
+            if "command" in r:
+                source = r
+                continue
+            if r.get("bench") != "coll" or not r.get("impl", "").startswith("symcomm:"):
+                continue
+            algo = r["impl"].split(":", 1)[1]
+            if algo == "auto" or (args.ranks and r["ranks"] != args.ranks):
+                continue
+            key = (r["op"], r["ranks"])
+            b = r["bytes"] // r["ranks"] if r["op"] == "allgather" else r["bytes"]
+            cur = best[key].get(b)
+            if cur is None or r["time_us"] < cur[0]:
+                best[key][b] = (r["time_us"], algo)
+    if not best:
+        sys.exit("no symcomm coll records in " + args.jsonl)
+    where = args.jsonl + (f" ({source.get('date', '')}, commit {source.get('commit', '?')})" if source else "")
+    for (op, ranks), sizes in sorted(best.items()):
+        runs = []  # [algorithm, largest size]
+        for b in sorted(sizes):
+            algo = sizes[b][1]
+            if runs and runs[-1][0] == algo:
+                runs[-1][1] = b
+            else:
+                runs.append([algo, b])
+        for i, (algo, top) in enumerate(runs):
+            bound = 0 if i == len(runs) - 1 else top
+            print(f'      {{CollOp::{OPS.get(op, op)}, {ranks}, {bound}, "{algo}", "{where}"}},')
+
+
+if __name__ == "__main__":
+    main()
