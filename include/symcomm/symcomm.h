@@ -328,6 +328,20 @@ symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team,
                                          void* recv, const size_t* recvcounts,
                                          const size_t* rdispls, symcommDataType_t type,
                                          const char* algorithm, symcommStream_t stream);
+/* All-to-all-v whose counts are in device memory, for routing the host does not know (MoE
+ * token dispatch): sendcounts[j] elements at element offset sdispls[j] of send go to member j
+ * (device arrays of team-size entries). Every member receives the blocks packed in
+ * team-rank order into recv, which holds recv_capacity elements: recvcounts[i] (device,
+ * written) is what member i sent here and rdispls[i] (device, written) where its block
+ * starts. A block that does not fit in recv_capacity is dropped whole (recvcounts still
+ * counts it; compare rdispls[i] + recvcounts[i] with the capacity on the device). Nothing is
+ * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" only (cuda space). */
+symcommResult_t symcommAllToAllvDeviceOnStream(symcommComm_t comm, symcommTeam_t team,
+                                               const void* send, const size_t* sendcounts,
+                                               const size_t* sdispls, void* recv,
+                                               size_t recv_capacity, size_t* recvcounts,
+                                               size_t* rdispls, symcommDataType_t type,
+                                               const char* algorithm, symcommStream_t stream);
 /* recv (recvcount) of member j = op over members of block j of their send
  * (team_size * recvcount). */
 symcommResult_t symcommReduceScatterOnStream(symcommComm_t comm, symcommTeam_t team,

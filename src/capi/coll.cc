@@ -18,7 +18,7 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
          size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
          const char* algorithm, symcommStream_t stream, size_t send_elems, size_t recv_elems,
-         bool exact_in_place, const size_t* const* v = nullptr) {
+         bool exact_in_place, const size_t* const* v = nullptr, bool counts_on_device = false) {
   symcommComm& c = checked(comm);
   c.check_live();
   check_stream(c, stream);
@@ -56,6 +56,7 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
     a.send_displs = v[1];
     a.recv_counts = v[2];
     a.recv_displs = v[3];
+    a.counts_on_device = counts_on_device;
   }
   choose_algorithm(a, *c.coll, algorithm).run(a, *c.coll);
 }
@@ -125,6 +126,24 @@ extern "C" symcommResult_t symcommAllToAllvOnStream(
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
     run(comm, CollOp::AllToAllv, team, send, recv, 0, type, symcommSum, 0, algorithm, stream,
         send_elems, recv_elems, false, v);
+  });
+}
+
+extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
+    symcommComm_t comm, symcommTeam_t team, const void* send, const size_t* sendcounts,
+    const size_t* sdispls, void* recv, size_t recv_capacity, size_t* recvcounts, size_t* rdispls,
+    symcommDataType_t type, const char* algorithm, symcommStream_t stream) {
+  return guarded([&] { return describe("symcommAllToAllvDeviceOnStream", team, recv_capacity,
+                                       type, algorithm); }, [&] {
+    SYMCOMM_REQUIRE_ARG(send);
+    SYMCOMM_REQUIRE_ARG(sendcounts);
+    SYMCOMM_REQUIRE_ARG(sdispls);
+    SYMCOMM_REQUIRE_ARG(recvcounts);
+    SYMCOMM_REQUIRE_ARG(rdispls);
+    const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
+    // The extents are on the device: only recv's capacity is checked against send here.
+    run(comm, CollOp::AllToAllv, team, send, recv, recv_capacity, type, symcommSum, 0, algorithm,
+        stream, 0, recv_capacity, false, v, true);
   });
 }
 

@@ -43,6 +43,7 @@ size_t CollArgs::bytes_per_rank() const {
   switch (op) {
     case CollOp::AllToAll: return count * elem * static_cast<size_t>(team.size);
     case CollOp::AllToAllv: {
+      if (counts_on_device) return count * elem;  // the capacity: the host knows no more
       size_t total = 0;
       for (int j = 0; j < team.size; ++j) total += send_counts[j];
       return total * elem;

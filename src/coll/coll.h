@@ -33,7 +33,10 @@ struct CollArgs {
   size_t elem;               // bytes per element
   symcommRedOp_t redop;
   int root;                  // team rank (broadcast)
-  // All-to-all-v: host arrays of team-size entries, in elements (count is unused).
+  // All-to-all-v: arrays of team-size entries, in elements (count is unused), on the host;
+  // or, with counts_on_device, in device memory, with recv_counts and recv_displs written by
+  // the collective and count the capacity of recv in elements.
+  bool counts_on_device = false;
   const size_t* send_counts = nullptr;
   const size_t* send_displs = nullptr;
   const size_t* recv_counts = nullptr;

@@ -78,7 +78,50 @@ struct Plan {
   uint64_t self_src, self_dst, self_len;            // this rank's own part (data movement)
   uint64_t red_len, red_own, red_out;  // reductions: length, own data at send + red_own,
                                        // result at recv + red_out
+  // All-to-all-v with counts in device memory (then the lengths and offsets above are not
+  // used): elements per member and their send offsets, what each member sends here (from
+  // the counts' exchange), where those blocks start here (written), recv's capacity.
+  const uint64_t* dev_send_counts;
+  const uint64_t* dev_send_displs;
+  const uint64_t* dev_recv_counts;
+  uint64_t* dev_recv_displs;
+  uint64_t capacity, elem;  // elements of recv; bytes per element
 };
+
+// What this rank sends to member j and receives from it, and this rank's own part: from
+// the plan, or (counts on the device) from device memory. A block from member j lands at the
+// sum of the earlier members' counts; one that would not fit in the capacity is dropped
+// whole (its chunks are still received, and acknowledged, so the counters stay in step).
+struct Transfer {
+  uint64_t len, off;  // bytes, and their offset in send (sending) or recv (receiving)
+  bool keep;          // receiving: copy the bytes out (false: drop them)
+};
+
+__device__ __forceinline__ Transfer sending(const Plan& p, int j) {
+  if (!p.dev_send_counts) return {p.send_len[j], p.send_off[j], true};
+  if (j == p.me) return {0, 0, true};
+  return {p.dev_send_counts[j] * p.elem, p.dev_send_displs[j] * p.elem, true};
+}
+
+__device__ __forceinline__ Transfer receiving(const Plan& p, int j) {
+  if (!p.dev_send_counts) return {p.recv_len[j], p.recv_off[j], true};
+  uint64_t at = 0;
+  for (int i = 0; i < j; ++i) at += p.dev_recv_counts[i];
+  const uint64_t count = p.dev_recv_counts[j];
+  const bool fits = at + count <= p.capacity;
+  return {j == p.me ? 0 : count * p.elem, at * p.elem, fits};
+}
+
+__device__ __forceinline__ Transfer own_part(const Plan& p, uint64_t* src) {
+  if (!p.dev_send_counts) {
+    *src = p.self_src;
+    return {p.self_len, p.self_dst, true};
+  }
+  Transfer t = receiving(p, p.me);
+  *src = p.dev_send_displs[p.me] * p.elem;
+  t.len = t.keep ? p.dev_send_counts[p.me] * p.elem : 0;
+  return t;
+}
 
 __device__ __forceinline__ int index(const Plan&, int world, int c) {
   return world * kChannels + c;
@@ -108,18 +151,19 @@ __device__ __forceinline__ void post(uint64_t* word, uint64_t value) {
 }
 
 __device__ void send_to(const Plan& p, int j, int c) {
-  const ChunkPlan cp = chunk_plan(p.send_len[j], p.slot, channels_for(p.n));
+  const Transfer t = sending(p, j);
+  const ChunkPlan cp = chunk_plan(t.len, p.slot, channels_for(p.n));
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* sent = p.sent + index(p, w, c);
   const uint64_t base = *sent;
   uint64_t* posted = detail::remote(p.comm, p.posted + index(p, me, c), w);
   char* ring = detail::remote(p.comm, p.ring, w);
-  const char* src = p.send + p.send_off[j];
+  const char* src = p.send + t.off;
   uint64_t g = base;
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
     if (g >= kDepth && !block_wait(p, p.acked + index(p, w, c), g + 1 - kDepth)) return;
-    const uint64_t off = i * cp.size, len = min(cp.size, p.send_len[j] - off);
+    const uint64_t off = i * cp.size, len = min(cp.size, t.len - off);
     detail::copy(slot_of(p, ring, me, c, g), src + off, len, threadIdx.x, blockDim.x);
     post(posted, g + 1);
   }
@@ -134,18 +178,20 @@ __device__ void send_to(const Plan& p, int j, int c) {
 }
 
 __device__ void receive_from(const Plan& p, int j, int c) {
-  const ChunkPlan cp = chunk_plan(p.recv_len[j], p.slot, channels_for(p.n));
+  const Transfer t = receiving(p, j);
+  if (p.dev_recv_displs && c == 0 && threadIdx.x == 0) p.dev_recv_displs[j] = t.off / p.elem;
+  const ChunkPlan cp = chunk_plan(t.len, p.slot, channels_for(p.n));
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* consumed = p.consumed + index(p, w, c);
   const uint64_t base = *consumed;
   uint64_t* acked = detail::remote(p.comm, p.acked + index(p, me, c), w);
-  char* dst = p.recv + p.recv_off[j];
+  char* dst = p.recv + t.off;
   uint64_t g = base;
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
     if (!block_wait(p, p.posted + index(p, w, c), g + 1)) return;
-    const uint64_t off = i * cp.size, len = min(cp.size, p.recv_len[j] - off);
-    detail::copy(dst + off, slot_of(p, p.ring, w, c, g), len, threadIdx.x, blockDim.x);
+    const uint64_t off = i * cp.size, len = min(cp.size, t.len - off);
+    if (t.keep) detail::copy(dst + off, slot_of(p, p.ring, w, c, g), len, threadIdx.x, blockDim.x);
     post(acked, g + 1);
   }
   if (threadIdx.x == 0) *consumed = g;
@@ -218,17 +264,25 @@ __global__ void __launch_bounds__(kThreads) sm_kernel(const Plan p) {
     return send_to(p, (p.me + 1 + s / ch) % p.n, s % ch);
   }
   const int part = b - receivers - peers * ch;  // this rank's own part, in self_blocks pieces
-  const uint64_t piece = (p.self_len + p.self_blocks - 1) / p.self_blocks / 16 * 16 + 16;
+  uint64_t src = 0;
+  const Transfer t = own_part(p, &src);
+  if (p.dev_recv_displs && part == 0 && threadIdx.x == 0) p.dev_recv_displs[p.me] = t.off / p.elem;
+  const uint64_t piece = (t.len + p.self_blocks - 1) / p.self_blocks / 16 * 16 + 16;
   const uint64_t off = static_cast<uint64_t>(part) * piece;
-  if (off < p.self_len)
-    detail::copy(p.recv + p.self_dst + off, p.send + p.self_src + off,
-                 min(piece, p.self_len - off), threadIdx.x, blockDim.x);
+  if (off < t.len)
+    detail::copy(p.recv + t.off + off, p.send + src + off, min(piece, t.len - off), threadIdx.x,
+                 blockDim.x);
 }
 
 // Sizes the grid of a plan (filling p.channels and p.self_blocks): receivers, senders, then
 // blocks for this rank's own part (one per MiB, up to kSelfBlocks). 0: nothing to do.
 inline int grid_blocks(Plan& p) {
   constexpr uint64_t kSelfPiece = 1 << 20;
+  if (p.dev_send_counts) {  // lengths unknown here: every channel, every own-part block
+    p.channels = p.n > 1 ? channels_for(p.n) : 0;
+    p.self_blocks = kSelfBlocks;
+    return 2 * (p.n - 1) * p.channels + p.self_blocks;
+  }
   int ch = 0;
   for (int j = 0; j < p.n; ++j)
     ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, channels_for(p.n)).channels,
@@ -352,6 +406,29 @@ inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
   }
   return 2;
 }
+// All-to-all-v with counts in device memory: two kernels. The first is an all-to-all of one
+// count per pair (send_counts to recv_counts: every member learns what it will receive);
+// the second moves the blocks, each side reading the lengths from device memory. Both are
+// captured by value in a graph and read the counts when they run.
+inline void device_counts_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
+  CollArgs counts = a;
+  counts.op = CollOp::AllToAll;
+  counts.send = reinterpret_cast<const char*>(a.send_counts);
+  counts.recv = reinterpret_cast<char*>(const_cast<size_t*>(a.recv_counts));
+  counts.count = 1;
+  counts.elem = sizeof(uint64_t);
+  out[0] = base;
+  out[0].send = counts.send;
+  out[0].recv = counts.recv;
+  move_plan(out[0], counts);
+  out[1] = base;
+  out[1].dev_send_counts = reinterpret_cast<const uint64_t*>(a.send_counts);
+  out[1].dev_send_displs = reinterpret_cast<const uint64_t*>(a.send_displs);
+  out[1].dev_recv_counts = reinterpret_cast<const uint64_t*>(a.recv_counts);
+  out[1].dev_recv_displs = reinterpret_cast<uint64_t*>(const_cast<size_t*>(a.recv_displs));
+  out[1].capacity = a.count;
+  out[1].elem = a.elem;
+}
 // END sm protocol
 
 struct SmState final : AlgorithmState {
@@ -395,6 +472,12 @@ class SmAlgorithm final : public CollAlgorithm {
     if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) {
       Plan plans[2];
       for (int k = 0, count = reduce_plans(p, a, plans); k < count; ++k) launch(a, plans[k]);
+      return;
+    }
+    if (a.counts_on_device) {
+      Plan plans[2];
+      device_counts_plans(p, a, plans);
+      for (Plan& q : plans) launch(a, q);
       return;
     }
     move_plan(p, a);

@@ -356,6 +356,70 @@ TEST_P(Coll, AllToAllvCountsMustMatch) {
   release(recv, false);
 }
 
+// All-to-all-v with counts in device memory (sm only): the counts travel on the device, the
+// blocks arrive packed in team-rank order, and blocks beyond the capacity are dropped whole.
+TEST_P(Coll, AllToAllvWithCountsOnTheDevice) {
+  const bool sm = std::string(algo_) == "sm";
+  const VLayout v = random_layout(seed_ + 77, n_, 3000);
+  const size_t nn = static_cast<size_t>(n_), m = static_cast<size_t>(me_);
+  std::vector<size_t> sc = v.counts[m], sd = v.sdispls(me_);
+  size_t total = 0;
+  for (size_t i = 0; i < nn; ++i) total += v.counts[i][m];
+  const size_t capacity = total - total / 3;  // the last blocks may not fit
+  const Type& t = kTypes[1];  // int32
+  const size_t se = VLayout::extent(sd, sc) + 1;
+  void* send = buffer(se * t.size, false);
+  void* recv = buffer((capacity + 1) * t.size, false);
+  void* counts = buffer(4 * nn * sizeof(size_t), false);  // send counts, displs; recv counts, displs
+  std::vector<size_t> host(4 * nn, 12345);
+  std::copy(sc.begin(), sc.end(), host.begin());
+  std::copy(sd.begin(), sd.end(), host.begin() + static_cast<long>(nn));
+  put(counts, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(host.data()),
+                                   reinterpret_cast<uint8_t*>(host.data() + host.size())));
+  put(send, make(t, seed_, me_, 0, se));
+  poison(recv, (capacity + 1) * t.size);
+  auto* c = static_cast<size_t*>(counts);
+  SC_OK(symcommHostBarrier(comm_));
+  symcommResult_t rc = symcommAllToAllvDeviceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, c, c + nn,
+                                                      recv, capacity, c + 2 * nn, c + 3 * nn, t.id,
+                                                      algo_, stream_);
+  if (!sm) {  // copy and nccl need the counts on the host; auto finds no algorithm without sm
+    if (std::string(algo_) == "auto" && mp::space() == symcommSpaceCuda) {
+      EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();  // sm is registered: auto finds it
+    } else {
+      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+      mp::sync(stream_);
+      SC_OK(symcommHostBarrier(comm_));
+      release(send, false);
+      release(recv, false);
+      release(counts, false);
+      return;
+    }
+  } else {
+    ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
+  }
+  std::vector<uint8_t> raw = fetch(counts, 4 * nn * sizeof(size_t));
+  const size_t* got_counts = reinterpret_cast<const size_t*>(raw.data()) + 2 * nn;
+  const size_t* got_displs = got_counts + nn;
+  std::vector<uint8_t> want((capacity + 1) * t.size, 0xAB);
+  size_t at = 0;
+  for (int i = 0; i < n_; ++i) {
+    const size_t ii = static_cast<size_t>(i), ci = v.counts[ii][m];
+    EXPECT_EQ(got_counts[ii], ci) << "count from " << i;
+    EXPECT_EQ(got_displs[ii], at) << "displacement of " << i;
+    if (at + ci <= capacity) {
+      auto part = make(t, seed_, i, v.sdispls(i)[m], ci);
+      std::copy(part.begin(), part.end(), want.begin() + static_cast<long>(at * t.size));
+    }
+    at += ci;
+  }
+  EXPECT_TRUE(fetch(recv, want.size()) == want);
+  SC_OK(symcommHostBarrier(comm_));
+  release(send, false);
+  release(recv, false);
+  release(counts, false);
+}
+
 // Collectives captured once in a CUDA graph and replayed with new inputs each time.
 TEST_P(Coll, CapturedInAGraph) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
