@@ -1,5 +1,7 @@
-// The "sm" algorithm: every collective is one kernel (two for all-reduce) whose blocks move
-// the data with SM loads and stores through per-pair channels. GPUs only.
+// The "sm" algorithm: every collective is one kernel (two for a large all-reduce and for
+// all-to-all-v with counts on the device) whose blocks move the data with SM loads and
+// stores through per-pair channels. GPUs only; the code between the "sm protocol" markers
+// also runs on the host in tests/unit/sm_emulation.cc.
 //
 // Channels. For every ordered pair of ranks (s -> r) there are kChannels channels; each is
 // a ring of kDepth slots in r's memory that s writes, a `posted` counter in r's memory (the
