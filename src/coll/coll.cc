@@ -112,13 +112,11 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, co
     CollAlgorithm* a = find(name.c_str());
     SYMCOMM_REQUIRE(a, symcommInvalidArgument, "%s names no collective algorithm '%s'", source,
                     name.c_str());
-    if (!a->supports(args, ctx))
-      if (std::string why = a->why_not(args, ctx); !why.empty())
-        SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here: %s",
-                      name.c_str(), coll_op_name(args.op), why.c_str());
-    SYMCOMM_REQUIRE(a->supports(args, ctx), symcommNotSupported,
-                    "collective algorithm '%s' cannot run %s here", name.c_str(),
-                    coll_op_name(args.op));
+    if (!a->supports(args, ctx)) {
+      const std::string why = a->why_not(args, ctx);
+      SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here%s%s",
+                    name.c_str(), coll_op_name(args.op), why.empty() ? "" : ": ", why.c_str());
+    }
     return *a;
   }
   // The measured selection table, then the registry's order.

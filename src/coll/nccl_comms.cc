@@ -26,31 +26,7 @@ std::string nccl_team_problem(const Topology& topology, const Team& team) {
   return "";
 }
 
-
 namespace {
-
-// Makes `device` current for the scope (NCCL communicators belong to the device current
-// when they are made) and restores the caller's.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) : device_(device) {
-    SYMCOMM_CUDART(cudaGetDevice(&previous_));
-    if (previous_ != device_) SYMCOMM_CUDART(cudaSetDevice(device_));
-  }
-  ~DeviceScope() {
-    if (previous_ != device_) {
-      cudaError_t e = cudaSetDevice(previous_);
-      if (e != cudaSuccess)
-        SYMCOMM_WARN("cudaSetDevice(%d) failed: %s", previous_, cudaGetErrorString(e));
-    }
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int device_;
-  int previous_ = -1;
-};
 
 // Ends (destroys, or aborts) one communicator, logging what fails: clean-up never throws.
 void end_comm(const NcclLib& lib, ncclComm_t comm, bool abort, int device) {

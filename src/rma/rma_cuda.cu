@@ -122,7 +122,7 @@ class CudaRma final : public RmaBackend {
 
   void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
               symcommStream_t stream) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     if (op == symcommSignalSet && memop_signal_) {
       // The default flags put a memory barrier before the write: the data before it lands first.
       SYMCOMM_CU(drv_, cuStreamWriteValue64(stream, reinterpret_cast<CUdeviceptr>(sig), value,
@@ -134,7 +134,7 @@ class CudaRma final : public RmaBackend {
   }
 
   void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     if (memop_wait_ && (cmp == symcommCmpGe || cmp == symcommCmpEq)) {
       // GEQ compares as (int64_t)(*sig - value) >= 0: the same as >= for counts below 2^63.
       SYMCOMM_CU(drv_, cuStreamWaitValue64(stream, reinterpret_cast<CUdeviceptr>(sig), value,
@@ -151,7 +151,7 @@ class CudaRma final : public RmaBackend {
   void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
               symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) override {
     if (count == 0) return;
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     size_t want = (count + 255) / 256;
     unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
     with_type(type, [&](auto zero) {
@@ -169,7 +169,7 @@ class CudaRma final : public RmaBackend {
     const int64_t n0 = hi[0] - lo[0], n1 = hi[1] - lo[1], n2 = hi[2] - lo[2];
     const int64_t total = n0 * n1 * n2;
     if (total <= 0) return;
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
     auto launch = [&](auto zero) {
       using T = decltype(zero);
@@ -187,12 +187,12 @@ class CudaRma final : public RmaBackend {
   }
 
   void synchronize(symcommStream_t stream) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaStreamSynchronize(stream));
   }
 
   double time_us(symcommStream_t stream, const std::function<void()>& work) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     cudaEvent_t start, stop;
     SYMCOMM_CUDART(cudaEventCreate(&start));
     SYMCOMM_CUDART(cudaEventCreate(&stop));
@@ -222,7 +222,7 @@ class CudaRma final : public RmaBackend {
   }
 
   void barrier(const BarrierArgs& a, symcommStream_t stream) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     DeviceComm c{};
     fill(c, a.id, a.team);
     int threads = a.team.size < 32 ? 32 : (a.team.size > 1024 ? 1024 : a.team.size);
@@ -231,13 +231,13 @@ class CudaRma final : public RmaBackend {
   }
 
   void clear(void* local, size_t bytes) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaMemset(local, 0, bytes));
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   }
 
   void reset_epoch(symcommTeam_t id) override {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaMemset(epochs_ + id, 0, sizeof(uint64_t)));
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   }
@@ -266,25 +266,9 @@ class CudaRma final : public RmaBackend {
     int32_t abort;
   };
 
-  // Makes the communicator's device current for the call and restores the caller's.
-  class DeviceGuard {
-   public:
-    explicit DeviceGuard(int device) {
-      SYMCOMM_CUDART(cudaGetDevice(&previous_));
-      if (previous_ != device) SYMCOMM_CUDART(cudaSetDevice(device));
-      device_ = device;
-    }
-    ~DeviceGuard() {
-      if (previous_ != device_) cudaSetDevice(previous_);
-    }
-
-   private:
-    int previous_ = -1, device_ = -1;
-  };
-
   void copy(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
             symcommStream_t stream) {
-    DeviceGuard guard(topology_.device);
+    DeviceScope guard(topology_.device);
     if (engine == symcommEngineAuto)
       engine = bytes <= sm_copy_max_ ? symcommEngineSm : symcommEngineCe;
     if (engine == symcommEngineCe) {

@@ -112,15 +112,8 @@ class Coll : public ::testing::TestWithParam<std::string> {
       mp::local_free(p);
     }
   }
-  std::vector<uint8_t> fetch(const void* p, size_t bytes) {
-    mp::sync(stream_);
-    std::vector<uint8_t> out(bytes);
-    if (bytes) mp::copy_to_host(out.data(), p, bytes);
-    return out;
-  }
-  void put(void* p, const std::vector<uint8_t>& v) {
-    if (!v.empty()) mp::copy_from_host(p, v.data(), v.size());
-  }
+  std::vector<uint8_t> fetch(const void* p, size_t bytes) { return mp::fetch(stream_, p, bytes); }
+  void put(void* p, const std::vector<uint8_t>& v) { mp::store(p, v); }
   void poison(void* p, size_t bytes) { put(p, std::vector<uint8_t>(bytes, 0xAB)); }
   // The largest `v` over the ranks (through the host all-gather).
   symcommResult_t max_over_ranks(size_t& v) {

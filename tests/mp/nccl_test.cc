@@ -163,15 +163,8 @@ class NcclGpu : public ::testing::Test {
     mp::free_stream(stream_);
     EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
   }
-  std::vector<uint8_t> fetch(const void* p, size_t bytes) {
-    mp::sync(stream_);
-    std::vector<uint8_t> out(bytes);
-    if (bytes) mp::copy_to_host(out.data(), p, bytes);
-    return out;
-  }
-  void put(void* p, const std::vector<uint8_t>& v) {
-    if (!v.empty()) mp::copy_from_host(p, v.data(), v.size());
-  }
+  std::vector<uint8_t> fetch(const void* p, size_t bytes) { return mp::fetch(stream_, p, bytes); }
+  void put(void* p, const std::vector<uint8_t>& v) { mp::store(p, v); }
 
   // Runs `op` with "copy" and with "nccl" on the same input and compares the bytes;
   // `in_place` uses one buffer where the operation allows it.

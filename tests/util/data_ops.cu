@@ -161,6 +161,17 @@ void copy_from_host(void* dst, const void* src, size_t bytes) {
   else host_to_device(dst, src, bytes, "cudaMemcpy(copy_from_host)");
 }
 
+std::vector<uint8_t> fetch(symcommStream_t stream, const void* p, size_t bytes) {
+  sync(stream);
+  std::vector<uint8_t> out(bytes);
+  if (bytes) copy_to_host(out.data(), p, bytes);
+  return out;
+}
+
+void store(void* p, const std::vector<uint8_t>& v) {
+  if (!v.empty()) copy_from_host(p, v.data(), v.size());
+}
+
 uint64_t read_u64(const void* p) {
   uint64_t v = 0;
   if (space() == symcommSpaceHost) return __atomic_load_n(static_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);

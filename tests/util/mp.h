@@ -72,6 +72,9 @@ void sync(symcommStream_t s);     // waits for the stream (nothing on the host)
 // Copies bytes of this process's memory in the space under test to the host, and back.
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_from_host(void* dst, const void* src, size_t bytes);
+// The same as byte vectors: `bytes` of p after everything on `stream` finished, and back.
+std::vector<uint8_t> fetch(symcommStream_t stream, const void* p, size_t bytes);
+void store(void* p, const std::vector<uint8_t>& v);
 // CUDA graph capture of a stream (cuda space): 0 on success; the executable graph as void*.
 int begin_capture(symcommStream_t s);
 void* end_capture(symcommStream_t s);
