@@ -2,14 +2,17 @@
  * symcomm device API: one-sided communication from inside CUDA kernels, through the
  * symmetric heap of a team. Header-only; no relocatable device code, no device globals.
  *
- *   __global__ void k(symcomm::DeviceComm c, float* sym, const float* mine, size_t n) {
+ *   __global__ void k(const __grid_constant__ symcomm::DeviceComm c, float* sym,
+ *                     const float* mine, size_t n) {
  *     int right = (symcomm::team_rank(c) + 1) % symcomm::team_size(c);
  *     symcomm::put_block(c, sym, mine, n * sizeof(float), right);
  *     symcomm::barrier_block(c);  // every put of every member is visible after it
  *   }
  *
  * Get the handle on the host with symcommGetDeviceComm (symcomm/device_comm.h) and pass it
- * by value. Every function takes the handle first. `pe` is always a rank of the handle's
+ * by value, as a `const __grid_constant__` parameter: the windows of team members 0..7 are
+ * then read from the parameter space (constant cache), which a wait's acquire does not
+ * empty; a plain by-value parameter is copied to local memory when indexed. Every function takes the handle first. `pe` is always a rank of the handle's
  * TEAM (0 .. team_size - 1), never a world rank, and must be load/store accessible
  * (ptr(c, p, pe) != nullptr); an inaccessible pe is undefined behaviour (barrier_block
  * alone checks, and returns symcommNotSupported).

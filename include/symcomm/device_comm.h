@@ -29,6 +29,9 @@ struct DeviceError {
   uint64_t observed; /* the last value read                                             */
 };
 
+/* Team members whose windows the handle holds itself (see DeviceComm::near_base). */
+#define SYMCOMM_DEVICE_COMM_NEAR 8
+
 struct DeviceComm {
   int32_t rank;        /* world rank of this process                                   */
   int32_t nranks;      /* ranks in the communicator                                    */
@@ -39,6 +42,12 @@ struct DeviceComm {
   char* base;          /* this rank's heap window: a symmetric address is base + offset */
   char* const* peer_base; /* device array [nranks]: rank pe's window as mapped here,
                              nullptr where pe is not load/store accessible             */
+  char* near_base[SYMCOMM_DEVICE_COMM_NEAR]; /* team members 0..7: peer_base of their world
+                             rank, held here so that a kernel reaches them without a memory
+                             load (a system-scope acquire, as every wait ends with, empties
+                             the L1 cache: the next peer_base load would go to L2). Declare
+                             the kernel parameter `const __grid_constant__ DeviceComm` so
+                             that indexing it reads the parameter space, not a local copy. */
   uint64_t* barrier_slots; /* symmetric, [nranks] words of this team's barrier         */
   uint64_t* barrier_epoch; /* device memory, one word: barriers this rank entered      */
   const volatile int32_t* abort_flag; /* host-mapped: non-zero once aborted (peer lost) */

@@ -66,6 +66,7 @@ class CollContext {
   CollContext(const Topology& topology, Heap& heap, Rma& rma, symcommMemorySpace_t space);
   const Topology& topology() const { return topology_; }
   Heap& heap() { return heap_; }
+  const Heap& heap() const { return heap_; }
   symcommMemorySpace_t space() const { return space_; }
   Rma& rma() { return rma_; }
   RmaBackend& backend() { return rma_.backend(); }
@@ -74,6 +75,8 @@ class CollContext {
   size_t workspace_bytes() const { return workspace_bytes_; }
   // `p` (this rank's symmetric address) on team member `member`, as mapped here.
   char* on(const CollArgs& a, const void* p, int member) const;
+  // Whether `algorithm`'s make_state() returned a state for this communicator.
+  bool has_state(const CollAlgorithm* algorithm) const { return states_.count(algorithm) != 0; }
   // What `algorithm`'s make_state() returned for this communicator.
   template <typename T>
   T& state(const CollAlgorithm* algorithm) {

@@ -29,6 +29,7 @@
 #include <algorithm>
 
 #include "base/cuda_runtime_check.h"
+#include "base/log.h"
 #include "base/param.h"
 #include "coll/coll.h"
 #include "coll/sm_plan.h"
@@ -254,7 +255,7 @@ __device__ void reduce_channel(const Plan& p, int c) {
 // Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
 // channel alone for reducing receivers and the own part).
 template <typename T>
-__global__ void __launch_bounds__(kThreads) sm_kernel(const Plan p) {
+__global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Plan p) {
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
   const int receivers = p.reduce ? ch : peers * ch;
   if (b < receivers) {
@@ -433,6 +434,11 @@ inline void device_counts_plans(const Plan& base, const CollArgs& a, Plan out[2]
 }
 // END sm protocol
 
+// Bytes of rings for `nranks` senders with slots of `slot` bytes.
+uint64_t ring_bytes(int nranks, uint64_t slot) {
+  return static_cast<uint64_t>(nranks) * kChannels * kDepth * slot;
+}
+
 struct SmState final : AlgorithmState {
   char* area = nullptr;
   uint64_t slot = 0;
@@ -444,25 +450,44 @@ class SmAlgorithm final : public CollAlgorithm {
   const char* name() const override { return "sm"; }
 
   bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda || a.team.size > kMaxTeam) return false;
+    if (ctx.space() != symcommSpaceCuda || a.team.size > kMaxTeam || !ctx.has_state(this))
+      return false;
     for (int i = 0; i < a.team.size; ++i)
       if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
     return true;
   }
 
+  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
+    if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
+    if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
+    if (!ctx.has_state(this))
+      return format("its rings need %s of the heap with 4 KiB slots, more than 1/16 of "
+                    "SYMCOMM_HEAP_MAX (%s) or SYMCOMM_COLL_SM_BYTES (%s) allow",
+                    format_bytes(ring_bytes(ctx.topology().nranks, 4096)).c_str(),
+                    format_bytes(ctx.heap().max_bytes()).c_str(),
+                    format_bytes(kRingBytes.get()).c_str());
+    return "a team member's memory is not load/store accessible from here";
+  }
+
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
     if (ctx.space() != symcommSpaceCuda) return nullptr;
-    auto s = std::make_unique<SmState>();
-    const uint64_t pairs = static_cast<uint64_t>(ctx.topology().nranks) * kChannels;
+    const int nranks = ctx.topology().nranks;
     // SYMCOMM_COLL_SM_BYTES of rings (at most 1/16 of the heap), in slots of 4 KiB to 256 KiB
-    // (64 KiB for 8 ranks with the default); never less than 4 KiB slots, whatever it says.
-    // (Ranks that disagree on it fail in malloc_internal, which checks sizes.)
+    // (64 KiB for 8 ranks with the default). A heap too small for 4 KiB slots has no sm
+    // algorithm (why_not says so); every rank decides alike, since ranks that disagree on
+    // the heap maximum fail when the heap is created.
     const uint64_t budget = std::min<uint64_t>(kRingBytes.get(), ctx.heap().max_bytes() / 16);
-    s->slot = std::min<uint64_t>(256 << 10, budget / (pairs * kDepth) / 4096 * 4096);
-    s->slot = std::max<uint64_t>(s->slot, 4096);
-    const size_t bytes = flags_bytes(ctx.topology().nranks) + pairs * kDepth * s->slot;
+    const uint64_t slot = std::min<uint64_t>(256 << 10, budget / ring_bytes(nranks, 1) / 4096 * 4096);
+    if (slot < 4096) {
+      SYMCOMM_INFO("no sm collectives on this communicator: %s of rings do not fit in %s",
+                   format_bytes(ring_bytes(nranks, 4096)).c_str(), format_bytes(budget).c_str());
+      return nullptr;
+    }
+    auto s = std::make_unique<SmState>();
+    s->slot = slot;
+    const size_t bytes = flags_bytes(nranks) + ring_bytes(nranks, slot);
     s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
-    ctx.backend().clear(s->area, flags_bytes(ctx.topology().nranks));
+    ctx.backend().clear(s->area, flags_bytes(nranks));
     ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
                                    ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
     return s;

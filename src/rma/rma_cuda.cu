@@ -53,11 +53,11 @@ __global__ void signal_kernel(uint64_t* sig, uint64_t value, symcommSignalOp_t o
   detail::signal_update(sig, value, op);
 }
 
-__global__ void wait_kernel(DeviceComm c, uint64_t* sig, symcommCmp_t cmp, uint64_t value) {
+__global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, symcommCmp_t cmp, uint64_t value) {
   signal_wait_until(c, sig, cmp, value);
 }
 
-__global__ void barrier_kernel(DeviceComm c) { barrier_block(c); }
+__global__ void barrier_kernel(const __grid_constant__ DeviceComm c) { barrier_block(c); }
 
 // One thread per element of the box, x fastest.
 template <typename T>
@@ -81,7 +81,7 @@ __global__ void reduce_kernel(T* dst, const char* src, size_t stride, int n, siz
 class CudaRma final : public RmaBackend {
  public:
   CudaRma(const Topology& topology, const std::vector<char*>& windows, char* area)
-      : topology_(topology), drv_(cuda_driver()), area_(area) {
+      : topology_(topology), drv_(cuda_driver()), area_(area), windows_(windows) {
     SYMCOMM_CUDART(cudaSetDevice(topology.device));
     void* host = nullptr;
     SYMCOMM_CUDART(cudaHostAlloc(&host, sizeof(HostMapped), cudaHostAllocMapped));
@@ -292,6 +292,8 @@ class CudaRma final : public RmaBackend {
     h.team_stride = team.stride;
     h.base = base_;
     h.peer_base = peer_base_;
+    for (int i = 0; i < SYMCOMM_DEVICE_COMM_NEAR; ++i)
+      h.near_base[i] = i < team.size ? windows_[static_cast<size_t>(team.world_of(i))] : nullptr;
     h.barrier_slots = reinterpret_cast<uint64_t*>(
         area_ + static_cast<size_t>(id) * RmaLayout::slots_bytes(topology_.nranks));
     h.barrier_epoch = epochs_ + id;
@@ -306,6 +308,7 @@ class CudaRma final : public RmaBackend {
   HostMapped* mapped_ = nullptr;
   HostMapped* mapped_dev_ = nullptr;
   char** peer_base_ = nullptr;
+  std::vector<char*> windows_;  // peer_base_ on the host
   uint64_t* epochs_ = nullptr;
   char* base_ = nullptr;
   int copy_blocks_ = 32;

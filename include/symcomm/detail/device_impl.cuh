@@ -171,13 +171,18 @@ __device__ __forceinline__ int world_rank(const DeviceComm& c, int team_pe) {
 
 namespace detail {
 
+// Team member pe's window as mapped here (nullptr where not load/store accessible).
+__device__ __forceinline__ char* window(const DeviceComm& c, int pe) {
+  return pe < SYMCOMM_DEVICE_COMM_NEAR ? c.near_base[pe] : c.peer_base[world_rank(c, pe)];
+}
+
 // ptr() without the null check, for a pe known to be accessible. Peer windows are global
 // memory: saying so lets the compiler use global loads and stores (LDG/STG) rather than
 // generic ones (LD/ST).
 template <typename T>
 __device__ __forceinline__ T* remote(const DeviceComm& c, T* p, int pe) {
   const uintptr_t offset = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
-  char* r = c.peer_base[world_rank(c, pe)] + offset;
+  char* r = window(c, pe) + offset;
   __builtin_assume(__isGlobal(r));
   return reinterpret_cast<T*>(r);
 }
@@ -186,7 +191,7 @@ __device__ __forceinline__ T* remote(const DeviceComm& c, T* p, int pe) {
 
 template <typename T>
 __device__ __forceinline__ T* ptr(const DeviceComm& c, T* p, int pe) {
-  if (c.peer_base[world_rank(c, pe)] == nullptr) return nullptr;
+  if (detail::window(c, pe) == nullptr) return nullptr;
   return detail::remote(c, p, pe);
 }
 
@@ -310,7 +315,7 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
   char* mine = nullptr;  // member tid's window, kept for the store below
   int missing = 0;
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
-    char* w = c.peer_base[world_rank(c, t)];
+    char* w = detail::window(c, t);
     missing |= w == nullptr;
     if (t == static_cast<int>(tid)) mine = w;
   }
@@ -328,7 +333,7 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
   const size_t slot = reinterpret_cast<char*>(c.barrier_slots + c.rank) - c.base;
   if (static_cast<int>(tid) < n) __threadfence_system();
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
-    char* w = t == static_cast<int>(tid) ? mine : c.peer_base[world_rank(c, t)];
+    char* w = t == static_cast<int>(tid) ? mine : detail::window(c, t);
     detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), e);
   }
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
