@@ -5,8 +5,8 @@
 namespace symcomm {
 
 const std::vector<SelectionRow>& selection_table() {
-  // One algorithm exists so far; the rows that pick faster ones arrive with their
-  // measurements. Every operation falls through to the registry order ("copy").
+  // Rows arrive with their measurements (bench/selection_rows.py); without one, an operation
+  // falls through to the registry order ("sm" on GPUs, "copy" in the host space).
   static const std::vector<SelectionRow> table = {};
   return table;
 }

@@ -6,24 +6,26 @@
 // Channels. For every ordered pair of ranks (s -> r) there are kChannels channels; each is
 // a ring of kDepth slots in r's memory that s writes, a `posted` counter in r's memory (the
 // chunks s has written so far, ever) and an `acked` counter in s's memory (the chunks r has
-// finished reading, ever). A sender writes chunk g into slot g % kDepth once acked >= g + 1 -
-// kDepth, then (fence.sc.sys) stores posted = g + 1; the receiver waits (acquire loads)
-// for posted >= g + 1, reads the slot and stores acked = g + 1. Each side keeps how many
-// chunks it has sent / consumed per channel in its own memory, so the counters only grow:
-// no reset between calls, back-to-back calls need no host synchronisation, and a CUDA graph
-// replays correctly (the kernel reads the counters when it runs, not when it was captured).
+// finished reading, ever). A sender writes chunk g into slot g % kDepth once acked >= g + 1
+// - kDepth, then (fence.sc.sys) stores posted = g + 1; the receiver waits (acquire loads)
+// for posted >= g + 1, reads the slot and stores acked = g + 1 (no fence: see
+// acknowledge()). Each side keeps how many chunks it has sent / consumed per channel in its
+// own memory, so the counters only grow: no reset between calls, back-to-back calls need no
+// host synchronisation, and a CUDA graph replays correctly (the kernel reads the counters
+// when it runs, not when it was captured).
 //
 // A message of L bytes from s to r is cut into chunks (chunk_plan); chunk i travels on
 // channel i % channels, so both sides derive the same schedule from L alone. Blocks:
-// receivers (one per peer and channel; or, for reductions, one per channel that waits for
-// every peer's chunk and reduces them with this rank's own data in team-rank order, so that
-// every rank computes bit-identical results), then senders (one per peer and channel), then
-// blocks for this rank's own part. Every wait is bounded (SYMCOMM_WAIT_TIMEOUT, abort).
+// receivers (one per peer and channel; or, for reductions, red_blocks per channel that wait
+// for every peer's chunk and each reduce a slice of it with this rank's own data in
+// team-rank order, so that every rank computes bit-identical results), then senders (one
+// per peer and channel), then blocks for this rank's own part. Every wait is bounded
+// (SYMCOMM_WAIT_TIMEOUT, abort).
 //
 // The blocks of one kernel wait for each other's peers: they must all be resident at once
-// (some 2 * 40 + kSelfBlocks blocks of kThreads threads), as with NCCL.
-// Counters are per pair of world ranks, shared by all teams: like every collective, calls
-// that involve the same two ranks must be made in the same order on both.
+// (some 2 * 40 + kSelfBlocks blocks of kThreads threads), as with NCCL. Counters are per
+// pair of world ranks, shared by all teams: like every collective, calls that involve the
+// same two ranks must be made in the same order on both.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -67,11 +69,13 @@ struct Plan {
   uint64_t* consumed;     // local: chunks consumed from s, at [s]
   uint64_t* done;         // local, [kChannels]: sender blocks of this channel that finished
   uint64_t* expect;       // local, [kChannels]: what `done` reaches when they all have
+  uint64_t* reduced;      // local, [kChannels][kDepth]: reducing blocks done with a chunk
   char* ring;             // [nranks][kChannels][kDepth] slots of `slot` bytes, by sender
   uint64_t slot;
   int n, me;              // team size, this rank's team rank
   int channels;           // the most channels any pair of this call uses (grid sizing)
   int self_blocks;        // blocks that copy this rank's own part
+  int red_blocks;         // reductions: blocks per channel
   bool reduce;            // receivers reduce (all incoming messages have red_len bytes)
   bool in_place;          // reductions: recv is send, so wait for this rank's senders
   symcommRedOp_t op;
@@ -153,6 +157,16 @@ __device__ __forceinline__ void post(uint64_t* word, uint64_t value) {
   }
 }
 
+// Tells a sender that the block has read a slot, which it may now overwrite: a write after
+// the block's reads (WAR), not data to publish, so no fence: every read has returned its
+// value (to a store that depends on it) before the bar.sync, and the store follows that.
+// NCCL's receivers post their step the same way; a fence.sys here would cost 0.6 us on
+// every chunk.
+__device__ __forceinline__ void acknowledge(uint64_t* word, uint64_t value) {
+  __syncthreads();
+  if (threadIdx.x == 0) detail::store_relaxed(word, value);
+}
+
 __device__ void send_to(const Plan& p, int j, int c) {
   const Transfer t = sending(p, j);
   const ChunkPlan cp = chunk_plan(t.len, p.slot, channels_for(p.n));
@@ -195,61 +209,108 @@ __device__ void receive_from(const Plan& p, int j, int c) {
     if (!block_wait(p, p.posted + index(p, w, c), g + 1)) return;
     const uint64_t off = i * cp.size, len = min(cp.size, t.len - off);
     if (t.keep) detail::copy(dst + off, slot_of(p, p.ring, w, c, g), len, threadIdx.x, blockDim.x);
-    post(acked, g + 1);
+    acknowledge(acked, g + 1);
   }
   if (threadIdx.x == 0) *consumed = g;
 }
 
-// Channel c's chunks of every peer, reduced with this rank's own data in team-rank order.
-// Thread t looks after members t, t + blockDim, ... (one each, as teams have at most 32).
+// out[e] = op over m < n of from[m][e], in team-rank order (so that every rank computes
+// bit-identical results), for the `bytes` bytes of a slice; thread t of nt takes every nt-th
+// 16-byte vector when every pointer is 16-byte aligned, every nt-th element otherwise.
 template <typename T>
-__device__ void reduce_channel(const Plan& p, int c) {
+__device__ __forceinline__ void reduce_slice(char* out, const char* const* from, int n,
+                                             symcommRedOp_t op, uint64_t bytes, unsigned t,
+                                             unsigned nt) {
+  using A = typename Accum<T>::type;
+  uintptr_t align = reinterpret_cast<uintptr_t>(out) | bytes;
+  for (int m = 0; m < n; ++m) align |= reinterpret_cast<uintptr_t>(from[m]);
+  if (align % 16 == 0) {
+    constexpr int kPer = 16 / sizeof(T);
+    const uint64_t vectors = bytes / 16;
+    for (uint64_t e = t; e < vectors; e += nt) {
+      uint4 v = reinterpret_cast<const uint4*>(from[0])[e];
+      A acc[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) acc[i] = widen(reinterpret_cast<const T*>(&v)[i]);
+      for (int m = 1; m < n; ++m) {
+        v = reinterpret_cast<const uint4*>(from[m])[e];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i)
+          acc[i] = combine(op, acc[i], widen(reinterpret_cast<const T*>(&v)[i]));
+      }
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) reinterpret_cast<T*>(&v)[i] = narrow<T>(acc[i]);
+      reinterpret_cast<uint4*>(out)[e] = v;
+    }
+    return;
+  }
+  const uint64_t count = bytes / sizeof(T);
+  for (uint64_t e = t; e < count; e += nt) {
+    A acc = widen(reinterpret_cast<const T*>(from[0])[e]);
+    for (int m = 1; m < n; ++m) acc = combine(op, acc, widen(reinterpret_cast<const T*>(from[m])[e]));
+    reinterpret_cast<T*>(out)[e] = narrow<T>(acc);
+  }
+}
+
+// Channel c's chunks of every peer, reduced with this rank's own data, by p.red_blocks
+// blocks: block r of them takes slice r of every chunk. Thread t looks after members t,
+// t + blockDim, ... (one each, as teams have at most 32). A chunk's slots are acknowledged
+// once every block of the channel has read its slice: each block counts itself in
+// reduced[c][k % kDepth] (chunk k + kDepth cannot arrive before chunk k is acknowledged, so
+// the counter serves one chunk at a time), and the block that completes the count resets
+// it, acknowledges the chunk to every peer and, after the call's last chunk, advances the
+// channel's persistent counters, which every block of the channel has read by then.
+template <typename T>
+__device__ void reduce_channel(const Plan& p, int c, int r) {
   const ChunkPlan cp = chunk_plan(p.red_len, p.slot, channels_for(p.n));
   if (c >= cp.channels) return;
   __shared__ uint64_t base[kMaxTeam];
   __shared__ const char* from[kMaxTeam];
+  __shared__ bool last;
   const int t = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   for (int m = t; m < p.n; m += nt) base[m] = m == p.me ? 0 : p.consumed[index(p, p.world[m], c)];
-  if (p.in_place) {
-    // recv is send: write nothing before this rank's senders of channel c (one per peer)
-    // read their chunks, which are exactly the chunks this block writes.
-    const uint64_t target = p.expect[c] + static_cast<uint64_t>(p.n - 1);
-    if (!block_wait(p, p.done + c, target)) return;
-    if (t == 0) p.expect[c] = target;
-  }
+  const uint64_t expect = p.expect[c] + static_cast<uint64_t>(p.n - 1);
+  // recv is send: write nothing before this rank's senders of channel c (one per peer) read
+  // their chunks, which are exactly the chunks this channel writes.
+  if (p.in_place && !block_wait(p, p.done + c, expect)) return;
   __syncthreads();
+  const uint64_t slice = (cp.size + p.red_blocks - 1) / p.red_blocks / 16 * 16 + 16;
   uint64_t k = 0;
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++k) {
     const uint64_t off = i * cp.size, len = min(cp.size, p.red_len - off);
+    const uint64_t lo = min(len, static_cast<uint64_t>(r) * slice), hi = min(len, lo + slice);
     int rc = 0;
     for (int m = t; m < p.n; m += nt) {
       if (m == p.me) {
-        from[m] = p.send + p.red_own + off;
+        from[m] = p.send + p.red_own + off + lo;
       } else {
         const int w = p.world[m];
         rc |= detail::wait_local(p.comm, p.posted + index(p, w, c), symcommCmpGe, base[m] + k + 1);
-        from[m] = slot_of(p, p.ring, w, c, base[m] + k);
+        from[m] = slot_of(p, p.ring, w, c, base[m] + k) + lo;
       }
     }
     if (__syncthreads_or(rc)) return;
-    T* out = reinterpret_cast<T*>(p.recv + p.red_out + off);
-    const uint64_t count = len / sizeof(T);
-    for (uint64_t e = static_cast<uint64_t>(t); e < count; e += static_cast<uint64_t>(nt)) {
-      typename Accum<T>::type acc = widen(reinterpret_cast<const T*>(from[0])[e]);
-      for (int m = 1; m < p.n; ++m)
-        acc = combine(p.op, acc, widen(reinterpret_cast<const T*>(from[m])[e]));
-      out[e] = narrow<T>(acc);
+    reduce_slice<T>(p.recv + p.red_out + off + lo, from, p.n, p.op, hi - lo,
+                    static_cast<unsigned>(t), static_cast<unsigned>(nt));
+    __syncthreads();  // the block's reads of the slots precede the count below
+    if (t == 0) {
+      unsigned long long* count = reinterpret_cast<unsigned long long*>(
+          p.reduced + static_cast<uint64_t>(c) * kDepth + k % kDepth);
+      __threadfence();
+      last = atomicAdd(count, 1ull) + 1 == static_cast<unsigned long long>(p.red_blocks);
+      if (last) atomicExch(count, 0ull);
     }
-    __syncthreads();  // every read of the slots precedes the fences below
-    for (int m = t; m < p.n; m += nt)
-      if (m != p.me) {  // warp 0 (n <= 32): one fence for the warp
-        __threadfence_system();
+    __syncthreads();
+    if (!last) continue;
+    const bool final_chunk = i + static_cast<uint64_t>(cp.channels) >= cp.count;
+    for (int m = t; m < p.n; m += nt)  // no fence: see acknowledge()
+      if (m != p.me) {
         detail::store_relaxed(detail::remote(p.comm, p.acked + index(p, p.comm.rank, c), p.world[m]),
                               base[m] + k + 1);
+        if (final_chunk) p.consumed[index(p, p.world[m], c)] = base[m] + k + 1;
       }
+    if (final_chunk && p.in_place && t == 0) p.expect[c] = expect;
   }
-  for (int m = t; m < p.n; m += nt)
-    if (m != p.me) p.consumed[index(p, p.world[m], c)] = base[m] + k;
 }
 
 // Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
@@ -257,9 +318,9 @@ __device__ void reduce_channel(const Plan& p, int c) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Plan p) {
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
-  const int receivers = p.reduce ? ch : peers * ch;
+  const int receivers = p.reduce ? ch * p.red_blocks : peers * ch;
   if (b < receivers) {
-    if (p.reduce) return reduce_channel<T>(p, b);
+    if (p.reduce) return reduce_channel<T>(p, b / p.red_blocks, b % p.red_blocks);
     return receive_from(p, (p.me - 1 - b / ch + p.n) % p.n, b % ch);
   }
   if (b < receivers + peers * ch) {
@@ -294,14 +355,20 @@ inline int grid_blocks(Plan& p) {
   p.self_blocks = static_cast<int>(
       std::min<uint64_t>(kSelfBlocks, (p.self_len + kSelfPiece - 1) / kSelfPiece));
   if (p.channels == 0 && p.self_blocks == 0) return 0;
-  const int receivers = p.reduce ? p.channels : (p.n - 1) * p.channels;
+  // Reductions: blocks per channel so that about as many blocks reduce as move data in the
+  // other direction, each taking a slice of at least kMinSlice bytes of every chunk.
+  constexpr uint64_t kMinSlice = 2048;
+  const uint64_t chunk = chunk_plan(p.red_len, p.slot, channels_for(p.n)).size;
+  p.red_blocks = static_cast<int>(std::min<uint64_t>(std::max(p.n - 1, 1), std::max<uint64_t>(chunk / kMinSlice, 1)));
+  const int receivers = p.reduce ? p.channels * p.red_blocks : (p.n - 1) * p.channels;
   return receivers + (p.n - 1) * p.channels + p.self_blocks;
 }
 
 // The layout of a rank's area: [nranks][kChannels] words of posted, acked, sent and consumed
-// counters, kChannels words each of done and expect, then the rings.
+// counters, kChannels words each of done and expect, kChannels * kDepth of reduced, then
+// the rings.
 inline size_t flags_bytes(int nranks) {
-  return (sizeof(uint64_t) * (4 * static_cast<size_t>(nranks) + 2) * kChannels + 255) / 256 * 256;
+  return (sizeof(uint64_t) * ((4 * static_cast<size_t>(nranks) + 2) * kChannels + kChannels * kDepth) + 255) / 256 * 256;
 }
 
 inline void point_at_area(Plan& p, char* area, int nranks) {
@@ -313,6 +380,7 @@ inline void point_at_area(Plan& p, char* area, int nranks) {
   p.consumed = flags + 3 * words;
   p.done = flags + 4 * words;
   p.expect = p.done + kChannels;
+  p.reduced = p.expect + kChannels;
   p.ring = area + flags_bytes(nranks);
 }
 // The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast): what

@@ -47,6 +47,9 @@ void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst
 unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
+unsigned long long atomicExch(unsigned long long* p, unsigned long long v) {
+  return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
 }  // namespace
 
 namespace symcomm {
