@@ -46,6 +46,10 @@ const SizeParam kRingBytes("SYMCOMM_COLL_SM_BYTES", "64M",
                            "symmetric memory per rank for the sm collectives' channel rings "
                            "(at most 1/16 of SYMCOMM_HEAP_MAX is used)");
 
+const IntParam kBlocks("SYMCOMM_COLL_SM_BLOCKS", "40",
+                       "blocks with which an sm collective sends (as many receive): channels per "
+                       "pair = this / (team size - 1), at most 32; the same on every rank");
+
 // BEGIN sm protocol: from here to "END sm protocol", the code also runs on the host in
 // tests/unit/sm_emulation.cc (one thread per block, CUDA's intrinsics emulated).
 constexpr int kMaxTeam = 32;
@@ -73,6 +77,7 @@ struct Plan {
   char* ring;             // [nranks][kChannels][kDepth] slots of `slot` bytes, by sender
   uint64_t slot;
   int n, me;              // team size, this rank's team rank
+  int max_channels;       // channels per pair at most: channels_for(n, SYMCOMM_COLL_SM_BLOCKS)
   int channels;           // the most channels any pair of this call uses (grid sizing)
   int self_blocks;        // blocks that copy this rank's own part
   int red_blocks;         // reductions: blocks per channel
@@ -169,7 +174,7 @@ __device__ __forceinline__ void acknowledge(uint64_t* word, uint64_t value) {
 
 __device__ void send_to(const Plan& p, int j, int c) {
   const Transfer t = sending(p, j);
-  const ChunkPlan cp = chunk_plan(t.len, p.slot, channels_for(p.n));
+  const ChunkPlan cp = chunk_plan(t.len, p.slot, p.max_channels);
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* sent = p.sent + index(p, w, c);
@@ -197,7 +202,7 @@ __device__ void send_to(const Plan& p, int j, int c) {
 __device__ void receive_from(const Plan& p, int j, int c) {
   const Transfer t = receiving(p, j);
   if (p.dev_recv_displs && c == 0 && threadIdx.x == 0) p.dev_recv_displs[j] = t.off / p.elem;
-  const ChunkPlan cp = chunk_plan(t.len, p.slot, channels_for(p.n));
+  const ChunkPlan cp = chunk_plan(t.len, p.slot, p.max_channels);
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* consumed = p.consumed + index(p, w, c);
@@ -262,7 +267,7 @@ __device__ __forceinline__ void reduce_slice(char* out, const char* const* from,
 // channel's persistent counters, which every block of the channel has read by then.
 template <typename T>
 __device__ void reduce_channel(const Plan& p, int c, int r) {
-  const ChunkPlan cp = chunk_plan(p.red_len, p.slot, channels_for(p.n));
+  const ChunkPlan cp = chunk_plan(p.red_len, p.slot, p.max_channels);
   if (c >= cp.channels) return;
   __shared__ uint64_t base[kMaxTeam];
   __shared__ const char* from[kMaxTeam];
@@ -343,22 +348,22 @@ __global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Pl
 inline int grid_blocks(Plan& p) {
   constexpr uint64_t kSelfPiece = 1 << 20;
   if (p.dev_send_counts) {  // lengths unknown here: every channel, every own-part block
-    p.channels = p.n > 1 ? channels_for(p.n) : 0;
+    p.channels = p.n > 1 ? p.max_channels : 0;
     p.self_blocks = kSelfBlocks;
     return 2 * (p.n - 1) * p.channels + p.self_blocks;
   }
   int ch = 0;
   for (int j = 0; j < p.n; ++j)
-    ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, channels_for(p.n)).channels,
-                   chunk_plan(p.recv_len[j], p.slot, channels_for(p.n)).channels});
-  p.channels = std::max(ch, chunk_plan(p.red_len, p.slot, channels_for(p.n)).channels);
+    ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, p.max_channels).channels,
+                   chunk_plan(p.recv_len[j], p.slot, p.max_channels).channels});
+  p.channels = std::max(ch, chunk_plan(p.red_len, p.slot, p.max_channels).channels);
   p.self_blocks = static_cast<int>(
       std::min<uint64_t>(kSelfBlocks, (p.self_len + kSelfPiece - 1) / kSelfPiece));
   if (p.channels == 0 && p.self_blocks == 0) return 0;
   // Reductions: blocks per channel so that about as many blocks reduce as move data in the
   // other direction, each taking a slice of at least kMinSlice bytes of every chunk.
   constexpr uint64_t kMinSlice = 2048;
-  const uint64_t chunk = chunk_plan(p.red_len, p.slot, channels_for(p.n)).size;
+  const uint64_t chunk = chunk_plan(p.red_len, p.slot, p.max_channels).size;
   p.red_blocks = static_cast<int>(std::min<uint64_t>(std::max(p.n - 1, 1), std::max<uint64_t>(chunk / kMinSlice, 1)));
   const int receivers = p.reduce ? p.channels * p.red_blocks : (p.n - 1) * p.channels;
   return receivers + (p.n - 1) * p.channels + p.self_blocks;
@@ -420,6 +425,48 @@ inline void move_plan(Plan& p, const CollArgs& a) {
   p.self_dst = a.me * block;
   p.self_len = a.send == a.recv + p.self_dst ? 0 : block;  // in-place all-gather
 }
+// A large broadcast in two kernels, so that the root's links carry the message once, not
+// n - 1 times: the root scatters segment j of it to member j (and copies the whole into its
+// own recv), then the members other than the root all-gather their segments (the root
+// sends its own segment and receives nothing).
+constexpr uint64_t kBroadcastSplitMin = 512 << 10;
+inline int broadcast_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
+  const int n = a.team.size;
+  const bool root = a.me == a.root;
+  const uint64_t block = a.count * a.elem, seg = (a.count + n - 1) / n * a.elem;
+  auto seg_len = [&](int j) {
+    const uint64_t lo = std::min<uint64_t>(block, j * seg);
+    return std::min<uint64_t>(block, lo + seg) - lo;
+  };
+  Plan& s = out[0];
+  s = base;
+  for (int j = 0; j < n; ++j) {
+    s.send_off[j] = j * seg;
+    s.send_len[j] = root && j != a.me ? seg_len(j) : 0;
+    s.recv_off[j] = a.me * seg;
+    s.recv_len[j] = !root && j == a.root ? seg_len(a.me) : 0;
+  }
+  s.self_len = root && a.send != a.recv ? block : 0;
+  Plan& g = out[1];
+  g = base;
+  g.send = a.recv;
+  for (int j = 0; j < n; ++j) {
+    g.send_off[j] = a.me * seg;
+    g.send_len[j] = j == a.me || j == a.root ? 0 : seg_len(a.me);
+    g.recv_off[j] = j * seg;
+    g.recv_len[j] = root || j == a.me ? 0 : seg_len(j);
+  }
+  return 2;
+}
+// The kernels of a collective that only moves data (from `base`): one, or two for a large
+// broadcast. Returns how many plans it wrote.
+inline int move_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
+  if (a.op == CollOp::Broadcast && a.team.size > 2 && a.count * a.elem >= kBroadcastSplitMin)
+    return broadcast_plans(base, a, out);
+  out[0] = base;
+  move_plan(out[0], a);
+  return 1;
+}
 // Makes `p` a reduction: receivers combine `len` bytes from every member (this rank's own
 // at send + own) into recv + out.
 inline void reduction(Plan& p, uint64_t len, uint64_t own, uint64_t out) {
@@ -434,8 +481,11 @@ inline void reduction(Plan& p, uint64_t len, uint64_t own, uint64_t out) {
 // reduce-scatter; for an all-reduce one shot while every rank's whole buffer is small (each
 // rank reads n - 1 of them), otherwise two shots: reduce-scatter into this rank's segment of
 // recv, then all-gather of the segments (recv + segment is read while other segments are
-// written: disjoint). Returns how many plans it wrote (0 for an empty call).
-constexpr uint64_t kOneShotMax = 64 << 10;
+// written: disjoint). Returns how many plans it wrote (0 for an empty call). One shot moves
+// (n - 1) x the buffer in and out of each rank in one kernel; two shots 2 (n - 1) / n x in
+// two: one shot up to 768 KiB / (n - 1) per rank (256 KiB on 4 ranks, where two shots took
+// 16.6 us at 128 KiB and NCCL 11.1, bench/results/h200x4/coll_d7387de.jsonl).
+constexpr uint64_t kOneShotBytes = 768 << 10;
 inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
   const int n = a.team.size;
   const uint64_t block = a.count * a.elem;
@@ -450,7 +500,7 @@ inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
     reduction(p, block, a.me * block, 0);
     return 1;
   }
-  if (n == 1 || block <= kOneShotMax) {
+  if (n == 1 || block <= kOneShotBytes / static_cast<uint64_t>(n - 1)) {
     for (int j = 0; j < n; ++j) p.send_len[j] = j == a.me ? 0 : block;
     reduction(p, block, 0, 0);
     p.in_place = a.send == a.recv && n > 1;
@@ -575,11 +625,9 @@ class SmAlgorithm final : public CollAlgorithm {
       for (Plan& q : plans) launch(a, q);
       return;
     }
-    move_plan(p, a);
-    launch(a, p);
+    Plan plans[2];
+    for (int k = 0, count = move_plans(p, a, plans); k < count; ++k) launch(a, plans[k]);
   }
-
-
 
  private:
   static Plan base_plan(const CollArgs& a, const SmState& s) {
@@ -591,6 +639,10 @@ class SmAlgorithm final : public CollAlgorithm {
     p.slot = s.slot;
     p.n = a.team.size;
     p.me = a.me;
+    const int64_t blocks = kBlocks.get();
+    SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 256, symcommInvalidArgument,
+                    "SYMCOMM_COLL_SM_BLOCKS=%lld is not in [1, 256]", static_cast<long long>(blocks));
+    p.max_channels = channels_for(p.n, static_cast<int>(blocks));
     p.op = a.redop;
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
     return p;

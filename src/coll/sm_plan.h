@@ -25,9 +25,11 @@ struct ChunkPlan {
 };
 
 // One SM stores about 11 GB/s into a peer (H200, NVLink 4), so a rank needs some 40 sending
-// blocks to fill its links: that many channels, shared among its peers.
-SYMCOMM_SM_HD inline int channels_for(int team_size) {
-  const int c = team_size > 1 ? (40 + team_size - 2) / (team_size - 1) : kChannels;
+// blocks to fill its links (SYMCOMM_COLL_SM_BLOCKS): that many channels, shared among its
+// peers.
+constexpr int kDefaultBlocks = 40;
+SYMCOMM_SM_HD inline int channels_for(int team_size, int blocks = kDefaultBlocks) {
+  const int c = team_size > 1 ? (blocks + team_size - 2) / (team_size - 1) : kChannels;
   return c < kChannels ? c : kChannels;
 }
 

@@ -516,6 +516,13 @@ TEST_P(Coll, BadArguments) {
                                       stream_), symcommInvalidArgument);
     EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_ALGO"), nullptr);
   }
+  if (std::strcmp(algo_, "sm") == 0) {
+    mp::ScopedEnv blocks("SYMCOMM_COLL_SM_BLOCKS", "0");
+    SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommSum, algo_,
+                                      stream_), symcommInvalidArgument);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_SM_BLOCKS"), nullptr)
+        << symcommGetLastError();
+  }
   const size_t counts[64] = {}, displs[64] = {};
   SC_FAILS(symcommAllToAllvOnStream(comm_, w, a, nullptr, displs, b, counts, displs,
                                     symcommFloat32, algo_, stream_), symcommInvalidArgument);
