@@ -49,6 +49,14 @@ const SizeParam kRingBytes("SYMCOMM_COLL_SM_BYTES", "64M",
 const IntParam kBlocks("SYMCOMM_COLL_SM_BLOCKS", "40",
                        "blocks with which an sm collective sends (as many receive): channels per "
                        "pair = this / (team size - 1), at most 32; the same on every rank");
+const IntParam kBlocksLarge("SYMCOMM_COLL_SM_BLOCKS_LARGE", "96",
+                            "SYMCOMM_COLL_SM_BLOCKS for messages between two members of "
+                            "SYMCOMM_COLL_SM_LARGE bytes or more");
+// 4 ranks: 96 blocks moved 1 GiB all-to-alls 13% faster than 40, and 16 MiB ones (4 MiB a
+// pair) 17% slower (bench/results/h200x4/coll_0ce0fed_b96.jsonl).
+const SizeParam kLargeFrom("SYMCOMM_COLL_SM_LARGE", "16M",
+                           "messages between two members from which the sm collectives use "
+                           "SYMCOMM_COLL_SM_BLOCKS_LARGE");
 
 // BEGIN sm protocol: from here to "END sm protocol", the code also runs on the host in
 // tests/unit/sm_emulation.cc (one thread per block, CUDA's intrinsics emulated).
@@ -77,7 +85,9 @@ struct Plan {
   char* ring;             // [nranks][kChannels][kDepth] slots of `slot` bytes, by sender
   uint64_t slot;
   int n, me;              // team size, this rank's team rank
-  int max_channels;       // channels per pair at most: channels_for(n, SYMCOMM_COLL_SM_BLOCKS)
+  int max_channels;       // channels per pair at most: channels_for(n, SYMCOMM_COLL_SM_BLOCKS),
+  int max_channels_large; // or for messages from large_from bytes, SYMCOMM_COLL_SM_BLOCKS_LARGE
+  uint64_t large_from;
   int channels;           // the most channels any pair of this call uses (grid sizing)
   int self_blocks;        // blocks that copy this rank's own part
   int red_blocks;         // reductions: blocks per channel
@@ -99,6 +109,13 @@ struct Plan {
   uint64_t* dev_recv_displs;
   uint64_t capacity, elem;  // elements of recv; bytes per element
 };
+
+// How a message of `len` bytes between two members travels: both sides derive it from len.
+// Large messages use more channels (more blocks fill the links better; fewer keep chunks
+// large for mid sizes).
+SYMCOMM_SM_HD inline ChunkPlan pair_plan(const Plan& p, uint64_t len) {
+  return chunk_plan(len, p.slot, len >= p.large_from ? p.max_channels_large : p.max_channels);
+}
 
 // What this rank sends to member j and receives from it, and this rank's own part: from
 // the plan, or (counts on the device) from device memory. A block from member j lands at the
@@ -174,7 +191,7 @@ __device__ __forceinline__ void acknowledge(uint64_t* word, uint64_t value) {
 
 __device__ void send_to(const Plan& p, int j, int c) {
   const Transfer t = sending(p, j);
-  const ChunkPlan cp = chunk_plan(t.len, p.slot, p.max_channels);
+  const ChunkPlan cp = pair_plan(p, t.len);
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* sent = p.sent + index(p, w, c);
@@ -202,7 +219,7 @@ __device__ void send_to(const Plan& p, int j, int c) {
 __device__ void receive_from(const Plan& p, int j, int c) {
   const Transfer t = receiving(p, j);
   if (p.dev_recv_displs && c == 0 && threadIdx.x == 0) p.dev_recv_displs[j] = t.off / p.elem;
-  const ChunkPlan cp = chunk_plan(t.len, p.slot, p.max_channels);
+  const ChunkPlan cp = pair_plan(p, t.len);
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* consumed = p.consumed + index(p, w, c);
@@ -267,7 +284,7 @@ __device__ __forceinline__ void reduce_slice(char* out, const char* const* from,
 // channel's persistent counters, which every block of the channel has read by then.
 template <typename T>
 __device__ void reduce_channel(const Plan& p, int c, int r) {
-  const ChunkPlan cp = chunk_plan(p.red_len, p.slot, p.max_channels);
+  const ChunkPlan cp = pair_plan(p, p.red_len);
   if (c >= cp.channels) return;
   __shared__ uint64_t base[kMaxTeam];
   __shared__ const char* from[kMaxTeam];
@@ -348,22 +365,22 @@ __global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Pl
 inline int grid_blocks(Plan& p) {
   constexpr uint64_t kSelfPiece = 1 << 20;
   if (p.dev_send_counts) {  // lengths unknown here: every channel, every own-part block
-    p.channels = p.n > 1 ? p.max_channels : 0;
+    p.channels = p.n > 1 ? std::max(p.max_channels, p.max_channels_large) : 0;
     p.self_blocks = kSelfBlocks;
     return 2 * (p.n - 1) * p.channels + p.self_blocks;
   }
   int ch = 0;
   for (int j = 0; j < p.n; ++j)
-    ch = std::max({ch, chunk_plan(p.send_len[j], p.slot, p.max_channels).channels,
-                   chunk_plan(p.recv_len[j], p.slot, p.max_channels).channels});
-  p.channels = std::max(ch, chunk_plan(p.red_len, p.slot, p.max_channels).channels);
+    ch = std::max({ch, pair_plan(p, p.send_len[j]).channels,
+                   pair_plan(p, p.recv_len[j]).channels});
+  p.channels = std::max(ch, pair_plan(p, p.red_len).channels);
   p.self_blocks = static_cast<int>(
       std::min<uint64_t>(kSelfBlocks, (p.self_len + kSelfPiece - 1) / kSelfPiece));
   if (p.channels == 0 && p.self_blocks == 0) return 0;
   // Reductions: blocks per channel so that about as many blocks reduce as move data in the
   // other direction, each taking a slice of at least kMinSlice bytes of every chunk.
   constexpr uint64_t kMinSlice = 2048;
-  const uint64_t chunk = chunk_plan(p.red_len, p.slot, p.max_channels).size;
+  const uint64_t chunk = pair_plan(p, p.red_len).size;
   p.red_blocks = static_cast<int>(std::min<uint64_t>(std::max(p.n - 1, 1), std::max<uint64_t>(chunk / kMinSlice, 1)));
   const int receivers = p.reduce ? p.channels * p.red_blocks : (p.n - 1) * p.channels;
   return receivers + (p.n - 1) * p.channels + p.self_blocks;
@@ -429,7 +446,7 @@ inline void move_plan(Plan& p, const CollArgs& a) {
 // n - 1 times: the root scatters segment j of it to member j (and copies the whole into its
 // own recv), then the members other than the root all-gather their segments (the root
 // sends its own segment and receives nothing).
-constexpr uint64_t kBroadcastSplitMin = 512 << 10;
+constexpr uint64_t kBroadcastSplitMin = 4 << 20;  // 2 MiB: one kernel 27.6 us, two 37.8
 inline int broadcast_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
   const int n = a.team.size;
   const bool root = a.me == a.root;
@@ -500,10 +517,16 @@ inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
     reduction(p, block, a.me * block, 0);
     return 1;
   }
-  if (n == 1 || block <= kOneShotBytes / static_cast<uint64_t>(n - 1)) {
+  // In place, a reducer writes nothing before this rank's senders have read every chunk,
+  // and they cannot get past kDepth chunks per channel before the peers' reducers
+  // acknowledge: one shot in place only while no channel carries more than that.
+  const ChunkPlan cp = pair_plan(base, block);
+  const bool in_place = a.send == a.recv && n > 1;
+  if (n == 1 || (block <= kOneShotBytes / static_cast<uint64_t>(n - 1) &&
+                 (!in_place || cp.count <= static_cast<uint64_t>(kDepth) * cp.channels))) {
     for (int j = 0; j < n; ++j) p.send_len[j] = j == a.me ? 0 : block;
     reduction(p, block, 0, 0);
-    p.in_place = a.send == a.recv && n > 1;
+    p.in_place = in_place;
     return 1;
   }
   const uint64_t seg = (a.count + n - 1) / n * a.elem;
@@ -561,7 +584,27 @@ struct SmState final : AlgorithmState {
   char* area = nullptr;
   uint64_t slot = 0;
   DeviceComm world{};
+  int resident = 0;  // blocks of sm_kernel (any type) the GPU holds at once
 };
+
+// How many blocks of every sm_kernel instance the current GPU holds at once.
+int resident_blocks() {
+  int device = 0, sms = 0, fewest = 1 << 30;
+  SYMCOMM_CUDART(cudaGetDevice(&device));
+  SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  auto count = [&](auto zero) {
+    int per_sm = 0;
+    SYMCOMM_CUDART(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, sm_kernel<decltype(zero)>, kThreads, 0));
+    fewest = std::min(fewest, per_sm);
+  };
+  count(uint8_t{});
+  for (symcommDataType_t t : {symcommInt8, symcommUint8, symcommInt32, symcommUint32, symcommInt64,
+                              symcommUint64, symcommFloat16, symcommBfloat16, symcommFloat32,
+                              symcommFloat64})
+    with_type(t, count);
+  return fewest * sms;
+}
 
 class SmAlgorithm final : public CollAlgorithm {
  public:
@@ -604,6 +647,7 @@ class SmAlgorithm final : public CollAlgorithm {
     auto s = std::make_unique<SmState>();
     s->slot = slot;
     const size_t bytes = flags_bytes(nranks) + ring_bytes(nranks, slot);
+    s->resident = resident_blocks();
     s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
     ctx.backend().clear(s->area, flags_bytes(nranks));
     ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
@@ -616,17 +660,17 @@ class SmAlgorithm final : public CollAlgorithm {
     Plan p = base_plan(a, s);
     if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) {
       Plan plans[2];
-      for (int k = 0, count = reduce_plans(p, a, plans); k < count; ++k) launch(a, plans[k]);
+      for (int k = 0, count = reduce_plans(p, a, plans); k < count; ++k) launch(a, s, plans[k]);
       return;
     }
     if (a.counts_on_device) {
       Plan plans[2];
       device_counts_plans(p, a, plans);
-      for (Plan& q : plans) launch(a, q);
+      for (Plan& q : plans) launch(a, s, q);
       return;
     }
     Plan plans[2];
-    for (int k = 0, count = move_plans(p, a, plans); k < count; ++k) launch(a, plans[k]);
+    for (int k = 0, count = move_plans(p, a, plans); k < count; ++k) launch(a, s, plans[k]);
   }
 
  private:
@@ -639,19 +683,30 @@ class SmAlgorithm final : public CollAlgorithm {
     p.slot = s.slot;
     p.n = a.team.size;
     p.me = a.me;
-    const int64_t blocks = kBlocks.get();
-    SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 256, symcommInvalidArgument,
-                    "SYMCOMM_COLL_SM_BLOCKS=%lld is not in [1, 256]", static_cast<long long>(blocks));
-    p.max_channels = channels_for(p.n, static_cast<int>(blocks));
+    for (const IntParam* param : {&kBlocks, &kBlocksLarge}) {
+      const int64_t blocks = param->get();
+      SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 256, symcommInvalidArgument,
+                      "%s=%lld is not in [1, 256]", param->name(), static_cast<long long>(blocks));
+    }
+    p.max_channels = channels_for(p.n, static_cast<int>(kBlocks.get()));
+    p.max_channels_large = channels_for(p.n, static_cast<int>(kBlocksLarge.get()));
+    p.large_from = kLargeFrom.get();
     p.op = a.redop;
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
     return p;
   }
 
 
-  void launch(const CollArgs& a, Plan& p) {
+  // The blocks wait for each other's peers, so they must all be resident at once: a grid
+  // larger than the GPU holds is refused rather than left to hang. (Kernels running beside
+  // it on other streams take room too, as with NCCL.)
+  static void launch(const CollArgs& a, const SmState& s, Plan& p) {
     const int blocks = grid_blocks(p);
     if (blocks == 0) return;
+    SYMCOMM_REQUIRE(blocks <= s.resident, symcommNotSupported,
+                    "this sm collective needs %d blocks resident at once and the GPU holds %d: "
+                    "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_BLOCKS_LARGE", blocks,
+                    s.resident);
     auto stream = static_cast<cudaStream_t>(a.stream);
     if (!p.reduce) {
       sm_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(p);

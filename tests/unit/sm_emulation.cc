@@ -111,6 +111,8 @@ class Emulator {
     p.n = a.team.size;
     p.me = a.me;
     p.max_channels = sm::channels_for(p.n);
+    p.max_channels_large = sm::channels_for(p.n, 96);
+    p.large_from = 64 << 10;  // both kinds of schedule, with small rings
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
     p.op = a.redop;
     return p;
@@ -168,8 +170,8 @@ TEST(SmEmulation, MovingCollectivesOnTwoToFourRanks) {
       const CollOp op = std::vector<CollOp>{CollOp::AllGather, CollOp::AllToAll,
                                             CollOp::Broadcast, CollOp::AllToAllv}[call % 4];
       const size_t sizes[] = {0, 1, 15, 4096, 8191, 50001, 200004, 300000};
-      // (a broadcast from 512 KiB on more than two ranks is a scatter and an all-gather)
-      const size_t count = op == CollOp::Broadcast && call % 8 == 2 ? 600003 : sizes[rng() % 8];
+      // (a large broadcast on more than two ranks is a scatter and an all-gather)
+      const size_t count = op == CollOp::Broadcast && call % 8 == 2 ? kBroadcastSplitMin + 3 : sizes[rng() % 8];
       const int root = static_cast<int>(rng() % static_cast<uint64_t>(n));
       SCOPED_TRACE(testing::Message() << n << " ranks, call " << call << ", " << coll_op_name(op)
                                       << ", count " << count);
@@ -209,7 +211,7 @@ TEST(SmEmulation, MovingCollectivesOnTwoToFourRanks) {
         const std::vector<Plan> kernels = emu.plans(a);
         plans.push_back(kernels[0]);
         if (kernels.size() == 2) second.push_back(kernels[1]);
-        EXPECT_EQ(kernels.size(), op == CollOp::Broadcast && n > 2 && count >= (512 << 10) ? 2u : 1u);
+        EXPECT_EQ(kernels.size(), op == CollOp::Broadcast && n > 2 && count >= kBroadcastSplitMin ? 2u : 1u);
       }
       emu.run(plans);
       if (!second.empty()) emu.run(second);
@@ -242,9 +244,11 @@ TEST(SmEmulation, ReductionsOnTwoToFourRanks) {
     for (int call = 0; call < 30; ++call) {
       const CollOp op = std::vector<CollOp>{CollOp::AllReduce, CollOp::ReduceScatter,
                                             CollOp::AllGather}[call % 3];
-      const size_t counts[] = {1, 7, 1001, 16384, 16385, 50001, 120000};
-      const size_t count = counts[rng() % 7];
-      const bool in_place = op == CollOp::AllReduce && rng() % 2;
+      // (call 3, in place, 190000: small enough for one shot on two ranks, but more chunks
+      // per channel than a ring holds, which in place must take two shots)
+      const size_t counts[] = {1, 7, 1001, 16384, 16385, 50001, 120000, 190000};
+      const size_t count = call == 3 ? 190000 : counts[rng() % 8];
+      const bool in_place = op == CollOp::AllReduce && (call == 3 || rng() % 2);
       SCOPED_TRACE(testing::Message() << n << " ranks, call " << call << ", " << coll_op_name(op)
                                       << ", count " << count << (in_place ? ", in place" : ""));
       const size_t per = op == CollOp::ReduceScatter ? count * static_cast<size_t>(n) : count;
