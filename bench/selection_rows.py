@@ -5,6 +5,8 @@ For each operation, the fastest symcomm algorithm (by median time; "symcomm:auto
 itself excluded) at every measured size, merged into runs of sizes with the same winner;
 each run becomes one row bounded by its largest size (the last row of an operation has no
 bound). Prints C++ initialisers to paste into selection_table(), with the source of each.
+Another algorithm displaces the preferred one (--prefer, the registry's first) only where it
+is faster by more than --margin (3%), so that run-to-run noise does not split the ranges.
 
   python3 bench/selection_rows.py bench/results/h200x8/coll.jsonl [--ranks 8]
 
@@ -24,8 +26,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("jsonl")
     ap.add_argument("--ranks", type=int, default=0, help="only records of this many ranks")
+    ap.add_argument("--prefer", default="sm", help="the algorithm the registry picks first")
+    ap.add_argument("--margin", type=float, default=0.03, help="how much faster another must be")
     args = ap.parse_args()
     best = defaultdict(dict)  # (op, ranks) -> bytes -> (time, algorithm)
+    preferred = defaultdict(dict)  # (op, ranks) -> bytes -> time of --prefer
     source = None
     with open(args.jsonl) as f:
         for line in f:
@@ -40,6 +45,8 @@ def main():
                 continue
             key = (r["op"], r["ranks"])
             b = r["bytes"] // r["ranks"] if r["op"] == "allgather" else r["bytes"]
+            if algo == args.prefer:
+                preferred[key][b] = r["time_us"]
             cur = best[key].get(b)
             if cur is None or r["time_us"] < cur[0]:
                 best[key][b] = (r["time_us"], algo)
@@ -49,7 +56,10 @@ def main():
     for (op, ranks), sizes in sorted(best.items()):
         runs = []  # [algorithm, largest size]
         for b in sorted(sizes):
-            algo = sizes[b][1]
+            time, algo = sizes[b]
+            mine = preferred[(op, ranks)].get(b)
+            if mine is not None and mine <= time * (1 + args.margin):
+                algo = args.prefer
             if runs and runs[-1][0] == algo:
                 runs[-1][1] = b
             else:

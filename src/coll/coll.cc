@@ -101,7 +101,7 @@ static std::string parameter_choice(CollOp op) {
   return "";
 }
 
-CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, const char* requested) {
+CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const char* requested) {
   std::string name = requested && std::strcmp(requested, "auto") != 0 ? requested : "";
   const char* source = "the algorithm argument";
   if (name.empty()) {
@@ -122,9 +122,10 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, co
   // The measured selection table, then the registry's order.
   if (const char* pick = table_choice(selection_table(), args.op, args.team.size,
                                       args.bytes_per_rank()))
-    if (CollAlgorithm* a = find(pick); a && a->supports(args, ctx)) return *a;
+    if (CollAlgorithm* a = find(pick); a && a->supports(args, ctx) && a->capturable(args, ctx))
+      return *a;
   for (CollAlgorithm* a : coll_algorithms())
-    if (a->supports(args, ctx)) return *a;
+    if (a->supports(args, ctx) && a->capturable(args, ctx)) return *a;
   SYMCOMM_THROW(symcommNotSupported, "no collective algorithm can run %s here", coll_op_name(args.op));
 }
 

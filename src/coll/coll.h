@@ -109,12 +109,16 @@ class CollAlgorithm {
   // Why supports() is false, for the error when the algorithm is asked for by name ("": no
   // reason given).
   virtual std::string why_not(const CollArgs&, const CollContext&) const { return ""; }
+  // Whether the call can be made now on a stream being captured into a CUDA graph, when the
+  // automatic choice considers the algorithm (asked for by name, it runs and says why not).
+  // The answer must be the same on every member.
+  virtual bool capturable(const CollArgs&, CollContext&) const { return true; }
 };
 
 // The registry: every algorithm, in the order the selection prefers them.
 const std::vector<CollAlgorithm*>& coll_algorithms();
 // `requested` (a name, or NULL/"auto" for SYMCOMM_COLL_ALGO and then the selection table).
-CollAlgorithm& choose_algorithm(const CollArgs& args, const CollContext& ctx, const char* requested);
+CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const char* requested);
 
 // One algorithm per file, each made here.
 CollAlgorithm* make_copy_algorithm();

@@ -42,6 +42,14 @@ class NcclAlgorithm final : public CollAlgorithm {
     return "";
   }
 
+  // The first call over a team makes its NCCL communicator, which synchronises the stream:
+  // the automatic choice passes over NCCL in a capture until then.
+  bool capturable(const CollArgs& a, CollContext& ctx) const override {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));
+    return capture == cudaStreamCaptureStatusNone || nccl_comms(ctx).has(a.team);
+  }
+
   void run(const CollArgs& a, CollContext& ctx) override {
     // The same on every member (no communicator is made either); all-to-all-v always runs,
     // since one member's zero counts say nothing of the others'.

@@ -79,6 +79,11 @@ void NcclComms::abort_all() {
   SYMCOMM_INFO("a peer was lost: NCCL communicators aborted");
 }
 
+bool NcclComms::has(const Team& team) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return comms_.count(key(team)) != 0;
+}
+
 void NcclComms::prepare(symcommTeam_t id, const Team& team, symcommStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -56,6 +56,8 @@ class NcclComms final : public AlgorithmState {
   // Makes the team's communicator now if it does not exist (collective over the team), so
   // that the first run() neither pays for it nor synchronises.
   void prepare(symcommTeam_t id, const Team& team, symcommStream_t stream);
+  // Whether the team's communicator exists (on every member, or on none).
+  bool has(const Team& team);
 
  private:
   using Key = std::tuple<int, int, int>;  // start, stride, size

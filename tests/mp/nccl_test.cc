@@ -273,6 +273,35 @@ TEST_F(NcclGpu, TeamIdReusedWithOtherMembers) {
   }
 }
 
+// The selection table names NCCL for large all-reduces on small teams; in a capture before
+// NCCL's first use over the team the automatic choice takes another algorithm rather than
+// failing, and the captured graph computes the sum.
+TEST_F(NcclGpu, AutomaticChoiceInACaptureBeforeFirstUse) {
+  const size_t count = 1 << 20;  // 4 MiB per rank: NCCL's row (teams of up to 4)
+  void* buf = mp::local_alloc(count * 4);
+  std::vector<float> ones(count, 1.0f);
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  const symcommResult_t captured = symcommAllReduceOnStream(
+      comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32, symcommSum, nullptr, stream_);
+  const std::string why = symcommGetLastError();
+  void* exec = mp::end_capture(stream_);
+  ASSERT_EQ(captured, symcommSuccess) << why;
+  ASSERT_NE(exec, nullptr);
+  for (int replay = 0; replay < 2; ++replay) {
+    mp::copy_from_host(buf, ones.data(), count * 4);
+    SC_OK(symcommHostBarrier(comm_));
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    mp::sync(stream_);
+    std::vector<float> got(count);
+    mp::copy_to_host(got.data(), buf, count * 4);
+    for (size_t i = 0; i < count; i += 4099)
+      ASSERT_EQ(got[i], static_cast<float>(mp::nranks())) << "replay " << replay << " at " << i;
+    SC_OK(symcommHostBarrier(comm_));
+  }
+  mp::destroy_graph(exec);
+  mp::local_free(buf);
+}
+
 TEST_F(NcclGpu, FirstUseCannotBeCapturedLaterUsesCan) {
   const size_t count = 4096;
   void* buf = mp::local_alloc(count * 4);
