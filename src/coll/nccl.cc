@@ -5,6 +5,7 @@
 //
 // Unlike "copy", results of floating-point sums follow NCCL's order of combination (and
 // 16-bit floats are not accumulated in float): they may differ in the last bits from copy's.
+#include "base/cuda_runtime_check.h"
 #include "coll/coll.h"
 #include "coll/nccl_lib.h"
 
