@@ -14,6 +14,12 @@
 // dtype "c32" / "f64", shape "[n,n,n] pr x pc", bytes per rank as above, algbw_gbs the GB/s
 // per GPU; extra fields: n, grid, buffers, verified, and speedup_vs_nccl (the nccl backend's
 // time over this one's) where the nccl backend ran on the same configuration.
+//
+// Then, per (size, dtype) unless --no-autotune, the autotuner checked against these numbers
+// (target: its pick within 5% of the best configuration measured): symcommDecompCreate with
+// pdims 0 x 0 and backend "auto" among the grids and backends measured, and one record, op
+// "autotune", impl and grid of the pick, time_us the bench's X->Y + Y->Z of the pick; extra
+// fields best_impl, best_grid, best_time_us, ratio (pick over best), pick_measured.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -31,10 +37,14 @@ const char* const kDecompUsage =
     "  --backends LIST  decomposition backends (default: every registered one)\n"
     "  --local-buffers  cudaMalloc'd pencils (default: symmetric ones, from symcommMalloc)\n"
     "  --contiguous     axis-contiguous pencils (default: x fastest in every pencil)\n"
+    "  --no-autotune    skip the check after each size and type (default: autotune grid and\n"
+    "                   backend among those measured, compare the pick with the best measured)\n"
     "  --iters and --warmup count repetitions of a batch of transposes (about 64 MiB per\n"
     "  rank per batch, at least one call).\n";
 
 namespace {
+
+bool autotune_check = true;  // --no-autotune clears it (decomp_option; read by run_decomp)
 
 [[noreturn]] void bad_option(const char* option, const char* value, const std::string& why) {
   std::fprintf(stderr, "symcomm-bench decomp: %s %s: %s\n", option, value, why.c_str());
@@ -127,6 +137,13 @@ int64_t sent_elements(const symcommPencilInfo_t& a, const symcommPencilInfo_t& b
   for (int d = 0; d < 3; ++d)
     kept *= std::max<int64_t>(0, std::min(a.hi[d], b.hi[d]) - std::max(a.lo[d], b.lo[d]));
   return owned(a) - kept;
+}
+
+std::string grid_name(int pr, int pc) { return std::to_string(pr) + "x" + std::to_string(pc); }
+
+std::string shape_of(int64_t n, int pr, int pc) {
+  const std::string ns = std::to_string(n);
+  return "[" + ns + "," + ns + "," + ns + "] " + std::to_string(pr) + " x " + std::to_string(pc);
 }
 
 class Runner {
@@ -235,6 +252,169 @@ class Runner {
   unsigned long long* bad_ = nullptr;
 };
 
+// ---- The autotuner against the bench's measurements ----------------------------------------
+
+constexpr double kAutotuneTarget = 1.05;  // the pick within 5% of the best measured
+
+// One (grid, backend) the bench ran for the current size and type.
+struct Measured {
+  int pr, pc;
+  Result r;
+};
+
+// The autotuner's score with equal weights is X->Y + Y->Z + Z->Y + Y->X. The bench times only
+// X->Y and Y->Z, so the pick and the best are both compared on the sum of those two: a
+// backend much faster one way than the other could rank differently on all four.
+double measured_us(const Result& r) { return r.us[0] + r.us[1]; }
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// Sets an environment variable for its lifetime, then puts back what was there (or nothing),
+// so that a caller's own SYMCOMM_DECOMP_AUTOTUNE_* outlive the check.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old) old_ = old;
+    had_ = old != nullptr;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_;
+};
+
+struct Pick {
+  bool ok = false;
+  int pr = 0, pc = 0;
+  std::string backend;
+  std::string why;  // where autotuning failed
+};
+
+// What the autotuner picks among the grids and backends the bench measured. The candidate
+// lists are parameters read from each rank's own environment, hence set on every rank (this
+// runs on all of them). Same layout as the bench; the autotuner's own buffers are symmetric.
+Pick autotune(const Context& ctx, const Config& cfg, const std::vector<std::string>& grids,
+              const std::vector<std::string>& backends) {
+  const ScopedEnv g("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", join(grids));
+  const ScopedEnv b("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", join(backends));
+  symcommDecompConfig_t c;
+  BENCH_SC(symcommDecompConfigInit(&c));
+  for (int a = 0; a < 3; ++a) {
+    c.gdims[a] = cfg.n;
+    c.axis_contiguous[a] = ctx.opt.decomp.contiguous ? 1 : 0;
+  }
+  c.pdims[0] = c.pdims[1] = 0;
+  std::snprintf(c.backend, sizeof c.backend, "auto");
+  c.autotune_type = cfg.type;
+  for (double& w : c.autotune_weights) w = 1.0;
+  Pick p;
+  symcommDecomp_t d = nullptr;
+  if (symcommDecompCreate(ctx.comm, &c, &d) != symcommSuccess) {
+    p.why = symcommGetLastError();
+    return p;
+  }
+  symcommDecompConfig_t chosen;
+  BENCH_SC(symcommDecompGetConfig(d, &chosen));
+  const char* name = nullptr;
+  BENCH_SC(symcommDecompGetBackend(d, &name));
+  p.ok = true;
+  p.pr = chosen.pdims[0];
+  p.pc = chosen.pdims[1];
+  p.backend = name;
+  BENCH_SC(symcommDecompDestroy(d));
+  return p;
+}
+
+// The bench's run of the pick, or null where the bench did not run it.
+const Measured* run_of(const std::vector<Measured>& all, const Pick& p) {
+  for (const Measured& m : all)
+    if (m.r.ran && m.pr == p.pr && m.pc == p.pc && m.r.backend == p.backend) return &m;
+  return nullptr;
+}
+
+// The fastest run, among the verified ones: a configuration that computes the wrong result
+// is nobody's best.
+const Measured* fastest(const std::vector<Measured>& all) {
+  const Measured* best = nullptr;
+  for (const Measured& m : all)
+    if (m.r.ran && m.r.verified && (!best || measured_us(m.r) < measured_us(best->r))) best = &m;
+  return best;
+}
+
+std::string json_us(const Measured* m) {
+  if (!m) return "null";
+  char v[32];
+  std::snprintf(v, sizeof v, "%.3f", measured_us(m->r));
+  return v;
+}
+
+// "2x2 fused (412.3 us)", or "2x2 fused (not measured by the bench)".
+std::string describe(int pr, int pc, const std::string& backend, const Measured* m) {
+  char t[64] = "not measured by the bench";
+  if (m) std::snprintf(t, sizeof t, "%.1f us", measured_us(m->r));
+  return grid_name(pr, pc) + " " + backend + " (" + t + ")";
+}
+
+// The line on rank 0 and the record. A pick the bench did not run gets no time (time_us -1,
+// ratio null, pick_measured false): a number from elsewhere would not be comparable.
+void report_autotune(const Context& ctx, const Config& cfg, const Pick& pick,
+                     const std::vector<Measured>& all) {
+  if (!pick.ok) {
+    if (ctx.rank == 0) std::printf("autotune: failed: %s\n", pick.why.c_str());
+    return;
+  }
+  const Measured* mine = run_of(all, pick);
+  const Measured* best = fastest(all);
+  const double ratio = mine && best ? measured_us(mine->r) / measured_us(best->r) : -1;
+  if (ctx.rank == 0) {
+    std::string line = "autotune: picked " + describe(pick.pr, pick.pc, pick.backend, mine) +
+                       "; best measured " +
+                       (best ? describe(best->pr, best->pc, best->r.backend, best) : "none");
+    char tail[96] = "; pick/best -";
+    if (ratio > 0)
+      std::snprintf(tail, sizeof tail, "; pick/best %.3f (target <= %.2f%s)", ratio,
+                    kAutotuneTarget, ratio <= kAutotuneTarget ? "" : ": missed");
+    std::printf("%s%s\n", line.c_str(), tail);
+    std::fflush(stdout);
+  }
+  Record rec;
+  rec.bench = "decomp";
+  rec.op = "autotune";
+  rec.impl = "symcomm:" + pick.backend;
+  rec.dtype = cfg.dtype;
+  rec.shape = shape_of(cfg.n, pick.pr, pick.pc);
+  rec.bytes = mine ? mine->r.bytes[0] + mine->r.bytes[1] : 0;  // as time_us: X->Y + Y->Z
+  rec.ranks = ctx.nranks;
+  rec.time_us = mine ? measured_us(mine->r) : -1;
+  rec.iters = ctx.opt.iters;
+  rec.warmup = ctx.opt.warmup;
+  char r[32] = "null";
+  if (ratio > 0) std::snprintf(r, sizeof r, "%.4f", ratio);
+  rec.extra = {{"n", std::to_string(cfg.n)},
+               {"grid", "\"" + grid_name(pick.pr, pick.pc) + "\""},
+               {"buffers", ctx.opt.decomp.local ? "\"local\"" : "\"symmetric\""},
+               {"pick_measured", mine ? "true" : "false"},
+               {"best_impl", best ? "\"symcomm:" + best->r.backend + "\"" : "null"},
+               {"best_grid", best ? "\"" + grid_name(best->pr, best->pc) + "\"" : "null"},
+               {"best_time_us", json_us(best)},
+               {"ratio", r},
+               {"ops_summed", "\"transpose_xy+transpose_yz\""}};
+  write_json(ctx, rec);
+}
+
 }  // namespace
 
 bool decomp_option(Options& opt, int argc, char** argv, int& i) {
@@ -277,6 +457,8 @@ bool decomp_option(Options& opt, int argc, char** argv, int& i) {
     o.local = true;
   } else if (!std::strcmp(name, "--contiguous")) {
     o.contiguous = true;
+  } else if (!std::strcmp(name, "--no-autotune")) {
+    autotune_check = false;
   } else {
     return false;
   }
@@ -311,20 +493,25 @@ int run_decomp(Context& ctx) {
                     "time us", "GB/s/GPU", "vs nccl", "check");
         std::fflush(stdout);
       }
+      const bool c32 = dt == "c32";
+      const symcommDecompType_t type = c32 ? symcommC32 : symcommR64;
+      std::vector<Measured> measured;  // every backend on every grid, for the autotune check
+      std::vector<std::string> grids;  // the grids run: the autotuner's candidates
       for (int pr = 1; pr <= ctx.nranks; ++pr) {
         if (ctx.nranks % pr) continue;
         const int pc = ctx.nranks / pr;
-        const std::string grid = std::to_string(pr) + "x" + std::to_string(pc);
+        const std::string grid = grid_name(pr, pc);
         if (!o.grids.empty() && std::find(o.grids.begin(), o.grids.end(), grid) == o.grids.end())
           continue;
         if (pr > n || pc > n) continue;  // a part without points
-        const bool c32 = dt == "c32";
-        const Config cfg{n, c32 ? symcommC32 : symcommR64, c32 ? "c32" : "f64", pr, pc};
+        const Config cfg{n, type, c32 ? "c32" : "f64", pr, pc};
         std::vector<Result> results;
         for (const std::string& b : backends) {
           results.push_back(runner.run(cfg, b));
           failures += results.back().ran && !results.back().verified;
+          measured.push_back({pr, pc, results.back()});
         }
+        grids.push_back(grid);
         const Result* nccl = nullptr;
         for (const Result& r : results)
           if (r.backend == "nccl" && r.ran) nccl = &r;
@@ -336,9 +523,7 @@ int run_decomp(Context& ctx) {
             rec.op = op == 0 ? "transpose_xy" : "transpose_yz";
             rec.impl = "symcomm:" + r.backend;
             rec.dtype = cfg.dtype;
-            const std::string ns = std::to_string(n);
-            rec.shape = "[" + ns + "," + ns + "," + ns + "] " + std::to_string(pr) + " x " +
-                        std::to_string(pc);
+            rec.shape = shape_of(n, pr, pc);
             rec.bytes = r.bytes[op];
             rec.ranks = ctx.nranks;
             rec.time_us = r.us[op];
@@ -366,6 +551,10 @@ int run_decomp(Context& ctx) {
             }
             write_json(ctx, rec);
           }
+      }
+      if (autotune_check && !grids.empty()) {
+        const Config cfg{n, type, c32 ? "c32" : "f64", 0, 0};  // pdims chosen by the autotuner
+        report_autotune(ctx, cfg, autotune(ctx, cfg, grids, backends), measured);
       }
     }
   }

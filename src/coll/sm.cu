@@ -315,15 +315,17 @@ __device__ void reduce_channel(const Plan& p, int c, int r) {
     reduce_slice<T>(p.recv + p.red_out + off + lo, from, p.n, p.op, hi - lo,
                     static_cast<unsigned>(t), static_cast<unsigned>(nt));
     __syncthreads();  // the block's reads of the slots precede the count below
-    if (t == 0) {
-      unsigned long long* count = reinterpret_cast<unsigned long long*>(
-          p.reduced + static_cast<uint64_t>(c) * kDepth + k % kDepth);
-      __threadfence();
-      last = atomicAdd(count, 1ull) + 1 == static_cast<unsigned long long>(p.red_blocks);
-      if (last) atomicExch(count, 0ull);
+    if (p.red_blocks > 1) {  // (a lone block is the last by itself: no count)
+      if (t == 0) {
+        unsigned long long* count = reinterpret_cast<unsigned long long*>(
+            p.reduced + static_cast<uint64_t>(c) * kDepth + k % kDepth);
+        __threadfence();
+        last = atomicAdd(count, 1ull) + 1 == static_cast<unsigned long long>(p.red_blocks);
+        if (last) atomicExch(count, 0ull);
+      }
+      __syncthreads();
+      if (!last) continue;
     }
-    __syncthreads();
-    if (!last) continue;
     const bool final_chunk = i + static_cast<uint64_t>(cp.channels) >= cp.count;
     for (int m = t; m < p.n; m += nt)  // no fence: see acknowledge()
       if (m != p.me) {
@@ -380,7 +382,7 @@ inline int grid_blocks(Plan& p) {
   // Reductions: blocks per channel so that about as many blocks reduce as move data in the
   // other direction, each taking a slice of at least kMinSlice bytes of every chunk.
   constexpr uint64_t kMinSlice = 2048;
-  const uint64_t chunk = pair_plan(p, p.red_len).size;
+  const uint64_t chunk = std::min(pair_plan(p, p.red_len).size, p.red_len);
   p.red_blocks = static_cast<int>(std::min<uint64_t>(std::max(p.n - 1, 1), std::max<uint64_t>(chunk / kMinSlice, 1)));
   const int receivers = p.reduce ? p.channels * p.red_blocks : (p.n - 1) * p.channels;
   return receivers + (p.n - 1) * p.channels + p.self_blocks;
