@@ -166,6 +166,32 @@ class NcclGpu : public ::testing::Test {
   std::vector<uint8_t> fetch(const void* p, size_t bytes) { return mp::fetch(stream_, p, bytes); }
   void put(void* p, const std::vector<uint8_t>& v) { mp::store(p, v); }
 
+  // Captures an in-place float sum of `count` elements with `algorithm` into a graph, then
+  // replays it `replays` times on ones: every element must be the rank count each time.
+  void replay_captured_sum(void* buf, size_t count, const char* algorithm, int replays) {
+    ASSERT_EQ(mp::begin_capture(stream_), 0);
+    const symcommResult_t captured = symcommAllReduceOnStream(
+        comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32, symcommSum, algorithm, stream_);
+    const std::string why = symcommGetLastError();
+    void* exec = mp::end_capture(stream_);
+    ASSERT_EQ(captured, symcommSuccess) << why;
+    ASSERT_NE(exec, nullptr);
+    const std::vector<float> ones(count, 1.0f);
+    for (int replay = 0; replay < replays; ++replay) {
+      mp::copy_from_host(buf, ones.data(), count * 4);
+      SC_OK(symcommHostBarrier(comm_));
+      ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+      mp::sync(stream_);
+      std::vector<float> got(count);
+      mp::copy_to_host(got.data(), buf, count * 4);
+      for (size_t i = 0; i < count; i += 4099)
+        ASSERT_EQ(got[i], static_cast<float>(mp::nranks())) << "replay " << replay << " at " << i;
+      ASSERT_EQ(got[count - 1], static_cast<float>(mp::nranks())) << "replay " << replay;
+      SC_OK(symcommHostBarrier(comm_));
+    }
+    mp::destroy_graph(exec);
+  }
+
   // Runs `op` with "copy" and with "nccl" on the same input and compares the bytes;
   // `in_place` uses one buffer where the operation allows it.
   void compare(Op op, symcommTeam_t team, int n, int me, const Type& t, symcommRedOp_t red,
@@ -279,26 +305,7 @@ TEST_F(NcclGpu, TeamIdReusedWithOtherMembers) {
 TEST_F(NcclGpu, AutomaticChoiceInACaptureBeforeFirstUse) {
   const size_t count = 1 << 20;  // 4 MiB per rank: NCCL's row (teams of up to 4)
   void* buf = mp::local_alloc(count * 4);
-  std::vector<float> ones(count, 1.0f);
-  ASSERT_EQ(mp::begin_capture(stream_), 0);
-  const symcommResult_t captured = symcommAllReduceOnStream(
-      comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32, symcommSum, nullptr, stream_);
-  const std::string why = symcommGetLastError();
-  void* exec = mp::end_capture(stream_);
-  ASSERT_EQ(captured, symcommSuccess) << why;
-  ASSERT_NE(exec, nullptr);
-  for (int replay = 0; replay < 2; ++replay) {
-    mp::copy_from_host(buf, ones.data(), count * 4);
-    SC_OK(symcommHostBarrier(comm_));
-    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
-    mp::sync(stream_);
-    std::vector<float> got(count);
-    mp::copy_to_host(got.data(), buf, count * 4);
-    for (size_t i = 0; i < count; i += 4099)
-      ASSERT_EQ(got[i], static_cast<float>(mp::nranks())) << "replay " << replay << " at " << i;
-    SC_OK(symcommHostBarrier(comm_));
-  }
-  mp::destroy_graph(exec);
+  replay_captured_sum(buf, count, nullptr, 2);
   mp::local_free(buf);
 }
 
@@ -319,24 +326,7 @@ TEST_F(NcclGpu, FirstUseCannotBeCapturedLaterUsesCan) {
   SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32,
                                  symcommSum, "nccl", stream_));
   mp::sync(stream_);
-  ASSERT_EQ(mp::begin_capture(stream_), 0);
-  const symcommResult_t captured = symcommAllReduceOnStream(
-      comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32, symcommSum, "nccl", stream_);
-  void* exec = mp::end_capture(stream_);
-  ASSERT_EQ(captured, symcommSuccess) << symcommGetLastError();
-  ASSERT_NE(exec, nullptr);
-  for (int replay = 0; replay < 3; ++replay) {
-    mp::copy_from_host(buf, ones.data(), count * 4);
-    SC_OK(symcommHostBarrier(comm_));
-    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
-    mp::sync(stream_);
-    std::vector<float> got(count);
-    mp::copy_to_host(got.data(), buf, count * 4);
-    EXPECT_EQ(got[0], static_cast<float>(mp::nranks())) << "replay " << replay;
-    EXPECT_EQ(got[count - 1], static_cast<float>(mp::nranks())) << "replay " << replay;
-    SC_OK(symcommHostBarrier(comm_));
-  }
-  mp::destroy_graph(exec);
+  replay_captured_sum(buf, count, "nccl", 3);
   mp::local_free(buf);
 }
 
