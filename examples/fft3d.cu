@@ -1,7 +1,11 @@
 // A distributed 3D complex-to-complex FFT on symcomm's pencil decomposition, and a Poisson
 // solve on a periodic box with it.
 //
-//   symrun -n 8 build/bin/symcomm-fft3d [--n 512] [--grid 2x4] [--iters 5] [--json FILE]
+//   symrun -n 8 build/bin/symcomm-fft3d [--n 512] [--grid 2x4] [--backend fused] [--iters 5]
+//                                       [--json FILE]
+//
+// Grid and backend are autotuned unless given (--grid 0x0 and --backend auto, the defaults):
+// the fastest backend depends on the pencils' layout, and these are axis-contiguous.
 //
 // Forward: 1D FFTs along x on X-pencils, transpose X->Y, along y, Y->Z, along z; inverse the
 // other way. Pencils are axis-contiguous, so every 1D FFT runs over contiguous lines (cuFFT
@@ -152,14 +156,16 @@ int main(int argc, char** argv) {
   int64_t n = 64;
   int pr = 0, pc = 0, iters = 5;
   const char* json = nullptr;
+  const char* backend = "auto";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--n") && i + 1 < argc) n = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--grid") && i + 1 < argc) std::sscanf(argv[++i], "%dx%d", &pr, &pc);
+    else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else {
       std::fprintf(stderr, "usage: symrun -n N symcomm-fft3d [--n POINTS] [--grid PRxPC] "
-                   "[--iters K] [--json FILE]\n");
+                   "[--backend NAME|auto] [--iters K] [--json FILE]\n");
       return 2;
     }
   }
@@ -178,6 +184,7 @@ int main(int argc, char** argv) {
   c.pdims[0] = pr;
   c.pdims[1] = pc;
   c.autotune_type = symcommC32;
+  std::snprintf(c.backend, sizeof c.backend, "%s", backend);
   for (int a = 0; a < 3; ++a) c.axis_contiguous[a] = 1;
   CHECK_SC(symcommDecompCreate(comm, &c, &f.decomp));
   CHECK_SC(symcommDecompGetConfig(f.decomp, &c));
