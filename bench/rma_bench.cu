@@ -12,7 +12,8 @@ namespace {
 
 using symcomm::DeviceComm;
 
-__global__ void device_put_kernel(const __grid_constant__ DeviceComm c, char* dst, const char* src, size_t bytes, int pe) {
+__global__ void device_put_kernel(const __grid_constant__ DeviceComm c, char* dst, const char* src,
+                                  size_t bytes, int pe) {
   size_t per = (bytes + gridDim.x - 1) / gridDim.x;
   size_t begin = per * blockIdx.x;
   if (begin >= bytes) return;
@@ -21,8 +22,8 @@ __global__ void device_put_kernel(const __grid_constant__ DeviceComm c, char* ds
 }
 
 // One thread on each of two ranks: rank `me` sends i and waits for i back, `rounds` times.
-__global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, int peer, int rounds, bool first,
-                                int* status) {
+__global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, int peer,
+                                int rounds, bool first, int* status) {
   int rc = 0;
   for (int i = 1; i <= rounds && rc == 0; ++i) {
     if (first) {

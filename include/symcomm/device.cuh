@@ -12,7 +12,9 @@
  * Get the handle on the host with symcommGetDeviceComm (symcomm/device_comm.h) and pass it
  * by value, as a `const __grid_constant__` parameter: the windows of team members 0..7 are
  * then read from the parameter space (constant cache), which a wait's acquire does not
- * empty; a plain by-value parameter is copied to local memory when indexed. Every function takes the handle first. `pe` is always a rank of the handle's
+ * empty; a plain by-value parameter is copied to local memory when indexed.
+ *
+ * Every function takes the handle first. `pe` is always a rank of the handle's
  * TEAM (0 .. team_size - 1), never a world rank, and must be load/store accessible
  * (ptr(c, p, pe) != nullptr); an inaccessible pe is undefined behaviour (barrier_block
  * alone checks, and returns symcommNotSupported).

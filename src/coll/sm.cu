@@ -23,9 +23,10 @@
 // (SYMCOMM_WAIT_TIMEOUT, abort).
 //
 // The blocks of one kernel wait for each other's peers: they must all be resident at once
-// (some 2 * 40 + kSelfBlocks blocks of kThreads threads), as with NCCL. Counters are per
-// pair of world ranks, shared by all teams: like every collective, calls that involve the
-// same two ranks must be made in the same order on both.
+// (some 2 * SYMCOMM_COLL_SM_BLOCKS[_LARGE] + kSelfBlocks blocks of kThreads threads; a grid
+// the GPU cannot hold is refused), as with NCCL. Counters are per pair of world ranks,
+// shared by all teams: like every collective, calls that involve the same two ranks must be
+// made in the same order on both.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -53,7 +53,8 @@ __global__ void signal_kernel(uint64_t* sig, uint64_t value, symcommSignalOp_t o
   detail::signal_update(sig, value, op);
 }
 
-__global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, symcommCmp_t cmp, uint64_t value) {
+__global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, symcommCmp_t cmp,
+                            uint64_t value) {
   signal_wait_until(c, sig, cmp, value);
 }
 
