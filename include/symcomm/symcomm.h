@@ -192,10 +192,31 @@ symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void** ptr);
 symcommResult_t symcommFree(symcommComm_t comm, void* ptr);
 
 /* The address at which the calling process can load/store the object `ptr` (a symmetric
- * address of this rank, anywhere inside an allocation) on rank `pe`: a device address in
- * the cuda space, a host address in the host space. NULL if `pe` is not load/store
- * accessible, or on bad arguments (symcommGetLastError says which). Not collective, cheap. */
+ * address of this rank, anywhere inside an allocation, or an address inside a registered
+ * buffer) on rank `pe`: a device address in the cuda space, a host address in the host
+ * space. NULL if `pe` is not load/store accessible, or on bad arguments
+ * (symcommGetLastError says which). Not collective, cheap. */
 void* symcommPtr(symcommComm_t comm, const void* ptr, int pe);
+
+/* Registered buffers: memory the application allocated itself, made reachable by peers
+ * once, so that collectives write it in place instead of staging it through their
+ * workspace (and symcommPtr translates addresses inside it). Collective over the
+ * communicator: every rank passes its own buffer and the same `bytes`, in the same order of
+ * registrations. An address at offset o of this rank's buffer stands for offset o of every
+ * peer's buffer: pass such buffers to a collective at the same offset on every member, as
+ * with symmetric memory. cuda space: memory from cudaMalloc on this rank's GPU (not
+ * cuMemCreate or cudaMallocAsync memory, not heap memory, which needs no registration).
+ * Errors, the same on every rank: symcommInvalidArgument (NULL, bytes == 0, not device
+ * memory of this GPU, overlapping a registration, past the end of its allocation),
+ * symcommInvalidUsage (ranks pass different sizes), symcommNotSupported (the host space,
+ * which cannot share a process's private memory; memory without a CUDA IPC handle). */
+typedef struct symcommRegistration* symcommRegistration_t;
+symcommResult_t symcommRegister(symcommComm_t comm, void* ptr, size_t bytes,
+                                symcommRegistration_t* registration);
+/* Collective: every rank passes its handle of the same registration. Each rank first waits
+ * for its device's work to complete; no collective using the buffer may be in flight. The
+ * communicator's finalize releases registrations still live. */
+symcommResult_t symcommDeregister(symcommComm_t comm, symcommRegistration_t registration);
 
 /* Heap statistics of this rank: bytes in live allocations, bytes of physical memory
  * mapped, and the maximum (SYMCOMM_HEAP_MAX, or the device memory). Any may be NULL. */

@@ -20,7 +20,8 @@
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                \
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)              \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)           \
-  X(cuMemSetAccess) X(cuMemsetD8) X(cuMemcpy) X(cuStreamWriteValue64)                \
+  X(cuMemSetAccess) X(cuMemGetAddressRange) X(cuMemsetD8) X(cuMemcpy)             \
+  X(cuStreamWriteValue64)                                                         \
   X(cuStreamWaitValue64)
 
 namespace symcomm {

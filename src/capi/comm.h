@@ -7,6 +7,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "memory/heap.h"
+#include "memory/registration.h"
 #include "memory/space.h"
 #include "coll/coll.h"
 #include "rma/rma.h"
@@ -21,6 +22,7 @@ struct symcommComm {
   symcommMemorySpace_t space_kind = symcommSpaceHost;
   std::unique_ptr<symcomm::Space> space;
   std::unique_ptr<symcomm::Heap> heap;
+  std::unique_ptr<symcomm::Registrations> registrations;
   std::unique_ptr<symcomm::Rma> rma;
   std::unique_ptr<symcomm::CollContext> coll;
 

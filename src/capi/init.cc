@@ -83,9 +83,12 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   timer.done("memory space setup (CUDA context)");
   comm->heap = std::make_unique<Heap>(bs, comm->topology, *comm->space);
   timer.done("heap windows");
+  comm->registrations =
+      std::make_unique<Registrations>(bs, comm->topology, *comm->space, *comm->heap);
   comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, kind);
   RmaBackend* backend = &comm->rma->backend();
-  comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->rma, kind);
+  comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap,
+                                             *comm->registrations, *comm->rma, kind);
   CollContext* coll = comm->coll.get();  // its algorithms' states end their waits too
   bs.on_lost([backend, coll] {
     backend->abort();

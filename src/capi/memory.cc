@@ -24,9 +24,38 @@ extern "C" symcommResult_t symcommFree(symcommComm_t comm, void* ptr) {
 extern "C" void* symcommPtr(symcommComm_t comm, const void* ptr, int pe) {
   void* out = nullptr;
   guarded([&] { return format("symcommPtr(ptr=%p, pe=%d)", ptr, pe); }, [&] {
-    out = checked(comm).heap->peer_ptr(ptr, pe);
+    symcommComm& c = checked(comm);
+    if (ptr && !c.heap->contains(ptr) && c.registrations->find(ptr, 0)) {
+      SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
+                      "pe %d is out of range [0, %d)", pe, c.topology.nranks);
+      out = c.registrations->peer_ptr(ptr, pe);
+    } else {
+      out = c.heap->peer_ptr(ptr, pe);
+    }
   });
   return out;
+}
+
+extern "C" symcommResult_t symcommRegister(symcommComm_t comm, void* ptr, size_t bytes,
+                                           symcommRegistration_t* registration) {
+  return guarded([&] { return format("symcommRegister(ptr=%p, bytes=%zu)", ptr, bytes); }, [&] {
+    symcommComm& c = checked(comm);
+    LogRankScope scope(c.topology.rank);
+    SYMCOMM_REQUIRE_ARG(registration);
+    *registration = nullptr;
+    const Registration* r = c.registrations->add(ptr, bytes);
+    *registration = reinterpret_cast<symcommRegistration_t>(const_cast<Registration*>(r));
+  });
+}
+
+extern "C" symcommResult_t symcommDeregister(symcommComm_t comm,
+                                             symcommRegistration_t registration) {
+  return guarded([&] { return format("symcommDeregister(%p)", static_cast<void*>(registration)); },
+                 [&] {
+                   symcommComm& c = checked(comm);
+                   LogRankScope scope(c.topology.rank);
+                   c.registrations->remove(reinterpret_cast<const Registration*>(registration));
+                 });
 }
 
 extern "C" symcommResult_t symcommHeapInfo(symcommComm_t comm, size_t* used, size_t* mapped,

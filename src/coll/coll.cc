@@ -53,9 +53,10 @@ size_t CollArgs::bytes_per_rank() const {
   }
 }
 
-CollContext::CollContext(const Topology& topology, Heap& heap, Rma& rma,
+CollContext::CollContext(const Topology& topology, Heap& heap,
+                         const Registrations& registrations, Rma& rma,
                          symcommMemorySpace_t space)
-    : topology_(topology), heap_(heap), rma_(rma), space_(space) {
+    : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), space_(space) {
   size_t bytes = kWorkspace.get();
   if (bytes == 0) {
     // The default leaves most of a small heap (SYMCOMM_HEAP_MAX) to the application.
@@ -70,7 +71,14 @@ CollContext::CollContext(const Topology& topology, Heap& heap, Rma& rma,
 }
 
 char* CollContext::on(const CollArgs& a, const void* p, int member) const {
-  return static_cast<char*>(heap_.peer_ptr(p, a.team.world_of(member)));
+  const int pe = a.team.world_of(member);
+  if (heap_.contains(p)) return static_cast<char*>(heap_.peer_ptr(p, pe));
+  return registrations_.peer_ptr(p, pe);
+}
+
+bool CollContext::addressable(const void* p, size_t bytes) const {
+  if (heap_.contains(p)) return heap_.offset_of(p) + bytes <= heap_.mapped();
+  return registrations_.find(p, bytes) != nullptr;
 }
 
 const std::vector<CollAlgorithm*>& coll_algorithms() {

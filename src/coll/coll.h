@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "memory/heap.h"
+#include "memory/registration.h"
 #include "rma/rma.h"
 
 namespace symcomm {
@@ -63,7 +64,8 @@ class AlgorithmState {
 class CollContext {
  public:
   // Collective over the communicator: allocates the workspace.
-  CollContext(const Topology& topology, Heap& heap, Rma& rma, symcommMemorySpace_t space);
+  CollContext(const Topology& topology, Heap& heap, const Registrations& registrations, Rma& rma,
+              symcommMemorySpace_t space);
   const Topology& topology() const { return topology_; }
   Heap& heap() { return heap_; }
   const Heap& heap() const { return heap_; }
@@ -73,8 +75,12 @@ class CollContext {
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // `p` (this rank's symmetric address) on team member `member`, as mapped here.
+  // `p` (this rank's symmetric address, or an address in a registered buffer) on team
+  // member `member`, as mapped here.
   char* on(const CollArgs& a, const void* p, int member) const;
+  // [p, p + bytes) is symmetric memory (mapped heap) or inside a registered buffer: peers
+  // can be given its address through on(), and write it in place.
+  bool addressable(const void* p, size_t bytes) const;
   // Whether `algorithm`'s make_state() returned a state for this communicator.
   bool has_state(const CollAlgorithm* algorithm) const { return states_.count(algorithm) != 0; }
   // What `algorithm`'s make_state() returned for this communicator.
@@ -90,6 +96,7 @@ class CollContext {
  private:
   const Topology& topology_;
   Heap& heap_;
+  const Registrations& registrations_;
   Rma& rma_;
   symcommMemorySpace_t space_;
   char* workspace_ = nullptr;

@@ -1,6 +1,6 @@
 // The "copy" algorithm: every collective as puts (copy engines on GPUs, memcpy on the host)
 // into the members' memory, with team barriers around them. Symmetric receive buffers are
-// written in place; otherwise data goes through the workspace in pieces, one slot per
+// written in place (and registered ones, symcommRegister); otherwise data goes through the workspace in pieces, one slot per
 // member: a barrier (the previous piece's slots are free), the puts, a barrier (every
 // member's piece arrived), then local copies or a local reduction out of the slots.
 // Works in both memory spaces; the reference the faster algorithms are checked against.
@@ -52,9 +52,9 @@ class CopyAlgorithm final : public CollAlgorithm {
     return slot;
   }
 
+  // The receive buffer is symmetric or registered: members write it in place.
   bool symmetric(const CollArgs& a, const CollContext& ctx, size_t bytes) const {
-    const Heap& h = const_cast<CollContext&>(ctx).heap();
-    return h.contains(a.recv) && h.offset_of(a.recv) + bytes <= h.mapped();
+    return ctx.addressable(a.recv, bytes);
   }
 
   // All-gather (my send to every member's block `me`) or all-to-all (my block j to member j).

@@ -53,6 +53,20 @@ symcommMemorySpace_t resolve_space(symcommMemorySpace_t requested) {
   return symcommSpaceHost;
 }
 
+SharedHandle Space::share_buffer(const void*, size_t, size_t*) {
+  SYMCOMM_THROW(symcommNotSupported,
+                "the %s memory space cannot share memory that a process allocated itself; "
+                "use symmetric buffers (symcommMalloc), or plain ones, which the collectives "
+                "stage through their workspace",
+                name());
+}
+
+char* Space::open_buffer(const SharedHandle&) {
+  SYMCOMM_THROW(symcommNotSupported, "the %s memory space opens no shared buffers", name());
+}
+
+void Space::close_buffer(char*) {}
+
 std::unique_ptr<Space> make_space(symcommMemorySpace_t space, const Topology& topology) {
   // The registry of memory spaces: one line each.
   if (space == symcommSpaceCuda) return make_cuda_space(topology.device);

@@ -45,6 +45,18 @@ class Space {
   virtual void map_peer(void* addr, size_t bytes, const SharedHandle& handle) = 0;
   // Returns [addr, addr + bytes) to the reserved state.
   virtual void unmap(void* addr, size_t bytes) = 0;
+
+  // Buffers the application allocated itself (symcommRegister). The handle of the
+  // allocation that holds [ptr, ptr + bytes), as 64 bytes that travel over the bootstrap
+  // network, and ptr's offset in that allocation. Throws symcommInvalidArgument for memory
+  // that is not this rank's device memory, symcommNotSupported where the space cannot share
+  // such memory (the host space: a process's private memory).
+  virtual SharedHandle share_buffer(const void* ptr, size_t bytes, size_t* offset);
+  // Maps a local peer's shared allocation here; returns where it starts.
+  virtual char* open_buffer(const SharedHandle& handle);
+  virtual void close_buffer(char* base);
+  // Waits until this process's work on its device has completed (nothing on the host).
+  virtual void synchronize() {}
 };
 
 std::unique_ptr<Space> make_host_space();

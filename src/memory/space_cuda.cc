@@ -1,9 +1,12 @@
 // The cuda memory space: physical chunks from cuMemCreate on this rank's GPU, exported as
 // POSIX file descriptors (or fabric handles, for multi-node NVLink) and mapped by the local
 // peers into one reserved virtual-address window per peer, with access for their GPU.
+#include <cuda_runtime.h>
+
 #include <cstring>
 
 #include "base/cuda_driver.h"
+#include "base/cuda_runtime_check.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "memory/space.h"
@@ -132,6 +135,61 @@ class CudaSpace final : public Space {
 
   void unmap(void* addr, size_t bytes) override {
     SYMCOMM_CU(drv_, cuMemUnmap(reinterpret_cast<CUdeviceptr>(addr), bytes));
+  }
+
+  // Registered buffers travel as CUDA IPC handles: the allocation must come from cudaMalloc
+  // (cuMemCreate memory and stream-ordered pools have no IPC handle of that kind).
+  SharedHandle share_buffer(const void* ptr, size_t bytes, size_t* offset) override {
+    DeviceScope guard(device_);
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) (void)cudaGetLastError();
+    SYMCOMM_REQUIRE(attr.type == cudaMemoryTypeDevice && attr.device == device_,
+                    symcommInvalidArgument,
+                    "%p is not memory of this rank's GPU %d (cudaPointerGetAttributes: type %d, "
+                    "device %d): only device memory can be registered",
+                    ptr, device_, static_cast<int>(attr.type), attr.device);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    SYMCOMM_CU(drv_, cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)));
+    const auto at = reinterpret_cast<CUdeviceptr>(ptr);
+    SYMCOMM_REQUIRE(at + bytes <= base + size, symcommInvalidArgument,
+                    "[%p, +%zu) runs past the end of its allocation (%zu bytes from %p)", ptr,
+                    bytes, size, reinterpret_cast<void*>(base));
+    cudaIpcMemHandle_t h;
+    if (cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      SYMCOMM_THROW(symcommNotSupported,
+                    "the allocation holding %p cannot be shared (cudaIpcGetMemHandle: %s): only "
+                    "cudaMalloc memory can be registered, not cuMemCreate or cudaMallocAsync "
+                    "memory; use symcommMalloc for such buffers",
+                    ptr, cudaGetErrorString(e));
+    }
+    SharedHandle out;
+    static_assert(sizeof h <= sizeof out.bytes);
+    std::memcpy(out.bytes.data(), &h, sizeof h);
+    *offset = static_cast<size_t>(at - base);
+    return out;
+  }
+
+  char* open_buffer(const SharedHandle& shared) override {
+    DeviceScope guard(device_);
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, shared.bytes.data(), sizeof h);
+    void* p = nullptr;
+    SYMCOMM_CUDART(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+    return static_cast<char*>(p);
+  }
+
+  void synchronize() override {
+    DeviceScope guard(device_);
+    SYMCOMM_CUDART(cudaDeviceSynchronize());
+  }
+
+  void close_buffer(char* base) override {
+    DeviceScope guard(device_);
+    if (cudaError_t e = cudaIpcCloseMemHandle(base); e != cudaSuccess)
+      SYMCOMM_WARN("cudaIpcCloseMemHandle(%p) failed: %s", static_cast<void*>(base),
+                   cudaGetErrorString(e));
   }
 
  private:
