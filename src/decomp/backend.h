@@ -104,8 +104,23 @@ BoxLayout translated(BoxLayout layout, int dim, int64_t delta);
 void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src,
               const BoxLayout& sl, const Box& box, size_t elem, symcommEngine_t engine,
               symcommStream_t stream);
-// Every block of `plan` this rank received, from its packed place in `recv` to the output
-// (move_box: a plain copy where the block is contiguous in both).
+// Box copies gathered to run together (RmaBackend::copy_boxes: one launch on GPUs, every
+// source read at once): what a step does for all members, instead of a launch per member.
+// A box that is one contiguous run of both layouts is cut into rows of a few thousand
+// elements, so that many warps share it.
+class BoxCopies {
+ public:
+  explicit BoxCopies(size_t elem) : elem_(elem) {}
+  void add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl, const Box& box);
+  // Issues every copy added on `stream`, and forgets them.
+  void run(RmaBackend& b, symcommStream_t stream);
+
+ private:
+  size_t elem_;
+  std::vector<BoxCopy> copies_;
+};
+// Every block of `plan` this rank received, from its packed place in `recv` to the output,
+// in one batch.
 void unpack_all(RmaBackend& b, const ExchangePlan& plan, const TransposeCall& t, const char* recv);
 // The largest halo slab of any rank for these arguments (0: no halo along dim).
 size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,

@@ -14,8 +14,7 @@
 //   straight into the output, unless the transpose is in place and direct (the members are
 //     still reading this rank's input, which is its output): then into the second half of
 //     the workspace, unpacked into the output after the second barrier.
-// Blocks that are contiguous runs of both the source and the output move with one linear
-// copy instead of copy_box.
+// All members' blocks move in one launch (BoxCopies), so that every peer is read at once.
 //
 // Halo exchange, likewise: after a barrier each rank reads its neighbours' slabs straight
 // from their buffers (a symmetric buffer) into its halos, through a layout translated along
@@ -64,8 +63,9 @@ class FusedBackend final : public DecompBackend {
     }
     b.barrier(barrier, t.stream);  // every member's pencil is readable
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
-    // This rank first (local), then the next members in turn, so that no member's pencil is
-    // read by everyone at once.
+    // One launch reads every member's block at once (this rank first, then the next members
+    // in turn, the order of the batch).
+    BoxCopies copies(e);
     for (int s = 0; s < n; ++s) {
       const size_t k = static_cast<size_t>((me + s) % n);
       const int member = plan.members[k];
@@ -76,11 +76,11 @@ class FusedBackend final : public DecompBackend {
           direct ? g.pencil(member, t.from, t.in.halo, t.in.padding)
                  : g.pencil(member, t.from, nullptr, nullptr));
       if (land)
-        move_box(b, landing + plan.recv_off[k] * se, packed_layout(box), src, src_layout, box, e,
-                 symcommEngineAuto, t.stream);
+        copies.add(landing + plan.recv_off[k] * se, packed_layout(box), src, src_layout, box);
       else
-        move_box(b, t.output, out_layout, src, src_layout, box, e, symcommEngineAuto, t.stream);
+        copies.add(t.output, out_layout, src, src_layout, box);
     }
+    copies.run(b, t.stream);
     b.barrier(barrier, t.stream);  // every member has read what it needs
     if (land)
       unpack_all(b, plan, t, landing);

@@ -55,12 +55,41 @@ void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src, co
   b.copy_box(dst, dl, src, sl, box.lo, box.hi, elem, stream);
 }
 
+void BoxCopies::add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+                    const Box& box) {
+  const int64_t n = box.count();
+  if (n == 0) return;
+  if (!(packed_run(box, dl) && packed_run(box, sl))) {
+    copies_.push_back({dst, dl, src, sl, {box.lo[0], box.lo[1], box.lo[2]},
+                       {box.hi[0], box.hi[1], box.hi[2]}});
+    return;
+  }
+  // One run of n elements: rows of kRow elements (the first n / kRow * kRow), then the rest.
+  constexpr int64_t kRow = 2048;
+  const int64_t se = static_cast<int64_t>(elem_);
+  char* d = static_cast<char*>(dst) + dl.offset(box.lo[0], box.lo[1], box.lo[2]) * se;
+  const char* s = static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se;
+  const BoxLayout rows{{1, kRow, 0}, {0, 0, 0}};
+  if (const int64_t full = n / kRow; full > 0)
+    copies_.push_back({d, rows, s, rows, {0, 0, 0}, {kRow, full, 1}});
+  if (const int64_t rest = n % kRow; rest > 0) {
+    const int64_t at = n / kRow * kRow * se;
+    copies_.push_back({d + at, rows, s + at, rows, {0, 0, 0}, {rest, 1, 1}});
+  }
+}
+
+void BoxCopies::run(RmaBackend& b, symcommStream_t stream) {
+  if (!copies_.empty()) b.copy_boxes(copies_, elem_, stream);
+  copies_.clear();
+}
+
 void unpack_all(RmaBackend& b, const ExchangePlan& plan, const TransposeCall& t, const char* recv) {
   const BoxLayout out = pencil_layout(t.out);
+  BoxCopies copies(t.elem);
   for (size_t k = 0; k < plan.members.size(); ++k)
-    if (plan.recv[k].count() > 0)
-      move_box(b, t.output, out, recv + plan.recv_off[k] * static_cast<int64_t>(t.elem),
-               packed_layout(plan.recv[k]), plan.recv[k], t.elem, symcommEngineAuto, t.stream);
+    copies.add(t.output, out, recv + plan.recv_off[k] * static_cast<int64_t>(t.elem),
+               packed_layout(plan.recv[k]), plan.recv[k]);
+  copies.run(b, t.stream);
 }
 
 size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,

@@ -1,21 +1,19 @@
 // The "sm" backend: the sender's copy kernels write each block straight into the receiver's
 // staging area through the peer mapping (NVLink stores on GPUs, memcpy on the host): no
 // local pack and no copy-engine put. A team barrier, then each rank unpacks locally. Fewer
-// steps than "copy" (one kernel per peer instead of a pack kernel and a put), so it wins
+// steps than "copy" (one kernel for all peers instead of packs and puts), so it wins
 // where per-peer messages are small and launch and copy-engine start-up costs dominate.
 //
 // Transpose, per call:
 //   barrier (every receive area is free: its owner finished unpacking the previous call)
-//   for each other member, starting with the next one (so that no receiver gets all
-//   senders at once): copy_box of my box for it into its receive area, at my block's place
-//   my own block: straight from input to output (shortcut; staged when in place)
+//   one launch (BoxCopies) writes my box for every other member into its receive area, at
+//   my block's place (members in turn from the next one, so that no receiver gets all
+//   senders' first blocks at once), and my own block straight from input to output
+//   (staged when in place)
 //   barrier (every block has arrived, and every read of every input is done)
-//   unpack each received block into the output
-// Shortcuts: a block that is one contiguous run of the input is written with one linear SM
-// put instead of copy_box; a received block that is a contiguous run of the output is
-// unpacked with one linear local copy (symcommEngineAuto: the copy engines unless
-// SYMCOMM_SM_COPY_MAX says otherwise). The own block skips the staging unless input and output
-// overlap (in place), where it must wait until the input has been read completely.
+//   one launch unpacks every received block into the output
+// The own block skips the staging unless input and output overlap (in place), where it must
+// wait until the input has been read completely.
 //
 // Halo exchange: the same pattern, each slab written into the neighbour's receive slot by
 // copy_box; a dimension that is not split is filled from the rank's own buffer directly.
@@ -48,27 +46,28 @@ class SmBackend final : public DecompBackend {
     char* recv = t.workspace;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
     b.barrier(barrier, t.stream);
+    BoxCopies copies(e);  // one launch writes every member's block at once
     for (int s = 1; s < n; ++s) {
       const size_t k = static_cast<size_t>((me + s) % n);
       const Box& box = plan.send[k];
       char* there = peer_address(ctx, recv + plan.remote_off[k] * se, plan.members[k]);
-      move_box(b, there, packed_layout(box), t.input, in_layout, box, e, symcommEngineSm,
-               t.stream);
+      copies.add(there, packed_layout(box), t.input, in_layout, box);
     }
     const size_t self = static_cast<size_t>(me);
     if (in_place)
-      move_box(b, recv + plan.recv_off[self] * se, packed_layout(plan.send[self]), t.input,
-               in_layout, plan.send[self], e, symcommEngineAuto, t.stream);
+      copies.add(recv + plan.recv_off[self] * se, packed_layout(plan.send[self]), t.input,
+                 in_layout, plan.send[self]);
     else
-      move_box(b, t.output, out_layout, t.input, in_layout, plan.send[self], e,
-               symcommEngineAuto, t.stream);
+      copies.add(t.output, out_layout, t.input, in_layout, plan.send[self]);
+    copies.run(b, t.stream);
     b.barrier(barrier, t.stream);
     for (int k = 0; k < n; ++k) {
       if (k == me && !in_place) continue;  // already in place
       const Box& box = plan.recv[static_cast<size_t>(k)];
-      move_box(b, t.output, out_layout, recv + plan.recv_off[static_cast<size_t>(k)] * se,
-               packed_layout(box), box, e, symcommEngineAuto, t.stream);
+      copies.add(t.output, out_layout, recv + plan.recv_off[static_cast<size_t>(k)] * se,
+                 packed_layout(box), box);
     }
+    copies.run(b, t.stream);
   }
 
   // Two slots: what fills my low halo, what fills my high halo.

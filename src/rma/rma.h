@@ -36,6 +36,15 @@ struct BoxLayout {
   }
 };
 
+// One box copy of a batch (RmaBackend::copy_boxes): the elements of [lo, hi) from src to dst.
+struct BoxCopy {
+  void* dst;
+  BoxLayout dl;
+  const void* src;
+  BoxLayout sl;
+  int64_t lo[3], hi[3];
+};
+
 class RmaBackend {
  public:
   virtual ~RmaBackend() = default;
@@ -62,6 +71,11 @@ class RmaBackend {
   virtual void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                         const int64_t lo[3], const int64_t hi[3], size_t elem,
                         symcommStream_t stream) = 0;
+  // Every copy of `copies` (disjoint destinations), in stream order, at once where the
+  // backend can: one launch on GPUs, so that copies from several peers share the links.
+  virtual void copy_boxes(const std::vector<BoxCopy>& copies, size_t elem, symcommStream_t stream) {
+    for (const BoxCopy& c : copies) copy_box(c.dst, c.dl, c.src, c.sl, c.lo, c.hi, elem, stream);
+  }
   virtual void barrier(const BarrierArgs& args, symcommStream_t stream) = 0;
   // Sets [local, local + bytes) of this rank's memory to zero, synchronously.
   virtual void clear(void* local, size_t bytes) = 0;

@@ -65,14 +65,15 @@ __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) { barrier_b
 // divisions per element (which bounded the fused and sm backends' transposes), and
 // x-contiguous rows read and written coalesced.
 constexpr int kBoxThreads = 256;
+// Rows [block, rows) by `blocks` of one box: a warp per row (see copy_box_kernel).
 template <typename T>
-__global__ void __launch_bounds__(kBoxThreads) copy_box_kernel(
-    T* dst, BoxLayout dl, const T* src, BoxLayout sl, int64_t lo0, int64_t lo1, int64_t lo2,
-    int64_t n0, int64_t n1, int64_t rows) {
+__device__ __forceinline__ void copy_rows(T* dst, const BoxLayout& dl, const T* src,
+                                          const BoxLayout& sl, int64_t lo0, int64_t lo1,
+                                          int64_t lo2, int64_t n0, int64_t n1, int64_t rows,
+                                          int64_t block, int64_t blocks) {
   constexpr int kWarps = kBoxThreads / 32, kUnroll = 4;
   const int64_t lane = threadIdx.x % 32, ds = dl.stride[0], ss = sl.stride[0];
-  for (int64_t r = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32; r < rows;
-       r += int64_t{gridDim.x} * kWarps) {
+  for (int64_t r = block * kWarps + threadIdx.x / 32; r < rows; r += blocks * kWarps) {
     const int64_t y = lo1 + r % n1, z = lo2 + r / n1;
     T* d = dst + dl.offset(lo0, y, z);
     const T* s = src + sl.offset(lo0, y, z);
@@ -86,6 +87,35 @@ __global__ void __launch_bounds__(kBoxThreads) copy_box_kernel(
     }
     for (; x < n0; x += 32) d[x * ds] = s[x * ss];
   }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBoxThreads) copy_box_kernel(
+    T* dst, BoxLayout dl, const T* src, BoxLayout sl, int64_t lo0, int64_t lo1, int64_t lo2,
+    int64_t n0, int64_t n1, int64_t rows) {
+  copy_rows(dst, dl, src, sl, lo0, lo1, lo2, n0, n1, rows, blockIdx.x, gridDim.x);
+}
+
+// Up to kBatchBoxes boxes in one launch: block i works on box i % count (so that the
+// blocks running at any moment read from every source at once), with the other blocks of
+// that box, over its rows.
+constexpr int kBatchBoxes = 16;
+struct BoxBatch {
+  struct One {
+    char* dst;
+    BoxLayout dl;
+    const char* src;
+    BoxLayout sl;
+    int64_t lo[3], n0, n1, rows;
+  } box[kBatchBoxes];
+  int count;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_constant__ BoxBatch b) {
+  const BoxBatch::One& c = b.box[blockIdx.x % b.count];
+  copy_rows(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl, c.lo[0],
+            c.lo[1], c.lo[2], c.n0, c.n1, c.rows, blockIdx.x / b.count, gridDim.x / b.count);
 }
 
 // Boxes with short rows (a halo along x, say): a thread per element, in 32-bit arithmetic.
@@ -224,6 +254,36 @@ class CudaRma final : public RmaBackend {
       default: SYMCOMM_THROW(symcommInvalidArgument, "copy_box of %zu-byte elements", elem);
     }
     SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void copy_boxes(const std::vector<BoxCopy>& copies, size_t elem,
+                  symcommStream_t stream) override {
+    DeviceScope guard(topology_.device);
+    for (size_t first = 0; first < copies.size(); first += kBatchBoxes) {
+      BoxBatch batch{};
+      int64_t most = 0;
+      for (size_t i = first; i < copies.size() && batch.count < kBatchBoxes; ++i) {
+        const BoxCopy& c = copies[i];
+        const int64_t n0 = c.hi[0] - c.lo[0], n1 = c.hi[1] - c.lo[1], n2 = c.hi[2] - c.lo[2];
+        if (n0 <= 0 || n1 <= 0 || n2 <= 0) continue;
+        batch.box[batch.count++] = {static_cast<char*>(c.dst), c.dl,
+                                    static_cast<const char*>(c.src), c.sl,
+                                    {c.lo[0], c.lo[1], c.lo[2]}, n0, n1, n1 * n2};
+        most = std::max(most, n1 * n2);
+      }
+      if (batch.count == 0) continue;
+      const int64_t warps = kBoxThreads / 32;
+      const int64_t per_box =
+          std::max<int64_t>(1, std::min<int64_t>((most + warps - 1) / warps, 8192 / batch.count));
+      const auto blocks = static_cast<unsigned>(per_box * batch.count);
+      switch (elem) {
+        case 4: copy_boxes_kernel<uint32_t><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
+        case 8: copy_boxes_kernel<uint64_t><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
+        case 16: copy_boxes_kernel<uint4><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
+        default: SYMCOMM_THROW(symcommInvalidArgument, "copy_boxes of %zu-byte elements", elem);
+      }
+      SYMCOMM_CUDART(cudaGetLastError());
+    }
   }
 
   void synchronize(symcommStream_t stream) override {
