@@ -65,7 +65,9 @@ TEST_F(Register, BadArgumentsFailOnEveryRank) {
   SC_FAILS(symcommRegister(comm_, p + 4096, size_t{1} << 22, &r), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "past the end"), nullptr) << symcommGetLastError();
   SC_OK(symcommRegister(comm_, p, 8192, &r));
-  SC_FAILS(symcommRegister(comm_, p + 4096, 8192, &r), symcommInvalidArgument);  // overlaps
+  symcommRegistration_t other = r;
+  SC_FAILS(symcommRegister(comm_, p + 4096, 8192, &other), symcommInvalidArgument);  // overlaps
+  EXPECT_EQ(other, nullptr);  // a failed call hands out no handle
   EXPECT_NE(std::strstr(symcommGetLastError(), "overlaps"), nullptr) << symcommGetLastError();
   SC_OK(symcommDeregister(comm_, r));
   SC_FAILS(symcommDeregister(comm_, r), symcommInvalidArgument);  // no longer live
@@ -116,7 +118,7 @@ TEST_F(Register, PeersReachTheBufferThroughSymcommPtr) {
 TEST(RegisterColl, CollectivesWriteRegisteredBuffersInPlace) {
   MP_NEED_GPU_PER_RANK();
   if (!cuda()) GTEST_SKIP() << "registration needs the cuda space";
-  mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "512");
+  mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "256");  // under 256 bytes per member
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);
   const int n = mp::nranks(), me = mp::rank();
