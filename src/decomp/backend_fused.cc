@@ -118,6 +118,7 @@ class FusedBackend final : public DecompBackend {
       const HaloSide& side;
       bool their_high;
     } sides[] = {{plan.low, true}, {plan.high, false}};
+    BoxCopies copies(e);  // both halos in one launch
     for (const auto& s : sides) {
       const int m = s.side.neighbour;
       if (m < 0) continue;
@@ -127,9 +128,10 @@ class FusedBackend final : public DecompBackend {
       const char* src = direct ? static_cast<const char*>(h.buffer) : slots[s.their_high ? 1 : 0];
       const BoxLayout src_layout =
           direct ? pencil_layout(g.pencil(m, h.axis, h.halo, h.padding)) : packed_layout(slab);
-      move_box(b, h.buffer, layout, peer_address(ctx, src, m), translated(src_layout, h.dim, delta),
-               s.side.recv, e, symcommEngineAuto, h.stream);
+      copies.add(h.buffer, layout, peer_address(ctx, src, m), translated(src_layout, h.dim, delta),
+                 s.side.recv);
     }
+    copies.run(b, h.stream);
     b.barrier(barrier, h.stream);  // the neighbours have read my slabs
   }
 };

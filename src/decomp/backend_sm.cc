@@ -95,11 +95,12 @@ class SmBackend final : public DecompBackend {
       const HaloSide& side;
       int theirs;
     } sends[] = {{plan.high, 0}, {plan.low, 1}};
+    BoxCopies copies(e);  // both slabs in one launch, and both halos in one
     for (const auto& s : sends)
       if (s.side.neighbour >= 0)
-        move_box(b, peer_address(ctx, slots[s.theirs], s.side.neighbour),
-                 packed_layout(s.side.send), h.buffer, layout, s.side.send, e, symcommEngineSm,
-                 h.stream);
+        copies.add(peer_address(ctx, slots[s.theirs], s.side.neighbour),
+                   packed_layout(s.side.send), h.buffer, layout, s.side.send);
+    copies.run(b, h.stream);
     b.barrier(barrier, h.stream);  // every slab arrived
     const struct {
       const HaloSide& side;
@@ -107,8 +108,8 @@ class SmBackend final : public DecompBackend {
     } recvs[] = {{plan.low, 0}, {plan.high, 1}};
     for (const auto& r : recvs)
       if (r.side.neighbour >= 0)
-        move_box(b, h.buffer, layout, slots[r.mine], packed_layout(r.side.recv), r.side.recv, e,
-                 symcommEngineAuto, h.stream);
+        copies.add(h.buffer, layout, slots[r.mine], packed_layout(r.side.recv), r.side.recv);
+    copies.run(b, h.stream);
   }
 };
 
