@@ -146,7 +146,7 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
       winner = &cand;
     }
     if (talk)
-      std::fprintf(stderr, "symcomm autotune: grid %dx%d backend %-8s %s\n", cand.pr, cand.pc,
+      std::fprintf(stderr, "symcomm autotune: grid %dx%d backend %-14s %s\n", cand.pr, cand.pc,
                    cand.backend.c_str(),
                    cand.score_us > 0 ? format("%.1f us", cand.score_us).c_str()
                    : cand.score_us == -2 ? "skipped (slower than the best after warm-up)"
@@ -154,9 +154,9 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
   }
   SYMCOMM_REQUIRE(winner, symcommNotSupported, "no autotuning candidate could run");
   if (talk) {
-    std::fprintf(stderr, "symcomm autotune: %-8s %-10s %s\n", "grid", "backend", "score (us)");
+    std::fprintf(stderr, "symcomm autotune: %-8s %-14s %s\n", "grid", "backend", "score (us)");
     for (const Candidate& cand : candidates)
-      std::fprintf(stderr, "symcomm autotune: %3dx%-4d %-10s %s%s\n", cand.pr, cand.pc,
+      std::fprintf(stderr, "symcomm autotune: %3dx%-4d %-14s %s%s\n", cand.pr, cand.pc,
                    cand.backend.c_str(),
                    cand.score_us > 0 ? format("%.1f", cand.score_us).c_str() : "-",
                    &cand == winner ? "  <- chosen" : "");

@@ -2,6 +2,7 @@
 // (backend_copy.cc, ...), one registry line in decomp.cc.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 namespace symcomm {
 
 class CollContext;
+class DecompState;
 
 // What a backend works with: this rank, the heap, the one-sided layer, and the teams of its
 // row and column of the process grid.
@@ -27,6 +29,8 @@ struct DecompContext {
   // The communicator's collectives (their algorithms' state: the NCCL communicators), or
   // nullptr where the decomposition was made without them.
   CollContext* coll = nullptr;
+  // What the backend's make_state() returned for this decomposition (nullptr: nothing).
+  DecompState* state = nullptr;
 };
 
 struct TransposeCall {
@@ -50,6 +54,15 @@ struct HaloCall {
   symcommStream_t stream;
 };
 
+// What a backend keeps per decomposition (a stream and events of its device), made by
+// make_state() when the decomposition is created and destroyed with it, or when its
+// communicator is finalized. Backends themselves are stateless singletons shared by every
+// decomposition.
+class DecompState {
+ public:
+  virtual ~DecompState() = default;
+};
+
 class DecompBackend {
  public:
   virtual ~DecompBackend() = default;
@@ -65,6 +78,9 @@ class DecompBackend {
   // first one neither pays for it nor synchronises (the NCCL communicators of the row and
   // the column).
   virtual void prepare(const DecompContext&) {}
+  // Called by Decomp::create on every rank after prepare() (outcome agreed): what this
+  // backend keeps per decomposition, ctx.state in its calls.
+  virtual std::unique_ptr<DecompState> make_state(const DecompContext&) { return nullptr; }
   // Why supports() is false, for the error when the backend is asked for by name ("": no
   // reason given).
   virtual std::string why_not(const DecompContext&) const { return ""; }
@@ -73,10 +89,11 @@ class DecompBackend {
 // The registry: every backend, preferred first.
 const std::vector<DecompBackend*>& decomp_backends();
 DecompBackend* make_copy_backend();
-DecompBackend* make_nccl_backend();          // backend_nccl.cc
-DecompBackend* make_sm_backend();            // backend_sm.cc
-DecompBackend* make_fused_backend();         // backend_fused.cc
-DecompBackend* make_ce_pipelined_backend();  // backend_ce_pipelined.cc
+DecompBackend* make_nccl_backend();            // backend_nccl.cc
+DecompBackend* make_nccl_pipelined_backend();  // backend_nccl_pipelined.cc
+DecompBackend* make_sm_backend();              // backend_sm.cc
+DecompBackend* make_fused_backend();           // backend_fused.cc
+DecompBackend* make_ce_pipelined_backend();    // backend_ce_pipelined.cc
 
 // --- Pieces the backends share (backend_shared.cc) ---------------------------------------
 //
@@ -129,6 +146,9 @@ size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int6
 // and the one of a halo exchange along a dimension split over the rows (else the columns).
 symcommTeam_t transpose_team(const DecompContext& ctx, int from, int to);
 symcommTeam_t halo_team(const DecompContext& ctx, bool over_rows);
+// The index of world rank `rank` in `team` (its NCCL rank); throws symcommInternalError where
+// it is not a member.
+int member_index(const Team& team, int rank);
 // A halo exchange along a dimension that is not split: the far slabs of this rank's own
 // buffer fill its halos, one translated copy per side; no workspace, no barrier.
 void halo_from_self(const DecompContext& ctx, const HaloCall& h, const HaloPlan& plan);

@@ -77,7 +77,7 @@ class NcclBackend final : public DecompBackend {
         nccl_group(lib, [&] {
           for (size_t k = 0; k < plan.members.size(); ++k) {
             if (k == me) continue;
-            const int peer = team_rank(team, plan.members[k]);
+            const int peer = member_index(team, plan.members[k]);
             if (const int64_t n = plan.send[k].count(); n > 0)
               SYMCOMM_NCCL(lib, ncclSend(send + plan.send_off[k] * se, static_cast<size_t>(n) * e,
                                          ncclUint8, peer, comm, t.stream));
@@ -136,12 +136,12 @@ class NcclBackend final : public DecompBackend {
             if (s.side.neighbour >= 0 && s.side.send.count() > 0)
               SYMCOMM_NCCL(lib, ncclSend(slots[s.mine],
                                          static_cast<size_t>(s.side.send.count()) * e, ncclUint8,
-                                         team_rank(team, s.side.neighbour), comm, h.stream));
+                                         member_index(team, s.side.neighbour), comm, h.stream));
           for (const auto& r : recvs)
             if (r.side.neighbour >= 0 && r.side.recv.count() > 0)
               SYMCOMM_NCCL(lib, ncclRecv(slots[r.slot],
                                          static_cast<size_t>(r.side.recv.count()) * e, ncclUint8,
-                                         team_rank(team, r.side.neighbour), comm, h.stream));
+                                         member_index(team, r.side.neighbour), comm, h.stream));
         });
       });
     }
@@ -149,14 +149,6 @@ class NcclBackend final : public DecompBackend {
       if (r.side.neighbour >= 0)
         b.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
                    r.side.recv.hi, e, h.stream);
-  }
-
- private:
-  // The NCCL rank of world rank `rank`: its index in the team.
-  static int team_rank(const Team& team, int rank) {
-    const int i = team.index_of(rank);
-    SYMCOMM_REQUIRE(i >= 0, symcommInternalError, "rank %d is not in the exchange's team", rank);
-    return i;
   }
 };
 

@@ -109,6 +109,12 @@ symcommTeam_t halo_team(const DecompContext& ctx, bool over_rows) {
   return over_rows ? ctx.col_team : ctx.row_team;
 }
 
+int member_index(const Team& team, int rank) {
+  const int i = team.index_of(rank);
+  SYMCOMM_REQUIRE(i >= 0, symcommInternalError, "rank %d is not in the exchange's team", rank);
+  return i;
+}
+
 void halo_from_self(const DecompContext& ctx, const HaloCall& h, const HaloPlan& plan) {
   const BoxLayout layout =
       pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));

@@ -53,8 +53,12 @@ std::unique_ptr<Decomp> Decomp::create(const DecompLayers& layers,
                     "no decomposition backend %s%scan run on this communicator",
                     wanted.empty() ? "" : "named ", wanted.c_str());
   });
-  // Collective: what the backend sets up once (the nccl backend's communicators).
-  layers.bootstrap.agree_on([&] { d->backend_->prepare(ctx); });
+  // Collective: what the backend sets up once (the nccl backend's communicators), and what
+  // it keeps for this decomposition (nccl_pipelined's stream).
+  layers.bootstrap.agree_on([&] {
+    d->backend_->prepare(ctx);
+    d->state_ = d->backend_->make_state(ctx);
+  });
   return d;
 }
 
@@ -65,7 +69,7 @@ Decomp::~Decomp() {
 
 DecompContext Decomp::context() const {
   return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma, row_team_,
-                       col_team_, layers_.coll};
+                       col_team_, layers_.coll, state_.get()};
 }
 
 symcommDecompConfig_t Decomp::config() const {

@@ -27,8 +27,12 @@ class Decomp {
   static std::unique_ptr<Decomp> autotune(const DecompLayers& layers,
                                           const symcommDecompConfig_t& config);
   ~Decomp();
-  // The communicator is going away: forget its teams instead of destroying them.
-  void detach() { row_team_ = col_team_ = SYMCOMM_TEAM_INVALID; }
+  // The communicator is going away: forget its teams instead of destroying them, and let go
+  // of the backend's state (resources of the communicator's device).
+  void detach() {
+    row_team_ = col_team_ = SYMCOMM_TEAM_INVALID;
+    state_.reset();
+  }
 
   const Geometry& geometry() const { return geometry_; }
   DecompBackend& backend() const { return *backend_; }
@@ -45,6 +49,7 @@ class Decomp {
   symcommTeam_t row_team_ = SYMCOMM_TEAM_INVALID;
   symcommTeam_t col_team_ = SYMCOMM_TEAM_INVALID;
   DecompBackend* backend_ = nullptr;
+  std::unique_ptr<DecompState> state_;  // backend_->make_state()
 };
 
 }  // namespace symcomm

@@ -6,12 +6,14 @@ const std::vector<DecompBackend*>& decomp_backends() {
   // The registry of transpose and halo backends: one line each, preferred first (the order
   // of their speed on 4 x H200, bench/results/h200x4/decomp_d7387de.jsonl: fused was the
   // fastest with communication, 1.5-2.1x the nccl backend; ce_pipelined and sm within 5% of
-  // it on transposes without any).
+  // it on transposes without any). The NCCL backends come last: "" never picks them where
+  // another backend runs, and nccl, the baseline, stays last.
   static const std::vector<DecompBackend*> all = {
       make_fused_backend(),
       make_sm_backend(),
       make_ce_pipelined_backend(),
       make_copy_backend(),
+      make_nccl_pipelined_backend(),
       make_nccl_backend(),
   };
   return all;

@@ -1,6 +1,7 @@
 // NCCL without a GPU: loading (a missing library is a clear reason, never a crash),
 // NCCL_NVLS_ENABLE kept off, symcomm types and reductions to NCCL's, version strings and
-// result codes, and the registries listing "nccl" after "copy".
+// result codes, and the registries listing "nccl" after "copy" ("nccl_pipelined" just before
+// "nccl").
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -26,6 +27,11 @@ TEST(Nccl, RegisteredAfterCopy) {
   EXPECT_GE(index_of(coll_algorithms(), "copy"), 0);
   EXPECT_GT(index_of(decomp_backends(), "nccl"), index_of(decomp_backends(), "copy"));
   EXPECT_GE(index_of(decomp_backends(), "copy"), 0);
+  // The pipelined NCCL backend after copy, just before nccl, the baseline, which stays last.
+  const int pipelined = index_of(decomp_backends(), "nccl_pipelined");
+  EXPECT_GT(pipelined, index_of(decomp_backends(), "copy"));
+  EXPECT_EQ(pipelined + 1, index_of(decomp_backends(), "nccl"));
+  EXPECT_EQ(index_of(decomp_backends(), "nccl") + 1, static_cast<int>(decomp_backends().size()));
 }
 
 #ifdef SYMCOMM_HAVE_NCCL
