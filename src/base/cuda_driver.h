@@ -21,8 +21,7 @@
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)              \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)           \
   X(cuMemSetAccess) X(cuMemGetAddressRange) X(cuMemsetD8) X(cuMemcpy)             \
-  X(cuStreamWriteValue64)                                                         \
-  X(cuStreamWaitValue64)
+  X(cuStreamWriteValue64) X(cuStreamWaitValue64) X(cuStreamWriteValue32)
 
 namespace symcomm {
 

@@ -128,6 +128,7 @@ const std::vector<CollAlgorithm*>& coll_algorithms();
 CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const char* requested);
 
 // One algorithm per file, each made here.
+CollAlgorithm* make_ce_algorithm();
 CollAlgorithm* make_copy_algorithm();
 CollAlgorithm* make_nccl_algorithm();
 CollAlgorithm* make_sm_algorithm();

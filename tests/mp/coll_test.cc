@@ -1,6 +1,6 @@
 // Collectives against a reference computed on the host from the same inputs, for the
-// automatic choice and every registered algorithm (skipped where it cannot run, as "sm" in
-// the host space): every operation, several types, sizes 0, 1, odd, not a multiple of 16
+// automatic choice and every registered algorithm (skipped where it cannot run, as "sm" and
+// "ce" in the host space): every operation, several types, sizes 0, 1, odd, not a multiple of 16
 // bytes, and larger than the workspace and the sm channels' rings (both made small, so that
 // sizes go through several pieces and the rings wrap around); symmetric and plain buffers;
 // in place; teams; back-to-back calls on one stream; CUDA graphs; bad arguments.
@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -86,13 +87,18 @@ class Coll : public ::testing::TestWithParam<std::string> {
     void* probe = buffer(sizeof x, false);
     symcommResult_t rc = symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, probe, probe, 1,
                                                   symcommFloat32, symcommSum, algo_, stream_);
+    const std::string why = symcommGetLastError();
     mp::sync(stream_);
     release(probe, false);
     if (rc == symcommNotSupported) {
-      // sm runs wherever every rank has a GPU: a refusal there is a failure, not a skip.
-      ASSERT_FALSE(std::strcmp(algo_, "sm") == 0 && mp::space() == symcommSpaceCuda)
-          << symcommGetLastError();
-      GTEST_SKIP() << algo_ << ": " << symcommGetLastError();
+      // sm and ce run wherever every rank has a GPU: a refusal there is a failure, not a skip.
+      const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ce") == 0;
+      ASSERT_FALSE(gpu_only && mp::space() == symcommSpaceCuda) << why;
+      // In the host space ce says why.
+      if (std::strcmp(algo_, "ce") == 0) {
+        ASSERT_NE(why.find("it needs the cuda memory space"), std::string::npos) << why;
+      }
+      GTEST_SKIP() << algo_ << ": " << why;
     }
     ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
   }
@@ -382,11 +388,15 @@ TEST_P(Coll, AllToAllvWithCountsOnTheDevice) {
   symcommResult_t rc = symcommAllToAllvDeviceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, c, c + nn,
                                                       recv, capacity, c + 2 * nn, c + 3 * nn, t.id,
                                                       algo_, stream_);
-  if (!sm) {  // copy and nccl need the counts on the host; auto finds no algorithm without sm
+  if (!sm) {  // copy, nccl and ce need the counts on the host; auto finds none without sm
     if (std::string(algo_) == "auto" && mp::space() == symcommSpaceCuda) {
       EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();  // sm is registered: auto finds it
     } else {
       EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+      if (std::string(algo_) == "ce") {  // says why
+        EXPECT_NE(std::strstr(symcommGetLastError(), "counts on the device is sm only"), nullptr)
+            << symcommGetLastError();
+      }
       mp::sync(stream_);
       SC_OK(symcommHostBarrier(comm_));
       release(send, false);
@@ -532,6 +542,8 @@ TEST_P(Coll, BadArguments) {
   ASSERT_GE(symcommCollAlgorithmCount(), 2);
   EXPECT_STREQ(symcommCollAlgorithmName(0), "sm");
   EXPECT_STREQ(symcommCollAlgorithmName(1), "copy");
+  // ce is last until measured: the automatic choice never reaches it by the registry order.
+  EXPECT_STREQ(symcommCollAlgorithmName(symcommCollAlgorithmCount() - 1), "ce");
   EXPECT_EQ(symcommCollAlgorithmName(symcommCollAlgorithmCount()), nullptr);
   mp::sync(stream_);
   release(a, false);
@@ -571,6 +583,90 @@ TEST(CollLimits, SmNeedsRoomForItsRings) {
   mp::local_free(send);
   mp::local_free(recv);
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
+// ce's waits are stream memory operations, bounded by its watchdog: a rank that calls a
+// collective alone is let go after SYMCOMM_WAIT_TIMEOUT, the next call reports the timeout
+// like a failed wait kernel, and ce refuses to run on the communicator from then on.
+TEST(CollLimits, CeWaitEndsAtTheTimeout) {
+  MP_NEED_GPU_PER_RANK();
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
+  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommStream_t stream = mp::new_stream();
+  const int n = mp::nranks();
+  const size_t count = 1000;
+  void* send = mp::local_alloc(count * 4);
+  void* recv = mp::local_alloc(count * 4 * static_cast<size_t>(n));
+  if (mp::rank() == 0) {  // the others never call: rank 0 waits for their ready signals
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count,
+                                       symcommInt32, "ce", stream), symcommSuccess)
+        << symcommGetLastError();
+    mp::sync(stream);  // returns once the watchdog released the wait
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GT(took, 0.9);
+    EXPECT_LT(took, 10.0);
+    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_WAIT_TIMEOUT"), nullptr)
+        << symcommGetLastError();
+    SC_FAILS(symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
+                                      "ce", stream), symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "released"), nullptr) << symcommGetLastError();
+    mp::sync(stream);
+  }
+  EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+  mp::free_stream(stream);
+  mp::local_free(send);
+  mp::local_free(recv);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
+// SYMCOMM_COLL_CE_STREAMS (read when a communicator is created): 1 issues every copy on the
+// caller's stream; a value out of range leaves the communicator without ce, which says why.
+TEST(CollLimits, CeStreams) {
+  MP_NEED_GPU_PER_RANK();
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
+  const int n = mp::nranks();
+  const size_t count = 3001, b = count * 4;
+  void* send = mp::local_alloc(b * static_cast<size_t>(n));
+  void* recv = mp::local_alloc(b * static_cast<size_t>(n));
+  std::vector<uint8_t> mine(b * static_cast<size_t>(n));
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<uint8_t>(i * 13 + mp::rank());
+  mp::store(send, mine);
+  for (const char* streams : {"1", "2", "0"}) {
+    SCOPED_TRACE(std::string("SYMCOMM_COLL_CE_STREAMS=") + streams);
+    mp::ScopedEnv env("SYMCOMM_COLL_CE_STREAMS", streams);
+    symcommComm_t comm = mp::new_comm();
+    ASSERT_NE(comm, nullptr);
+    symcommStream_t stream = mp::new_stream();
+    mp::store(recv, std::vector<uint8_t>(b * static_cast<size_t>(n), 0xAB));
+    const symcommResult_t rc = symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv,
+                                                       count, symcommInt32, "ce", stream);
+    if (std::strcmp(streams, "0") == 0) {
+      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+      EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_CE_STREAMS=0 is not in [1, 16]"),
+                nullptr) << symcommGetLastError();
+    } else {
+      EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+      // Block r of recv is block `me` of rank r's send.
+      std::vector<uint8_t> got = mp::fetch(stream, recv, b * static_cast<size_t>(n));
+      size_t wrong = 0;
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < b; ++i) {
+          const size_t at = static_cast<size_t>(mp::rank()) * b + i;
+          wrong += got[static_cast<size_t>(r) * b + i] != static_cast<uint8_t>(at * 13 + r);
+        }
+      EXPECT_EQ(wrong, 0u);
+    }
+    mp::sync(stream);
+    mp::free_stream(stream);
+    EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+  }
+  mp::local_free(send);
+  mp::local_free(recv);
 }
 
 }  // namespace

@@ -100,6 +100,38 @@ int survive_wait(symcommComm_t comm, const char* s, int rank) {
   return 0;
 }
 
+// The same with a ce collective (cuda space): its stream waits on flags with
+// cuStreamWaitValue64, which the communicator's abort releases; the stream then goes on and
+// the next call reports the loss, long before SYMCOMM_WAIT_TIMEOUT.
+int survive_ce(symcommComm_t comm, const char* s, int rank) {
+  const size_t count = 1 << 16;
+  int n = 0;
+  void* send = nullptr;
+  void* recv = nullptr;
+  cudaStream_t stream = nullptr;
+  if (symcommCommSize(comm, &n) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  if (cudaMalloc(&send, count * 4) != cudaSuccess ||
+      cudaMalloc(&recv, count * 4 * static_cast<size_t>(n)) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    return fail(s, rank, "cudaMalloc or cudaStreamCreate failed");
+  if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  auto start = Clock::now();  // the victim dies now
+  symcommResult_t rc = symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count,
+                                                symcommInt32, "ce", stream);
+  if (rc == symcommSuccess) {
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return fail(s, rank, "the ce stream failed");
+    rc = symcommQuietOnStream(comm, stream);
+  }
+  double took = since(start);
+  std::printf("%s rank %d: %s after %.2f s: %s\n", s, rank, symcommGetErrorString(rc), took,
+              symcommGetLastError());
+  if (rc != symcommPeerLost) return fail(s, rank, "expected symcommPeerLost");
+  if (took > 10) return fail(s, rank, "the ce wait did not end in time");
+  // ce refuses to run on the communicator from now on (its flags stay released).
+  symcommFinalize(comm);
+  return 0;
+}
+
 int survive(const std::string& scenario, int rank) {
   const char* s = scenario.c_str();
   symcommConfig_t cfg = config();
@@ -123,6 +155,7 @@ int survive(const std::string& scenario, int rank) {
   }
   if (rc != symcommSuccess) return fail(s, rank, symcommGetLastError());
   if (scenario == "dies-during-wait") return survive_wait(comm, s, rank);
+  if (scenario == "dies-during-ce") return survive_ce(comm, s, rank);
   if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   start = Clock::now();  // the victim dies or stops now
   rc = symcommHostBarrier(comm);
@@ -151,12 +184,17 @@ int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario != "dies-before-init" && scenario != "dies-during-init" &&
       scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
-      scenario != "stops-after-init" && scenario != "dies-during-wait") {
+      scenario != "stops-after-init" && scenario != "dies-during-wait" &&
+      scenario != "dies-during-ce") {
     std::fprintf(stderr, "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
-                 "hub-dies-after-init|stops-after-init|dies-during-wait\n");
+                 "hub-dies-after-init|stops-after-init|dies-during-wait|dies-during-ce\n");
     return 2;
   }
   const char* space = std::getenv("SYMCOMM_TEST_SPACE");
+  if (scenario == "dies-during-ce" && !(space && std::strcmp(space, "cuda") == 0)) {
+    std::printf("SKIP: ce collectives run in the cuda space only\n");
+    return 77;
+  }
   if (space && std::strcmp(space, "cuda") == 0) {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) {

@@ -30,7 +30,9 @@ TEST(SmPlan, ChunksFitTheirSlotsAndCoverTheMessage) {
         EXPECT_GE(p.channels, 1);
         EXPECT_LE(p.channels, channels_for(n));
         EXPECT_LE(static_cast<uint64_t>(p.channels), p.count);
-        if (bytes >= kMinChunk && slot >= kMinChunk) EXPECT_GE(p.size, kMinChunk);
+        if (bytes >= kMinChunk && slot >= kMinChunk) {
+          EXPECT_GE(p.size, kMinChunk);
+        }
       }
 }
 
