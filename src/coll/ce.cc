@@ -76,6 +76,12 @@ struct Watch {
   uint64_t passed;   // 1 once a group of waits passed; the watchdog swaps it back to 0
 };
 
+// Every memory-operation write has the default flags (a memory barrier before it): the H200
+// machines' driver refuses CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER with
+// CUDA_ERROR_INVALID_VALUE for every kind of memory, 32- and 64-bit writes alike
+// (tools/probe/memop_host.cu, 2026-11-21).
+constexpr unsigned kWrite = CU_STREAM_WRITE_VALUE_DEFAULT;
+
 uint32_t* low_half(uint64_t* word) { return reinterpret_cast<uint32_t*>(word); }
 uint32_t* high_half(uint64_t* word) { return reinterpret_cast<uint32_t*>(word) + 1; }
 
@@ -239,7 +245,7 @@ std::string CeState::try_memops() {
   try {
     write32(release_stream_, low_half(flags_), 0, CU_STREAM_WRITE_VALUE_DEFAULT);
     wait_geq(release_stream_, flags_, 0);  // holds: the word is 0
-    write64(release_stream_, &watch_dev_->waiting, 0, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
+    write64(release_stream_, &watch_dev_->waiting, 0, kWrite);
     SYMCOMM_CUDART(cudaStreamSynchronize(release_stream_));
   } catch (const Error& e) {
     return format("stream memory operations failed here: %s", e.what());
@@ -413,8 +419,7 @@ class Rounds {
       put(copy, stream);
       // The reset is ordered before the signal by the signal's barrier; the peer writes the
       // word again only after it has seen the signal.
-      s_.write32(stream, low_half(s_.word(kReady, a_.team.world_of(j))), 0,
-                 CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
+      s_.write32(stream, low_half(s_.word(kReady, a_.team.world_of(j))), 0, kWrite);
       s_.write32(stream, low_half(peer(kDone, j)), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
     });
     wait_all(kDone, r.in, true);
@@ -436,19 +441,18 @@ class Rounds {
   void wait_all(Kind kind, const std::vector<int>& members, bool reset) {
     if (members.empty()) return;
     Watch* w = s_.watch();
-    constexpr unsigned kNoBarrier = CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER;
     for (int j : members) {
       const int world = a_.team.world_of(j);
       uint64_t* word = s_.word(kind, world);
       if (w)
         s_.write64(main_, &w->waiting, uint64_t{kind} << 32 | static_cast<uint64_t>(world + 1),
-                   kNoBarrier);
+                   kWrite);
       s_.wait_geq(main_, word, 1);
-      if (reset) s_.write32(main_, low_half(word), 0, kNoBarrier);
+      if (reset) s_.write32(main_, low_half(word), 0, kWrite);
     }
     if (w) {
-      s_.write64(main_, &w->passed, 1, kNoBarrier);
-      s_.write64(main_, &w->waiting, 0, kNoBarrier);
+      s_.write64(main_, &w->passed, 1, kWrite);
+      s_.write64(main_, &w->waiting, 0, kWrite);
     }
   }
 
