@@ -76,7 +76,7 @@ char* CollContext::on(const CollArgs& a, const void* p, int member) const {
 const std::vector<CollAlgorithm*>& coll_algorithms() {
   // The registry of collective algorithms: one line each, preferred first.
   static const std::vector<CollAlgorithm*> all = {make_sm_algorithm(), make_copy_algorithm(),
-                                                   make_nccl_algorithm()};
+                                                   make_nccl_algorithm(), make_ll_algorithm()};
   return all;
 }
 
