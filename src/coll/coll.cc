@@ -84,7 +84,8 @@ bool CollContext::addressable(const void* p, size_t bytes) const {
 const std::vector<CollAlgorithm*>& coll_algorithms() {
   // The registry of collective algorithms: one line each, preferred first.
   static const std::vector<CollAlgorithm*> all = {make_sm_algorithm(), make_copy_algorithm(),
-                                                   make_nccl_algorithm(), make_ce_algorithm()};
+                                                   make_nccl_algorithm(), make_ll_algorithm(),
+                                                   make_ce_algorithm()};
   return all;
 }
 

@@ -91,8 +91,10 @@ class Coll : public ::testing::TestWithParam<std::string> {
     mp::sync(stream_);
     release(probe, false);
     if (rc == symcommNotSupported) {
-      // sm and ce run wherever every rank has a GPU: a refusal there is a failure, not a skip.
-      const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ce") == 0;
+      // sm, ll and ce run wherever every rank has a GPU: a refusal there is a failure, not a
+      // skip.
+      const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ll") == 0 ||
+                            std::strcmp(algo_, "ce") == 0;
       ASSERT_FALSE(gpu_only && mp::space() == symcommSpaceCuda) << why;
       // In the host space ce says why.
       if (std::strcmp(algo_, "ce") == 0) {

@@ -1,0 +1,624 @@
+// The ll collectives' protocol run on the host: the code of src/coll/ll.cu between its "ll
+// protocol" markers (extracted at build time into ll_protocol.inc), with one host thread per
+// CUDA thread (a few per block, so that blocks stride over their packets and __syncthreads
+// matters) and packets stored and loaded as two separate 8-byte atomics, in either order,
+// sometimes with a pause between them: the reader must only trust a packet whose two flags
+// are both new, as on the GPU. Each rank runs its kernels one after the other on its own
+// "stream", with no synchronisation between ranks, as back-to-back calls on GPUs do.
+//
+// It checks every collective (all-gather in place too, all-to-all, all-to-all-v, broadcast
+// from any root, reduce-scatter, all-reduce in place or not, several types and ops), sizes
+// from nothing to several rounds, buffers at any byte offset, teams that share pairs with
+// the world, the per-block counters across calls, flags that wrap around 2^32 (with the
+// refresh of whole slots), and that a wait that cannot end records its error and ends. The
+// memory-model questions (volatile accesses over NVLink, the atomicity of 8-byte halves)
+// stay with the GPU tests: C++ atomics cannot answer them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "coll/coll.h"
+#include "rma/reduce.h"
+
+#ifndef __global__
+#define __global__
+#endif
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __host__
+#define __host__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#define __launch_bounds__(x)
+
+namespace {
+
+struct Dim { unsigned x = 0, y = 1, z = 1; };
+thread_local Dim threadIdx, blockIdx, blockDim, gridDim;
+
+// A block's barrier (the protocol uses only __syncthreads_or): the OR is taken by the
+// barrier's completion step, which runs once every thread has arrived and before any leaves.
+struct BlockSync {
+  explicit BlockSync(int threads) : bar(threads, Done{this}) {}
+  struct Done {
+    BlockSync* s;
+    void operator()() noexcept { s->result = s->acc.exchange(0); }
+  };
+  std::atomic<int> acc{0};
+  int result = 0;
+  std::barrier<Done> bar;
+};
+thread_local BlockSync* block_sync = nullptr;
+
+int __syncthreads_or(int x) {
+  if (x) block_sync->acc.fetch_or(1);
+  block_sync->bar.arrive_and_wait();
+  return block_sync->result;
+}
+
+}  // namespace
+
+namespace symcomm {
+namespace detail {
+template <typename T>
+T* remote(const DeviceComm& c, T* p, int pe) {
+  const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
+  return reinterpret_cast<T*>(c.peer_base[pe] + off);
+}
+uint64_t global_time_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+std::mutex error_mutex;
+void record_error(const DeviceComm& c, int code, const void* word, symcommCmp_t cmp,
+                  uint64_t expected, uint64_t observed) {
+  std::lock_guard<std::mutex> lock(error_mutex);
+  if (c.error == nullptr || c.error->code != 0) return;
+  c.error->pe = c.rank;
+  c.error->cmp = static_cast<int32_t>(cmp);
+  c.error->block = static_cast<int32_t>(blockIdx.x);
+  c.error->address = reinterpret_cast<uintptr_t>(word);
+  c.error->expected = expected;
+  c.error->observed = observed;
+  c.error->code = code;
+}
+void copy(void* dst, const void* src, size_t bytes, unsigned tid, unsigned nt) {
+  // Thread tid of nt takes every nt-th byte, as the device copy spreads over threads.
+  for (size_t i = tid; i < bytes; i += nt)
+    static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+}
+}  // namespace detail
+
+namespace {
+
+// A packet is two 8-byte halves {data, flag}, each atomic, the pair not: stored in either
+// order, sometimes with a pause between them, and loaded one half at a time.
+thread_local unsigned packet_ops = 0;
+void store_packet(uint4* at, uint64_t data, uint32_t flag) {
+  uint64_t* h = reinterpret_cast<uint64_t*>(at);
+  const uint64_t lo = (data & 0xffffffffu) | uint64_t{flag} << 32;
+  const uint64_t hi = (data >> 32) | uint64_t{flag} << 32;
+  const unsigned k = ++packet_ops;
+  const int first = k & 1;
+  __atomic_store_n(h + first, first ? hi : lo, __ATOMIC_RELAXED);
+  if (k % 13 == 0) std::this_thread::yield();
+  __atomic_store_n(h + (1 - first), first ? lo : hi, __ATOMIC_RELAXED);
+}
+uint4 load_packet(const uint4* at) {
+  const uint64_t* h = reinterpret_cast<const uint64_t*>(at);
+  const int first = ++packet_ops & 1;
+  uint64_t half[2];
+  half[first] = __atomic_load_n(h + first, __ATOMIC_RELAXED);
+  half[1 - first] = __atomic_load_n(h + (1 - first), __ATOMIC_RELAXED);
+  uint4 v;
+  v.x = static_cast<uint32_t>(half[0]);
+  v.y = static_cast<uint32_t>(half[0] >> 32);
+  v.z = static_cast<uint32_t>(half[1]);
+  v.w = static_cast<uint32_t>(half[1] >> 32);
+  return v;
+}
+void poll_pause() { std::this_thread::yield(); }
+
+#include "ll_protocol.inc"
+
+}  // namespace
+}  // namespace symcomm
+
+namespace {
+
+using namespace symcomm;
+
+// `n` ranks' areas and counters, and kernels run as threads.
+class Emulator {
+ public:
+  struct Launch {
+    Plan plan;
+    void (*kernel)(Plan);
+  };
+
+  // `threads` per block; `refresh`: Plan::refresh; `seq0`: where every counter starts.
+  Emulator(int n, int threads, uint64_t refresh, uint64_t seq0 = 0)
+      : n_(n), threads_(threads), refresh_(refresh), areas_(static_cast<size_t>(n)),
+        seqs_(static_cast<size_t>(n)), bases_(static_cast<size_t>(n)),
+        errors_(static_cast<size_t>(n)) {
+    for (size_t r = 0; r < areas_.size(); ++r) {
+      areas_[r].assign(static_cast<size_t>(n) * 2 * kMaxBlocks * kThreads, uint4{});
+      seqs_[r].assign(static_cast<size_t>(n) * kMaxBlocks, seq0);
+      bases_[r] = reinterpret_cast<char*>(areas_[r].data());
+    }
+  }
+  int size() const { return n_; }
+  // The plan of world rank a.team.world_of(a.me) for `a`, as LlAlgorithm::run makes it.
+  Plan plan(const CollArgs& a) {
+    const int rank = a.team.world_of(a.me);
+    const size_t r = static_cast<size_t>(rank);
+    Plan p{};
+    p.comm.rank = rank;
+    p.comm.nranks = n_;
+    p.comm.team_size = n_;
+    p.comm.team_stride = 1;
+    p.comm.base = bases_[r];
+    p.comm.peer_base = bases_.data();
+    p.comm.error = &errors_[r];
+    p.comm.abort_flag = &abort_;
+    p.comm.wait_timeout_ns = timeout_ns_;
+    p.packets = areas_[r].data();
+    p.seq = seqs_[r].data();
+    p.refresh = refresh_;
+    make_plan(p, a);
+    return p;
+  }
+  // One kernel: grid_blocks(plan) blocks of threads_ threads.
+  void run_kernel(const Launch& l) {
+    const int blocks = grid_blocks(l.plan);
+    std::vector<std::unique_ptr<BlockSync>> syncs;
+    for (int b = 0; b < blocks; ++b) syncs.push_back(std::make_unique<BlockSync>(threads_));
+    std::vector<std::thread> threads;
+    for (int b = 0; b < blocks; ++b)
+      for (int t = 0; t < threads_; ++t)
+        threads.emplace_back([&, b, t] {
+          threadIdx.x = static_cast<unsigned>(t);
+          blockIdx.x = static_cast<unsigned>(b);
+          blockDim.x = static_cast<unsigned>(threads_);
+          gridDim.x = static_cast<unsigned>(blocks);
+          block_sync = syncs[static_cast<size_t>(b)].get();
+          l.kernel(l.plan);
+        });
+    for (std::thread& t : threads) t.join();
+  }
+  // Each rank's kernels in order on its own stream, the ranks at once.
+  void run(const std::vector<std::vector<Launch>>& streams) {
+    std::vector<std::thread> ranks;
+    for (const auto& stream : streams)
+      ranks.emplace_back([this, &stream] {
+        for (const Launch& l : stream) run_kernel(l);
+      });
+    for (std::thread& t : ranks) t.join();
+  }
+  DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
+  void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
+  void set_abort() { abort_ = 1; }
+  // Every counter of every rank (between calls): a jump ahead, alike on both sides of a pair.
+  void set_seq(uint64_t value) {
+    for (auto& s : seqs_) std::fill(s.begin(), s.end(), value);
+  }
+  const uint4* area(int rank) const { return areas_[static_cast<size_t>(rank)].data(); }
+  uint64_t seq(int rank, int block, int peer) const {
+    return seqs_[static_cast<size_t>(rank)][static_cast<size_t>(block * n_ + peer)];
+  }
+
+ private:
+  int n_, threads_;
+  uint64_t refresh_;
+  std::vector<std::vector<uint4>> areas_;
+  std::vector<std::vector<uint64_t>> seqs_;
+  std::vector<char*> bases_;
+  std::vector<DeviceError> errors_;
+  int32_t abort_ = 0;
+  uint64_t timeout_ns_ = uint64_t{60} * 1000000000;  // a failed test, not a slow host
+};
+
+// One collective over a team: every member's buffers, arguments and expected results.
+struct Call {
+  CollOp op;
+  Team team;
+  size_t count = 0;  // elements (all-to-all-v: see counts)
+  int root = 0;
+  symcommDataType_t type = symcommUint8;
+  symcommRedOp_t redop = symcommSum;
+  bool in_place = false;
+  std::vector<std::vector<size_t>> counts;  // all-to-all-v: [i][j] from member i to j
+  // Per member: storage, the buffers inside it (at odd offsets), their bytes, the input.
+  std::vector<std::vector<char>> send_store, recv_store;
+  std::vector<char*> send, recv;
+  std::vector<size_t> send_bytes, recv_bytes;
+  std::vector<std::vector<char>> input;
+  std::vector<std::vector<size_t>> sc, sd, rc, rd;
+  size_t elem() const { return type_size(type); }
+  const char* describe() const {
+    static thread_local char text[160];
+    std::snprintf(text, sizeof text,
+                  "%s on %d ranks (start %d stride %d), count %zu, type %d, op %d%s, root %d",
+                  coll_op_name(op), team.size, team.start, team.stride, count,
+                  static_cast<int>(type), static_cast<int>(redop), in_place ? ", in place" : "",
+                  root);
+    return text;
+  }
+};
+
+const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
+
+// Where byte `i` of `v` is, as an iterator.
+std::vector<char>::iterator at(std::vector<char>& v, size_t i) {
+  return v.begin() + static_cast<std::ptrdiff_t>(i);
+}
+
+// Any bytes for 1-byte types, small integers for the others, sevenths for floating types:
+// their sums round, so that only the team-rank order gives the reference's bits.
+void fill_input(std::mt19937_64& rng, symcommDataType_t type, char* p, size_t bytes) {
+  with_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    using A = typename Accum<T>::type;
+    if (sizeof(T) == 1) {
+      for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<char>(rng());
+      return;
+    }
+    for (size_t i = 0; i + sizeof(T) <= bytes; i += sizeof(T)) {
+      const int x = static_cast<int>(rng() % 2001) - 1000;
+      const T v = narrow<T>(std::is_integral_v<A> ? static_cast<A>(x) : static_cast<A>(x / 7.0));
+      std::memcpy(p + i, &v, sizeof(T));
+    }
+  });
+}
+
+// out[i] = op over the members' in[m][i], in team-rank order, with rma/reduce.h's arithmetic.
+void reference_reduce(symcommDataType_t type, symcommRedOp_t op, const std::vector<const char*>& in,
+                      size_t count, char* out) {
+  with_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    for (size_t i = 0; i < count; ++i) {
+      T x;
+      std::memcpy(&x, in[0] + i * sizeof(T), sizeof(T));
+      typename Accum<T>::type acc = widen(x);
+      for (size_t m = 1; m < in.size(); ++m) {
+        std::memcpy(&x, in[m] + i * sizeof(T), sizeof(T));
+        acc = combine(op, acc, widen(x));
+      }
+      x = narrow<T>(acc);
+      std::memcpy(out + i * sizeof(T), &x, sizeof(T));
+    }
+  });
+}
+
+// Calls run together (each rank's in order on its stream), then checked.
+class Batch {
+ public:
+  Batch(Emulator& emu, std::mt19937_64& rng)
+      : emu_(emu), rng_(rng), streams_(static_cast<size_t>(emu.size())) {}
+
+  // Makes the members' buffers and plans of `c` and appends its kernels to their streams.
+  void add(std::unique_ptr<Call> c) {
+    Call& k = *c;
+    const int n = k.team.size;
+    const size_t nn = static_cast<size_t>(n), e = k.elem(), block = k.count * e;
+    for (auto* v : {&k.send_store, &k.recv_store, &k.input}) v->resize(nn);
+    for (auto* v : {&k.sc, &k.sd, &k.rc, &k.rd}) v->resize(nn);
+    k.send.resize(nn);
+    k.recv.resize(nn);
+    k.send_bytes.resize(nn);
+    k.recv_bytes.resize(nn);
+    for (size_t m = 0; m < nn; ++m) {
+      size_t sb = block, rb = block;
+      if (k.op == CollOp::AllGather) rb = block * nn;
+      if (k.op == CollOp::AllToAll) sb = rb = block * nn;
+      if (k.op == CollOp::ReduceScatter) sb = block * nn;
+      if (k.op == CollOp::AllToAllv) {
+        sb = rb = 3;  // gaps between the blocks, on both sides
+        for (size_t j = 0; j < nn; ++j) {
+          k.sc[m].push_back(k.counts[m][j]);
+          k.sd[m].push_back(sb / e);
+          sb += (k.counts[m][j] + 2) * e;
+        }
+        for (size_t j = nn; j-- > 0;) {  // received in reverse order
+          k.rc[m].insert(k.rc[m].begin(), k.counts[j][m]);
+          k.rd[m].insert(k.rd[m].begin(), rb / e);
+          rb += (k.counts[j][m] + 1) * e;
+        }
+        sb = sb / e * e + e;
+        rb = rb / e * e + e;
+      }
+      // Byte buffers at any offset; typed ones at multiples of the element size.
+      const size_t so = (rng_() % 8) / e * e, ro = (rng_() % 8) / e * e;
+      k.send_store[m].assign(sb + 16, 0);
+      k.recv_store[m].assign(rb + 16, kPoison);
+      k.send[m] = k.send_store[m].data() + so;
+      k.recv[m] = k.recv_store[m].data() + ro;
+      k.send_bytes[m] = sb;
+      k.recv_bytes[m] = rb;
+      fill_input(rng_, k.type, k.send[m], sb);
+      if (k.in_place && k.op == CollOp::AllReduce) k.recv[m] = k.send[m];
+      if (k.in_place && k.op == CollOp::AllGather) {  // send is this member's block of recv
+        std::memcpy(k.recv[m] + m * block, k.send[m], block);
+        k.send[m] = k.recv[m] + m * block;
+      }
+      k.input[m].assign(k.send[m], k.send[m] + sb);
+    }
+    for (int me = 0; me < n; ++me) {
+      const size_t m = static_cast<size_t>(me);
+      CollArgs a{};
+      a.op = k.op;
+      a.team = k.team;
+      a.me = me;
+      a.send = k.send[m];
+      a.recv = k.recv[m];
+      a.count = k.count;
+      a.type = k.type;
+      a.elem = e;
+      a.redop = k.redop;
+      a.root = k.root;
+      a.send_counts = k.sc[m].data();
+      a.send_displs = k.sd[m].data();
+      a.recv_counts = k.rc[m].data();
+      a.recv_displs = k.rd[m].data();
+      Emulator::Launch l{emu_.plan(a), &ll_kernel<uint8_t>};
+      if (l.plan.reduce)
+        with_type(k.type, [&](auto zero) { l.kernel = &ll_kernel<decltype(zero)>; });
+      if (grid_blocks(l.plan) > 0) streams_[static_cast<size_t>(k.team.world_of(me))].push_back(l);
+    }
+    calls_.push_back(std::move(c));
+  }
+
+  void run_and_check() {
+    emu_.run(streams_);
+    for (int r = 0; r < emu_.size(); ++r)
+      EXPECT_EQ(emu_.error(r).code, 0) << "rank " << r << " recorded a failed wait for flag "
+                                       << emu_.error(r).expected << ", seeing "
+                                       << emu_.error(r).observed;
+    for (const auto& c : calls_) check(*c);
+  }
+
+ private:
+  void check(const Call& k) {
+    SCOPED_TRACE(k.describe());
+    const size_t nn = static_cast<size_t>(k.team.size), e = k.elem(), block = k.count * e;
+    for (size_t m = 0; m < nn; ++m) {
+      // What recv (or send, in place) must hold, poison where nothing is written.
+      std::vector<char> want(k.recv_bytes[m], kPoison);
+      switch (k.op) {
+        case CollOp::AllGather:
+          for (size_t i = 0; i < nn; ++i)
+            std::copy_n(k.input[i].data(), block, at(want, i * block));
+          break;
+        case CollOp::AllToAll:
+          for (size_t i = 0; i < nn; ++i)
+            std::copy_n(k.input[i].data() + m * block, block, at(want, i * block));
+          break;
+        case CollOp::Broadcast:
+          std::copy_n(k.input[static_cast<size_t>(k.root)].data(), block, want.begin());
+          break;
+        case CollOp::AllToAllv:
+          for (size_t i = 0; i < nn; ++i)
+            std::copy_n(k.input[i].data() + k.sd[i][m] * e, k.rc[m][i] * e,
+                        at(want, k.rd[m][i] * e));
+          break;
+        case CollOp::ReduceScatter:
+        case CollOp::AllReduce: {
+          std::vector<const char*> in;
+          for (size_t i = 0; i < nn; ++i)
+            in.push_back(k.input[i].data() + (k.op == CollOp::ReduceScatter ? m * block : 0));
+          reference_reduce(k.type, k.redop, in, k.count, want.data());
+          break;
+        }
+      }
+      const char* got = k.recv[m];
+      if (k.op == CollOp::AllGather && k.in_place) got = k.send[m] - m * block;
+      const size_t bytes = want.size();
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < bytes; ++i)
+        if (got[i] != want[i] && bad++ == 0) first = i;
+      EXPECT_EQ(bad, 0u) << "member " << m << ": " << bad << " bytes of " << bytes
+                         << " differ, the first at " << first;
+      // Nothing written past the end.
+      const char* end = got + bytes;
+      const char* store_end = k.recv_store[m].data() + k.recv_store[m].size();
+      if (!(k.in_place && k.op == CollOp::AllReduce)) {
+        EXPECT_TRUE(std::all_of(end, store_end, [](char x) { return x == kPoison; }))
+            << "member " << m << " written past its buffer";
+      }
+    }
+  }
+
+  Emulator& emu_;
+  std::mt19937_64& rng_;
+  std::vector<std::vector<Emulator::Launch>> streams_;
+  std::vector<std::unique_ptr<Call>> calls_;
+};
+
+// Message sizes around the packet (8 bytes), the slice (4 KiB), the round (64 KiB) and
+// several rounds.
+const size_t kSizes[] = {0,     1,     7,     8,     9,      511,   4095,  4096,
+                         4097,  20000, 65535, 65536, 65537, 140001, 300000};
+
+std::unique_ptr<Call> random_call(std::mt19937_64& rng, Team team, CollOp op) {
+  auto c = std::make_unique<Call>();
+  c->op = op;
+  c->team = team;
+  c->root = static_cast<int>(rng() % static_cast<uint64_t>(team.size));
+  const bool reduction = op == CollOp::AllReduce || op == CollOp::ReduceScatter;
+  if (reduction) {
+    const symcommDataType_t types[] = {symcommUint8, symcommInt8, symcommInt32, symcommFloat16,
+                                       symcommBfloat16, symcommFloat64, symcommInt64};
+    c->type = types[rng() % 7];
+    c->redop = static_cast<symcommRedOp_t>(rng() % 3);
+  } else {
+    c->type = rng() % 4 == 0 ? symcommFloat16 : symcommInt8;
+  }
+  const size_t bytes = kSizes[rng() % (sizeof kSizes / sizeof kSizes[0])];
+  c->count = (bytes + type_size(c->type) - 1) / type_size(c->type);
+  if (op == CollOp::AllToAll || op == CollOp::ReduceScatter)  // n blocks of about bytes / n
+    c->count = c->count / static_cast<size_t>(team.size) + (bytes % 2);
+  c->in_place = (op == CollOp::AllReduce || op == CollOp::AllGather) && rng() % 2;
+  if (op == CollOp::AllToAllv) {
+    const size_t nn = static_cast<size_t>(team.size);
+    c->counts.assign(nn, std::vector<size_t>(nn));
+    for (auto& row : c->counts)
+      for (size_t& x : row) x = rng() % 3 == 0 ? 0 : rng() % (c->count + 1);
+  }
+  return c;
+}
+
+const CollOp kOps[] = {CollOp::AllGather, CollOp::AllToAll, CollOp::AllToAllv, CollOp::Broadcast,
+                       CollOp::ReduceScatter, CollOp::AllReduce};
+
+// Every operation on 2 to 5 ranks, four calls per batch back to back on each rank's stream,
+// the counters carried from batch to batch.
+TEST(LlEmulation, EveryCollectiveBackToBack) {
+  std::mt19937_64 rng(17);
+  for (int n = 2; n <= 5; ++n) {
+    Emulator emu(n, n == 4 ? 4 : 3, 8);
+    for (int batch = 0; batch < 12; ++batch) {
+      Batch b(emu, rng);
+      for (int k = 0; k < 4; ++k) b.add(random_call(rng, Team{0, 1, n}, kOps[(batch * 4 + k) % 6]));
+      b.run_and_check();
+      if (testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// Teams that share pairs with the world and with each other (counters are per pair of world
+// ranks), a team of one, and one thread per block.
+TEST(LlEmulation, TeamsShareThePairCounters) {
+  std::mt19937_64 rng(23);
+  Emulator emu(4, 1, 8);
+  const Team teams[] = {Team{0, 1, 4}, Team{1, 2, 2}, Team{0, 1, 3}, Team{2, 1, 1}, Team{1, 1, 3}};
+  for (int batch = 0; batch < 6; ++batch) {
+    Batch b(emu, rng);
+    for (int k = 0; k < 5; ++k) b.add(random_call(rng, teams[(batch + k) % 5], kOps[rng() % 6]));
+    b.run_and_check();
+    if (testing::Test::HasFailure()) return;
+  }
+}
+
+// Rounds through the wrap of the 32-bit flags. Cleared memory holds flag 0, the flag of
+// round 2^32 - 1: with a small refresh period, the counters start 10 rounds before the wrap
+// and block 0 carries one packet per call until its round 2^32 - 1, which carries 512: its
+// packets 1..511 would pass for new ones had no refresh written them. With kRefresh, a
+// first call of several rounds on every block starts a refresh period, then the counters
+// jump ahead (alike on every rank) to 10 rounds before the wrap, as if the rounds between
+// had carried nothing larger, and the same calls follow.
+TEST(LlEmulation, FlagsWrapAround) {
+  const uint64_t wrap = uint64_t{1} << 32;
+  for (uint64_t refresh : {uint64_t{4}, kRefresh}) {
+    SCOPED_TRACE(testing::Message() << "refresh every " << refresh << " rounds");
+    std::mt19937_64 rng(29);
+    const bool jump = refresh == kRefresh;
+    Emulator emu(3, 2, refresh, jump ? wrap - kRefresh : wrap - 10);
+    auto call = [&](CollOp op, symcommDataType_t type, size_t count) {
+      Batch b(emu, rng);
+      auto c = random_call(rng, Team{0, 1, 3}, op);
+      c->type = type;
+      c->count = count;
+      c->in_place = false;
+      b.add(std::move(c));
+      b.run_and_check();
+    };
+    if (jump) {
+      call(CollOp::AllGather, symcommInt8, 140001);  // 3 rounds: every block refreshes
+      emu.set_seq(wrap - 10);
+    }
+    for (int k = 0; k < 9; ++k)  // rounds 2^32 - 10 .. - 2 of block 0: one packet each
+      call(k % 2 ? CollOp::AllReduce : CollOp::AllGather, symcommInt32, 1);
+    EXPECT_EQ(emu.seq(0, 0, 1), wrap - 1);
+    call(CollOp::AllGather, symcommInt8, 60000);  // round 2^32 - 1: flag 0, 15 blocks
+    call(CollOp::AllReduce, symcommFloat16, 70000);  // several rounds, flags 1, 2, ...
+    call(CollOp::AllGather, symcommInt8, 300000);
+    call(CollOp::AllReduce, symcommInt64, 3);
+    if (testing::Test::HasFailure()) return;
+    EXPECT_GT(emu.seq(0, 0, 1), wrap) << "the flags did not wrap";
+  }
+}
+
+// The production refresh period from zeroed counters, and only after several calls the
+// largest sizes, on four ranks with one thread per block.
+TEST(LlEmulation, ProductionRefreshFromZero) {
+  std::mt19937_64 rng(31);
+  Emulator emu(4, 1, kRefresh);
+  for (int batch = 0; batch < 4; ++batch) {
+    Batch b(emu, rng);
+    for (int k = 0; k < 3; ++k) b.add(random_call(rng, Team{0, 1, 4}, kOps[(batch + k) % 6]));
+    b.run_and_check();
+    if (testing::Test::HasFailure()) return;
+  }
+}
+
+// A rank whose peer never calls: its polls end after the timeout, the error names the flag
+// it waited for and the packet, and the counters are left alone. Then the abort flag.
+TEST(LlEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
+  for (bool abort : {false, true}) {
+    SCOPED_TRACE(abort ? "aborted" : "timed out");
+    Emulator emu(2, 2, kRefresh);
+    if (abort) {
+      emu.set_timeout_ns(0);  // no bound: only the abort ends it
+      emu.set_abort();
+    } else {
+      emu.set_timeout_ns(50 * 1000 * 1000);
+    }
+    std::vector<char> send(10000, 1), recv(20000, 0);
+    CollArgs a{};
+    a.op = CollOp::AllGather;
+    a.team = Team{0, 1, 2};
+    a.me = 0;
+    a.send = send.data();
+    a.recv = recv.data();
+    a.count = send.size();
+    a.elem = 1;
+    const auto start = std::chrono::steady_clock::now();
+    emu.run_kernel({emu.plan(a), &ll_kernel<uint8_t>});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+    const DeviceError& e = emu.error(0);
+    EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
+    EXPECT_EQ(e.expected, 1u);  // round 0's flag
+    EXPECT_EQ(e.observed, 0u);
+    EXPECT_EQ(e.cmp, symcommCmpEq);
+    const uint4* slots = emu.area(0) + 2 * kMaxBlocks * kThreads;  // from world rank 1
+    const auto* at = reinterpret_cast<const uint4*>(e.address);
+    EXPECT_TRUE(at >= slots && at < slots + 2 * kMaxBlocks * kThreads)
+        << "not a packet from rank 1";
+    for (int b = 0; b < kMaxBlocks; ++b) EXPECT_EQ(emu.seq(0, b, 1), 0u) << "block " << b;
+  }
+}
+
+// The shapes both sides derive: blocks and rounds cover every byte once.
+TEST(LlEmulation, PairShapes) {
+  for (uint64_t out : {0ull, 1ull, 4096ull, 4097ull, 65536ull, 65537ull, 1000000ull})
+    for (uint64_t in : {0ull, 8ull, 65536ull, 300000ull}) {
+      const Shape s = pair_shape(out, in), t = pair_shape(in, out);
+      EXPECT_EQ(s.rounds, t.rounds);
+      EXPECT_EQ(s.blocks, t.blocks);
+      const uint64_t len = std::max(out, in);
+      uint64_t covered = 0;
+      for (uint64_t r = 0; r < s.rounds; ++r)
+        for (int b = 0; b < s.blocks; ++b) covered += slice_bytes(len, r, b);
+      EXPECT_EQ(covered, len) << out << " / " << in;
+      EXPECT_LE(s.blocks, kMaxBlocks);
+      if (len) {
+        EXPECT_GT(slice_bytes(len, s.rounds - 1, 0), 0u);  // no empty last round
+      }
+    }
+}
+
+}  // namespace
