@@ -5,19 +5,23 @@
 namespace symcomm {
 
 const std::vector<SelectionRow>& selection_table() {
-  // Rows from bench/selection_rows.py (another algorithm displaces sm only where it is more
-  // than 3% faster). Measured on 4 x H200 (8 were not lent), so they bound teams of at most
-  // 4; larger teams, and calls whose row names an algorithm that cannot run (no NCCL), fall
-  // through to the registry order ("sm" on GPUs, "copy" in the host space).
+  // Rows from bench/selection_rows.py --margin 0.05 (another algorithm displaces sm only
+  // where it is more than 5% faster). Measured on 4 x H200 (8 were not lent), so they bound
+  // teams of at most 4; larger teams, and calls whose row names an algorithm that cannot run
+  // (no NCCL), fall through to the registry order ("sm" on GPUs, "copy" in the host space).
   static const char* const kRun4 =
-      "bench/results/h200x4/coll_ad3fdca.jsonl (2026-11-21, commit ad3fdca)";
+      "bench/results/h200x4/coll_a45e7a6.jsonl (2026-11-21, commit a45e7a6)";
   static const std::vector<SelectionRow> table = {
       {CollOp::AllGather, 4, 0, "sm", kRun4},
+      {CollOp::AllReduce, 4, 32768, "ll", kRun4},
       {CollOp::AllReduce, 4, 131072, "sm", kRun4},
       {CollOp::AllReduce, 4, 0, "nccl", kRun4},
+      {CollOp::AllToAll, 4, 32, "sm", kRun4},
+      {CollOp::AllToAll, 4, 128, "nccl", kRun4},
       {CollOp::AllToAll, 4, 0, "sm", kRun4},
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
+      {CollOp::ReduceScatter, 4, 131072, "ll", kRun4},
       {CollOp::ReduceScatter, 4, 524288, "nccl", kRun4},
       {CollOp::ReduceScatter, 4, 536870912, "sm", kRun4},
       {CollOp::ReduceScatter, 4, 0, "nccl", kRun4},
