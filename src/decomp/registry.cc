@@ -4,10 +4,11 @@ namespace symcomm {
 
 const std::vector<DecompBackend*>& decomp_backends() {
   // The registry of transpose and halo backends: one line each, preferred first (the order
-  // of their speed on 4 x H200, bench/results/h200x4/decomp_d7387de.jsonl: fused was the
-  // fastest with communication, 1.5-2.1x the nccl backend; ce_pipelined and sm within 5% of
-  // it on transposes without any). The NCCL backends come last: "" never picks them where
-  // another backend runs, and nccl, the baseline, stays last.
+  // of their speed on 4 x H200, bench/results/h200x4/decomp_a45e7a6.jsonl: fused was the
+  // fastest with communication, 1.46-2.0x the nccl backend; nccl_pipelined, ce_pipelined and
+  // sm faster than it on transposes without any). The NCCL backends come last: "" never
+  // picks them where another backend runs (nccl_pipelined was 0.64-1.26x nccl with
+  // communication), and nccl, the baseline, stays last.
   static const std::vector<DecompBackend*> all = {
       make_fused_backend(),
       make_sm_backend(),
