@@ -537,20 +537,6 @@ class CeAlgorithm final : public CollAlgorithm {
     return v;
   }
 
-  // One workspace slot per member, 256-byte aligned (a multiple of every element size).
-  static size_t slot_bytes(const CollArgs& a, const CollContext& ctx, int slots) {
-    const size_t slot = ctx.workspace_bytes() / static_cast<size_t>(slots) / 256 * 256;
-    SYMCOMM_REQUIRE(slot >= 256, symcommOutOfMemory,
-                    "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for a team of %d",
-                    ctx.workspace_bytes(), a.team.size);
-    return slot;
-  }
-
-  // The receive buffer is symmetric or registered (symcommRegister): written in place.
-  static bool symmetric(const CollArgs& a, const CollContext& ctx, size_t bytes) {
-    return ctx.addressable(a.recv, bytes);
-  }
-
   static size_t at(int j, size_t bytes) { return static_cast<size_t>(j) * bytes; }
 
   // All-gather (my send to every member's block `me`) or all-to-all (my block j to member j).
@@ -560,7 +546,7 @@ class CeAlgorithm final : public CollAlgorithm {
     auto source = [&](int j) { return a.send + (to_all ? at(j, block) : 0); };
     char* mine = a.recv + at(a.me, block);
     const Copy own{mine, source(a.me), source(a.me) == mine ? 0 : block};
-    if (symmetric(a, ctx, at(n, block))) {
+    if (ctx.addressable(a.recv, at(n, block))) {
       Round r;
       for (int j : peers(a)) {
         r.out.push_back({j, {ctx.on(a, mine, j), source(j), block}});
@@ -569,7 +555,7 @@ class CeAlgorithm final : public CollAlgorithm {
       if (own.bytes) r.own.push_back(own);
       return rounds.run(r);
     }
-    const size_t slot = slot_bytes(a, ctx, n);
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
     char* ws = ctx.workspace();
     for (size_t off = 0; off < block; off += slot) {
       const size_t len = std::min(slot, block - off);
@@ -591,7 +577,7 @@ class CeAlgorithm final : public CollAlgorithm {
   // SYMCOMM_WAIT_TIMEOUT, or worse.
   static void gather_v(const CollArgs& a, CollContext& ctx, Rounds& rounds) {
     const int n = a.team.size;
-    const size_t slot = slot_bytes(a, ctx, n);
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
     char* ws = ctx.workspace();
     auto out_bytes = [&](int j) { return a.send_counts[j] * a.elem; };
     auto in_bytes = [&](int j) { return a.recv_counts[j] * a.elem; };
@@ -620,7 +606,7 @@ class CeAlgorithm final : public CollAlgorithm {
   static void broadcast(const CollArgs& a, CollContext& ctx, Rounds& rounds, size_t block) {
     const bool root = a.me == a.root;
     const Copy own{a.recv, a.send, root && a.send != a.recv ? block : 0};
-    if (symmetric(a, ctx, block)) {
+    if (ctx.addressable(a.recv, block)) {
       Round r;
       if (root)
         for (int j : peers(a)) r.out.push_back({j, {ctx.on(a, a.recv, j), a.send, block}});
@@ -629,7 +615,7 @@ class CeAlgorithm final : public CollAlgorithm {
       if (own.bytes) r.own.push_back(own);
       return rounds.run(r);
     }
-    const size_t slot = slot_bytes(a, ctx, 1);
+    const size_t slot = ctx.workspace_slot(1, a.team.size);
     char* ws = ctx.workspace();
     for (size_t off = 0; off < block; off += slot) {
       const size_t len = std::min(slot, block - off);
@@ -651,7 +637,7 @@ class CeAlgorithm final : public CollAlgorithm {
   static void reduce(const CollArgs& a, CollContext& ctx, Rounds& rounds, size_t block,
                      bool scatter) {
     const int n = a.team.size;
-    const size_t slot = slot_bytes(a, ctx, n);
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
     char* ws = ctx.workspace();
     for (size_t off = 0; off < block; off += slot) {
       const size_t len = std::min(slot, block - off);

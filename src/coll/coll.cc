@@ -76,6 +76,14 @@ char* CollContext::on(const CollArgs& a, const void* p, int member) const {
   return registrations_.peer_ptr(p, pe);
 }
 
+size_t CollContext::workspace_slot(int slots, int team_size) const {
+  const size_t slot = workspace_bytes_ / static_cast<size_t>(slots) / 256 * 256;
+  SYMCOMM_REQUIRE(slot >= 256, symcommOutOfMemory,
+                  "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for a team of %d",
+                  workspace_bytes_, team_size);
+  return slot;
+}
+
 bool CollContext::addressable(const void* p, size_t bytes) const {
   if (heap_.contains(p)) return heap_.offset_of(p) + bytes <= heap_.mapped();
   return registrations_.find(p, bytes) != nullptr;

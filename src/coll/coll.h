@@ -75,6 +75,9 @@ class CollContext {
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // The workspace cut into `slots` slots, 256-byte aligned: one slot's bytes; throws
+  // symcommOutOfMemory naming SYMCOMM_COLL_WORKSPACE where a slot would be under 256 bytes.
+  size_t workspace_slot(int slots, int team_size) const;
   // `p` (this rank's symmetric address, or an address in a registered buffer) on team
   // member `member`, as mapped here.
   char* on(const CollArgs& a, const void* p, int member) const;

@@ -43,32 +43,18 @@ class CopyAlgorithm final : public CollAlgorithm {
     ctx.backend().put(dst, src, bytes, symcommEngineCe, a.stream);
   }
 
-  // One workspace slot per member, 256-byte aligned, a multiple of the element size.
-  static size_t slot_bytes(const CollArgs& a, const CollContext& ctx, int slots) {
-    size_t slot = ctx.workspace_bytes() / static_cast<size_t>(slots) / 256 * 256;
-    SYMCOMM_REQUIRE(slot >= 256, symcommOutOfMemory,
-                    "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for a team of %d",
-                    ctx.workspace_bytes(), a.team.size);
-    return slot;
-  }
-
-  // The receive buffer is symmetric or registered: members write it in place.
-  bool symmetric(const CollArgs& a, const CollContext& ctx, size_t bytes) const {
-    return ctx.addressable(a.recv, bytes);
-  }
-
   // All-gather (my send to every member's block `me`) or all-to-all (my block j to member j).
   void gather(const CollArgs& a, CollContext& ctx, size_t block, bool to_all) {
     const int n = a.team.size;
     auto source = [&](int j) { return a.send + (to_all ? static_cast<size_t>(j) * block : 0); };
-    if (symmetric(a, ctx, block * static_cast<size_t>(n))) {
+    if (ctx.addressable(a.recv, block * static_cast<size_t>(n))) {
       ctx.barrier(a);  // every member is done with its receive buffer
       for (int j = 0; j < n; ++j)
         put(a, ctx, ctx.on(a, a.recv + static_cast<size_t>(a.me) * block, j), source(j), block);
       ctx.barrier(a);
       return;
     }
-    const size_t slot = slot_bytes(a, ctx, n);
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
     char* ws = ctx.workspace();
     for (size_t off = 0; off < block; off += slot) {
       const size_t len = std::min(slot, block - off);
@@ -120,7 +106,7 @@ class CopyAlgorithm final : public CollAlgorithm {
     auto send_of = [&](int j) { return a.send + a.send_displs[j] * a.elem; };
     size_t extent = 0;
     for (int j = 0; j < n; ++j) extent = std::max(extent, (a.recv_displs[j] + a.recv_counts[j]) * a.elem);
-    if (symmetric(a, ctx, extent)) {
+    if (ctx.addressable(a.recv, extent)) {
       for (int j = 0; j < n; ++j)
         if (a.send_counts[j])
           put(a, ctx, ctx.on(a, a.recv + at(j, 2, a.me) * a.elem, j), send_of(j),
@@ -128,7 +114,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       ctx.barrier(a);
       return;
     }
-    const size_t slot = slot_bytes(a, ctx, n);
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
     for (size_t off = 0; off < longest; off += slot) {
       auto piece = [&](size_t bytes) { return bytes > off ? std::min(slot, bytes - off) : 0; };
       ctx.barrier(a);
@@ -145,7 +131,7 @@ class CopyAlgorithm final : public CollAlgorithm {
   void broadcast(const CollArgs& a, CollContext& ctx, size_t block) {
     const int n = a.team.size;
     const bool root = a.me == a.root;
-    if (symmetric(a, ctx, block)) {
+    if (ctx.addressable(a.recv, block)) {
       ctx.barrier(a);
       if (root)
         for (int j = 0; j < n; ++j)
@@ -153,7 +139,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       ctx.barrier(a);
       return;
     }
-    const size_t slot = slot_bytes(a, ctx, 1);
+    const size_t slot = ctx.workspace_slot(1, a.team.size);
     char* ws = ctx.workspace();
     for (size_t off = 0; off < block; off += slot) {
       const size_t len = std::min(slot, block - off);
@@ -169,7 +155,7 @@ class CopyAlgorithm final : public CollAlgorithm {
   // every member's slot `me`), then each member reduces its slots.
   void reduce(const CollArgs& a, CollContext& ctx, size_t block, bool scatter) {
     const int n = a.team.size;
-    const size_t slot = slot_bytes(a, ctx, n);
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
     char* ws = ctx.workspace();
     for (size_t off = 0; off < block; off += slot) {
       const size_t len = std::min(slot, block - off);

@@ -61,6 +61,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/log.h"
 #include "coll/coll.h"
+#include "coll/resident_launch.cuh"
 #include "rma/reduce.h"
 #include "symcomm/device.cuh"
 
@@ -446,23 +447,8 @@ struct LlState final : AlgorithmState {
   int resident = 0;  // blocks of ll_kernel (any type) the GPU holds at once
 };
 
-// How many blocks of every ll_kernel instance the current GPU holds at once.
-int resident_blocks() {
-  int device = 0, sms = 0, fewest = 1 << 30;
-  SYMCOMM_CUDART(cudaGetDevice(&device));
-  SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  auto count = [&](auto zero) {
-    int per_sm = 0;
-    SYMCOMM_CUDART(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, ll_kernel<decltype(zero)>, kThreads, 0));
-    fewest = std::min(fewest, per_sm);
-  };
-  for (symcommDataType_t t : {symcommInt8, symcommUint8, symcommInt32, symcommUint32, symcommInt64,
-                              symcommUint64, symcommFloat16, symcommBfloat16, symcommFloat32,
-                              symcommFloat64})
-    with_type(t, count);
-  return fewest * sms;
-}
+// The kernel instance for element type T (resident_launch.cuh).
+constexpr auto kernel_of = [](auto zero) { return ll_kernel<decltype(zero)>; };
 
 class LlAlgorithm final : public CollAlgorithm {
  public:
@@ -502,7 +488,7 @@ class LlAlgorithm final : public CollAlgorithm {
       return nullptr;
     }
     auto s = std::make_unique<LlState>();
-    s->resident = resident_blocks();
+    s->resident = resident_blocks(kernel_of, kThreads);
     const size_t bytes = packets_bytes(nranks) + seq_bytes(nranks);
     s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
     ctx.backend().clear(s->area, bytes);  // flags 0 (never expected first), counters 0
@@ -521,20 +507,8 @@ class LlAlgorithm final : public CollAlgorithm {
     make_plan(p, a);
     const int blocks = grid_blocks(p);
     if (blocks == 0) return;
-    // The blocks wait for peers' blocks, so they must all be resident at once: a grid larger
-    // than the GPU holds is refused rather than left to hang.
-    SYMCOMM_REQUIRE(blocks <= s.resident, symcommNotSupported,
-                    "this ll collective needs %d blocks resident at once and the GPU holds %d",
-                    blocks, s.resident);
-    auto stream = static_cast<cudaStream_t>(a.stream);
-    if (!p.reduce) {
-      ll_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(p);
-    } else {
-      with_type(a.type, [&](auto zero) {
-        ll_kernel<decltype(zero)><<<blocks, kThreads, 0, stream>>>(p);
-      });
-    }
-    SYMCOMM_CUDART(cudaGetLastError());  // the ll collective kernel
+    launch_resident(kernel_of, p, blocks, kThreads, s.resident, p.reduce, a.type,
+                    static_cast<cudaStream_t>(a.stream), "ll", "");
   }
 };
 

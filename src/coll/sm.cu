@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "coll/coll.h"
+#include "coll/resident_launch.cuh"
 #include "coll/sm_plan.h"
 #include "rma/reduce.h"
 #include "symcomm/device.cuh"
@@ -590,24 +591,8 @@ struct SmState final : AlgorithmState {
   int resident = 0;  // blocks of sm_kernel (any type) the GPU holds at once
 };
 
-// How many blocks of every sm_kernel instance the current GPU holds at once.
-int resident_blocks() {
-  int device = 0, sms = 0, fewest = 1 << 30;
-  SYMCOMM_CUDART(cudaGetDevice(&device));
-  SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  auto count = [&](auto zero) {
-    int per_sm = 0;
-    SYMCOMM_CUDART(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, sm_kernel<decltype(zero)>, kThreads, 0));
-    fewest = std::min(fewest, per_sm);
-  };
-  count(uint8_t{});
-  for (symcommDataType_t t : {symcommInt8, symcommUint8, symcommInt32, symcommUint32, symcommInt64,
-                              symcommUint64, symcommFloat16, symcommBfloat16, symcommFloat32,
-                              symcommFloat64})
-    with_type(t, count);
-  return fewest * sms;
-}
+// The kernel instance for element type T (resident_launch.cuh).
+constexpr auto kernel_of = [](auto zero) { return sm_kernel<decltype(zero)>; };
 
 class SmAlgorithm final : public CollAlgorithm {
  public:
@@ -650,7 +635,7 @@ class SmAlgorithm final : public CollAlgorithm {
     auto s = std::make_unique<SmState>();
     s->slot = slot;
     const size_t bytes = flags_bytes(nranks) + ring_bytes(nranks, slot);
-    s->resident = resident_blocks();
+    s->resident = resident_blocks(kernel_of, kThreads);
     s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
     ctx.backend().clear(s->area, flags_bytes(nranks));
     ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
@@ -706,19 +691,9 @@ class SmAlgorithm final : public CollAlgorithm {
   static void launch(const CollArgs& a, const SmState& s, Plan& p) {
     const int blocks = grid_blocks(p);
     if (blocks == 0) return;
-    SYMCOMM_REQUIRE(blocks <= s.resident, symcommNotSupported,
-                    "this sm collective needs %d blocks resident at once and the GPU holds %d: "
-                    "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_BLOCKS_LARGE", blocks,
-                    s.resident);
-    auto stream = static_cast<cudaStream_t>(a.stream);
-    if (!p.reduce) {
-      sm_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(p);
-    } else {
-      with_type(a.type, [&](auto zero) {
-        sm_kernel<decltype(zero)><<<blocks, kThreads, 0, stream>>>(p);
-      });
-    }
-    SYMCOMM_CUDART(cudaGetLastError());  // the sm collective kernel
+    launch_resident(kernel_of, p, blocks, kThreads, s.resident, p.reduce, a.type,
+                    static_cast<cudaStream_t>(a.stream), "sm",
+                    "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_BLOCKS_LARGE");
   }
 
 };
