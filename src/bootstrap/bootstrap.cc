@@ -295,6 +295,11 @@ void Bootstrap::mark_lost(int rank, const std::string& why) {
       ::send(live_[static_cast<size_t>(p)].get(), msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+void Bootstrap::begin_finalize() {
+  if (finalizing_.exchange(true) || rank_ == 0 || live_.empty() || !live_[0]) return;
+  ::send(live_[0].get(), &kLeaving, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 void Bootstrap::start_monitor() {
   if (nranks_ == 1) return;
   int fds[2];
@@ -322,6 +327,7 @@ void Bootstrap::monitor_loop() {
   auto sock = [&](int r) { return live_[rank_ == 0 ? static_cast<size_t>(r) : 0].get(); };
   std::vector<Clock::time_point> last_seen(static_cast<size_t>(nranks_), Clock::now());
   std::vector<std::string> pending(static_cast<size_t>(nranks_));
+  std::vector<bool> leaving(static_cast<size_t>(nranks_), false);
   auto next_beat = Clock::now();
   while (true) {
     std::vector<pollfd> fds{{wake_read_.get(), POLLIN, 0}};
@@ -346,6 +352,7 @@ void Bootstrap::monitor_loop() {
         size_t pos = 0;
         while (pos < p.size()) {
           if (p[pos] == kHeartbeat) { ++pos; continue; }
+          if (p[pos] == kLeaving) { leaving[static_cast<size_t>(r)] = true; ++pos; continue; }
           if (p[pos] != kPeerLost || p.size() - pos < 5) break;
           int32_t lost;
           std::memcpy(&lost, p.data() + pos + 1, 4);
@@ -356,13 +363,13 @@ void Bootstrap::monitor_loop() {
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (!finalizing_.load())
+      if (!finalizing_.load() && !leaving[static_cast<size_t>(r)])
         mark_lost(r, n == 0 ? "its connection closed (the process exited or was killed)"
                             : format("its connection failed: %s", strerror(errno)));
       gone.push_back(r);
     }
     for (int r : watched)
-      if (!finalizing_.load() && now - last_seen[static_cast<size_t>(r)] > timeout) {
+      if (!finalizing_.load() && !leaving[static_cast<size_t>(r)] && now - last_seen[static_cast<size_t>(r)] > timeout) {
         mark_lost(r, format("no heartbeat for %.3g s (SYMCOMM_PEER_TIMEOUT)",
                             kPeerTimeout.get()));
         gone.push_back(r);

@@ -64,7 +64,8 @@ class Bootstrap {
   // Called (from the monitor thread) when a rank is lost; at once if one already was.
   void on_lost(std::function<void()> callback);
   // Stops treating closed connections as lost peers: called before the last barrier.
-  void begin_finalize() { finalizing_.store(true); }
+  // Non-hub ranks also tell the hub that they leave on purpose.
+  void begin_finalize();
 
  private:
   Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}

@@ -64,5 +64,8 @@ struct MsgHeader {
 // Bytes on a liveness connection.
 constexpr char kHeartbeat = 'H';
 constexpr char kPeerLost = 'L';  // followed by int32 rank (hub to others)
+// A rank that leaves on purpose (failed initialization agreed by all, finalize) says so
+// before closing, so that the hub does not report its closed connection as a lost peer.
+constexpr char kLeaving = 'G';
 
 }  // namespace symcomm
