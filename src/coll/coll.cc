@@ -93,7 +93,7 @@ const std::vector<CollAlgorithm*>& coll_algorithms() {
   // The registry of collective algorithms: one line each, preferred first.
   static const std::vector<CollAlgorithm*> all = {make_sm_algorithm(), make_copy_algorithm(),
                                                    make_nccl_algorithm(), make_ll_algorithm(),
-                                                   make_ce_algorithm()};
+                                                   make_twoshot_algorithm(), make_ce_algorithm()};
   return all;
 }
 

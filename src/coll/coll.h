@@ -136,5 +136,6 @@ CollAlgorithm* make_copy_algorithm();
 CollAlgorithm* make_ll_algorithm();
 CollAlgorithm* make_nccl_algorithm();
 CollAlgorithm* make_sm_algorithm();
+CollAlgorithm* make_twoshot_algorithm();
 
 }  // namespace symcomm

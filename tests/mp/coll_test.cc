@@ -75,6 +75,8 @@ class Coll : public ::testing::TestWithParam<std::string> {
     // sender): large sizes go through them in several pieces.
     mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "64K");
     mp::ScopedEnv rings("SYMCOMM_COLL_SM_BYTES", std::to_string(mp::nranks() * 512) + "K");
+    // twoshot's staging areas of 64 KiB: plain buffers go through them in many rounds.
+    mp::ScopedEnv stage("SYMCOMM_COLL_TWOSHOT_BYTES", "64K");
     comm_ = mp::new_comm();
     ASSERT_NE(comm_, nullptr);
     stream_ = mp::new_stream();
@@ -94,7 +96,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
       // sm, ll and ce run wherever every rank has a GPU: a refusal there is a failure, not a
       // skip.
       const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ll") == 0 ||
-                            std::strcmp(algo_, "ce") == 0;
+                            std::strcmp(algo_, "ce") == 0 || std::strcmp(algo_, "twoshot") == 0;
       ASSERT_FALSE(gpu_only && mp::space() == symcommSpaceCuda) << why;
       // In the host space ce says why.
       if (std::strcmp(algo_, "ce") == 0) {
@@ -127,6 +129,18 @@ class Coll : public ::testing::TestWithParam<std::string> {
     }
   }
   std::vector<uint8_t> fetch(const void* p, size_t bytes) { return mp::fetch(stream_, p, bytes); }
+  // twoshot only reduces: it refuses to move data, saying so (checked here), and the tests
+  // of data movement skip it.
+  bool reduces_only() {
+    if (std::strcmp(algo_, "twoshot") != 0) return false;
+    void* p = buffer(sizeof(float) * static_cast<size_t>(n_), false);
+    EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, p, p, 1, symcommFloat32, algo_,
+                                       stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "all-reduce and reduce-scatter only"), nullptr)
+        << symcommGetLastError();
+    release(p, false);
+    return true;
+  }
   void put(void* p, const std::vector<uint8_t>& v) { mp::store(p, v); }
   void poison(void* p, size_t bytes) { put(p, std::vector<uint8_t>(bytes, 0xAB)); }
   // The largest `v` over the ranks (through the host all-gather).
@@ -147,6 +161,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
 const size_t kCounts[] = {0, 1, 7, 1001, 50001, 300000};
 
 TEST_P(Coll, AllGather) {
+  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
   for (bool sym : {false, true})
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
@@ -171,6 +186,7 @@ TEST_P(Coll, AllGather) {
 }
 
 TEST_P(Coll, AllToAll) {
+  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
   for (bool sym : {false, true})
     for (size_t count : kCounts) {
       const Type& t = kTypes[6];  // float32
@@ -229,6 +245,7 @@ TEST_P(Coll, ReduceScatterAndAllReduce) {
 }
 
 TEST_P(Coll, BroadcastFromEveryRoot) {
+  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
   const Type& t = kTypes[7];  // float64
   for (bool sym : {false, true})
     for (int root = 0; root < n_; ++root)
@@ -308,6 +325,7 @@ VLayout random_layout(uint64_t seed, int n, size_t max_count) {
 }
 
 TEST_P(Coll, AllToAllvRandomCounts) {
+  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
   const Type& t = kTypes[4];  // float16: 2-byte elements, odd byte offsets of nothing
   for (bool sym : {false, true})
     for (size_t max_count : {size_t{1}, size_t{17}, size_t{3000}, size_t{70000}}) {
@@ -442,8 +460,11 @@ TEST_P(Coll, CapturedInAGraph) {
   put(send, make(t, seed_, me_, 0, count * n_));
   mp::sync(stream_);
   SC_OK(symcommHostBarrier(comm_));
+  const bool moves = !reduces_only();
   ASSERT_EQ(mp::begin_capture(stream_), 0);
-  SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, gathered, count, t.id, algo_, stream_));
+  if (moves)
+    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, gathered, count, t.id, algo_,
+                                  stream_));
   SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, reduced, count, t.id, symcommSum,
                                  algo_, stream_));
   void* exec = mp::end_capture(stream_);
@@ -460,7 +481,7 @@ TEST_P(Coll, CapturedInAGraph) {
       auto part = make(t, seed_ + k, r, static_cast<size_t>(me_) * count, count);
       want.insert(want.end(), part.begin(), part.end());
     }
-    EXPECT_TRUE(fetch(gathered, b * n_) == want) << "all-to-all";
+    if (moves) EXPECT_TRUE(fetch(gathered, b * n_) == want) << "all-to-all";
     std::vector<uint8_t> sum(b);
     for (size_t i = 0; i < count; ++i) {
       double acc = 0;
@@ -476,27 +497,99 @@ TEST_P(Coll, CapturedInAGraph) {
   release(reduced, false);
 }
 
+// A team of the even ranks: an all-gather, then all-reduces on the team and on the world
+// interleaved (algorithms that keep per-pair counters must stay in step across teams).
 TEST_P(Coll, OnATeam) {
   symcommTeam_t even;
   SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n_ + 1) / 2, &even));
-  if (even == SYMCOMM_TEAM_INVALID) return;
   const Type& t = kTypes[6];
-  const int size = (n_ + 1) / 2;
   const size_t count = 5000, b = count * t.size;
-  void* send = buffer(b, false);
-  void* recv = buffer(b * size, false);
-  put(send, make(t, seed_, me_, 0, count));
-  poison(recv, b * size);
-  SC_OK(symcommAllGatherOnStream(comm_, even, send, recv, count, t.id, algo_, stream_));
-  std::vector<uint8_t> want;
-  for (int k = 0; k < size; ++k) {
-    auto part = make(t, seed_, 2 * k, 0, count);
-    want.insert(want.end(), part.begin(), part.end());
+  const bool moves = !reduces_only();
+  if (even != SYMCOMM_TEAM_INVALID && moves) {
+    const int size = (n_ + 1) / 2;
+    void* send = buffer(b, false);
+    void* recv = buffer(b * size, false);
+    put(send, make(t, seed_, me_, 0, count));
+    poison(recv, b * size);
+    SC_OK(symcommAllGatherOnStream(comm_, even, send, recv, count, t.id, algo_, stream_));
+    std::vector<uint8_t> want;
+    for (int k = 0; k < size; ++k) {
+      auto part = make(t, seed_, 2 * k, 0, count);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    EXPECT_TRUE(fetch(recv, b * size) == want);
+    release(send, false);
+    release(recv, false);
   }
-  EXPECT_TRUE(fetch(recv, b * size) == want);
-  release(send, false);
-  release(recv, false);
-  SC_OK(symcommTeamDestroy(comm_, even));
+  for (int k = 0; k < 4; ++k) {
+    const bool on_even = k % 2 == 0;
+    SCOPED_TRACE((on_even ? "even team, call " : "world, call ") + std::to_string(k));
+    if (on_even && even == SYMCOMM_TEAM_INVALID) continue;
+    void* buf = buffer(b, false);
+    put(buf, make(t, seed_ + static_cast<uint64_t>(k), me_, 0, count));
+    SC_OK(symcommAllReduceOnStream(comm_, on_even ? even : SYMCOMM_TEAM_WORLD, buf, buf, count,
+                                   t.id, symcommSum, algo_, stream_));
+    std::vector<uint8_t> want(b);
+    for (size_t i = 0; i < count; ++i) {
+      double acc = 0;
+      for (int r = 0; r < n_; r += on_even ? 2 : 1)
+        acc += value(seed_ + static_cast<uint64_t>(k), r, i, true);
+      store(t, &want[i * t.size], acc);
+    }
+    EXPECT_TRUE(fetch(buf, b) == want);
+    release(buf, false);
+  }
+  if (even != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, even));
+}
+
+// Reductions on symmetric buffers, which twoshot reads and writes in place, also at an
+// offset of 4 bytes (not 16-aligned: staged instead) and in place.
+TEST_P(Coll, ReductionsOnSymmetricBuffers) {
+  for (size_t shift : {size_t{0}, size_t{4}})
+    for (int ti : {0, 5, 6, 7})  // int8, bfloat16, float32, float64
+      for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, size_t{50001}, size_t{300000}}) {
+        const Type& t = kTypes[ti];
+        const symcommRedOp_t op = ti == 0 ? symcommMax : symcommSum;
+        SCOPED_TRACE(std::string(t.name) + " count " + std::to_string(count) + " shift " +
+                     std::to_string(shift));
+        const size_t b = count * t.size;
+        char* send = static_cast<char*>(buffer(b * n_ + shift, true)) + shift;
+        char* recv = static_cast<char*>(buffer(b + shift, true)) + shift;
+        put(send, make(t, seed_, me_, 0, count * n_));
+        poison(recv, b);
+        SC_OK(symcommHostBarrier(comm_));
+        SC_OK(symcommReduceScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
+                                           algo_, stream_));
+        std::vector<uint8_t> want(b);
+        for (size_t i = 0; i < count; ++i) {
+          double acc = value(seed_, 0, me_ * count + i, t.is_signed);
+          for (int r = 1; r < n_; ++r)
+            acc = combine(op, acc, value(seed_, r, me_ * count + i, t.is_signed));
+          store(t, &want[i * t.size], acc);
+        }
+        EXPECT_TRUE(fetch(recv, b) == want) << "reduce-scatter";
+        poison(recv, b);
+        SC_OK(symcommHostBarrier(comm_));
+        SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send + b, recv, count, t.id, op,
+                                       algo_, stream_));
+        for (size_t i = 0; i < count; ++i) {
+          double acc = value(seed_, 0, count + i, t.is_signed);
+          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, count + i, t.is_signed));
+          store(t, &want[i * t.size], acc);
+        }
+        EXPECT_TRUE(fetch(recv, b) == want) << "all-reduce";
+        SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, send, count, t.id, op,
+                                       algo_, stream_));
+        for (size_t i = 0; i < count; ++i) {
+          double acc = value(seed_, 0, i, t.is_signed);
+          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, i, t.is_signed));
+          store(t, &want[i * t.size], acc);
+        }
+        EXPECT_TRUE(fetch(send, b) == want) << "all-reduce in place";
+        SC_OK(symcommHostBarrier(comm_));  // every peer is done with the buffers
+        release(send - shift, true);
+        release(recv - shift, true);
+      }
 }
 
 TEST_P(Coll, BadArguments) {
@@ -533,6 +626,13 @@ TEST_P(Coll, BadArguments) {
     SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommSum, algo_,
                                       stream_), symcommInvalidArgument);
     EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_SM_BLOCKS"), nullptr)
+        << symcommGetLastError();
+  }
+  if (std::strcmp(algo_, "twoshot") == 0) {
+    mp::ScopedEnv blocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "0");
+    SC_FAILS(symcommAllReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommSum, algo_,
+                                      stream_), symcommInvalidArgument);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_TWOSHOT_BLOCKS"), nullptr)
         << symcommGetLastError();
   }
   const size_t counts[64] = {}, displs[64] = {};

@@ -1,0 +1,390 @@
+// The "twoshot" algorithm: all-reduce in two shots, reduce-scatter in the first alone, by
+// loads from and stores into the peers' memory straight from the kernel: no rings, no
+// packets, no copy engine.
+//
+// Segments. The n members cut the message into n segments (an all-reduce's buffer into
+// n pieces of ceil(count / n) elements rounded up to 16 bytes, the last shorter or empty; a
+// reduce-scatter's send into its n blocks). Member s owns segment s:
+//   shot 1: it reads segment s of every member's contribution, combines them in team-rank
+//     order (16-bit floats in float, as rma/reduce.h does: every rank gets bit-identical
+//     results) and writes the result to its recv;
+//   shot 2 (all-reduce): it also stores the result into every peer's copy of segment s.
+// Each member reads (n - 1) / n of the message over the links and writes as much: the
+// traffic of a ring, with two synchronisations instead of 2 (n - 1) steps.
+//
+// Direct or staged. Where send is addressable by the peers (symmetric memory or a registered
+// buffer, as the API asks: the same object on every member, so every rank decides alike)
+// and 16-byte aligned, with segments that are multiples of 16 bytes, peers read it in
+// place. Otherwise each rank first copies its send into its stage_in (a symmetric area of
+// SYMCOMM_COLL_TWOSHOT_BYTES) and peers read that. Likewise shot 2 stores into the peers'
+// recv where it is addressable and aligned, or into their stage_out, which each rank then
+// copies out. Staged, the message goes through in rounds of S bytes per segment (S = the
+// area / n, a multiple of 16); direct both ways, in one round.
+//
+// Blocks. Round r of segment s is [r S, r S + S) of it; block b of the grid takes the
+// slice [b sl, b sl + sl) of every segment's round (sl = ceil(S' / blocks) rounded to 16
+// bytes, S' = min(S, the longest segment)), and pairs with block b of every member: every
+// rank launches the same grid for the same call, so the blocks of one index across the team
+// form an independent group. Per round a block: (staged) copies its slices of its own send
+// into stage_in; signals READY to every member and waits for every member's READY; reduces
+// its slice of its own segment, writing recv and (all-reduce) the members' copies; signals
+// DONE and waits for every member's DONE; (all-reduce, staged) copies its slices of the
+// other segments out of stage_out.
+//
+// Flags. Each rank's area holds ready[kMaxBlocks][nranks] and done[kMaxBlocks][nranks],
+// written by the peers (indexed by the writer's world rank), and seq[kMaxBlocks][nranks],
+// its own: per block and peer, the rounds done with that peer, ever. Round r of a call is
+// round g = seq + r + 1 of the pair; the signal writes g (64 bits: no wrap) and the wait
+// waits for >= g. The kernel reads seq when it starts and adds the rounds when it ends, so
+// back-to-back calls on a stream and graph replays stay in step; counters are per pair, so
+// calls over different teams interleave as long as the calls that involve the same two
+// ranks are made in the same order on both (as always).
+//
+// Ordering. A signal is the pattern of barrier_block: __syncthreads, then the signalling
+// thread's fence.sc.sys, then a relaxed system-scope store; a wait is an acquire poll by
+// one thread per member, then __syncthreads. So READY publishes the stage_in copy (and the
+// stream's earlier writes of send, which precede the kernel), and DONE publishes the
+// stores of shot 2 and follows every load of shot 1 (values in registers, stored, before
+// the barrier).
+//
+// Reuse. When a block has seen every member's DONE of a round, no member reads its
+// stage_in or send, or writes its stage_out or recv, for that round any more. Its next
+// round's stage_in copy therefore overwrites nothing still read; a member stores into its
+// stage_out for the next round only after its READY of that round, which it signals after
+// copying the previous round out. When the kernel ends, the peers are done with this
+// rank's send and recv: the stream may reuse them at once.
+//
+// In place (all-reduce, send == recv): segment s of a rank's buffer is read only by member
+// s's block of the slice, which writes it only after reading it; staged, stage_in holds the
+// round's input before anything is written.
+//
+// Waits are bounded (SYMCOMM_WAIT_TIMEOUT, abort); a failure is recorded in the DeviceComm
+// error slot, which the host reports at the communicator's next call, and the block exits.
+// As in sm and ll, the blocks of a grid must all be resident (resident_launch.cuh).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/cuda_runtime_check.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "coll/coll.h"
+#include "coll/resident_launch.cuh"
+#include "rma/reduce.h"
+#include "symcomm/device.cuh"
+
+namespace symcomm {
+
+namespace {
+
+const SizeParam kStageBytes("SYMCOMM_COLL_TWOSHOT_BYTES", "8M",
+                            "symmetric staging memory per rank of the twoshot collectives, for "
+                            "buffers that are not symmetric (twice this; at most 1/16 of "
+                            "SYMCOMM_HEAP_MAX is used)");
+const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "64",
+                       "most blocks of a twoshot collective (1 per 8 KiB of a segment's "
+                       "round); the same on every rank");
+
+constexpr int kMaxTeam = 32;
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 128;
+constexpr uint64_t kMinSlice = 8 << 10;  // bytes of a segment's round per block, at least
+constexpr int kBatch = 8;                // contributions loaded before they are combined
+
+enum Flag { kReady = 0, kDone = 1, kSeq = 2 };
+
+// What one call does, by value into the kernel (graph capture keeps it).
+struct Plan {
+  DeviceComm comm;  // the world view: error record, abort flag, bound
+  int n, me;
+  bool all;         // all-reduce (two shots), else reduce-scatter
+  bool in_staged, out_staged;
+  bool recv_vec;     // this rank's result may be stored in 16-byte vectors
+  symcommRedOp_t op;
+  int world[kMaxTeam];
+  const char* send;  // this rank's
+  char* recv;
+  char* stage_in;    // this rank's areas
+  char* stage_out;
+  uint64_t* flags;   // this rank's [3][kMaxBlocks][nranks]
+  uint64_t seg;      // segment stride: segment s starts at s * seg of send (and of recv,
+                     // all-reduce)
+  uint64_t len[kMaxTeam];  // segment lengths
+  uint64_t span;     // S: bytes per segment and round
+  uint64_t slice;    // sl: bytes per block of a segment's round
+  uint64_t rounds;
+  const char* in_base[kMaxTeam];  // member m's send, or its stage_in, as mapped here
+  char* out_base[kMaxTeam];       // member m's recv, or its stage_out (all-reduce)
+  uint64_t* flags_on[kMaxTeam];   // member m's flags, as mapped here
+};
+
+__device__ __forceinline__ uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+// Block b's part [lo, hi) of segment s in round r (lo >= hi: none).
+struct Range {
+  uint64_t lo, hi;
+};
+__device__ __forceinline__ Range slice_of(const Plan& p, int s, uint64_t r, int b) {
+  const uint64_t lo = r * p.span + static_cast<uint64_t>(b) * p.slice;
+  return {lo, umin(umin(lo + p.slice, (r + 1) * p.span), p.len[s])};
+}
+
+__device__ __forceinline__ uint64_t* flag(uint64_t* flags, const Plan& p, Flag kind, int b,
+                                          int w) {
+  return flags + (static_cast<uint64_t>(kind) * kMaxBlocks + static_cast<uint64_t>(b)) *
+                     static_cast<uint64_t>(p.comm.nranks) + static_cast<uint64_t>(w);
+}
+
+// Signals `kind` of round r to every member and waits for theirs (see "Ordering"); nonzero
+// when a wait failed, in every thread.
+__device__ __forceinline__ int exchange(const Plan& p, Flag kind, int b, uint64_t r,
+                                        const uint64_t* g0) {
+  __syncthreads();
+  int rc = 0;
+  const int m = static_cast<int>(threadIdx.x);
+  if (m < p.n && m != p.me) {
+    const uint64_t g = g0[m] + r + 1;
+    __threadfence_system();
+    detail::store_relaxed(flag(p.flags_on[m], p, kind, b, p.comm.rank), g);
+    rc = detail::wait_local(p.comm, flag(p.flags, p, kind, b, p.world[m]), symcommCmpGe, g);
+  }
+  return __syncthreads_or(rc);
+}
+
+// Shot 1 (and 2): this block's slice of this rank's segment, combined over the members,
+// to recv and (all-reduce) to every peer. 16-byte vectors, then the tail element by element.
+template <typename T>
+__device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
+  using A = typename Accum<T>::type;
+  constexpr int kLanes = 16 / sizeof(T);
+  const Range x = slice_of(p, p.me, r, b);
+  if (x.lo >= x.hi) return;
+  // Member m's byte at segment offset o is at in_base[m] + in_at(o); peer m's copy of the
+  // result goes to out_base[m] + out_at(o), this rank's to mine + o.
+  const uint64_t first = r * p.span;  // the round's first segment offset
+  auto in_at = [&](uint64_t o) {
+    return p.in_staged ? p.me * p.span + (o - first) : p.me * p.seg + o;
+  };
+  auto out_at = [&](uint64_t o) {
+    return p.out_staged ? p.me * p.span + (o - first) : p.me * p.seg + o;
+  };
+  char* const mine = p.recv + (p.all ? p.me * p.seg : 0);
+  const uint64_t vec_end = x.lo + (x.hi - x.lo) / 16 * 16;
+  const uint64_t nt = blockDim.x;
+  for (uint64_t o = x.lo + 16 * threadIdx.x; o < vec_end; o += 16 * nt) {
+    A acc[kLanes];
+    for (int m0 = 0; m0 < p.n; m0 += kBatch) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k)
+        if (m0 + k < p.n) v[k] = *reinterpret_cast<const uint4*>(p.in_base[m0 + k] + in_at(o));
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (m0 + k >= p.n) break;
+        T e[kLanes];
+        memcpy(static_cast<void*>(e), &v[k], 16);  // (16-bit float types are classes)
+#pragma unroll
+        for (int i = 0; i < kLanes; ++i)
+          acc[i] = m0 + k == 0 ? widen(e[i]) : combine(p.op, acc[i], widen(e[i]));
+      }
+    }
+    T e[kLanes];
+#pragma unroll
+    for (int i = 0; i < kLanes; ++i) e[i] = narrow<T>(acc[i]);
+    uint4 out;
+    memcpy(&out, e, 16);
+    if (p.recv_vec)
+      *reinterpret_cast<uint4*>(mine + o) = out;
+    else
+      memcpy(mine + o, &out, 16);  // recv is this rank's own, of any alignment
+    if (p.all)
+      for (int i = 1; i < p.n; ++i) {
+        const int m = (p.me + i) % p.n;
+        *reinterpret_cast<uint4*>(p.out_base[m] + out_at(o)) = out;
+      }
+  }
+  for (uint64_t o = vec_end + sizeof(T) * threadIdx.x; o < x.hi; o += sizeof(T) * nt) {
+    A acc = widen(*reinterpret_cast<const T*>(p.in_base[0] + in_at(o)));
+    for (int m = 1; m < p.n; ++m)
+      acc = combine(p.op, acc, widen(*reinterpret_cast<const T*>(p.in_base[m] + in_at(o))));
+    const T out = narrow<T>(acc);
+    memcpy(mine + o, &out, sizeof(T));
+    if (p.all)
+      for (int i = 1; i < p.n; ++i) {
+        const int m = (p.me + i) % p.n;
+        *reinterpret_cast<T*>(p.out_base[m] + out_at(o)) = out;
+      }
+  }
+}
+
+// Block b: every round (see "Blocks"), then the counters.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) twoshot_kernel(const __grid_constant__ Plan p) {
+  const int b = static_cast<int>(blockIdx.x);
+  __shared__ uint64_t g0[kMaxTeam];  // rounds done with each member before this call
+  for (int m = static_cast<int>(threadIdx.x); m < p.n; m += static_cast<int>(blockDim.x))
+    g0[m] = m == p.me ? 0 : *flag(p.flags, p, kSeq, b, p.world[m]);
+  for (uint64_t r = 0; r < p.rounds; ++r) {
+    if (p.in_staged)
+      for (int s = 0; s < p.n; ++s) {
+        const Range x = slice_of(p, s, r, b);
+        if (x.lo < x.hi)
+          detail::copy(p.stage_in + s * p.span + (x.lo - r * p.span), p.send + s * p.seg + x.lo,
+                       x.hi - x.lo, threadIdx.x, blockDim.x);
+      }
+    if (exchange(p, kReady, b, r, g0)) return;
+    reduce_slice<T>(p, r, b);
+    if (exchange(p, kDone, b, r, g0)) return;
+    if (p.all && p.out_staged)
+      for (int s = 0; s < p.n; ++s) {
+        const Range x = slice_of(p, s, r, b);
+        if (s != p.me && x.lo < x.hi)
+          detail::copy(p.recv + s * p.seg + x.lo, p.stage_out + s * p.span + (x.lo - r * p.span),
+                       x.hi - x.lo, threadIdx.x, blockDim.x);
+      }
+  }
+  // (The exchanges' barriers ordered every read of g0 before this.)
+  for (int m = static_cast<int>(threadIdx.x); m < p.n; m += static_cast<int>(blockDim.x))
+    if (m != p.me) *flag(p.flags, p, kSeq, b, p.world[m]) = g0[m] + p.rounds;
+}
+
+size_t flags_bytes(int nranks) {
+  return size_t{3} * kMaxBlocks * static_cast<size_t>(nranks) * sizeof(uint64_t);
+}
+
+struct TwoshotState final : AlgorithmState {
+  char* area = nullptr;  // flags, stage_in, stage_out
+  uint64_t stage = 0;    // bytes of each stage area
+  DeviceComm world{};
+  int resident = 0;      // blocks of twoshot_kernel (any type) the GPU holds at once
+};
+
+constexpr auto kernel_of = [](auto zero) { return twoshot_kernel<decltype(zero)>; };
+
+bool aligned(const void* p, uint64_t seg) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && seg % 16 == 0;
+}
+
+class TwoshotAlgorithm final : public CollAlgorithm {
+ public:
+  const char* name() const override { return "twoshot"; }
+
+  bool supports(const CollArgs& a, const CollContext& ctx) const override {
+    if (ctx.space() != symcommSpaceCuda || !ctx.has_state(this) || a.team.size > kMaxTeam ||
+        (a.op != CollOp::AllReduce && a.op != CollOp::ReduceScatter))
+      return false;
+    for (int i = 0; i < a.team.size; ++i)
+      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
+    return true;
+  }
+
+  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
+    if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
+    if (a.op != CollOp::AllReduce && a.op != CollOp::ReduceScatter)
+      return "it does all-reduce and reduce-scatter only";
+    if (!ctx.has_state(this))
+      return format("its staging areas need 2 x SYMCOMM_COLL_TWOSHOT_BYTES (%s) of the heap, "
+                    "more than 1/16 of SYMCOMM_HEAP_MAX (%s), or are smaller than 16 bytes "
+                    "per rank",
+                    format_bytes(kStageBytes.get()).c_str(),
+                    format_bytes(ctx.heap().max_bytes()).c_str());
+    if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
+    return "a team member's memory is not load/store accessible from here";
+  }
+
+  std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
+    if (ctx.space() != symcommSpaceCuda) return nullptr;
+    const int nranks = ctx.topology().nranks;
+    // Every rank decides alike: ranks that disagree on the heap maximum fail when the heap
+    // is created, and parameters are to be set alike.
+    const uint64_t stage = kStageBytes.get() / 256 * 256;
+    const size_t bytes = flags_bytes(nranks) + 2 * stage;
+    if (stage / static_cast<uint64_t>(nranks) < 16 || bytes > ctx.heap().max_bytes() / 16) {
+      SYMCOMM_INFO("no twoshot collectives on this communicator: %s of staging areas do not "
+                   "fit in 1/16 of the heap (%s)", format_bytes(bytes).c_str(),
+                   format_bytes(ctx.heap().max_bytes()).c_str());
+      return nullptr;
+    }
+    auto s = std::make_unique<TwoshotState>();
+    s->stage = stage;
+    s->resident = resident_blocks(kernel_of, kThreads);
+    s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
+    ctx.backend().clear(s->area, flags_bytes(nranks));  // flags and counters 0
+    ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
+                                   ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
+    return s;
+  }
+
+  void run(const CollArgs& a, CollContext& ctx) override {
+    TwoshotState& s = ctx.state<TwoshotState>(this);
+    const int n = a.team.size;
+    const bool all = a.op == CollOp::AllReduce;
+    const uint64_t block = a.count * a.elem;  // all-reduce: the buffer; else a segment
+    if (block == 0) return;
+    const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+    if (n == 1) {  // nothing to combine: a copy
+      if (a.send != a.recv)
+        SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, block, cudaMemcpyDeviceToDevice, stream));
+      return;
+    }
+    const int64_t max_blocks = kBlocks.get();
+    SYMCOMM_REQUIRE(max_blocks >= 1 && max_blocks <= kMaxBlocks, symcommInvalidArgument,
+                    "SYMCOMM_COLL_TWOSHOT_BLOCKS=%lld is not in [1, %d]",
+                    static_cast<long long>(max_blocks), kMaxBlocks);
+    Plan p{};
+    p.comm = s.world;
+    p.n = n;
+    p.me = a.me;
+    p.all = all;
+    p.op = a.redop;
+    p.send = a.send;
+    p.recv = a.recv;
+    p.flags = reinterpret_cast<uint64_t*>(s.area);
+    p.stage_in = s.area + flags_bytes(s.world.nranks);
+    p.stage_out = p.stage_in + s.stage;
+    for (int j = 0; j < n; ++j) p.world[j] = a.team.world_of(j);
+    uint64_t longest = 0;
+    if (all) {
+      const uint64_t per = (a.count + n - 1) / n * a.elem;
+      p.seg = (per + 15) / 16 * 16;
+      for (int j = 0; j < n; ++j) {
+        const uint64_t lo = std::min<uint64_t>(block, j * p.seg);
+        p.len[j] = std::min<uint64_t>(block, lo + p.seg) - lo;
+      }
+      longest = p.len[0];
+    } else {
+      p.seg = block;
+      for (int j = 0; j < n; ++j) p.len[j] = block;
+      longest = block;
+    }
+    const uint64_t send_bytes = all ? block : block * static_cast<uint64_t>(n);
+    p.in_staged = !(ctx.addressable(a.send, send_bytes) && aligned(a.send, p.seg));
+    p.out_staged = all && !(ctx.addressable(a.recv, block) && aligned(a.recv, p.seg));
+    const bool staged = p.in_staged || p.out_staged;
+    p.recv_vec = aligned(a.recv, all ? p.seg : 16);
+    p.span = staged ? s.stage / static_cast<uint64_t>(n) / 16 * 16 : (longest + 15) / 16 * 16;
+    p.rounds = (longest + p.span - 1) / p.span;
+    const uint64_t round = std::min(p.span, (longest + 15) / 16 * 16);
+    const uint64_t blocks = std::min<uint64_t>(static_cast<uint64_t>(max_blocks),
+                                               (round + kMinSlice - 1) / kMinSlice);
+    p.slice = ((round + blocks - 1) / blocks + 15) / 16 * 16;
+    for (int j = 0; j < n; ++j) {
+      p.in_base[j] = p.in_staged ? ctx.on(a, p.stage_in, j) : ctx.on(a, a.send, j);
+      p.out_base[j] = p.out_staged ? ctx.on(a, p.stage_out, j)
+                                   : (all ? ctx.on(a, a.recv, j) : nullptr);
+      p.flags_on[j] = reinterpret_cast<uint64_t*>(ctx.on(a, p.flags, j));
+    }
+    launch_resident(kernel_of, p, static_cast<int>(blocks), kThreads, s.resident, true, a.type,
+                    stream, "twoshot", "lower SYMCOMM_COLL_TWOSHOT_BLOCKS");
+  }
+};
+
+}  // namespace
+
+CollAlgorithm* make_twoshot_algorithm() {
+  static TwoshotAlgorithm algorithm;
+  return &algorithm;
+}
+
+}  // namespace symcomm
