@@ -119,6 +119,68 @@ struct Plan {
   uint64_t* flags_on[kMaxTeam];   // member m's flags, as mapped here
 };
 
+// Loads of data that other GPUs wrote (after the acquire of their signal) bypass L1
+// (ld.global.cg): nothing is read twice, and no line cached by an earlier round or call can
+// be hit. W: uint4 or an unsigned integer type.
+template <typename W>
+__device__ __forceinline__ W load_shared(const void* at) {
+  return __ldcg(static_cast<const W*>(at));
+}
+
+// Elements as unsigned integers of their size, stored whole. 16-bit floats go through their
+// intrinsics: a byte-wise memcpy out of a __half (PTX: st.global.u8 of the register that
+// cvt.rn.f16.f32 wrote, then of its shr by 8) stored a wrong low byte on H200 with nvcc 13.0,
+// an f16 3.0 landing as 0x4203 (tests/mp/coll_test.cc caught it in the odd-length tails).
+template <int kBytes> struct Bits;
+template <> struct Bits<1> { using type = unsigned char; };
+template <> struct Bits<2> { using type = unsigned short; };
+template <> struct Bits<4> { using type = unsigned int; };
+template <> struct Bits<8> { using type = unsigned long long; };
+template <typename T>
+using BitsOf = typename Bits<sizeof(T)>::type;
+
+template <typename T>
+__device__ __forceinline__ BitsOf<T> to_bits(T v) {
+  BitsOf<T> b;
+  memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <>
+__device__ __forceinline__ unsigned short to_bits<__half>(__half v) { return __half_as_ushort(v); }
+template <>
+__device__ __forceinline__ unsigned short to_bits<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat16_as_ushort(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_bits(BitsOf<T> b) {
+  T v;
+  memcpy(static_cast<void*>(&v), &b, sizeof(T));
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_bits<__half>(unsigned short b) { return __ushort_as_half(b); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_bits<__nv_bfloat16>(unsigned short b) {
+  return __ushort_as_bfloat16(b);
+}
+
+// Element stores into this rank's recv, which holds elements of T at T-aligned addresses.
+template <typename T>
+__device__ __forceinline__ void store_element(char* at, T v) {
+  *reinterpret_cast<BitsOf<T>*>(at) = to_bits(v);
+}
+
+// Copies [0, bytes) from src (16-byte aligned, written by other GPUs) to dst (this rank's).
+template <typename T>
+__device__ __forceinline__ void copy_in(char* dst, const char* src, uint64_t bytes, bool dst_vec) {
+  const uint64_t vec = dst_vec ? bytes / 16 * 16 : 0;
+  for (uint64_t o = 16 * threadIdx.x; o < vec; o += 16 * blockDim.x)
+    *reinterpret_cast<uint4*>(dst + o) = load_shared<uint4>(src + o);
+  for (uint64_t o = vec + sizeof(T) * threadIdx.x; o < bytes; o += sizeof(T) * blockDim.x)
+    *reinterpret_cast<BitsOf<T>*>(dst + o) = load_shared<BitsOf<T>>(src + o);
+}
+
 __device__ __forceinline__ uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 // Block b's part [lo, hi) of segment s in round r (lo >= hi: none).
@@ -178,7 +240,7 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
       uint4 v[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k)
-        if (m0 + k < p.n) v[k] = *reinterpret_cast<const uint4*>(p.in_base[m0 + k] + in_at(o));
+        if (m0 + k < p.n) v[k] = load_shared<uint4>(p.in_base[m0 + k] + in_at(o));
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
         if (m0 + k >= p.n) break;
@@ -194,10 +256,12 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
     for (int i = 0; i < kLanes; ++i) e[i] = narrow<T>(acc[i]);
     uint4 out;
     memcpy(&out, e, 16);
-    if (p.recv_vec)
+    if (p.recv_vec) {
       *reinterpret_cast<uint4*>(mine + o) = out;
-    else
-      memcpy(mine + o, &out, 16);  // recv is this rank's own, of any alignment
+    } else {
+#pragma unroll
+      for (int i = 0; i < kLanes; ++i) store_element(mine + o + i * sizeof(T), e[i]);
+    }
     if (p.all)
       for (int i = 1; i < p.n; ++i) {
         const int m = (p.me + i) % p.n;
@@ -205,15 +269,15 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
       }
   }
   for (uint64_t o = vec_end + sizeof(T) * threadIdx.x; o < x.hi; o += sizeof(T) * nt) {
-    A acc = widen(*reinterpret_cast<const T*>(p.in_base[0] + in_at(o)));
+    A acc = widen(from_bits<T>(load_shared<BitsOf<T>>(p.in_base[0] + in_at(o))));
     for (int m = 1; m < p.n; ++m)
-      acc = combine(p.op, acc, widen(*reinterpret_cast<const T*>(p.in_base[m] + in_at(o))));
+      acc = combine(p.op, acc, widen(from_bits<T>(load_shared<BitsOf<T>>(p.in_base[m] + in_at(o)))));
     const T out = narrow<T>(acc);
-    memcpy(mine + o, &out, sizeof(T));
+    store_element(mine + o, out);
     if (p.all)
       for (int i = 1; i < p.n; ++i) {
         const int m = (p.me + i) % p.n;
-        *reinterpret_cast<T*>(p.out_base[m] + out_at(o)) = out;
+        store_element(p.out_base[m] + out_at(o), out);
       }
   }
 }
@@ -240,8 +304,8 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(const __grid_constant
       for (int s = 0; s < p.n; ++s) {
         const Range x = slice_of(p, s, r, b);
         if (s != p.me && x.lo < x.hi)
-          detail::copy(p.recv + s * p.seg + x.lo, p.stage_out + s * p.span + (x.lo - r * p.span),
-                       x.hi - x.lo, threadIdx.x, blockDim.x);
+          copy_in<T>(p.recv + s * p.seg + x.lo, p.stage_out + s * p.span + (x.lo - r * p.span),
+                     x.hi - x.lo, p.recv_vec);
       }
   }
   // (The exchanges' barriers ordered every read of g0 before this.)
