@@ -51,6 +51,8 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
   a.redop = redop;
   a.root = root;
   a.stream = stream;
+  a.symmetric = (!reads_send || sb == 0 || c.coll->addressable(send, sb)) &&
+                (rb == 0 || c.coll->addressable(recv, rb));
   if (v) {  // all-to-all-v: send counts, send displacements, receive counts and displacements
     a.send_counts = v[0];
     a.send_displs = v[1];

@@ -138,7 +138,7 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
   }
   // The measured selection table, then the registry's order.
   if (const char* pick = table_choice(selection_table(), args.op, args.team.size,
-                                      args.bytes_per_rank()))
+                                      args.bytes_per_rank(), args.symmetric))
     if (CollAlgorithm* a = find(pick); a && a->supports(args, ctx) && a->capturable(args, ctx))
       return *a;
   for (CollAlgorithm* a : coll_algorithms())

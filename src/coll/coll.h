@@ -43,6 +43,9 @@ struct CollArgs {
   const size_t* recv_counts = nullptr;
   const size_t* recv_displs = nullptr;
   symcommStream_t stream;
+  // Peers can address send (where this rank reads it) and recv in place: symmetric memory
+  // or registered buffers. Picks the selection table's rows for such buffers.
+  bool symmetric = false;
   // The bytes one rank contributes: what the selection table is indexed by.
   size_t bytes_per_rank() const;
 };

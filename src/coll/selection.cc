@@ -6,51 +6,57 @@ namespace symcomm {
 
 const std::vector<SelectionRow>& selection_table() {
   // Rows from bench/selection_rows.py --margin 0.05 (another algorithm displaces sm only
-  // where it is more than 5% faster), then merged by hand across runs: the reductions from
-  // the later ones (which have twoshot) up to 64 MiB and, for reduce-scatter, 256 MiB; the
-  // rest and larger reductions from the earlier one. Measured on 4 x H200 (8 were not lent), so they bound teams of at most
-  // 4. Larger teams get the rows marked "extrapolated": the 4-rank choice for reductions,
-  // whose twoshot traffic per rank does not grow with the team (ll's one shot does: its
-  // bounds are halved); everything else, and calls whose row names an algorithm that cannot
-  // run (no NCCL), fall through to the registry order ("sm" on GPUs, "copy" in the host
-  // space).
+  // where it is more than 5% faster), then merged by hand across runs: reductions from the
+  // later ones (which have twoshot), on symmetric buffers and on plain ones (twoshot stages
+  // plain buffers, which costs it up to 0.8x NCCL at 64 MiB: its rows past 4 MiB are for
+  // symmetric buffers only; sm, ll and nccl take the same time on both); the rest, and
+  // larger reductions, from the earlier run. Measured on 4 x H200 (8 were not lent), so they
+  // bound teams of at most 4. Larger teams get the rows marked "extrapolated": the 4-rank
+  // choice for reductions, whose twoshot traffic per rank does not grow with the team (ll's
+  // one shot does: its bounds are halved); everything else, and calls whose row names an
+  // algorithm that cannot run (no NCCL), fall through to the registry order ("sm" on GPUs,
+  // "copy" in the host space).
   static const char* const kRun4 =
       "bench/results/h200x4/coll_a45e7a6.jsonl (2026-11-21, commit a45e7a6)";
-  static const char* const kRun4Reductions =
-      "bench/results/h200x4/coll_fa9542c_reductions.jsonl (2026-11-21, commit fa9542c)";
-  static const char* const kRun4Large =
-      "bench/results/h200x4/coll_60eceb9_reductions.jsonl (2026-11-21, commit 60eceb9)";
-  static const char* const kGuess =
-      "extrapolated from bench/results/h200x4/coll_fa9542c_reductions.jsonl";
+  static const char* const kSym4 =
+      "bench/results/h200x4/coll_fa9542c_reductions.jsonl (2026-11-21, commit fa9542c, symmetric)";
+  static const char* const kPlain4 =
+      "bench/results/h200x4/coll_plain_ccbbbf9.jsonl (2026-11-21, commit ccbbbf9, plain)";
+  static const char* const kGuess = "extrapolated from the 4-rank rows";
+  constexpr Buffers kSym = Buffers::Symmetric;
   static const std::vector<SelectionRow> table = {
       {CollOp::AllGather, 4, 0, "sm", kRun4},
-      {CollOp::AllReduce, 4, 65536, "ll", kRun4Reductions},
-      {CollOp::AllReduce, 4, 33554432, "twoshot", kRun4Reductions},
+      {CollOp::AllReduce, 4, 65536, "ll", kSym4},
+      {CollOp::AllReduce, 4, 33554432, "twoshot", kSym4, kSym},
+      {CollOp::AllReduce, 4, 262144, "sm", kPlain4},
+      {CollOp::AllReduce, 4, 4194304, "twoshot", kPlain4},
       {CollOp::AllReduce, 4, 0, "nccl", kRun4},
       {CollOp::AllReduce, 0, 32768, "ll", kGuess},
-      {CollOp::AllReduce, 0, 33554432, "twoshot", kGuess},
+      {CollOp::AllReduce, 0, 33554432, "twoshot", kGuess, kSym},
+      {CollOp::AllReduce, 0, 4194304, "twoshot", kGuess},
       {CollOp::AllReduce, 0, 0, "nccl", kGuess},
       {CollOp::AllToAll, 4, 32, "sm", kRun4},
       {CollOp::AllToAll, 4, 128, "nccl", kRun4},
       {CollOp::AllToAll, 4, 0, "sm", kRun4},
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
-      {CollOp::ReduceScatter, 4, 262144, "ll", kRun4Reductions},
-      {CollOp::ReduceScatter, 4, 524288, "nccl", kRun4Reductions},
-      {CollOp::ReduceScatter, 4, 1048576, "sm", kRun4Reductions},
-      {CollOp::ReduceScatter, 4, 268435456, "twoshot", kRun4Large},
+      {CollOp::ReduceScatter, 4, 262144, "ll", kSym4},
+      {CollOp::ReduceScatter, 4, 524288, "nccl", kSym4},
+      {CollOp::ReduceScatter, 4, 1048576, "sm", kSym4},
+      {CollOp::ReduceScatter, 4, 268435456, "twoshot", kSym4, kSym},
       {CollOp::ReduceScatter, 4, 536870912, "sm", kRun4},
       {CollOp::ReduceScatter, 4, 0, "nccl", kRun4},
       {CollOp::ReduceScatter, 0, 131072, "ll", kGuess},
-      {CollOp::ReduceScatter, 0, 268435456, "twoshot", kGuess},
+      {CollOp::ReduceScatter, 0, 268435456, "twoshot", kGuess, kSym},
   };
   return table;
 }
 
 const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
-                         size_t bytes) {
+                         size_t bytes, bool symmetric) {
   for (const SelectionRow& row : table) {
     if (row.op != op) continue;
+    if (row.buffers == Buffers::Symmetric && !symmetric) continue;
     if (row.max_team > 0 && team_size > row.max_team) continue;
     if (row.max_bytes > 0 && bytes > row.max_bytes) continue;
     return row.algorithm;
@@ -61,9 +67,10 @@ const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int 
 std::string selection_text() {
   std::string out;
   for (const SelectionRow& row : selection_table()) {
-    out += format("%s, teams %s, %s: %s (%s)\n", coll_op_name(row.op),
+    out += format("%s, teams %s, %s%s: %s (%s)\n", coll_op_name(row.op),
                   row.max_team ? format("<= %d", row.max_team).c_str() : "of any size",
                   row.max_bytes ? ("<= " + format_bytes(row.max_bytes)).c_str() : "any size",
+                  row.buffers == Buffers::Symmetric ? ", symmetric buffers" : "",
                   row.algorithm, row.source);
   }
   out += "otherwise: the first registered algorithm that supports the call\n";

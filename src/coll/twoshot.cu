@@ -82,7 +82,9 @@ const SizeParam kStageBytes("SYMCOMM_COLL_TWOSHOT_BYTES", "8M",
                             "symmetric staging memory per rank of the twoshot collectives, for "
                             "buffers that are not symmetric (twice this; at most 1/16 of "
                             "SYMCOMM_HEAP_MAX is used)");
-const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "64",
+// 4 ranks: 128 blocks took 3% less time than 64 for all-reduces of 16-64 MiB, the same
+// below (bench/results/h200x4/coll_twoshot_b128_ccbbbf9.jsonl against coll_fa9542c_reductions).
+const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "128",
                        "most blocks of a twoshot collective (1 per 8 KiB of a segment's "
                        "round); the same on every rank");
 
