@@ -498,9 +498,7 @@ class CeAlgorithm final : public CollAlgorithm {
     if (!ctx.has_state(this)) return "the communicator has no ce state";
     const CeState& s = const_cast<CollContext&>(ctx).state<CeState>(this);
     if (!s.problem().empty()) return s.problem();
-    for (int i = 0; i < a.team.size; ++i)
-      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))])
-        return "a team member's memory is not mapped here";
+    if (!ctx.reaches_team(a)) return "a team member's memory is not mapped here";
     return "";
   }
 

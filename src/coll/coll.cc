@@ -84,6 +84,12 @@ size_t CollContext::workspace_slot(int slots, int team_size) const {
   return slot;
 }
 
+bool CollContext::reaches_team(const CollArgs& a) const {
+  for (int i = 0; i < a.team.size; ++i)
+    if (!topology_.accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
+  return true;
+}
+
 bool CollContext::addressable(const void* p, size_t bytes) const {
   if (heap_.contains(p)) return heap_.offset_of(p) + bytes <= heap_.mapped();
   return registrations_.find(p, bytes) != nullptr;

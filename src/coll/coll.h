@@ -84,6 +84,8 @@ class CollContext {
   // `p` (this rank's symmetric address, or an address in a registered buffer) on team
   // member `member`, as mapped here.
   char* on(const CollArgs& a, const void* p, int member) const;
+  // Every member of the call's team is load/store accessible from here.
+  bool reaches_team(const CollArgs& a) const;
   // [p, p + bytes) is symmetric memory (mapped heap) or inside a registered buffer: peers
   // can be given its address through on(), and write it in place.
   bool addressable(const void* p, size_t bytes) const;

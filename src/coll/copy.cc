@@ -19,9 +19,7 @@ class CopyAlgorithm final : public CollAlgorithm {
 
   bool supports(const CollArgs& a, const CollContext& ctx) const override {
     if (a.counts_on_device) return false;  // the counts must be on the host
-    for (int i = 0; i < a.team.size; ++i)
-      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
-    return true;
+    return ctx.reaches_team(a);
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {

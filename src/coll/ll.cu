@@ -458,9 +458,7 @@ class LlAlgorithm final : public CollAlgorithm {
     if (ctx.space() != symcommSpaceCuda || !ctx.has_state(this) || a.counts_on_device ||
         a.team.size > kMaxTeam)
       return false;
-    for (int i = 0; i < a.team.size; ++i)
-      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
-    return true;
+    return ctx.reaches_team(a);
   }
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {

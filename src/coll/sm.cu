@@ -601,9 +601,7 @@ class SmAlgorithm final : public CollAlgorithm {
   bool supports(const CollArgs& a, const CollContext& ctx) const override {
     if (ctx.space() != symcommSpaceCuda || a.team.size > kMaxTeam || !ctx.has_state(this))
       return false;
-    for (int i = 0; i < a.team.size; ++i)
-      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
-    return true;
+    return ctx.reaches_team(a);
   }
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {

@@ -340,9 +340,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     if (ctx.space() != symcommSpaceCuda || !ctx.has_state(this) || a.team.size > kMaxTeam ||
         (a.op != CollOp::AllReduce && a.op != CollOp::ReduceScatter))
       return false;
-    for (int i = 0; i < a.team.size; ++i)
-      if (!ctx.topology().accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
-    return true;
+    return ctx.reaches_team(a);
   }
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {

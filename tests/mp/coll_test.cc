@@ -77,6 +77,22 @@ std::vector<uint8_t> make(const Type& t, uint64_t seed, int rank, size_t first, 
   return out;
 }
 
+double combine(symcommRedOp_t op, double a, double b);
+
+// Elements [first, first + n) of make()'s data combined by `op` over ranks 0, step, 2 step,
+// ... below `nranks`, in that order.
+std::vector<uint8_t> reduced(const Type& t, symcommRedOp_t op, uint64_t seed, int nranks,
+                             size_t first, size_t n, int step = 1) {
+  std::vector<uint8_t> out(n * t.size);
+  for (size_t i = 0; i < n; ++i) {
+    double acc = value(seed, 0, first + i, t.is_signed);
+    for (int r = step; r < nranks; r += step)
+      acc = combine(op, acc, value(seed, r, first + i, t.is_signed));
+    store(t, &out[i * t.size], acc);
+  }
+  return out;
+}
+
 double combine(symcommRedOp_t op, double a, double b) {
   return op == symcommSum ? a + b : op == symcommMin ? std::min(a, b) : std::max(a, b);
 }
@@ -246,21 +262,12 @@ TEST_P(Coll, ReduceScatterAndAllReduce) {
         poison(recv, b);
         SC_OK(symcommReduceScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
                                            algo_, stream_));
-        std::vector<uint8_t> want(b);
-        for (size_t i = 0; i < count; ++i) {
-          double acc = value(seed_, 0, me_ * count + i, t.is_signed);
-          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, me_ * count + i, t.is_signed));
-          store(t, &want[i * t.size], acc);
-        }
+        std::vector<uint8_t> want = reduced(t, op, seed_, n_, me_ * count, count);
         EXPECT_EQ(differences(fetch(recv, b), want, t.size), "") << "reduce-scatter";
         // All-reduce in place on the first `count` elements of send.
         SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, send, count, t.id, op,
                                        algo_, stream_));
-        for (size_t i = 0; i < count; ++i) {
-          double acc = value(seed_, 0, i, t.is_signed);
-          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, i, t.is_signed));
-          store(t, &want[i * t.size], acc);
-        }
+        want = reduced(t, op, seed_, n_, 0, count);
         EXPECT_EQ(differences(fetch(send, b), want, t.size), "") << "all-reduce in place";
         release(send, false);
         release(recv, false);
@@ -304,12 +311,8 @@ TEST_P(Coll, BackToBackWithoutSync) {
     SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, p, p, count, t.id, symcommSum,
                                    algo_, stream_));
   for (int k = 0; k < 6; ++k) {
-    std::vector<uint8_t> want(b);
-    for (size_t i = 0; i < count; ++i) {
-      double acc = 0;
-      for (int r = 0; r < n_; ++r) acc += value(seed_ + static_cast<uint64_t>(k), r, i, true);
-      store(t, &want[i * t.size], acc);
-    }
+    std::vector<uint8_t> want =
+        reduced(t, symcommSum, seed_ + static_cast<uint64_t>(k), n_, 0, count);
     EXPECT_TRUE(fetch(bufs[static_cast<size_t>(k)], b) == want) << "call " << k;
   }
   for (void* p : bufs) release(p, false);
@@ -479,7 +482,7 @@ TEST_P(Coll, CapturedInAGraph) {
   const size_t count = 20000, b = count * t.size;
   void* send = buffer(b * n_, false);
   void* gathered = buffer(b * n_, false);
-  void* reduced = buffer(b, false);
+  void* summed = buffer(b, false);
   put(send, make(t, seed_, me_, 0, count * n_));
   mp::sync(stream_);
   SC_OK(symcommHostBarrier(comm_));
@@ -488,7 +491,7 @@ TEST_P(Coll, CapturedInAGraph) {
   if (moves)
     SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, gathered, count, t.id, algo_,
                                   stream_));
-  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, reduced, count, t.id, symcommSum,
+  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, summed, count, t.id, symcommSum,
                                  algo_, stream_));
   void* exec = mp::end_capture(stream_);
   ASSERT_NE(exec, nullptr);
@@ -496,7 +499,7 @@ TEST_P(Coll, CapturedInAGraph) {
     SCOPED_TRACE("replay " + std::to_string(k));
     put(send, make(t, seed_ + k, me_, 0, count * n_));
     poison(gathered, b * n_);
-    poison(reduced, b);
+    poison(summed, b);
     SC_OK(symcommHostBarrier(comm_));  // every rank's input is in place
     ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
     std::vector<uint8_t> want;
@@ -504,20 +507,17 @@ TEST_P(Coll, CapturedInAGraph) {
       auto part = make(t, seed_ + k, r, static_cast<size_t>(me_) * count, count);
       want.insert(want.end(), part.begin(), part.end());
     }
-    if (moves) EXPECT_TRUE(fetch(gathered, b * n_) == want) << "all-to-all";
-    std::vector<uint8_t> sum(b);
-    for (size_t i = 0; i < count; ++i) {
-      double acc = 0;
-      for (int r = 0; r < n_; ++r) acc += value(seed_ + k, r, i, true);
-      store(t, &sum[i * t.size], acc);
+    if (moves) {
+      EXPECT_TRUE(fetch(gathered, b * n_) == want) << "all-to-all";
     }
-    EXPECT_TRUE(fetch(reduced, b) == sum) << "all-reduce";
+    std::vector<uint8_t> sum = reduced(t, symcommSum, seed_ + k, n_, 0, count);
+    EXPECT_TRUE(fetch(summed, b) == sum) << "all-reduce";
     SC_OK(symcommHostBarrier(comm_));  // everyone read before the next replay writes
   }
   mp::destroy_graph(exec);
   release(send, false);
   release(gathered, false);
-  release(reduced, false);
+  release(summed, false);
 }
 
 // A team of the even ranks: an all-gather, then all-reduces on the team and on the world
@@ -552,13 +552,8 @@ TEST_P(Coll, OnATeam) {
     put(buf, make(t, seed_ + static_cast<uint64_t>(k), me_, 0, count));
     SC_OK(symcommAllReduceOnStream(comm_, on_even ? even : SYMCOMM_TEAM_WORLD, buf, buf, count,
                                    t.id, symcommSum, algo_, stream_));
-    std::vector<uint8_t> want(b);
-    for (size_t i = 0; i < count; ++i) {
-      double acc = 0;
-      for (int r = 0; r < n_; r += on_even ? 2 : 1)
-        acc += value(seed_ + static_cast<uint64_t>(k), r, i, true);
-      store(t, &want[i * t.size], acc);
-    }
+    std::vector<uint8_t> want = reduced(t, symcommSum, seed_ + static_cast<uint64_t>(k), n_, 0,
+                                        count, on_even ? 2 : 1);
     EXPECT_TRUE(fetch(buf, b) == want);
     release(buf, false);
   }
@@ -584,31 +579,17 @@ TEST_P(Coll, ReductionsOnSymmetricBuffers) {
         SC_OK(symcommHostBarrier(comm_));
         SC_OK(symcommReduceScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
                                            algo_, stream_));
-        std::vector<uint8_t> want(b);
-        for (size_t i = 0; i < count; ++i) {
-          double acc = value(seed_, 0, me_ * count + i, t.is_signed);
-          for (int r = 1; r < n_; ++r)
-            acc = combine(op, acc, value(seed_, r, me_ * count + i, t.is_signed));
-          store(t, &want[i * t.size], acc);
-        }
+        std::vector<uint8_t> want = reduced(t, op, seed_, n_, me_ * count, count);
         EXPECT_EQ(differences(fetch(recv, b), want, t.size), "") << "reduce-scatter";
         poison(recv, b);
         SC_OK(symcommHostBarrier(comm_));
         SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send + b, recv, count, t.id, op,
                                        algo_, stream_));
-        for (size_t i = 0; i < count; ++i) {
-          double acc = value(seed_, 0, count + i, t.is_signed);
-          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, count + i, t.is_signed));
-          store(t, &want[i * t.size], acc);
-        }
+        want = reduced(t, op, seed_, n_, count, count);
         EXPECT_EQ(differences(fetch(recv, b), want, t.size), "") << "all-reduce";
         SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, send, count, t.id, op,
                                        algo_, stream_));
-        for (size_t i = 0; i < count; ++i) {
-          double acc = value(seed_, 0, i, t.is_signed);
-          for (int r = 1; r < n_; ++r) acc = combine(op, acc, value(seed_, r, i, t.is_signed));
-          store(t, &want[i * t.size], acc);
-        }
+        want = reduced(t, op, seed_, n_, 0, count);
         EXPECT_EQ(differences(fetch(send, b), want, t.size), "") << "all-reduce in place";
         SC_OK(symcommHostBarrier(comm_));  // every peer is done with the buffers
         release(send - shift, true);

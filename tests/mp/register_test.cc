@@ -184,6 +184,49 @@ TEST(RegisterColl, CollectivesWriteRegisteredBuffersInPlace) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// Every algorithm's all-reduce in place on a registered buffer, at an offset of 256 bytes
+// (twoshot reads and writes it straight through the peers' mappings): rank k holds
+// (k + 1) (i % 7) at element i.
+TEST(RegisterColl, AllReducesInPlaceOnARegisteredBuffer) {
+  MP_NEED_GPU_PER_RANK();
+  if (!cuda()) GTEST_SKIP() << "registration needs the cuda space";
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const int n = mp::nranks(), me = mp::rank();
+  const size_t count = 300001, b = count * sizeof(float);
+  symcommStream_t s = mp::new_stream();
+  char* buf = static_cast<char*>(mp::local_alloc(b + 256));
+  char* r = buf + 256;
+  symcommRegistration_t reg = nullptr;
+  SC_OK(symcommRegister(comm, buf, b + 256, &reg));
+  std::vector<float> mine(count), sum(count);
+  for (size_t i = 0; i < count; ++i) {
+    mine[i] = static_cast<float>((me + 1) * static_cast<int>(i % 7));
+    sum[i] = static_cast<float>(n * (n + 1) / 2 * static_cast<int>(i % 7));
+  }
+  const auto bytes_of = [](const std::vector<float>& v) {
+    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+  };
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
+    const char* algo = symcommCollAlgorithmName(i);
+    SCOPED_TRACE(algo);
+    mp::store(r, bytes_of(mine));
+    SC_OK(symcommHostBarrier(comm));
+    symcommResult_t rc = symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, r, r, count,
+                                                  symcommFloat32, symcommSum, algo, s);
+    mp::sync(s);
+    if (rc == symcommNotSupported) continue;  // e.g. nccl without libnccl
+    ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
+    EXPECT_TRUE(mp::fetch(s, r, b) == bytes_of(sum));
+  }
+  SC_OK(symcommHostBarrier(comm));
+  SC_OK(symcommDeregister(comm, reg));
+  mp::local_free(buf);
+  mp::free_stream(s);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 // Finalize releases registrations still live; the application's buffer stays its own.
 TEST(RegisterColl, FinalizeReleasesLiveRegistrations) {
   if (!cuda()) GTEST_SKIP() << "registration needs the cuda space";
