@@ -369,7 +369,8 @@ void Bootstrap::monitor_loop() {
       gone.push_back(r);
     }
     for (int r : watched)
-      if (!finalizing_.load() && !leaving[static_cast<size_t>(r)] && now - last_seen[static_cast<size_t>(r)] > timeout) {
+      if (!finalizing_.load() && !leaving[static_cast<size_t>(r)] &&
+          now - last_seen[static_cast<size_t>(r)] > timeout) {
         mark_lost(r, format("no heartbeat for %.3g s (SYMCOMM_PEER_TIMEOUT)",
                             kPeerTimeout.get()));
         gone.push_back(r);
