@@ -19,12 +19,17 @@
 // the peer's next write of the word: the peer writes it again only after a signal that
 // this rank issues after the reset, on the same stream, behind the signal's memory barrier.
 //
-// Streams. The caller's stream forks into up to SYMCOMM_COLL_CE_STREAMS side streams (made
-// with the communicator) through events and joins them again, which stream capture records
-// as graph edges; peers are spread over the side streams so that copies to different peers
-// run on different copy engines. Only the caller's stream waits on flags, and only while
-// none of this rank's copies are in flight: a blocked wait cannot hold up this rank's own
-// copies, even where streams share a hardware queue.
+// Streams. By default the copies to the members run one after another on the caller's
+// stream: one copy engine stream to one peer at a time moves 386 GB/s per GPU in an
+// all-to-all on 4 x H200, and spreading the peers over four streams (the earlier default)
+// only 230 (tools/probe/ce_a2a.cu and symcomm-bench coll, 2026-11-21). SYMCOMM_COLL_CE_STREAMS
+// > 1 spreads them over that many side streams (made with the communicator). This rank's
+// own block (a local copy, which nobody waits for) runs beside the round on a side stream of
+// its own. Side streams fork from the caller's stream and join it again through events,
+// which stream capture records as graph edges. Only the caller's stream waits on flags, and
+// only while none of this rank's copies to members are in flight: a blocked wait cannot hold
+// up the copies that peers wait for, even where streams share a hardware queue (the local
+// copy may be held up; no peer waits for it).
 //
 // Bounding the waits. cuStreamWaitValue64 has no bound of its own. Signals and resets write
 // the low 32 bits of a word, waits compare all 64 (>= 1), and releasing a word writes 1 into
@@ -59,9 +64,10 @@ namespace symcomm {
 
 namespace {
 
-const IntParam kStreams("SYMCOMM_COLL_CE_STREAMS", "4",
-                        "side streams over which a ce collective spreads its copies to peers, "
-                        "1 to 16 (read when a communicator is created)");
+const IntParam kStreams("SYMCOMM_COLL_CE_STREAMS", "1",
+                        "streams over which a ce collective spreads its copies to peers, 1 to "
+                        "16; 1: one after another on the caller's stream, the fastest on H200 "
+                        "(read when a communicator is created)");
 constexpr int kMaxStreams = 16;
 
 using Clock = std::chrono::steady_clock;
@@ -113,6 +119,11 @@ class CeState final : public AlgorithmState {
   cudaStream_t side(int k) const { return side_[static_cast<size_t>(k)]; }
   cudaEvent_t fork_event() const { return fork_; }
   cudaEvent_t join_event(int k) const { return joined_[static_cast<size_t>(k)]; }
+  // The stream of this rank's own block, and the events that fork it from and join it to
+  // the caller's stream.
+  cudaStream_t aside() const { return aside_; }
+  cudaEvent_t aside_fork() const { return aside_fork_; }
+  cudaEvent_t aside_join() const { return aside_join_; }
   Watch* watch() const { return timeout_ms_ > 0 ? watch_dev_ : nullptr; }
 
   void write32(cudaStream_t stream, uint32_t* addr, uint32_t value, unsigned flags) const {
@@ -144,6 +155,8 @@ class CeState final : public AlgorithmState {
   std::vector<cudaStream_t> side_;
   cudaEvent_t fork_ = nullptr;
   std::vector<cudaEvent_t> joined_;
+  cudaStream_t aside_ = nullptr;
+  cudaEvent_t aside_fork_ = nullptr, aside_join_ = nullptr;
   cudaStream_t release_stream_ = nullptr;
   Watch* watch_ = nullptr;      // host-mapped: the host's address
   Watch* watch_dev_ = nullptr;  // and the device's
@@ -263,6 +276,9 @@ void CeState::create_streams(int count) {
     joined_.push_back(e);
   }
   SYMCOMM_CUDART(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  SYMCOMM_CUDART(cudaStreamCreateWithFlags(&aside_, cudaStreamNonBlocking));
+  SYMCOMM_CUDART(cudaEventCreateWithFlags(&aside_fork_, cudaEventDisableTiming));
+  SYMCOMM_CUDART(cudaEventCreateWithFlags(&aside_join_, cudaEventDisableTiming));
   int least = 0, greatest = 0;
   SYMCOMM_CUDART(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   SYMCOMM_CUDART(cudaStreamCreateWithPriority(&release_stream_, cudaStreamNonBlocking, greatest));
@@ -277,12 +293,15 @@ void CeState::destroy() {
   for (cudaStream_t s : side_) check(cudaStreamDestroy(s), "cudaStreamDestroy");
   for (cudaEvent_t e : joined_) check(cudaEventDestroy(e), "cudaEventDestroy");
   if (fork_) check(cudaEventDestroy(fork_), "cudaEventDestroy");
+  if (aside_) check(cudaStreamDestroy(aside_), "cudaStreamDestroy");
+  if (aside_fork_) check(cudaEventDestroy(aside_fork_), "cudaEventDestroy");
+  if (aside_join_) check(cudaEventDestroy(aside_join_), "cudaEventDestroy");
   if (release_stream_) check(cudaStreamDestroy(release_stream_), "cudaStreamDestroy");
   if (watch_) check(cudaFreeHost(watch_), "cudaFreeHost");
   side_.clear();
   joined_.clear();
-  fork_ = nullptr;
-  release_stream_ = nullptr;
+  fork_ = aside_fork_ = aside_join_ = nullptr;
+  aside_ = release_stream_ = nullptr;
   watch_ = watch_dev_ = nullptr;
 }
 
@@ -396,7 +415,7 @@ struct Copy {
 struct Round {
   std::vector<std::pair<int, Copy>> out;  // team member, and the copy into its memory
   std::vector<int> in;                   // team members that write here
-  std::vector<Copy> own;                 // local copies beside the ones out
+  std::vector<Copy> own;                 // local copies, on the side while the round runs
   std::vector<Copy> unpack;              // local copies once the members' data arrived
 };
 
@@ -407,14 +426,19 @@ class Rounds {
       : a_(a), ctx_(ctx), s_(s), main_(a.stream), me_(a.team.world_of(a.me)) {}
 
   void run(const Round& r) {
+    // This rank's own block needs no flag: it is copied beside the round.
+    if (!r.own.empty()) {
+      SYMCOMM_CUDART(cudaEventRecord(s_.aside_fork(), main_));
+      SYMCOMM_CUDART(cudaStreamWaitEvent(s_.aside(), s_.aside_fork(), 0));
+      for (const Copy& c : r.own) put(c, s_.aside());
+    }
     // The slots (or the receive buffer) of the members that write here are free.
     for (int j : r.in)
       s_.write32(main_, low_half(peer(kReady, j)), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
     std::vector<int> to;
     for (const auto& o : r.out) to.push_back(o.first);
     wait_all(kReady, to, false);
-    spread(r.out.size() + r.own.size(), [&](size_t i, cudaStream_t stream) {
-      if (i >= r.out.size()) return put(r.own[i - r.out.size()], stream);
+    spread(r.out.size(), [&](size_t i, cudaStream_t stream) {
       const auto& [j, copy] = r.out[i];
       put(copy, stream);
       // The reset is ordered before the signal by the signal's barrier; the peer writes the
@@ -424,6 +448,10 @@ class Rounds {
     });
     wait_all(kDone, r.in, true);
     spread(r.unpack.size(), [&](size_t i, cudaStream_t stream) { put(r.unpack[i], stream); });
+    if (!r.own.empty()) {
+      SYMCOMM_CUDART(cudaEventRecord(s_.aside_join(), s_.aside()));
+      SYMCOMM_CUDART(cudaStreamWaitEvent(main_, s_.aside_join(), 0));
+    }
   }
 
  private:

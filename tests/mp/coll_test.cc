@@ -731,8 +731,9 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
-// SYMCOMM_COLL_CE_STREAMS (read when a communicator is created): 1 issues every copy on the
-// caller's stream; a value out of range leaves the communicator without ce, which says why.
+// SYMCOMM_COLL_CE_STREAMS (read when a communicator is created): 1 (the default) issues the
+// copies to peers on the caller's stream, 2 spreads them over side streams; a value out of
+// range leaves the communicator without ce, which says why.
 TEST(CollLimits, CeStreams) {
   MP_NEED_GPU_PER_RANK();
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
