@@ -94,6 +94,7 @@ DecompBackend* make_nccl_pipelined_backend();  // backend_nccl_pipelined.cc
 DecompBackend* make_sm_backend();              // backend_sm.cc
 DecompBackend* make_fused_backend();           // backend_fused.cc
 DecompBackend* make_ce_pipelined_backend();    // backend_ce_pipelined.cc
+DecompBackend* make_ce_backend();              // backend_ce.cc
 
 // --- Pieces the backends share (backend_shared.cc) ---------------------------------------
 //

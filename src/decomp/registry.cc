@@ -13,6 +13,7 @@ const std::vector<DecompBackend*>& decomp_backends() {
       make_fused_backend(),
       make_sm_backend(),
       make_ce_pipelined_backend(),
+      make_ce_backend(),
       make_copy_backend(),
       make_nccl_pipelined_backend(),
       make_nccl_backend(),

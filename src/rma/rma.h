@@ -71,6 +71,13 @@ class RmaBackend {
   virtual void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                         const int64_t lo[3], const int64_t hi[3], size_t elem,
                         symcommStream_t stream) = 0;
+  // The same box copy on the copy engines (one cudaMemcpy2D/3D), where dst may also be a
+  // peer's memory mapped here. Only where both layouts walk the box's axes in the same
+  // order, the first with stride 1 and each slice pitch a whole number of rows; returns
+  // false, having issued nothing, where not. The host space copies as copy_box does.
+  virtual bool copy_box_ce(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+                           const int64_t lo[3], const int64_t hi[3], size_t elem,
+                           symcommStream_t stream) = 0;
   // Every copy of `copies` (disjoint destinations), in stream order, at once where the
   // backend can: one launch on GPUs, so that copies from several peers share the links.
   virtual void copy_boxes(const std::vector<BoxCopy>& copies, size_t elem, symcommStream_t stream) {
