@@ -10,13 +10,16 @@ const std::vector<SelectionRow>& selection_table() {
   // - reductions from the later runs (which have twoshot), on symmetric buffers and on plain
   //   ones (twoshot stages plain buffers, which costs it up to 0.8x NCCL at 64 MiB: its rows
   //   past 4 MiB are for symmetric buffers only; sm, ll and nccl take the same time on both);
-  // - all-to-all and all-gather past 256 MiB from ce's run with its copies to peers one after
-  //   another: a tie with sm at 256 MiB, 1.10-1.14x NCCL at 1 GiB where sm is 0.99-1.03x. On
-  //   symmetric buffers only: ce stages other buffers in pieces, which copy engines move badly;
+  // - all-to-all past 256 MiB and all-gather past 64 MiB sent per rank (the table counts an
+  //   all-gather's send size, the bench its receive size: n times more) from ce's run with its
+  //   copies to peers one after another: 1.06-1.13x NCCL at 512 MiB and 1 GiB (bench size)
+  //   where sm is 0.96-1.04x; below, sm ties (all-to-all, 256 MiB) or wins (all-gather, 32
+  //   MiB sent: by 14%). On symmetric buffers only: ce
+  //   stages other buffers in pieces, which copy engines move badly;
   // - the rest, and larger reductions, from the earlier run.
   // Measured on 4 x H200 (8 were not lent), so they bound teams of at most 4. Larger teams
-  // get the rows marked "extrapolated": the 4-rank choice for all-to-all and all-gather past
-  // 256 MiB (a copy engine's rate per GPU does not depend on the number of peers:
+  // get the rows marked "extrapolated": the 4-rank choice for large all-to-all and all-gather
+  // (a copy engine's rate per GPU does not depend on the number of peers:
   // tools/probe/ce_a2a.cu) and for reductions, whose twoshot traffic per rank does not grow
   // with the team (ll's one shot does: its bounds are halved). Everything else, and calls
   // whose row names an algorithm that cannot run (no NCCL), fall through to the registry
@@ -28,15 +31,15 @@ const std::vector<SelectionRow>& selection_table() {
   static const char* const kPlain4 =
       "bench/results/h200x4/coll_plain_ccbbbf9.jsonl (2026-11-21, commit ccbbbf9, plain)";
   static const char* const kCe4 =
-      "bench/results/h200x4/coll_ce_serial.jsonl (2026-11-21, ce with its copies to peers one "
-      "after another, symmetric)";
+      "bench/results/h200x4/coll_7e0eada.jsonl (2026-11-21, commit 7e0eada, ce with its copies "
+      "to peers one after another, symmetric)";
   static const char* const kGuess = "extrapolated from the 4-rank rows";
   constexpr Buffers kSym = Buffers::Symmetric;
   static const std::vector<SelectionRow> table = {
-      {CollOp::AllGather, 4, 268435456, "sm", kRun4},
+      {CollOp::AllGather, 4, 67108864, "sm", kRun4},
       {CollOp::AllGather, 4, 0, "ce", kCe4, kSym},
       {CollOp::AllGather, 4, 0, "sm", kRun4},
-      {CollOp::AllGather, 0, 268435456, "sm", kGuess},
+      {CollOp::AllGather, 0, 67108864, "sm", kGuess},
       {CollOp::AllGather, 0, 0, "ce", kGuess, kSym},
       {CollOp::AllReduce, 4, 65536, "ll", kSym4},
       {CollOp::AllReduce, 4, 33554432, "twoshot", kSym4, kSym},

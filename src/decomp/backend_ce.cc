@@ -18,6 +18,9 @@
 // differs between input and output) are copied by the backend's box kernel instead
 // (move_box): those transposes use SMs.
 //
+// Copying the own block on a side stream, beside the copies to the members, gained nothing
+// (1024^3 C32 on 4 x H200, commit 590b8d7, reverted): it stays on the caller's stream.
+//
 // Halo exchanges are ce_pipelined's: copy-engine puts with signals.
 #include "decomp/backend.h"
 
