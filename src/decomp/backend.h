@@ -122,6 +122,28 @@ BoxLayout translated(BoxLayout layout, int dim, int64_t delta);
 void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src,
               const BoxLayout& sl, const Box& box, size_t elem, symcommEngine_t engine,
               symcommStream_t stream);
+// What every transpose works out first: its plan, the element size (in bytes, and signed,
+// to scale offsets), the layouts of its buffers, and whether it runs in place (input and
+// output share a byte: the input must be read completely before the output is written).
+// Backends take it apart: const auto& [plan, e, se, in_layout, out_layout, in_place] = ...
+struct TransposeFrame {
+  TransposeFrame(const DecompContext& ctx, const TransposeCall& t);
+  ExchangePlan plan;
+  size_t e;
+  int64_t se;
+  BoxLayout in_layout, out_layout;
+  bool in_place;
+};
+// What every halo exchange works out first: its plan, the element size, the size of one slab
+// slot in bytes (the largest slab of any rank), and the layout of this rank's buffer.
+// Backends take it apart: const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
+struct HaloFrame {
+  HaloFrame(const DecompContext& ctx, const HaloCall& h);
+  HaloPlan plan;
+  size_t e;
+  size_t slot;
+  BoxLayout layout;
+};
 // Box copies gathered to run together (RmaBackend::copy_boxes: one launch on GPUs, every
 // source read at once): what a step does for all members, instead of a launch per member.
 // A box that is one contiguous run of both layouts is cut into rows of a few thousand

@@ -41,14 +41,9 @@ class CeBackend final : public DecompBackend {
 
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const Geometry& g = ctx.geometry;
-    const ExchangePlan plan = plan_exchange(g, ctx.rank, t.from, t.to);
-    const size_t e = t.elem;
-    const int64_t se = static_cast<int64_t>(e);
+    const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
-    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
-    const bool in_place = overlaps(t.input, static_cast<size_t>(t.in.size) * e, t.output,
-                                   static_cast<size_t>(t.out.size) * e);
     const bool direct = ctx.heap.contains(t.output) && !in_place;
     auto copy = [&](void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                     const Box& box) {

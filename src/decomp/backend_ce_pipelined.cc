@@ -61,14 +61,9 @@ class CePipelinedBackend final : public DecompBackend {
   }
 
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
-    const ExchangePlan plan = plan_exchange(ctx.geometry, ctx.rank, t.from, t.to);
-    const size_t e = t.elem;
-    const int64_t se = static_cast<int64_t>(e);
+    const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
-    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
-    const bool in_place = overlaps(t.input, static_cast<size_t>(t.in.size) * e, t.output,
-                                   static_cast<size_t>(t.out.size) * e);
     auto* words = reinterpret_cast<uint64_t*>(t.workspace);
     char* send = t.workspace + words_bytes(largest_team(ctx.geometry));
     char* recv = send + static_cast<size_t>(staging_elements(ctx.geometry)) * e;
@@ -123,15 +118,10 @@ class CePipelinedBackend final : public DecompBackend {
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
-    const HaloPlan plan =
-        plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
+    const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;
     if (plan.self) return halo_from_self(ctx, h, plan);
-    const size_t e = h.elem;
-    const size_t slot = largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
     RmaBackend& b = ctx.rma.backend();
-    const BoxLayout layout =
-        pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
     auto* words = reinterpret_cast<uint64_t*>(h.workspace);  // 0: my low halo, 1: my high
     char* base = h.workspace + words_bytes(2);
     char* slots[4] = {base, base + slot, base + 2 * slot, base + 3 * slot};

@@ -26,13 +26,9 @@ class CopyBackend final : public DecompBackend {
   }
 
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
-    const ExchangePlan plan = plan_exchange(ctx.geometry, ctx.rank, t.from, t.to);
-    const size_t e = t.elem;
-    const int64_t se = static_cast<int64_t>(e);
+    const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
-    const bool xy = t.from + t.to == 1;
-    const BarrierArgs barrier = ctx.rma.barrier_args(xy ? ctx.col_team : ctx.row_team);
-    const BoxLayout in_layout = pencil_layout(t.in);
+    const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     char* send = t.workspace;
     char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
     b.barrier(barrier, t.stream);  // every member is done with its receive area
@@ -55,13 +51,9 @@ class CopyBackend final : public DecompBackend {
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
-    const HaloPlan plan =
-        plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
+    const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;  // no halo along dim
-    const size_t e = h.elem;
-    const size_t slot = largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
     RmaBackend& b = ctx.rma.backend();
-    const BoxLayout layout = pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
     // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
     char* slots[4] = {h.workspace, h.workspace + slot, h.workspace + 2 * slot,
                       h.workspace + 3 * slot};

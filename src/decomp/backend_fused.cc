@@ -40,15 +40,10 @@ class FusedBackend final : public DecompBackend {
 
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const Geometry& g = ctx.geometry;
-    const ExchangePlan plan = plan_exchange(g, ctx.rank, t.from, t.to);
-    const size_t e = t.elem;
-    const int64_t se = static_cast<int64_t>(e);
+    const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
-    const BoxLayout out_layout = pencil_layout(t.out);
     const bool direct = ctx.heap.contains(t.input);
-    const bool in_place = overlaps(t.input, static_cast<size_t>(t.in.size) * e, t.output,
-                                   static_cast<size_t>(t.out.size) * e);
     const bool land = direct && in_place;
     char* staged = t.workspace;
     char* landing = t.workspace + transpose_workspace(ctx, e) / 2;
@@ -94,13 +89,10 @@ class FusedBackend final : public DecompBackend {
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
     const Geometry& g = ctx.geometry;
-    const HaloPlan plan = plan_halo(g, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
+    const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;
     if (plan.self) return halo_from_self(ctx, h, plan);
-    const size_t e = h.elem;
-    const size_t slot = largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
     RmaBackend& b = ctx.rma.backend();
-    const BoxLayout layout = pencil_layout(g.pencil(ctx.rank, h.axis, h.halo, h.padding));
     const bool direct = ctx.heap.contains(h.buffer);
     char* slots[2] = {h.workspace, h.workspace + slot};  // my low slab, my high slab
     if (!direct) {

@@ -180,15 +180,10 @@ class NcclPipelinedBackend final : public DecompBackend {
     auto* state = dynamic_cast<NcclStream*>(ctx.state);
     SYMCOMM_REQUIRE(state, symcommInternalError, "nccl_pipelined: the decomposition has no stream");
     DeviceScope scope(state->device);  // the caller's stream and the events: one device
-    const ExchangePlan plan = plan_exchange(ctx.geometry, ctx.rank, t.from, t.to);
-    const size_t e = t.elem;
-    const int64_t se = static_cast<int64_t>(e);
+    const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
     const symcommTeam_t id = transpose_team(ctx, t.from, t.to);
     const Team& team = ctx.rma.teams().get(id);
-    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
-    const bool in_place = overlaps(t.input, static_cast<size_t>(t.in.size) * e, t.output,
-                                   static_cast<size_t>(t.out.size) * e);
     char* send = t.workspace;
     char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;

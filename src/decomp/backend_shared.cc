@@ -36,6 +36,21 @@ bool packed_run(const Box& box, const BoxLayout& l) {
   return true;
 }
 
+TransposeFrame::TransposeFrame(const DecompContext& ctx, const TransposeCall& t)
+    : plan(plan_exchange(ctx.geometry, ctx.rank, t.from, t.to)),
+      e(t.elem),
+      se(static_cast<int64_t>(t.elem)),
+      in_layout(pencil_layout(t.in)),
+      out_layout(pencil_layout(t.out)),
+      in_place(overlaps(t.input, static_cast<size_t>(t.in.size) * t.elem, t.output,
+                        static_cast<size_t>(t.out.size) * t.elem)) {}
+
+HaloFrame::HaloFrame(const DecompContext& ctx, const HaloCall& h)
+    : plan(plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic)),
+      e(h.elem),
+      slot(largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * h.elem),
+      layout(pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding))) {}
+
 BoxLayout translated(BoxLayout l, int dim, int64_t delta) {
   l.origin[dim] += delta;
   return l;

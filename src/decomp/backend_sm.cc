@@ -35,14 +35,9 @@ class SmBackend final : public DecompBackend {
   }
 
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
-    const ExchangePlan plan = plan_exchange(ctx.geometry, ctx.rank, t.from, t.to);
-    const size_t e = t.elem;
-    const int64_t se = static_cast<int64_t>(e);
+    const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
-    const BoxLayout in_layout = pencil_layout(t.in), out_layout = pencil_layout(t.out);
-    const bool in_place = overlaps(t.input, static_cast<size_t>(t.in.size) * e, t.output,
-                                   static_cast<size_t>(t.out.size) * e);
     char* recv = t.workspace;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
     b.barrier(barrier, t.stream);
@@ -77,15 +72,10 @@ class SmBackend final : public DecompBackend {
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
-    const HaloPlan plan =
-        plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic);
+    const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;
     if (plan.self) return halo_from_self(ctx, h, plan);
-    const size_t e = h.elem;
-    const size_t slot = largest_halo_slab(ctx, h.axis, h.dim, h.halo, h.padding) * e;
     RmaBackend& b = ctx.rma.backend();
-    const BoxLayout layout =
-        pencil_layout(ctx.geometry.pencil(ctx.rank, h.axis, h.halo, h.padding));
     char* slots[2] = {h.workspace, h.workspace + slot};  // fill my low, my high halo
     const BarrierArgs barrier = ctx.rma.barrier_args(halo_team(ctx, plan.over_rows));
     b.barrier(barrier, h.stream);  // the neighbours' slots are free
