@@ -35,11 +35,15 @@
 // the low 32 bits of a word, waits compare all 64 (>= 1), and releasing a word writes 1 into
 // its high half, which nothing clears: every wait on it, now or later, passes. The state
 // releases all its words when the communicator loses a peer (abort()) and when a wait has
-// been blocked for SYMCOMM_WAIT_TIMEOUT: before each wait the caller's stream writes which
-// one it is into host-mapped memory, and after a group of waits that it passed them; a
-// watchdog thread that sees the same wait and nothing passed for the timeout records
+// been blocked for SYMCOMM_WAIT_TIMEOUT: before a group of waits (on the words of several
+// members) the caller's stream writes which group it is into host-mapped memory, and after
+// it that it passed them (three writes per group, whatever its size: each memory operation
+// costs about 2.5 us); a watchdog thread that sees the same group and nothing passed for the
+// timeout reads the group's words to name the members that never signalled, records
 // symcommTimeout in the backend's DeviceError record (so the next call on the communicator
-// reports it, like a failed wait kernel) and releases. Releasing is one memory operation
+// reports it, like a failed wait kernel) and releases. A group is a list of world ranks,
+// numbered once per communicator as it is first used, so every call (and a graph replay)
+// writes the same values. Releasing is one memory operation
 // per word on a stream of its own (of the highest priority), from the watchdog thread.
 // Released words stay released: the state refuses further calls.
 #include <cuda.h>
@@ -51,6 +55,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
 
 #include "base/cuda_driver.h"
@@ -78,7 +83,7 @@ const char* kind_name(uint64_t kind) { return kind == kReady ? "ready" : "done";
 
 // What the caller's stream tells the watchdog (host-mapped, written by memory operations).
 struct Watch {
-  uint64_t waiting;  // 0, or the wait the stream has reached: kind << 32 | (world rank + 1)
+  uint64_t waiting;  // 0, or the group of waits the stream reached: kind << 32 | (group + 1)
   uint64_t passed;   // 1 once a group of waits passed; the watchdog swaps it back to 0
 };
 
@@ -125,6 +130,10 @@ class CeState final : public AlgorithmState {
   cudaEvent_t aside_fork() const { return aside_fork_; }
   cudaEvent_t aside_join() const { return aside_join_; }
   Watch* watch() const { return timeout_ms_ > 0 ? watch_dev_ : nullptr; }
+  // The number of a group of waits on these world ranks' words (the same list, the same
+  // number), and the list of a number.
+  uint32_t group_of(const std::vector<int>& worlds);
+  std::vector<int> group(uint32_t id);
 
   void write32(cudaStream_t stream, uint32_t* addr, uint32_t value, unsigned flags) const {
     SYMCOMM_CU(drv_, cuStreamWriteValue32(stream, dptr(addr), value, flags));
@@ -161,6 +170,9 @@ class CeState final : public AlgorithmState {
   Watch* watch_ = nullptr;      // host-mapped: the host's address
   Watch* watch_dev_ = nullptr;  // and the device's
   DeviceError* error_ = nullptr;  // the backend's record, host address (nullptr: not found)
+
+  std::mutex groups_mutex_;
+  std::vector<std::vector<int>> groups_;  // under groups_mutex_
 
   std::once_flag started_;
   std::thread watchdog_;
@@ -370,14 +382,46 @@ void CeState::watch_loop() {
   }
 }
 
+uint32_t CeState::group_of(const std::vector<int>& worlds) {
+  std::lock_guard<std::mutex> lock(groups_mutex_);
+  for (size_t i = 0; i < groups_.size(); ++i)
+    if (groups_[i] == worlds) return static_cast<uint32_t>(i);
+  groups_.push_back(worlds);
+  return static_cast<uint32_t>(groups_.size() - 1);
+}
+
+std::vector<int> CeState::group(uint32_t id) {
+  std::lock_guard<std::mutex> lock(groups_mutex_);
+  return id < groups_.size() ? groups_[id] : std::vector<int>{};
+}
+
 void CeState::timed_out(uint64_t waiting, double seconds) {
   const uint64_t kind = waiting >> 32;
-  const int world = static_cast<int>(waiting & 0xffffffffu) - 1;
-  uint64_t* w = world >= 0 && world < nranks_ && kind <= kDone
-                    ? word(static_cast<Kind>(kind), world) : nullptr;
-  SYMCOMM_WARN("ce: this rank's stream waited %.1f s for rank %d's %s signal (word %p), more "
-               "than SYMCOMM_WAIT_TIMEOUT: releasing every ce wait of the communicator",
-               seconds, world, kind_name(kind), static_cast<void*>(w));
+  const std::vector<int> worlds = group(static_cast<uint32_t>(waiting & 0xffffffffu) - 1);
+  // The members whose word is still 0 (all of the group where the words cannot be read).
+  std::vector<int> missing = worlds;
+  if (kind <= kDone) {
+    std::vector<uint64_t> words(static_cast<size_t>(nranks_));
+    try {
+      DeviceScope guard(device_);
+      SYMCOMM_CUDART(cudaMemcpyAsync(words.data(), word(static_cast<Kind>(kind), 0),
+                                     words.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                     release_stream_));
+      SYMCOMM_CUDART(cudaStreamSynchronize(release_stream_));
+      missing.clear();
+      for (int r : worlds)
+        if (words[static_cast<size_t>(r)] == 0) missing.push_back(r);
+    } catch (const Error& e) {
+      SYMCOMM_WARN("ce: cannot read the flags that held the wait back: %s", e.what());
+    }
+  }
+  std::string ranks;
+  for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  uint64_t* w = !missing.empty() && kind <= kDone ? word(static_cast<Kind>(kind), missing[0])
+                                                  : nullptr;
+  SYMCOMM_WARN("ce: this rank's stream waited %.1f s for the %s signal of rank(s) %s, more than "
+               "SYMCOMM_WAIT_TIMEOUT: releasing every ce wait of the communicator",
+               seconds, kind_name(kind), ranks.empty() ? "(none missing)" : ranks.c_str());
   timed_out_.store(true, std::memory_order_release);
   if (error_ && __atomic_load_n(&error_->code, __ATOMIC_ACQUIRE) == 0) {
     // As record_error() does on the device: the fields, then the code.
@@ -465,19 +509,18 @@ class Rounds {
   }
 
   // The caller's stream waits for the words of `kind` of `members` (team ranks), telling
-  // the watchdog which wait it is in; `reset`: each word back to 0 once passed.
+  // the watchdog which group of waits it is in; `reset`: each word back to 0 once passed.
   void wait_all(Kind kind, const std::vector<int>& members, bool reset) {
     if (members.empty()) return;
     Watch* w = s_.watch();
-    for (int j : members) {
-      const int world = a_.team.world_of(j);
-      uint64_t* word = s_.word(kind, world);
-      if (w)
-        s_.write64(main_, &w->waiting, uint64_t{kind} << 32 | static_cast<uint64_t>(world + 1),
-                   kWrite);
-      s_.wait_geq(main_, word, 1);
-      if (reset) s_.write32(main_, low_half(word), 0, kWrite);
-    }
+    std::vector<int> worlds;
+    for (int j : members) worlds.push_back(a_.team.world_of(j));
+    if (w)
+      s_.write64(main_, &w->waiting, uint64_t{kind} << 32 | (uint64_t{s_.group_of(worlds)} + 1),
+                 kWrite);
+    for (int world : worlds) s_.wait_geq(main_, s_.word(kind, world), 1);
+    if (reset)
+      for (int world : worlds) s_.write32(main_, low_half(s_.word(kind, world)), 0, kWrite);
     if (w) {
       s_.write64(main_, &w->passed, 1, kWrite);
       s_.write64(main_, &w->waiting, 0, kWrite);
