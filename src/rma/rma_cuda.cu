@@ -65,6 +65,57 @@ __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) { barrier_b
 // divisions per element (which bounded the fused and sm backends' transposes), and
 // x-contiguous rows read and written coalesced.
 constexpr int kBoxThreads = 256;
+constexpr int kTile = 32;  // copy_tiles: kTile x kTile elements per tile
+
+// A box copy as the kernels run it: the axes of the box and of both layouts permuted alike
+// (which changes nothing copied: an offset is a sum over axes) so that axis 0 is the one the
+// kernel walks. Rows along an axis that is contiguous on both sides, where there is one;
+// else, where the source and the destination are contiguous along different axes, tiles
+// (tiled: the source's contiguous axis first, the destination's second); else rows along x.
+struct BoxShape {
+  int64_t lo[3], n[3];
+  int tiled;
+};
+
+BoxShape shape_box(BoxLayout& dl, BoxLayout& sl, const int64_t lo[3], const int64_t hi[3]) {
+  int both = -1, sa = -1, db = -1;
+  for (int a = 2; a >= 0; --a) {  // the lowest axis wins ties
+    if (hi[a] - lo[a] < 2) continue;
+    if (sl.stride[a] == 1) sa = a;
+    if (dl.stride[a] == 1) db = a;
+    if (sl.stride[a] == 1 && dl.stride[a] == 1) both = a;
+  }
+  int perm[3] = {0, 1, 2};
+  const bool tiled = both < 0 && sa >= 0 && db >= 0 && sa != db;
+  if (both > 0) {
+    perm[0] = both;
+    for (int a = 0, k = 1; a < 3; ++a)
+      if (a != both) perm[k++] = a;
+  } else if (tiled) {
+    perm[0] = sa;
+    perm[1] = db;
+    perm[2] = 3 - sa - db;
+  }
+  BoxShape shape{};
+  shape.tiled = tiled;
+  const BoxLayout d = dl, s = sl;
+  for (int i = 0; i < 3; ++i) {
+    const int a = perm[i];
+    dl.stride[i] = d.stride[a];
+    dl.origin[i] = d.origin[a];
+    sl.stride[i] = s.stride[a];
+    sl.origin[i] = s.origin[a];
+    shape.lo[i] = lo[a];
+    shape.n[i] = hi[a] - lo[a];
+  }
+  return shape;
+}
+
+// Blocks a box's copy can use: one per tile, or one per kBoxThreads / 32 rows.
+int64_t box_blocks(const BoxShape& h) {
+  if (h.tiled) return (h.n[0] + kTile - 1) / kTile * ((h.n[1] + kTile - 1) / kTile) * h.n[2];
+  return (h.n[1] * h.n[2] + kBoxThreads / 32 - 1) / (kBoxThreads / 32);
+}
 
 // Elements [0, n) of one row, strided, by the 32 lanes of a warp, four per lane in flight.
 template <typename T>
@@ -118,6 +169,42 @@ __device__ __forceinline__ void copy_rows(T* dst, const BoxLayout& dl, const T* 
   }
 }
 
+// Boxes whose source is contiguous along axis 0 and destination along axis 1 (pencils whose
+// memory orders differ, as axis-contiguous ones do between X, Y and Z): 32 x 32 tiles of the
+// (0, 1) plane, read along 0 into shared memory and written along 1, so that both sides
+// move whole lines (a warp per row would scatter every write). Tiles [block, tiles) by
+// `blocks`; every thread of the block runs the same iterations (the barriers).
+template <typename T>
+__device__ __forceinline__ void copy_tiles(T* dst, const BoxLayout& dl, const T* src,
+                                           const BoxLayout& sl, const int64_t lo[3],
+                                           const int64_t n[3], int64_t block, int64_t blocks) {
+  __shared__ T tile[kTile][kTile + 1];
+  constexpr int kPass = kBoxThreads / kTile;  // lines of the tile per pass
+  const int tx = static_cast<int>(threadIdx.x) % kTile, ty = static_cast<int>(threadIdx.x) / kTile;
+  const int64_t t0 = (n[0] + kTile - 1) / kTile, t1 = (n[1] + kTile - 1) / kTile;
+  const T* s0 = src + sl.offset(lo[0], lo[1], lo[2]);
+  T* d0 = dst + dl.offset(lo[0], lo[1], lo[2]);
+  for (int64_t t = block; t < t0 * t1 * n[2]; t += blocks) {
+    const int64_t a0 = t % t0 * kTile, b0 = t / t0 % t1 * kTile, c = t / (t0 * t1);
+    const T* s = s0 + c * sl.stride[2] + a0 + b0 * sl.stride[1];
+    T* d = d0 + c * dl.stride[2] + a0 * dl.stride[0] + b0;
+    const int64_t na = min(n[0] - a0, int64_t{kTile}), nb = min(n[1] - b0, int64_t{kTile});
+    for (int j = ty; j < nb; j += kPass)
+      if (tx < na) tile[j][tx] = s[tx + j * sl.stride[1]];
+    __syncthreads();
+    for (int j = ty; j < na; j += kPass)
+      if (tx < nb) d[j * dl.stride[0] + tx] = tile[tx][j];
+    __syncthreads();  // the tile is read before the next one overwrites it
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBoxThreads) copy_tiles_kernel(T* dst, BoxLayout dl,
+                                                                 const T* src, BoxLayout sl,
+                                                                 BoxShape shape) {
+  copy_tiles(dst, dl, src, sl, shape.lo, shape.n, blockIdx.x, gridDim.x);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_box_kernel(
     T* dst, BoxLayout dl, const T* src, BoxLayout sl, int64_t lo0, int64_t lo1, int64_t lo2,
@@ -135,7 +222,7 @@ struct BoxBatch {
     BoxLayout dl;
     const char* src;
     BoxLayout sl;
-    int64_t lo[3], n0, n1, rows;
+    BoxShape shape;
   } box[kBatchBoxes];
   int count;
 };
@@ -143,8 +230,14 @@ struct BoxBatch {
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_constant__ BoxBatch b) {
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
-  copy_rows(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl, c.lo[0],
-            c.lo[1], c.lo[2], c.n0, c.n1, c.rows, blockIdx.x / b.count, gridDim.x / b.count);
+  const BoxShape& h = c.shape;
+  if (h.tiled)  // the same for every block of the box
+    copy_tiles(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl, h.lo,
+               h.n, blockIdx.x / b.count, gridDim.x / b.count);
+  else
+    copy_rows(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl,
+              h.lo[0], h.lo[1], h.lo[2], h.n[0], h.n[1], h.n[1] * h.n[2], blockIdx.x / b.count,
+              gridDim.x / b.count);
 }
 
 // Boxes with short rows (a halo along x, say): a thread per element, in 32-bit arithmetic.
@@ -253,28 +346,34 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
-  void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
+  void copy_box(void* dst, const BoxLayout& dl_in, const void* src, const BoxLayout& sl_in,
                 const int64_t lo[3], const int64_t hi[3], size_t elem,
                 symcommStream_t stream) override {
-    const int64_t n0 = hi[0] - lo[0], n1 = hi[1] - lo[1], n2 = hi[2] - lo[2];
-    if (n0 <= 0 || n1 <= 0 || n2 <= 0) return;
-    const int64_t rows = n1 * n2, total = rows * n0, warps = kBoxThreads / 32;
+    if (hi[0] <= lo[0] || hi[1] <= lo[1] || hi[2] <= lo[2]) return;
+    BoxLayout dl = dl_in, sl = sl_in;
+    const BoxShape h = shape_box(dl, sl, lo, hi);
+    const int64_t n0 = h.n[0], n1 = h.n[1], rows = n1 * h.n[2], total = rows * n0;
     DeviceScope guard(topology_.device);
     auto launch = [&](auto zero) {
       using T = decltype(zero);
+      if (h.tiled) {
+        const auto blocks = static_cast<unsigned>(std::min<int64_t>(box_blocks(h), 8192));
+        copy_tiles_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(
+            static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h);
+        return;
+      }
       if (n0 < 32 && total < (int64_t{1} << 31)) {
         const auto blocks =
             static_cast<unsigned>(std::min<int64_t>((total + kBoxThreads - 1) / kBoxThreads, 4096));
         copy_box_short_rows_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(
-            static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, lo[0], lo[1], lo[2],
+            static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h.lo[0], h.lo[1], h.lo[2],
             static_cast<uint32_t>(n0), static_cast<uint32_t>(n1), static_cast<uint32_t>(total));
         return;
       }
-      const auto blocks =
-          static_cast<unsigned>(std::min<int64_t>((rows + warps - 1) / warps, 8192));
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>(box_blocks(h), 8192));
       copy_box_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(
-          static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, lo[0], lo[1], lo[2], n0, n1,
-          rows);
+          static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h.lo[0], h.lo[1], h.lo[2],
+          n0, n1, rows);
     };
     switch (elem) {
       case 4: launch(uint32_t{}); break;
@@ -346,17 +445,17 @@ class CudaRma final : public RmaBackend {
       int64_t most = 0;
       for (size_t i = first; i < copies.size() && batch.count < kBatchBoxes; ++i) {
         const BoxCopy& c = copies[i];
-        const int64_t n0 = c.hi[0] - c.lo[0], n1 = c.hi[1] - c.lo[1], n2 = c.hi[2] - c.lo[2];
-        if (n0 <= 0 || n1 <= 0 || n2 <= 0) continue;
-        batch.box[batch.count++] = {static_cast<char*>(c.dst), c.dl,
-                                    static_cast<const char*>(c.src), c.sl,
-                                    {c.lo[0], c.lo[1], c.lo[2]}, n0, n1, n1 * n2};
-        most = std::max(most, n1 * n2);
+        if (c.hi[0] <= c.lo[0] || c.hi[1] <= c.lo[1] || c.hi[2] <= c.lo[2]) continue;
+        BoxBatch::One& one = batch.box[batch.count++];
+        one.dst = static_cast<char*>(c.dst);
+        one.src = static_cast<const char*>(c.src);
+        one.dl = c.dl;
+        one.sl = c.sl;
+        one.shape = shape_box(one.dl, one.sl, c.lo, c.hi);
+        most = std::max(most, box_blocks(one.shape));
       }
       if (batch.count == 0) continue;
-      const int64_t warps = kBoxThreads / 32;
-      const int64_t per_box =
-          std::max<int64_t>(1, std::min<int64_t>((most + warps - 1) / warps, 8192 / batch.count));
+      const int64_t per_box = std::max<int64_t>(1, std::min<int64_t>(most, 8192 / batch.count));
       const auto blocks = static_cast<unsigned>(per_box * batch.count);
       switch (elem) {
         case 4: copy_boxes_kernel<uint32_t><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
