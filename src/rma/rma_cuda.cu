@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kBoxThreads) copy_box_kernel(
 
 // Up to kBatchBoxes boxes in one launch: block i works on box i % count (so that the
 // blocks running at any moment read from every source at once), with the other blocks of
-// that box, over its rows.
+// that box, over its rows (or tiles).
 constexpr int kBatchBoxes = 16;
 struct BoxBatch {
   struct One {
@@ -227,17 +227,23 @@ struct BoxBatch {
   int count;
 };
 
+// Rows and tiles in kernels of their own: one kernel with both paths holds the registers of
+// the larger for the other, which halved the tiles' speed (fewer blocks resident).
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_constant__ BoxBatch b) {
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
   const BoxShape& h = c.shape;
-  if (h.tiled)  // the same for every block of the box
-    copy_tiles(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl, h.lo,
-               h.n, blockIdx.x / b.count, gridDim.x / b.count);
-  else
-    copy_rows(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl,
-              h.lo[0], h.lo[1], h.lo[2], h.n[0], h.n[1], h.n[1] * h.n[2], blockIdx.x / b.count,
-              gridDim.x / b.count);
+  copy_rows(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl, h.lo[0],
+            h.lo[1], h.lo[2], h.n[0], h.n[1], h.n[1] * h.n[2], blockIdx.x / b.count,
+            gridDim.x / b.count);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBoxThreads) copy_tiled_boxes_kernel(
+    const __grid_constant__ BoxBatch b) {
+  const BoxBatch::One& c = b.box[blockIdx.x % b.count];
+  copy_tiles(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl,
+             c.shape.lo, c.shape.n, blockIdx.x / b.count, gridDim.x / b.count);
 }
 
 // Boxes with short rows (a halo along x, say): a thread per element, in 32-bit arithmetic.
@@ -440,31 +446,41 @@ class CudaRma final : public RmaBackend {
   void copy_boxes(const std::vector<BoxCopy>& copies, size_t elem,
                   symcommStream_t stream) override {
     DeviceScope guard(topology_.device);
-    for (size_t first = 0; first < copies.size(); first += kBatchBoxes) {
-      BoxBatch batch{};
-      int64_t most = 0;
-      for (size_t i = first; i < copies.size() && batch.count < kBatchBoxes; ++i) {
-        const BoxCopy& c = copies[i];
-        if (c.hi[0] <= c.lo[0] || c.hi[1] <= c.lo[1] || c.hi[2] <= c.lo[2]) continue;
-        BoxBatch::One& one = batch.box[batch.count++];
-        one.dst = static_cast<char*>(c.dst);
-        one.src = static_cast<const char*>(c.src);
-        one.dl = c.dl;
-        one.sl = c.sl;
-        one.shape = shape_box(one.dl, one.sl, c.lo, c.hi);
-        most = std::max(most, box_blocks(one.shape));
-      }
-      if (batch.count == 0) continue;
-      const int64_t per_box = std::max<int64_t>(1, std::min<int64_t>(most, 8192 / batch.count));
+    // Up to kBatchBoxes boxes per launch, the row boxes and the tiled ones apart.
+    BoxBatch batches[2]{};
+    int64_t most[2] = {0, 0};
+    auto launch = [&](int tiled) {
+      BoxBatch& batch = batches[tiled];
+      if (batch.count == 0) return;
+      const int64_t per_box =
+          std::max<int64_t>(1, std::min<int64_t>(most[tiled], 8192 / batch.count));
       const auto blocks = static_cast<unsigned>(per_box * batch.count);
+      auto run = [&](auto zero) {
+        using T = decltype(zero);
+        if (tiled) copy_tiled_boxes_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(batch);
+        else copy_boxes_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(batch);
+      };
       switch (elem) {
-        case 4: copy_boxes_kernel<uint32_t><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
-        case 8: copy_boxes_kernel<uint64_t><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
-        case 16: copy_boxes_kernel<uint4><<<blocks, kBoxThreads, 0, stream>>>(batch); break;
+        case 4: run(uint32_t{}); break;
+        case 8: run(uint64_t{}); break;
+        case 16: run(uint4{}); break;
         default: SYMCOMM_THROW(symcommInvalidArgument, "copy_boxes of %zu-byte elements", elem);
       }
       SYMCOMM_CUDART(cudaGetLastError());
+      batch.count = 0;
+      most[tiled] = 0;
+    };
+    for (const BoxCopy& c : copies) {
+      if (c.hi[0] <= c.lo[0] || c.hi[1] <= c.lo[1] || c.hi[2] <= c.lo[2]) continue;
+      BoxBatch::One one{static_cast<char*>(c.dst), c.dl, static_cast<const char*>(c.src), c.sl, {}};
+      one.shape = shape_box(one.dl, one.sl, c.lo, c.hi);
+      const int tiled = one.shape.tiled;
+      batches[tiled].box[batches[tiled].count++] = one;
+      most[tiled] = std::max(most[tiled], box_blocks(one.shape));
+      if (batches[tiled].count == kBatchBoxes) launch(tiled);
     }
+    launch(0);
+    launch(1);
   }
 
   void synchronize(symcommStream_t stream) override {
