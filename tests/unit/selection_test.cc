@@ -1,6 +1,8 @@
 // The collective selection table's matching rules.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "coll/selection.h"
 
 namespace symcomm {
@@ -44,6 +46,27 @@ TEST(Selection, EveryRowNamesARegisteredAlgorithm) {
     EXPECT_TRUE(found) << row.algorithm;
   }
   EXPECT_NE(selection_text().find("otherwise"), std::string::npos);
+}
+
+// The measured decisions the table encodes for the largest data movements: copy engines
+// (ce) for all-to-all past 256 MiB and all-gather past 64 MiB sent, only where peers write
+// the buffers in place (other buffers get sm, or on 8 ranks no row: the registry's first,
+// sm); the same for 8 ranks (extrapolated rows).
+TEST(Selection, CopyEnginesForTheLargestMovesOnSymmetricBuffers) {
+  const auto& t = selection_table();
+  auto pick = [&](CollOp op, int ranks, size_t bytes, bool symmetric) {
+    const char* p = table_choice(t, op, ranks, bytes, symmetric);
+    return std::string(p ? p : "(registry order)");
+  };
+  for (int ranks : {4, 8}) {
+    SCOPED_TRACE(ranks);
+    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{1} << 30, true), "ce");
+    EXPECT_NE(pick(CollOp::AllToAll, ranks, size_t{1} << 30, false), "ce");
+    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{256} << 20, true), "sm");
+    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{128} << 20, true), "ce");
+    EXPECT_NE(pick(CollOp::AllGather, ranks, size_t{128} << 20, false), "ce");
+    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{32} << 20, true), "sm");
+  }
 }
 
 }  // namespace
