@@ -61,6 +61,9 @@
 // Waits are bounded (SYMCOMM_WAIT_TIMEOUT, abort); a failure is recorded in the DeviceComm
 // error slot, which the host reports at the communicator's next call, and the block exits.
 // As in sm and ll, the blocks of a grid must all be resident (resident_launch.cuh).
+//
+// The code between the "twoshot protocol" markers also runs on the host in
+// tests/unit/twoshot_emulation.cc.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -88,6 +91,9 @@ const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "128",
                        "most blocks of a twoshot collective (1 per 8 KiB of a segment's "
                        "round); the same on every rank");
 
+// BEGIN twoshot protocol: from here to "END twoshot protocol", the code also runs on the host
+// in tests/unit/twoshot_emulation.cc (one thread per CUDA thread, the intrinsics and
+// symcomm's device helpers emulated there).
 constexpr int kMaxTeam = 32;
 constexpr int kThreads = 512;
 constexpr int kMaxBlocks = 128;
@@ -314,6 +320,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(const __grid_constant
   for (int m = static_cast<int>(threadIdx.x); m < p.n; m += static_cast<int>(blockDim.x))
     if (m != p.me) *flag(p.flags, p, kSeq, b, p.world[m]) = g0[m] + p.rounds;
 }
+// END twoshot protocol
 
 size_t flags_bytes(int nranks) {
   return size_t{3} * kMaxBlocks * static_cast<size_t>(nranks) * sizeof(uint64_t);
@@ -408,6 +415,8 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     p.stage_in = s.area + flags_bytes(s.world.nranks);
     p.stage_out = p.stage_in + s.stage;
     for (int j = 0; j < n; ++j) p.world[j] = a.team.world_of(j);
+    // From here to the launch, tests/unit/twoshot_emulation.cc (Emulator::launch) repeats
+    // this arithmetic: change both.
     uint64_t longest = 0;
     if (all) {
       const uint64_t per = (a.count + n - 1) / n * a.elem;
