@@ -95,6 +95,13 @@ bool CollContext::addressable(const void* p, size_t bytes) const {
   return registrations_.find(p, bytes) != nullptr;
 }
 
+bool CollContext::aligned_alike(const void* p, size_t alignment) const {
+  // Heap windows start at the same allocation granularity on every rank.
+  if (heap_.contains(p)) return true;
+  const Registration* r = registrations_.find(p, 1);
+  return r != nullptr && r->alike >= alignment;
+}
+
 const std::vector<CollAlgorithm*>& coll_algorithms() {
   // The registry of collective algorithms: one line each, preferred first.
   static const std::vector<CollAlgorithm*> all = {make_sm_algorithm(), make_copy_algorithm(),

@@ -78,6 +78,10 @@ class CollContext {
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Every member's copy of `p` (symmetric, or at the same offset of a registered buffer)
+  // starts at the same address modulo `alignment` (a power of two up to 256), so that a
+  // choice made from this rank's alignment is every member's. False where p is neither.
+  bool aligned_alike(const void* p, size_t alignment) const;
   // The workspace cut into `slots` slots, 256-byte aligned: one slot's bytes; throws
   // symcommOutOfMemory naming SYMCOMM_COLL_WORKSPACE where a slot would be under 256 bytes.
   size_t workspace_slot(int slots, int team_size) const;

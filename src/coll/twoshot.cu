@@ -320,6 +320,47 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(const __grid_constant
   for (int m = static_cast<int>(threadIdx.x); m < p.n; m += static_cast<int>(blockDim.x))
     if (m != p.me) *flag(p.flags, p, kSeq, b, p.world[m]) = g0[m] + p.rounds;
 }
+
+// 16-byte vectors reach every segment of `p` in place (checked on this rank; the caller
+// makes sure every member's copy of p is aligned alike, so that all decide the same).
+inline bool aligned(const void* p, uint64_t seg) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && seg % 16 == 0;
+}
+
+// The shape of a call (host code): the segments, whether each side is staged, the rounds
+// and the blocks' slices, in `p` (whose n, all, send and recv are set); returns the number
+// of blocks. `send_direct` / `recv_direct`: the members reach that buffer of every member
+// in place, aligned alike; `stage`: bytes of each stage area.
+inline uint64_t shape_call(Plan& p, uint64_t count, uint64_t elem, uint64_t block,
+                           bool send_direct, bool recv_direct, uint64_t stage,
+                           uint64_t max_blocks) {
+  const int n = p.n;
+  uint64_t longest = 0;
+  if (p.all) {
+    const uint64_t per = (count + n - 1) / n * elem;
+    p.seg = (per + 15) / 16 * 16;
+    for (int j = 0; j < n; ++j) {
+      const uint64_t lo = std::min<uint64_t>(block, j * p.seg);
+      p.len[j] = std::min<uint64_t>(block, lo + p.seg) - lo;
+    }
+    longest = p.len[0];
+  } else {
+    p.seg = block;
+    for (int j = 0; j < n; ++j) p.len[j] = block;
+    longest = block;
+  }
+  p.in_staged = !(send_direct && aligned(p.send, p.seg));
+  p.out_staged = p.all && !(recv_direct && aligned(p.recv, p.seg));
+  const bool staged = p.in_staged || p.out_staged;
+  p.recv_vec = aligned(p.recv, p.all ? p.seg : 16);
+  p.span = staged ? stage / static_cast<uint64_t>(n) / 16 * 16 : (longest + 15) / 16 * 16;
+  p.rounds = (longest + p.span - 1) / p.span;
+  const uint64_t round = std::min(p.span, (longest + 15) / 16 * 16);
+  const uint64_t blocks = std::min<uint64_t>(max_blocks, (round + kMinSlice - 1) / kMinSlice);
+  p.slice = ((round + blocks - 1) / blocks + 15) / 16 * 16;
+  return blocks;
+}
+
 // END twoshot protocol
 
 size_t flags_bytes(int nranks) {
@@ -335,9 +376,6 @@ struct TwoshotState final : AlgorithmState {
 
 constexpr auto kernel_of = [](auto zero) { return twoshot_kernel<decltype(zero)>; };
 
-bool aligned(const void* p, uint64_t seg) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && seg % 16 == 0;
-}
 
 class TwoshotAlgorithm final : public CollAlgorithm {
  public:
@@ -415,33 +453,14 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     p.stage_in = s.area + flags_bytes(s.world.nranks);
     p.stage_out = p.stage_in + s.stage;
     for (int j = 0; j < n; ++j) p.world[j] = a.team.world_of(j);
-    // From here to the launch, tests/unit/twoshot_emulation.cc (Emulator::launch) repeats
-    // this arithmetic: change both.
-    uint64_t longest = 0;
-    if (all) {
-      const uint64_t per = (a.count + n - 1) / n * a.elem;
-      p.seg = (per + 15) / 16 * 16;
-      for (int j = 0; j < n; ++j) {
-        const uint64_t lo = std::min<uint64_t>(block, j * p.seg);
-        p.len[j] = std::min<uint64_t>(block, lo + p.seg) - lo;
-      }
-      longest = p.len[0];
-    } else {
-      p.seg = block;
-      for (int j = 0; j < n; ++j) p.len[j] = block;
-      longest = block;
-    }
     const uint64_t send_bytes = all ? block : block * static_cast<uint64_t>(n);
-    p.in_staged = !(ctx.addressable(a.send, send_bytes) && aligned(a.send, p.seg));
-    p.out_staged = all && !(ctx.addressable(a.recv, block) && aligned(a.recv, p.seg));
-    const bool staged = p.in_staged || p.out_staged;
-    p.recv_vec = aligned(a.recv, all ? p.seg : 16);
-    p.span = staged ? s.stage / static_cast<uint64_t>(n) / 16 * 16 : (longest + 15) / 16 * 16;
-    p.rounds = (longest + p.span - 1) / p.span;
-    const uint64_t round = std::min(p.span, (longest + 15) / 16 * 16);
-    const uint64_t blocks = std::min<uint64_t>(static_cast<uint64_t>(max_blocks),
-                                               (round + kMinSlice - 1) / kMinSlice);
-    p.slice = ((round + blocks - 1) / blocks + 15) / 16 * 16;
+    // In place only where every member decides alike: addressable, and (a registered buffer
+    // may start at different addresses on different ranks) aligned alike.
+    const bool send_direct =
+        ctx.addressable(a.send, send_bytes) && ctx.aligned_alike(a.send, 16);
+    const bool recv_direct = ctx.addressable(a.recv, block) && ctx.aligned_alike(a.recv, 16);
+    const uint64_t blocks = shape_call(p, a.count, a.elem, block, send_direct, recv_direct,
+                                       s.stage, static_cast<uint64_t>(max_blocks));
     for (int j = 0; j < n; ++j) {
       p.in_base[j] = p.in_staged ? ctx.on(a, p.stage_in, j) : ctx.on(a, a.send, j);
       p.out_base[j] = p.out_staged ? ctx.on(a, p.stage_out, j)

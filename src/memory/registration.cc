@@ -38,6 +38,7 @@ const Registration* Registrations::add(void* ptr, size_t bytes) {
   struct Shared {
     HandleBytes handle;
     uint64_t offset;
+    uint64_t start;  // the buffer's address modulo 256
   } mine{};
   char* p = static_cast<char*>(ptr);
   bootstrap_.agree_on([&] {
@@ -55,11 +56,14 @@ const Registration* Registrations::add(void* ptr, size_t bytes) {
     size_t offset = 0;
     mine.handle = space_.share_buffer(p, bytes, &offset).bytes;
     mine.offset = offset;
+    mine.start = reinterpret_cast<uintptr_t>(p) % 256;
   });
   std::vector<Shared> all(static_cast<size_t>(n));
   bootstrap_.allgather(&mine, sizeof mine, all.data());
 
   auto reg = std::make_unique<Registration>(Registration{p, bytes, std::vector<char*>(static_cast<size_t>(n))});
+  for (const Shared& s : all)
+    while (reg->alike > 1 && s.start % reg->alike != mine.start % reg->alike) reg->alike /= 2;
   std::vector<std::pair<int, HandleBytes>> used;
   try {
     bootstrap_.agree_on([&] {

@@ -22,6 +22,10 @@ struct Registration {
   char* ptr;                 // this rank's buffer
   size_t bytes;              // the same on every rank
   std::vector<char*> peers;  // [nranks]: each rank's buffer as mapped here (nullptr: none)
+  // The largest power of two, up to 256, modulo which every rank's buffer starts at the same
+  // address: a pointer at the same offset in every rank's buffer is then aligned alike to
+  // it, so that decisions made from this rank's alignment are the same on every rank.
+  size_t alike = 256;
 };
 
 class Registrations {
