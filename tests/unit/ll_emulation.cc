@@ -29,48 +29,8 @@
 #include <vector>
 
 #include "coll/coll.h"
+#include "emulation.h"
 #include "rma/reduce.h"
-
-#ifndef __global__
-#define __global__
-#endif
-#ifndef __device__
-#define __device__
-#endif
-#ifndef __host__
-#define __host__
-#endif
-#ifndef __forceinline__
-#define __forceinline__ inline
-#endif
-#define __launch_bounds__(x)
-
-namespace {
-
-struct Dim { unsigned x = 0, y = 1, z = 1; };
-thread_local Dim threadIdx, blockIdx, blockDim, gridDim;
-
-// A block's barrier (the protocol uses only __syncthreads_or): the OR is taken by the
-// barrier's completion step, which runs once every thread has arrived and before any leaves.
-struct BlockSync {
-  explicit BlockSync(int threads) : bar(threads, Done{this}) {}
-  struct Done {
-    BlockSync* s;
-    void operator()() noexcept { s->result = s->acc.exchange(0); }
-  };
-  std::atomic<int> acc{0};
-  int result = 0;
-  std::barrier<Done> bar;
-};
-thread_local BlockSync* block_sync = nullptr;
-
-int __syncthreads_or(int x) {
-  if (x) block_sync->acc.fetch_or(1);
-  block_sync->bar.arrive_and_wait();
-  return block_sync->result;
-}
-
-}  // namespace
 
 namespace symcomm {
 namespace detail {
@@ -82,19 +42,6 @@ T* remote(const DeviceComm& c, T* p, int pe) {
 uint64_t global_time_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-std::mutex error_mutex;
-void record_error(const DeviceComm& c, int code, const void* word, symcommCmp_t cmp,
-                  uint64_t expected, uint64_t observed) {
-  std::lock_guard<std::mutex> lock(error_mutex);
-  if (c.error == nullptr || c.error->code != 0) return;
-  c.error->pe = c.rank;
-  c.error->cmp = static_cast<int32_t>(cmp);
-  c.error->block = static_cast<int32_t>(blockIdx.x);
-  c.error->address = reinterpret_cast<uintptr_t>(word);
-  c.error->expected = expected;
-  c.error->observed = observed;
-  c.error->code = code;
 }
 void copy(void* dst, const void* src, size_t bytes, unsigned tid, unsigned nt) {
   // Thread tid of nt takes every nt-th byte, as the device copy spreads over threads.
@@ -184,30 +131,11 @@ class Emulator {
   }
   // One kernel: grid_blocks(plan) blocks of threads_ threads.
   void run_kernel(const Launch& l) {
-    const int blocks = grid_blocks(l.plan);
-    std::vector<std::unique_ptr<BlockSync>> syncs;
-    for (int b = 0; b < blocks; ++b) syncs.push_back(std::make_unique<BlockSync>(threads_));
-    std::vector<std::thread> threads;
-    for (int b = 0; b < blocks; ++b)
-      for (int t = 0; t < threads_; ++t)
-        threads.emplace_back([&, b, t] {
-          threadIdx.x = static_cast<unsigned>(t);
-          blockIdx.x = static_cast<unsigned>(b);
-          blockDim.x = static_cast<unsigned>(threads_);
-          gridDim.x = static_cast<unsigned>(blocks);
-          block_sync = syncs[static_cast<size_t>(b)].get();
-          l.kernel(l.plan);
-        });
-    for (std::thread& t : threads) t.join();
+    run_grid(grid_blocks(l.plan), threads_, [&] { l.kernel(l.plan); });
   }
   // Each rank's kernels in order on its own stream, the ranks at once.
   void run(const std::vector<std::vector<Launch>>& streams) {
-    std::vector<std::thread> ranks;
-    for (const auto& stream : streams)
-      ranks.emplace_back([this, &stream] {
-        for (const Launch& l : stream) run_kernel(l);
-      });
-    for (std::thread& t : ranks) t.join();
+    run_streams(streams, [this](const Launch& l) { run_kernel(l); });
   }
   DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
   void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }

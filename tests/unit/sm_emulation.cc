@@ -20,19 +20,8 @@
 #include "coll/sm_plan.h"
 #include "rma/reduce.h"
 
-#ifndef __global__
-#define __global__
-#endif
-#ifndef __device__
-#define __device__
-#endif
-#ifndef __host__
-#define __host__
-#endif
-#ifndef __forceinline__
-#define __forceinline__ inline
-#endif
-#define __launch_bounds__(x)
+#define SYMCOMM_EMULATION_ONE_THREAD_BLOCKS  // its own indices and barriers, below
+#include "emulation.h"
 #undef __shared__
 #define __shared__ static thread_local  // one thread per block
 

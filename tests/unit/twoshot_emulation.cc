@@ -36,19 +36,8 @@
 #include <vector>
 
 #include "coll/coll.h"
+#include "emulation.h"
 #include "rma/reduce.h"
-
-#ifndef __global__
-#define __global__
-#endif
-#ifndef __device__
-#define __device__
-#endif
-#ifndef __forceinline__
-#define __forceinline__ inline
-#endif
-#undef __launch_bounds__
-#define __launch_bounds__(x)
 #undef __grid_constant__
 #define __grid_constant__
 #undef __shared__
@@ -56,29 +45,6 @@
 
 namespace {
 
-struct Dim { unsigned x = 0, y = 1, z = 1; };
-thread_local Dim threadIdx, blockIdx, blockDim;
-
-// A block's barrier: the OR of __syncthreads_or is taken by the barrier's completion step,
-// which runs once every thread has arrived and before any leaves.
-struct BlockSync {
-  explicit BlockSync(int threads) : bar(threads, Done{this}) {}
-  struct Done {
-    BlockSync* s;
-    void operator()() noexcept { s->result = s->acc.exchange(0); }
-  };
-  std::atomic<int> acc{0};
-  int result = 0;
-  std::barrier<Done> bar;
-};
-thread_local BlockSync* block_sync = nullptr;
-
-int __syncthreads_or(int x) {
-  if (x) block_sync->acc.fetch_or(1);
-  block_sync->bar.arrive_and_wait();
-  return block_sync->result;
-}
-void __syncthreads() { __syncthreads_or(0); }
 void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <typename W>
 W __ldcg(const W* p) { return *p; }
@@ -90,19 +56,6 @@ namespace detail {
 // With the fence before it, a release: what the block wrote before the signal is visible to
 // the thread whose acquire poll sees it.
 void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-std::mutex error_mutex;
-void record_error(const DeviceComm& c, int code, const void* word, symcommCmp_t cmp,
-                  uint64_t expected, uint64_t observed) {
-  std::lock_guard<std::mutex> lock(error_mutex);
-  if (c.error == nullptr || c.error->code != 0) return;
-  c.error->pe = c.rank;
-  c.error->cmp = static_cast<int32_t>(cmp);
-  c.error->block = static_cast<int32_t>(blockIdx.x);
-  c.error->address = reinterpret_cast<uintptr_t>(word);
-  c.error->expected = expected;
-  c.error->observed = observed;
-  c.error->code = code;
-}
 // As device_impl.cuh's: acquire polls, the abort flag and the bound looked at now and then.
 int wait_local(const DeviceComm& c, const uint64_t* word, symcommCmp_t cmp, uint64_t value) {
   const auto start = std::chrono::steady_clock::now();
@@ -226,29 +179,11 @@ class Emulator {
 
   // One kernel: l.blocks blocks of threads_ threads.
   void run_kernel(const Launch& l) {
-    std::vector<std::unique_ptr<BlockSync>> syncs;
-    for (int b = 0; b < l.blocks; ++b) syncs.push_back(std::make_unique<BlockSync>(threads_));
-    std::vector<std::thread> threads;
-    for (int b = 0; b < l.blocks; ++b)
-      for (int t = 0; t < threads_; ++t)
-        threads.emplace_back([&, b, t] {
-          threadIdx.x = static_cast<unsigned>(t);
-          blockIdx.x = static_cast<unsigned>(b);
-          blockDim.x = static_cast<unsigned>(threads_);
-          block_sync = syncs[static_cast<size_t>(b)].get();
-          l.kernel(l.plan);
-          block_sync->bar.arrive_and_drop();  // barriers wait for the threads not exited
-        });
-    for (std::thread& t : threads) t.join();
+    run_grid(l.blocks, threads_, [&] { l.kernel(l.plan); });
   }
   // Each rank's kernels in order on its own stream, the ranks at once.
   void run(const std::vector<std::vector<Launch>>& streams) {
-    std::vector<std::thread> ranks;
-    for (const auto& stream : streams)
-      ranks.emplace_back([this, &stream] {
-        for (const Launch& l : stream) run_kernel(l);
-      });
-    for (std::thread& t : ranks) t.join();
+    run_streams(streams, [this](const Launch& l) { run_kernel(l); });
   }
 
   DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
