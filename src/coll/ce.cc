@@ -43,9 +43,9 @@
 // symcommTimeout in the backend's DeviceError record (so the next call on the communicator
 // reports it, like a failed wait kernel) and releases. A group is a list of world ranks,
 // numbered once per communicator as it is first used, so every call (and a graph replay)
-// writes the same values. Releasing is one memory operation
-// per word on a stream of its own (of the highest priority), from the watchdog thread.
-// Released words stay released: the state refuses further calls.
+// writes the same values. Releasing is one memory operation per word on a stream of its own
+// (of the highest priority), from the watchdog thread. Released words stay released: the
+// state refuses further calls.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -54,8 +54,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/cuda_driver.h"
