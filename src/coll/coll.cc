@@ -95,6 +95,13 @@ bool CollContext::addressable(const void* p, size_t bytes) const {
   return registrations_.find(p, bytes) != nullptr;
 }
 
+void CollContext::check_counters(const char* algorithm, const void* area, size_t bytes) const {
+  SYMCOMM_REQUIRE(!rma_.backend().wait_failed_in(area, bytes), symcommTimeout,
+                  "a wait of an earlier %s collective on this communicator failed (timed out or "
+                  "aborted): its counters no longer agree with its peers', so %s cannot run on "
+                  "this communicator any more (finalize it)", algorithm, algorithm);
+}
+
 bool CollContext::aligned_alike(const void* p, size_t alignment) const {
   // Heap windows start at the same allocation granularity on every rank.
   if (heap_.contains(p)) return true;

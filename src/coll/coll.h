@@ -78,6 +78,11 @@ class CollContext {
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Throws symcommTimeout where a device-side wait on a word of [area, area + bytes) failed
+  // in an earlier call (timed out, or the communicator was aborted): `algorithm` keeps
+  // counters with its peers there, which no longer agree with theirs, so that a later call
+  // could pass a wait on a peer's stale signal. It refuses every call instead.
+  void check_counters(const char* algorithm, const void* area, size_t bytes) const;
   // Every member's copy of `p` (symmetric, or at the same offset of a registered buffer)
   // starts at the same address modulo `alignment` (a power of two up to 256), so that a
   // choice made from this rank's alignment is every member's. False where p is neither.

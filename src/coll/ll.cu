@@ -443,6 +443,7 @@ size_t seq_bytes(int nranks) { return static_cast<size_t>(nranks) * kMaxBlocks *
 
 struct LlState final : AlgorithmState {
   char* area = nullptr;
+  size_t area_bytes = 0;
   DeviceComm world{};
   int resident = 0;  // blocks of ll_kernel (any type) the GPU holds at once
 };
@@ -489,6 +490,7 @@ class LlAlgorithm final : public CollAlgorithm {
     s->resident = resident_blocks(kernel_of, kThreads);
     const size_t bytes = packets_bytes(nranks) + seq_bytes(nranks);
     s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
+    s->area_bytes = bytes;
     ctx.backend().clear(s->area, bytes);  // flags 0 (never expected first), counters 0
     ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
                                    ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
@@ -497,6 +499,7 @@ class LlAlgorithm final : public CollAlgorithm {
 
   void run(const CollArgs& a, CollContext& ctx) override {
     LlState& s = ctx.state<LlState>(this);
+    ctx.check_counters(name(), s.area, s.area_bytes);
     Plan p{};
     p.comm = s.world;
     p.packets = reinterpret_cast<uint4*>(s.area);

@@ -96,6 +96,7 @@ const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "128",
 // symcomm's device helpers emulated there).
 constexpr int kMaxTeam = 32;
 constexpr int kThreads = 512;
+static_assert(kThreads >= kMaxTeam, "exchange(): thread m signals and waits for member m");
 constexpr int kMaxBlocks = 128;
 constexpr uint64_t kMinSlice = 8 << 10;  // bytes of a segment's round per block, at least
 constexpr int kBatch = 8;                // contributions loaded before they are combined
@@ -369,6 +370,7 @@ size_t flags_bytes(int nranks) {
 
 struct TwoshotState final : AlgorithmState {
   char* area = nullptr;  // flags, stage_in, stage_out
+  size_t area_bytes = 0;
   uint64_t stage = 0;    // bytes of each stage area
   DeviceComm world{};
   int resident = 0;      // blocks of twoshot_kernel (any type) the GPU holds at once
@@ -419,6 +421,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     s->stage = stage;
     s->resident = resident_blocks(kernel_of, kThreads);
     s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
+    s->area_bytes = bytes;
     ctx.backend().clear(s->area, flags_bytes(nranks));  // flags and counters 0
     ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
                                    ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
@@ -427,6 +430,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
 
   void run(const CollArgs& a, CollContext& ctx) override {
     TwoshotState& s = ctx.state<TwoshotState>(this);
+    ctx.check_counters(name(), s.area, s.area_bytes);
     const int n = a.team.size;
     const bool all = a.op == CollOp::AllReduce;
     const uint64_t block = a.count * a.elem;  // all-reduce: the buffer; else a segment

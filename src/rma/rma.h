@@ -90,6 +90,9 @@ class RmaBackend {
   virtual void reset_epoch(symcommTeam_t id) = 0;
   // Throws, once, what a device-side wait recorded (timeout, abort), and clears it.
   virtual void raise_recorded_error() = 0;
+  // Whether a device-side wait on a word inside [p, p + bytes) failed and was raised, ever:
+  // what keeps counters with its peers there cannot trust them any more.
+  virtual bool wait_failed_in(const void*, size_t) const { return false; }
   // The communicator lost a peer: waits in progress must end.
   virtual void abort() = 0;
   virtual void fill_device_comm(DeviceComm& h, symcommTeam_t id, const Team& team) = 0;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <mutex>
 
 #include "base/cuda_driver.h"
 #include "base/log.h"
@@ -544,11 +545,23 @@ class CudaRma final : public RmaBackend {
     if (__atomic_load_n(&e.code, __ATOMIC_ACQUIRE) == 0) return;
     DeviceError copy = e;
     std::memset(&e, 0, sizeof e);  // reported once
+    {
+      std::lock_guard<std::mutex> lock(failed_mutex_);
+      failed_.push_back(copy.address);
+    }
     symcommResult_t code = static_cast<symcommResult_t>(copy.code);
     throw_wait_error(code, copy.pe, reinterpret_cast<void*>(copy.address),
                      static_cast<symcommCmp_t>(copy.cmp), copy.expected, copy.observed,
                      code == symcommPeerLost ? "on the device: the communicator was aborted"
                                              : "on the device: SYMCOMM_WAIT_TIMEOUT passed");
+  }
+
+  bool wait_failed_in(const void* p, size_t bytes) const override {
+    const auto lo = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(failed_mutex_);
+    for (uintptr_t a : failed_)
+      if (a >= lo && a - lo < bytes) return true;
+    return false;
   }
 
   void abort() override { __atomic_store_n(&mapped_->abort, 1, __ATOMIC_RELEASE); }
@@ -613,6 +626,8 @@ class CudaRma final : public RmaBackend {
   bool memop_wait_ = false;
   bool memop_signal_ = true;
   uint64_t wait_timeout_ns_ = 0;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
+  mutable std::mutex failed_mutex_;
+  std::vector<uintptr_t> failed_;  // the words of every failed wait raised (under the mutex)
 };
 
 }  // namespace

@@ -731,6 +731,47 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// The algorithms that keep counters with their peers (sm, ll, twoshot): a wait of theirs
+// that never ends (only rank 0 calls) is cut at SYMCOMM_WAIT_TIMEOUT and reported at the
+// next call; after it the algorithm refuses every call on that communicator, rather than
+// run with counters that no longer agree with the peers' (a later wait could pass on a
+// stale signal). Other algorithms, and a fresh communicator, still run.
+TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
+  MP_NEED_GPU_PER_RANK();
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "sm, ll and twoshot run in the cuda space";
+  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
+  const size_t count = 1000;
+  for (const char* algo : {"sm", "ll", "twoshot"}) {
+    SCOPED_TRACE(algo);
+    symcommComm_t comm = mp::new_comm();
+    ASSERT_NE(comm, nullptr);
+    symcommStream_t stream = mp::new_stream();
+    void* buf = nullptr;
+    SC_OK(symcommMalloc(comm, count * 4, &buf));
+    if (mp::rank() == 0) {  // the others never call: rank 0's waits time out
+      SC_OK(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
+                                     symcommSum, algo, stream));
+      mp::sync(stream);
+      SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+      SC_FAILS(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
+                                        symcommSum, algo, stream),
+               symcommTimeout);
+      EXPECT_NE(std::strstr(symcommGetLastError(), "cannot run on this communicator any more"),
+                nullptr)
+          << symcommGetLastError();
+      mp::sync(stream);
+    }
+    EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+    // Every rank: the other algorithms still run on this communicator.
+    SC_OK(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
+                                   symcommSum, "copy", stream));
+    mp::sync(stream);
+    SC_OK(symcommFree(comm, buf));
+    mp::free_stream(stream);
+    EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+  }
+}
+
 // SYMCOMM_COLL_CE_STREAMS (read when a communicator is created): 1 (the default) issues the
 // copies to peers on the caller's stream, 2 spreads them over side streams; a value out of
 // range leaves the communicator without ce, which says why.
