@@ -95,8 +95,15 @@ bool CollContext::addressable(const void* p, size_t bytes) const {
   return registrations_.find(p, bytes) != nullptr;
 }
 
-void CollContext::check_counters(const char* algorithm, const void* area, size_t bytes) const {
-  SYMCOMM_REQUIRE(!rma_.backend().wait_failed_in(area, bytes), symcommTimeout,
+void CollContext::place_counters(CounterState& s, size_t bytes, size_t clear) {
+  s.area = static_cast<char*>(heap_.malloc_internal(bytes));
+  s.area_bytes = bytes;
+  backend().clear(s.area, clear);
+  backend().fill_device_comm(s.world, SYMCOMM_TEAM_WORLD, rma_.teams().get(SYMCOMM_TEAM_WORLD));
+}
+
+void CollContext::check_counters(const char* algorithm, const CounterState& s) const {
+  SYMCOMM_REQUIRE(!rma_.backend().wait_failed_in(s.area, s.area_bytes), symcommTimeout,
                   "a wait of an earlier %s collective on this communicator failed (timed out or "
                   "aborted): its counters no longer agree with its peers', so %s cannot run on "
                   "this communicator any more (finalize it)", algorithm, algorithm);

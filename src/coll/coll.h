@@ -63,6 +63,16 @@ class AlgorithmState {
   virtual void abort() {}
 };
 
+// The state of an algorithm whose kernels keep counters with their peers in a symmetric
+// area of every rank (sm, ll, twoshot): the area, the world's device handle, and how many
+// blocks of its kernel the GPU holds at once.
+struct CounterState : AlgorithmState {
+  char* area = nullptr;
+  size_t area_bytes = 0;
+  DeviceComm world{};
+  int resident = 0;
+};
+
 // What algorithms work with: the heap, the one-sided backend, barriers, the workspace.
 class CollContext {
  public:
@@ -78,11 +88,14 @@ class CollContext {
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Throws symcommTimeout where a device-side wait on a word of [area, area + bytes) failed
-  // in an earlier call (timed out, or the communicator was aborted): `algorithm` keeps
-  // counters with its peers there, which no longer agree with theirs, so that a later call
-  // could pass a wait on a peer's stale signal. It refuses every call instead.
-  void check_counters(const char* algorithm, const void* area, size_t bytes) const;
+  // Allocates s's area of `bytes` (collective: every rank's state makes one), zeroes its first
+  // `clear` bytes and fills its world handle.
+  void place_counters(CounterState& s, size_t bytes, size_t clear);
+  // Throws symcommTimeout where a device-side wait on a word of s's area failed in an
+  // earlier call (timed out, or the communicator was aborted): `algorithm` keeps counters
+  // with its peers there, which no longer agree with theirs, so that a later call could
+  // pass a wait on a peer's stale signal. It refuses every call instead.
+  void check_counters(const char* algorithm, const CounterState& s) const;
   // Every member's copy of `p` (symmetric, or at the same offset of a registered buffer)
   // starts at the same address modulo `alignment` (a power of two up to 256), so that a
   // choice made from this rank's alignment is every member's. False where p is neither.

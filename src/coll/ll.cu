@@ -441,12 +441,7 @@ size_t packets_bytes(int nranks) {
 }
 size_t seq_bytes(int nranks) { return static_cast<size_t>(nranks) * kMaxBlocks * sizeof(uint64_t); }
 
-struct LlState final : AlgorithmState {
-  char* area = nullptr;
-  size_t area_bytes = 0;
-  DeviceComm world{};
-  int resident = 0;  // blocks of ll_kernel (any type) the GPU holds at once
-};
+struct LlState final : CounterState {};
 
 // The kernel instance for element type T (resident_launch.cuh).
 constexpr auto kernel_of = [](auto zero) { return ll_kernel<decltype(zero)>; };
@@ -489,17 +484,13 @@ class LlAlgorithm final : public CollAlgorithm {
     auto s = std::make_unique<LlState>();
     s->resident = resident_blocks(kernel_of, kThreads);
     const size_t bytes = packets_bytes(nranks) + seq_bytes(nranks);
-    s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
-    s->area_bytes = bytes;
-    ctx.backend().clear(s->area, bytes);  // flags 0 (never expected first), counters 0
-    ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
-                                   ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
+    ctx.place_counters(*s, bytes, bytes);  // flags 0 (never expected first), counters 0
     return s;
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
     LlState& s = ctx.state<LlState>(this);
-    ctx.check_counters(name(), s.area, s.area_bytes);
+    ctx.check_counters(name(), s);
     Plan p{};
     p.comm = s.world;
     p.packets = reinterpret_cast<uint4*>(s.area);

@@ -584,12 +584,8 @@ uint64_t ring_bytes(int nranks, uint64_t slot) {
   return static_cast<uint64_t>(nranks) * kChannels * kDepth * slot;
 }
 
-struct SmState final : AlgorithmState {
-  char* area = nullptr;
-  size_t area_bytes = 0;
+struct SmState final : CounterState {
   uint64_t slot = 0;
-  DeviceComm world{};
-  int resident = 0;  // blocks of sm_kernel (any type) the GPU holds at once
 };
 
 // The kernel instance for element type T (resident_launch.cuh).
@@ -635,17 +631,13 @@ class SmAlgorithm final : public CollAlgorithm {
     s->slot = slot;
     const size_t bytes = flags_bytes(nranks) + ring_bytes(nranks, slot);
     s->resident = resident_blocks(kernel_of, kThreads);
-    s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
-    s->area_bytes = bytes;
-    ctx.backend().clear(s->area, flags_bytes(nranks));
-    ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
-                                   ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
+    ctx.place_counters(*s, bytes, flags_bytes(nranks));
     return s;
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
     SmState& s = ctx.state<SmState>(this);
-    ctx.check_counters(name(), s.area, s.area_bytes);
+    ctx.check_counters(name(), s);
     Plan p = base_plan(a, s);
     if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) {
       Plan plans[2];

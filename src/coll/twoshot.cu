@@ -368,12 +368,8 @@ size_t flags_bytes(int nranks) {
   return size_t{3} * kMaxBlocks * static_cast<size_t>(nranks) * sizeof(uint64_t);
 }
 
-struct TwoshotState final : AlgorithmState {
-  char* area = nullptr;  // flags, stage_in, stage_out
-  size_t area_bytes = 0;
-  uint64_t stage = 0;    // bytes of each stage area
-  DeviceComm world{};
-  int resident = 0;      // blocks of twoshot_kernel (any type) the GPU holds at once
+struct TwoshotState final : CounterState {  // area: flags, stage_in, stage_out
+  uint64_t stage = 0;  // bytes of each stage area
 };
 
 constexpr auto kernel_of = [](auto zero) { return twoshot_kernel<decltype(zero)>; };
@@ -420,17 +416,13 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     auto s = std::make_unique<TwoshotState>();
     s->stage = stage;
     s->resident = resident_blocks(kernel_of, kThreads);
-    s->area = static_cast<char*>(ctx.heap().malloc_internal(bytes));
-    s->area_bytes = bytes;
-    ctx.backend().clear(s->area, flags_bytes(nranks));  // flags and counters 0
-    ctx.backend().fill_device_comm(s->world, SYMCOMM_TEAM_WORLD,
-                                   ctx.rma().teams().get(SYMCOMM_TEAM_WORLD));
+    ctx.place_counters(*s, bytes, flags_bytes(nranks));  // flags and counters 0
     return s;
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
     TwoshotState& s = ctx.state<TwoshotState>(this);
-    ctx.check_counters(name(), s.area, s.area_bytes);
+    ctx.check_counters(name(), s);
     const int n = a.team.size;
     const bool all = a.op == CollOp::AllReduce;
     const uint64_t block = a.count * a.elem;  // all-reduce: the buffer; else a segment
