@@ -2,10 +2,14 @@
 // solve on a periodic box with it.
 //
 //   symrun -n 8 build/bin/symcomm-fft3d [--n 512] [--grid 2x4] [--backend fused] [--iters 5]
-//                                       [--json FILE]
+//                                       [--buffers symmetric|local] [--json FILE]
 //
 // Grid and backend are autotuned unless given (--grid 0x0 and --backend auto, the defaults):
 // the fastest backend depends on the pencils' layout, and these are axis-contiguous.
+// The data lives in two symmetric buffers (symcommMalloc) by default and each transpose goes
+// from one to the other, so that every backend takes its direct path (peers read or write the
+// buffers themselves: no staging copy); --buffers local keeps one cudaMalloc buffer and
+// transposes in place, which the backends stage through the workspace.
 //
 // Forward: 1D FFTs along x on X-pencils, transpose X->Y, along y, Y->Z, along z; inverse the
 // other way. Pencils are axis-contiguous, so every 1D FFT runs over contiguous lines (cuFFT
@@ -80,8 +84,11 @@ struct Fft {
   bool gpu;
   symcommDecomp_t decomp;
   symcommPencilInfo_t pencil[3];
-  void* data;       // the pencil being transformed, in place (largest pencil's size)
+  bool symmetric;   // two symmetric buffers, transposed from one to the other
+  void* buf[2] = {nullptr, nullptr};  // (largest pencil's size each); local: buf[0] only
+  int cur = 0;      // the buffer holding the pencil being transformed
   void* workspace;  // symmetric
+  void* data() const { return buf[cur]; }
   cudaStream_t stream = nullptr;
   cufftHandle plan[3] = {0, 0, 0};
 
@@ -89,19 +96,21 @@ struct Fft {
   void lines(int axis, int sign) {
     const symcommPencilInfo_t& p = pencil[axis];
     if (gpu) {
-      CHECK_CUFFT(cufftExecC2C(plan[axis], static_cast<cufftComplex*>(data),
-                               static_cast<cufftComplex*>(data),
+      CHECK_CUFFT(cufftExecC2C(plan[axis], static_cast<cufftComplex*>(data()),
+                               static_cast<cufftComplex*>(data()),
                                sign < 0 ? CUFFT_FORWARD : CUFFT_INVERSE));
       return;
     }
     std::vector<cfloat> tmp;
-    auto* a = static_cast<cfloat*>(data);
+    auto* a = static_cast<cfloat*>(data());
     for (int64_t line = 0; line < p.shape[1] * p.shape[2]; ++line)
       fft_line(a + line * p.shape[0], p.shape[0], sign, tmp);
   }
   void transpose(int from, int to) {
-    CHECK_SC(symcommDecompTranspose(decomp, from, to, data, data, workspace, symcommC32, nullptr,
-                                    nullptr, nullptr, nullptr, stream));
+    const int next = symmetric ? 1 - cur : cur;
+    CHECK_SC(symcommDecompTranspose(decomp, from, to, buf[cur], buf[next], workspace, symcommC32,
+                                    nullptr, nullptr, nullptr, nullptr, stream));
+    cur = next;
   }
   void forward() {  // X-pencil in, Z-pencil (spectrum) out
     lines(0, -1);
@@ -123,13 +132,13 @@ struct Fft {
   std::vector<cfloat> read(int axis) {
     std::vector<cfloat> v(static_cast<size_t>(pencil[axis].size));
     sync();
-    if (gpu) CHECK_CUDA(cudaMemcpy(v.data(), data, v.size() * sizeof(cfloat), cudaMemcpyDeviceToHost));
-    else std::memcpy(v.data(), data, v.size() * sizeof(cfloat));
+    if (gpu) CHECK_CUDA(cudaMemcpy(v.data(), data(), v.size() * sizeof(cfloat), cudaMemcpyDeviceToHost));
+    else std::memcpy(v.data(), data(), v.size() * sizeof(cfloat));
     return v;
   }
   void write(const std::vector<cfloat>& v) {
-    if (gpu) CHECK_CUDA(cudaMemcpy(data, v.data(), v.size() * sizeof(cfloat), cudaMemcpyHostToDevice));
-    else std::memcpy(data, v.data(), v.size() * sizeof(cfloat));
+    if (gpu) CHECK_CUDA(cudaMemcpy(data(), v.data(), v.size() * sizeof(cfloat), cudaMemcpyHostToDevice));
+    else std::memcpy(data(), v.data(), v.size() * sizeof(cfloat));
   }
 };
 
@@ -157,15 +166,19 @@ int main(int argc, char** argv) {
   int pr = 0, pc = 0, iters = 5;
   const char* json = nullptr;
   const char* backend = "auto";
+  bool symmetric = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--n") && i + 1 < argc) n = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--grid") && i + 1 < argc) std::sscanf(argv[++i], "%dx%d", &pr, &pc);
     else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!std::strcmp(argv[i], "--buffers") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "symmetric") || !std::strcmp(argv[i + 1], "local")))
+      symmetric = !std::strcmp(argv[++i], "symmetric");
     else {
       std::fprintf(stderr, "usage: symrun -n N symcomm-fft3d [--n POINTS] [--grid PRxPC] "
-                   "[--backend NAME|auto] [--iters K] [--json FILE]\n");
+                   "[--backend NAME|auto] [--iters K] [--buffers symmetric|local] [--json FILE]\n");
       return 2;
     }
   }
@@ -178,6 +191,7 @@ int main(int argc, char** argv) {
   CHECK_SC(symcommCommMemorySpace(comm, &space));
   Fft f{};
   f.gpu = space == symcommSpaceCuda;
+  f.symmetric = symmetric;
   symcommDecompConfig_t c;
   CHECK_SC(symcommDecompConfigInit(&c));
   c.gdims[0] = c.gdims[1] = c.gdims[2] = n;
@@ -196,17 +210,23 @@ int main(int argc, char** argv) {
   size_t ws_bytes = 0;
   CHECK_SC(symcommDecompWorkspaceSize(f.decomp, symcommC32, &ws_bytes));
   CHECK_SC(symcommMalloc(comm, ws_bytes, &f.workspace));
+  // Symmetric allocations are collective and equal in size on every rank: the largest pencil
+  // of any rank.
+  const size_t bytes = static_cast<size_t>(max_over_ranks(comm, nranks, static_cast<double>(most))) *
+                       sizeof(cfloat);
+  if (f.symmetric)
+    for (void*& b : f.buf) CHECK_SC(symcommMalloc(comm, bytes, &b));
   if (f.gpu) {
     CHECK_CUDA(cudaStreamCreateWithFlags(&f.stream, cudaStreamNonBlocking));
-    CHECK_CUDA(cudaMalloc(&f.data, static_cast<size_t>(most) * sizeof(cfloat)));
+    if (!f.symmetric) CHECK_CUDA(cudaMalloc(&f.buf[0], bytes));
     for (int a = 0; a < 3; ++a) {
       const symcommPencilInfo_t& p = f.pencil[a];
       CHECK_CUFFT(cufftPlan1d(&f.plan[a], static_cast<int>(p.shape[0]), CUFFT_C2C,
                               static_cast<int>(p.shape[1] * p.shape[2])));
       CHECK_CUFFT(cufftSetStream(f.plan[a], f.stream));
     }
-  } else {
-    f.data = std::malloc(static_cast<size_t>(most) * sizeof(cfloat));
+  } else if (!f.symmetric) {
+    f.buf[0] = std::malloc(bytes);
   }
   const double N = static_cast<double>(n) * n * n, two_pi = 2 * M_PI;
   bool ok = true;
@@ -285,9 +305,10 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     const char* backend = "";
     CHECK_SC(symcommDecompGetBackend(f.decomp, &backend));
-    std::printf("symcomm 3D FFT, %lld^3 C2C fp32, %d ranks (%s space), grid %dx%d, backend %s\n",
-                static_cast<long long>(n), nranks, f.gpu ? "cuda" : "host", c.pdims[0],
-                c.pdims[1], backend);
+    std::printf("symcomm 3D FFT, %lld^3 C2C fp32, %d ranks (%s space), grid %dx%d, backend %s, "
+                "%s\n", static_cast<long long>(n), nranks, f.gpu ? "cuda" : "host", c.pdims[0],
+                c.pdims[1], backend,
+                f.symmetric ? "two symmetric buffers, out of place" : "local buffer, in place");
     std::printf("  single-mode spike error %.2e, round-trip error %.2e, Poisson error %.2e\n",
                 spike_err, round_err, poisson_err);
     std::printf("  %.3f ms per 3D FFT, %.1f GFLOP/s (5 N log2 N)\n%s\n", per_fft * 1e3, gflops,
@@ -297,20 +318,23 @@ int main(int argc, char** argv) {
       if (out) {
         std::fprintf(out, "{\"bench\": \"decomp\", \"op\": \"fft3d_c2c\", \"impl\": \"symcomm:%s\", "
                      "\"dtype\": \"c32\", \"shape\": \"[%lld,%lld,%lld] %dx%d\", \"ranks\": %d, "
-                     "\"time_us\": %.1f, \"tflops\": %.4f}\n", backend, static_cast<long long>(n),
-                     static_cast<long long>(n), static_cast<long long>(n), c.pdims[0], c.pdims[1],
-                     nranks, per_fft * 1e6, gflops / 1e3);
+                     "\"buffers\": \"%s\", \"time_us\": %.1f, \"tflops\": %.4f}\n", backend,
+                     static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n),
+                     c.pdims[0], c.pdims[1], nranks, f.symmetric ? "symmetric" : "local",
+                     per_fft * 1e6, gflops / 1e3);
         std::fclose(out);
       }
     }
   }
   if (f.gpu) {
     for (cufftHandle p : f.plan) cufftDestroy(p);
-    CHECK_CUDA(cudaFree(f.data));
+    if (!f.symmetric) CHECK_CUDA(cudaFree(f.buf[0]));
     CHECK_CUDA(cudaStreamDestroy(f.stream));
-  } else {
-    std::free(f.data);
+  } else if (!f.symmetric) {
+    std::free(f.buf[0]);
   }
+  if (f.symmetric)
+    for (void* b : f.buf) CHECK_SC(symcommFree(comm, b));
   CHECK_SC(symcommFree(comm, f.workspace));
   CHECK_SC(symcommDecompDestroy(f.decomp));
   CHECK_SC(symcommFinalize(comm));

@@ -1,22 +1,32 @@
-// The "sm" backend: the sender's copy kernels write each block straight into the receiver's
-// staging area through the peer mapping (NVLink stores on GPUs, memcpy on the host): no
-// local pack and no copy-engine put. A team barrier, then each rank unpacks locally. Fewer
-// steps than "copy" (one kernel for all peers instead of packs and puts), so it wins
-// where per-peer messages are small and launch and copy-engine start-up costs dominate.
+// The "sm" backend: the sender's copy kernels write each block through the peer mapping
+// (NVLink stores on GPUs, memcpy on the host): no local pack and no copy-engine put. Fewer
+// steps than "copy" (one kernel for all peers instead of packs and puts), so it wins where
+// per-peer messages are small and launch and copy-engine start-up costs dominate.
+//
+// Where each block lands (the same choice on every rank, by the contract in backend.h):
+//   direct: the output is symmetric and the call is out of place: straight into the
+//     member's output, at its place in the member's layout (halo and padding included), so
+//     that nobody unpacks. Stores to a peer are posted, so this moves more per second than
+//     the fused backend's loads from peers.
+//   staged: otherwise, into the member's receive area (the workspace), packed at my block's
+//     place, and each rank unpacks after the second barrier. In place, the members' inputs
+//     are their outputs and are still being read: nothing may land there before the
+//     barrier.
 //
 // Transpose, per call:
-//   barrier (every receive area is free: its owner finished unpacking the previous call)
-//   one launch (BoxCopies) writes my box for every other member into its receive area, at
-//   my block's place (members in turn from the next one, so that no receiver gets all
-//   senders' first blocks at once), and my own block straight from input to output
-//   (staged when in place)
+//   barrier (every destination is free: its owner finished with the previous call)
+//   one launch (BoxCopies) writes my box for every other member (members in turn from the
+//   next one, so that no receiver gets all senders' first blocks at once), and my own block
+//   straight from input to output (staged when in place)
 //   barrier (every block has arrived, and every read of every input is done)
-//   one launch unpacks every received block into the output
+//   staged only: one launch unpacks every received block into the output
 // The own block skips the staging unless input and output overlap (in place), where it must
 // wait until the input has been read completely.
 //
-// Halo exchange: the same pattern, each slab written into the neighbour's receive slot by
-// copy_box; a dimension that is not split is filled from the rank's own buffer directly.
+// Halo exchange: the same pattern. Direct (the buffer is symmetric): each slab goes straight
+// into the neighbour's halo, nothing to unpack. Staged: into the neighbour's receive slot,
+// unpacked after the barrier. A dimension that is not split is filled from the rank's own
+// buffer directly.
 #include "decomp/backend.h"
 
 namespace symcomm {
@@ -40,13 +50,20 @@ class SmBackend final : public DecompBackend {
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     char* recv = t.workspace;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
+    const bool direct = !in_place && ctx.heap.contains(t.output);
     b.barrier(barrier, t.stream);
     BoxCopies copies(e);  // one launch writes every member's block at once
     for (int s = 1; s < n; ++s) {
       const size_t k = static_cast<size_t>((me + s) % n);
+      const int member = plan.members[k];
       const Box& box = plan.send[k];
-      char* there = peer_address(ctx, recv + plan.remote_off[k] * se, plan.members[k]);
-      copies.add(there, packed_layout(box), t.input, in_layout, box);
+      if (direct)
+        copies.add(peer_address(ctx, t.output, member),
+                   pencil_layout(ctx.geometry.pencil(member, t.to, t.out.halo, t.out.padding)),
+                   t.input, in_layout, box);
+      else
+        copies.add(peer_address(ctx, recv + plan.remote_off[k] * se, member), packed_layout(box),
+                   t.input, in_layout, box);
     }
     const size_t self = static_cast<size_t>(me);
     if (in_place)
@@ -56,6 +73,7 @@ class SmBackend final : public DecompBackend {
       copies.add(t.output, out_layout, t.input, in_layout, plan.send[self]);
     copies.run(b, t.stream);
     b.barrier(barrier, t.stream);
+    if (direct) return;  // every block is in its place
     for (int k = 0; k < n; ++k) {
       if (k == me && !in_place) continue;  // already in place
       const Box& box = plan.recv[static_cast<size_t>(k)];
@@ -77,8 +95,9 @@ class SmBackend final : public DecompBackend {
     if (plan.self) return halo_from_self(ctx, h, plan);
     RmaBackend& b = ctx.rma.backend();
     char* slots[2] = {h.workspace, h.workspace + slot};  // fill my low, my high halo
+    const bool direct = ctx.heap.contains(h.buffer);
     const BarrierArgs barrier = ctx.rma.barrier_args(halo_team(ctx, plan.over_rows));
-    b.barrier(barrier, h.stream);  // the neighbours' slots are free
+    b.barrier(barrier, h.stream);  // the neighbours' halos (direct) or slots are free
     // My high slab fills the low halo of the part above (its slot 0); my low slab the high
     // halo of the part below (its slot 1).
     const struct {
@@ -86,12 +105,27 @@ class SmBackend final : public DecompBackend {
       int theirs;
     } sends[] = {{plan.high, 0}, {plan.low, 1}};
     BoxCopies copies(e);  // both slabs in one launch, and both halos in one
-    for (const auto& s : sends)
-      if (s.side.neighbour >= 0)
-        copies.add(peer_address(ctx, slots[s.theirs], s.side.neighbour),
-                   packed_layout(s.side.send), h.buffer, layout, s.side.send);
+    for (const auto& s : sends) {
+      const int m = s.side.neighbour;
+      if (m < 0) continue;
+      if (direct) {
+        // Into the halo itself, through the neighbour's layout moved by the distance from my
+        // slab to that halo (in the neighbour's coordinates; wrapping included).
+        const HaloPlan theirs = plan_halo(ctx.geometry, m, h.axis, h.dim, h.halo, h.padding,
+                                          h.periodic);
+        const Box& halo = s.theirs == 0 ? theirs.low.recv : theirs.high.recv;
+        const int64_t delta = halo.lo[h.dim] - s.side.send.lo[h.dim];
+        const BoxLayout there = pencil_layout(ctx.geometry.pencil(m, h.axis, h.halo, h.padding));
+        copies.add(peer_address(ctx, h.buffer, m), translated(there, h.dim, -delta), h.buffer,
+                   layout, s.side.send);
+      } else {
+        copies.add(peer_address(ctx, slots[s.theirs], m), packed_layout(s.side.send), h.buffer,
+                   layout, s.side.send);
+      }
+    }
     copies.run(b, h.stream);
     b.barrier(barrier, h.stream);  // every slab arrived
+    if (direct) return;  // in the halos already
     const struct {
       const HaloSide& side;
       int mine;
