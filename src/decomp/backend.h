@@ -151,9 +151,15 @@ struct HaloFrame {
 class BoxCopies {
  public:
   explicit BoxCopies(size_t elem) : elem_(elem) {}
-  void add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl, const Box& box);
+  // `peer`: the world rank whose memory the copy reads or writes (-1: this rank's only), for
+  // run_between_barriers.
+  void add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl, const Box& box,
+           int peer = -1);
   // Issues every copy added on `stream`, and forgets them.
   void run(RmaBackend& b, symcommStream_t stream);
+  // The same between two barriers of the team (RmaBackend::copy_boxes_between_barriers: one
+  // launch on GPUs, each copy waiting for its peer only).
+  void run_between_barriers(RmaBackend& b, const BarrierArgs& barrier, symcommStream_t stream);
 
  private:
   size_t elem_;

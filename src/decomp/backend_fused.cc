@@ -14,7 +14,8 @@
 //   straight into the output, unless the transpose is in place and direct (the members are
 //     still reading this rank's input, which is its output): then into the second half of
 //     the workspace, unpacked into the output after the second barrier.
-// All members' blocks move in one launch (BoxCopies), so that every peer is read at once.
+// All members' blocks move in one launch (BoxCopies), so that every peer is read at once;
+// on GPUs the two barriers are part of it (RmaBackend::copy_boxes_between_barriers).
 //
 // Halo exchange, likewise: after a barrier each rank reads its neighbours' slabs straight
 // from their buffers (a symmetric buffer) into its halos, through a layout translated along
@@ -56,27 +57,28 @@ class FusedBackend final : public DecompBackend {
       move_box(b, staged, pencil_layout(g.pencil(ctx.rank, t.from, nullptr, nullptr)), t.input,
                pencil_layout(t.in), owned, e, symcommEngineAuto, t.stream);
     }
-    b.barrier(barrier, t.stream);  // every member's pencil is readable
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
     // One launch reads every member's block at once (this rank first, then the next members
-    // in turn, the order of the batch).
+    // in turn, the order of the batch), between two barriers: after the first, every
+    // member's pencil is readable (on GPUs, each copy waits for its member's arrival only);
+    // after the second, every member has read what it needs.
     BoxCopies copies(e);
     for (int s = 0; s < n; ++s) {
       const size_t k = static_cast<size_t>((me + s) % n);
       const int member = plan.members[k];
       const Box& box = plan.recv[k];
       const char* src = direct ? static_cast<const char*>(t.input) : staged;
-      if (member != ctx.rank) src = peer_address(ctx, src, member);
+      const int peer = member != ctx.rank ? member : -1;
+      if (peer >= 0) src = peer_address(ctx, src, member);
       const BoxLayout src_layout = pencil_layout(
           direct ? g.pencil(member, t.from, t.in.halo, t.in.padding)
                  : g.pencil(member, t.from, nullptr, nullptr));
       if (land)
-        copies.add(landing + plan.recv_off[k] * se, packed_layout(box), src, src_layout, box);
+        copies.add(landing + plan.recv_off[k] * se, packed_layout(box), src, src_layout, box, peer);
       else
-        copies.add(t.output, out_layout, src, src_layout, box);
+        copies.add(t.output, out_layout, src, src_layout, box, peer);
     }
-    copies.run(b, t.stream);
-    b.barrier(barrier, t.stream);  // every member has read what it needs
+    copies.run_between_barriers(b, barrier, t.stream);
     if (land)
       unpack_all(b, plan, t, landing);
   }
@@ -102,7 +104,6 @@ class FusedBackend final : public DecompBackend {
                symcommEngineAuto, h.stream);
     }
     const BarrierArgs barrier = ctx.rma.barrier_args(halo_team(ctx, plan.over_rows));
-    b.barrier(barrier, h.stream);  // every slab is readable
     // My low halo is the high slab of the part below, my high halo the low slab of the part
     // above; each is read through the neighbour's layout moved by the distance between the
     // slab (in the neighbour's coordinates) and my halo (wrapping included).
@@ -121,10 +122,11 @@ class FusedBackend final : public DecompBackend {
       const BoxLayout src_layout =
           direct ? pencil_layout(g.pencil(m, h.axis, h.halo, h.padding)) : packed_layout(slab);
       copies.add(h.buffer, layout, peer_address(ctx, src, m), translated(src_layout, h.dim, delta),
-                 s.side.recv);
+                 s.side.recv, m);
     }
-    copies.run(b, h.stream);
-    b.barrier(barrier, h.stream);  // the neighbours have read my slabs
+    // After the first barrier every slab is readable; after the second the neighbours have
+    // read mine.
+    copies.run_between_barriers(b, barrier, h.stream);
   }
 };
 

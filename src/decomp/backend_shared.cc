@@ -71,12 +71,12 @@ void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src, co
 }
 
 void BoxCopies::add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
-                    const Box& box) {
+                    const Box& box, int peer) {
   const int64_t n = box.count();
   if (n == 0) return;
   if (!(packed_run(box, dl) && packed_run(box, sl))) {
     copies_.push_back({dst, dl, src, sl, {box.lo[0], box.lo[1], box.lo[2]},
-                       {box.hi[0], box.hi[1], box.hi[2]}});
+                       {box.hi[0], box.hi[1], box.hi[2]}, peer});
     return;
   }
   // One run of n elements: rows of kRow elements (the first n / kRow * kRow), then the rest.
@@ -86,15 +86,21 @@ void BoxCopies::add(void* dst, const BoxLayout& dl, const void* src, const BoxLa
   const char* s = static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se;
   const BoxLayout rows{{1, kRow, 0}, {0, 0, 0}};
   if (const int64_t full = n / kRow; full > 0)
-    copies_.push_back({d, rows, s, rows, {0, 0, 0}, {kRow, full, 1}});
+    copies_.push_back({d, rows, s, rows, {0, 0, 0}, {kRow, full, 1}, peer});
   if (const int64_t rest = n % kRow; rest > 0) {
     const int64_t at = n / kRow * kRow * se;
-    copies_.push_back({d + at, rows, s + at, rows, {0, 0, 0}, {rest, 1, 1}});
+    copies_.push_back({d + at, rows, s + at, rows, {0, 0, 0}, {rest, 1, 1}, peer});
   }
 }
 
 void BoxCopies::run(RmaBackend& b, symcommStream_t stream) {
   if (!copies_.empty()) b.copy_boxes(copies_, elem_, stream);
+  copies_.clear();
+}
+
+void BoxCopies::run_between_barriers(RmaBackend& b, const BarrierArgs& barrier,
+                                     symcommStream_t stream) {
+  b.copy_boxes_between_barriers(barrier, copies_, elem_, stream);
   copies_.clear();
 }
 

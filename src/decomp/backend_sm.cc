@@ -15,11 +15,13 @@
 //
 // Transpose, per call:
 //   barrier (every destination is free: its owner finished with the previous call)
-//   one launch (BoxCopies) writes my box for every other member (members in turn from the
-//   next one, so that no receiver gets all senders' first blocks at once), and my own block
+//   copies (BoxCopies) of my box for every other member (members in turn from the next one,
+//   so that no receiver gets all senders' first blocks at once), and of my own block
 //   straight from input to output (staged when in place)
 //   barrier (every block has arrived, and every read of every input is done)
 //   staged only: one launch unpacks every received block into the output
+// The barriers and the copies are one launch on GPUs (copy_boxes_between_barriers): each
+// block of the copy kernel waits for its receiver's arrival only.
 // The own block skips the staging unless input and output overlap (in place), where it must
 // wait until the input has been read completely.
 //
@@ -51,7 +53,6 @@ class SmBackend final : public DecompBackend {
     char* recv = t.workspace;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
     const bool direct = !in_place && ctx.heap.contains(t.output);
-    b.barrier(barrier, t.stream);
     BoxCopies copies(e);  // one launch writes every member's block at once
     for (int s = 1; s < n; ++s) {
       const size_t k = static_cast<size_t>((me + s) % n);
@@ -60,10 +61,10 @@ class SmBackend final : public DecompBackend {
       if (direct)
         copies.add(peer_address(ctx, t.output, member),
                    pencil_layout(ctx.geometry.pencil(member, t.to, t.out.halo, t.out.padding)),
-                   t.input, in_layout, box);
+                   t.input, in_layout, box, member);
       else
         copies.add(peer_address(ctx, recv + plan.remote_off[k] * se, member), packed_layout(box),
-                   t.input, in_layout, box);
+                   t.input, in_layout, box, member);
     }
     const size_t self = static_cast<size_t>(me);
     if (in_place)
@@ -71,8 +72,7 @@ class SmBackend final : public DecompBackend {
                  in_layout, plan.send[self]);
     else
       copies.add(t.output, out_layout, t.input, in_layout, plan.send[self]);
-    copies.run(b, t.stream);
-    b.barrier(barrier, t.stream);
+    copies.run_between_barriers(b, barrier, t.stream);
     if (direct) return;  // every block is in its place
     for (int k = 0; k < n; ++k) {
       if (k == me && !in_place) continue;  // already in place
@@ -97,7 +97,6 @@ class SmBackend final : public DecompBackend {
     char* slots[2] = {h.workspace, h.workspace + slot};  // fill my low, my high halo
     const bool direct = ctx.heap.contains(h.buffer);
     const BarrierArgs barrier = ctx.rma.barrier_args(halo_team(ctx, plan.over_rows));
-    b.barrier(barrier, h.stream);  // the neighbours' halos (direct) or slots are free
     // My high slab fills the low halo of the part above (its slot 0); my low slab the high
     // halo of the part below (its slot 1).
     const struct {
@@ -117,14 +116,15 @@ class SmBackend final : public DecompBackend {
         const int64_t delta = halo.lo[h.dim] - s.side.send.lo[h.dim];
         const BoxLayout there = pencil_layout(ctx.geometry.pencil(m, h.axis, h.halo, h.padding));
         copies.add(peer_address(ctx, h.buffer, m), translated(there, h.dim, -delta), h.buffer,
-                   layout, s.side.send);
+                   layout, s.side.send, m);
       } else {
         copies.add(peer_address(ctx, slots[s.theirs], m), packed_layout(s.side.send), h.buffer,
-                   layout, s.side.send);
+                   layout, s.side.send, m);
       }
     }
-    copies.run(b, h.stream);
-    b.barrier(barrier, h.stream);  // every slab arrived
+    // After the first barrier: the neighbours' halos (direct) or slots are free. After the
+    // second: every slab arrived.
+    copies.run_between_barriers(b, barrier, h.stream);
     if (direct) return;  // in the halos already
     const struct {
       const HaloSide& side;

@@ -43,6 +43,9 @@ struct BoxCopy {
   const void* src;
   BoxLayout sl;
   int64_t lo[3], hi[3];
+  // For copy_boxes_between_barriers: the world rank whose memory this copy reads or writes
+  // (its peer), or -1 where it touches only this rank's memory.
+  int peer = -1;
 };
 
 class RmaBackend {
@@ -84,6 +87,19 @@ class RmaBackend {
     for (const BoxCopy& c : copies) copy_box(c.dst, c.dl, c.src, c.sl, c.lo, c.hi, elem, stream);
   }
   virtual void barrier(const BarrierArgs& args, symcommStream_t stream) = 0;
+  // barrier(args); copy_boxes(copies); barrier(args), where each copy needs no more of the
+  // first barrier than its peer's arrival (the peer's memory is ready: its owner has passed
+  // the barrier). GPUs run all three in one launch where the copies fit one (the barriers'
+  // halves inside the copy kernel: two kernel launches and a wait for the slowest member
+  // less); the default runs them apart. Like barrier(), not for two calls on one team at
+  // once.
+  virtual void copy_boxes_between_barriers(const BarrierArgs& args,
+                                           const std::vector<BoxCopy>& copies, size_t elem,
+                                           symcommStream_t stream) {
+    barrier(args, stream);
+    copy_boxes(copies, elem, stream);
+    barrier(args, stream);
+  }
   // Sets [local, local + bytes) of this rank's memory to zero, synchronously.
   virtual void clear(void* local, size_t bytes) = 0;
   // A team's barrier count starts again from zero (the team id is new).

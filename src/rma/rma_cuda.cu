@@ -32,6 +32,9 @@ static const SizeParam kSmCopyMax(
     "copy engines (0: always the copy engines)");
 static const IntParam kSmCopyBlocks("SYMCOMM_SM_COPY_BLOCKS", "32",
                                     "blocks of the SM copy kernel (one per SM at most)");
+static const IntParam kBoxBlocks("SYMCOMM_BOX_COPY_BLOCKS", "8192",
+                                 "most blocks of one batched box-copy launch (decomposition "
+                                 "transposes and halos)");
 static const EnumParam kWaitEngine(
     "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
     "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only; not "
@@ -224,6 +227,7 @@ struct BoxBatch {
     const char* src;
     BoxLayout sl;
     BoxShape shape;
+    int peer;  // copy_boxes_synced_kernel: the world rank whose arrival this box waits for
   } box[kBatchBoxes];
   int count;
 };
@@ -245,6 +249,69 @@ __global__ void __launch_bounds__(kBoxThreads) copy_tiled_boxes_kernel(
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
   copy_tiles(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl,
              c.shape.lo, c.shape.n, blockIdx.x / b.count, gridDim.x / b.count);
+}
+
+// This rank arrives at its team's barrier `e` (as barrier_block does): the writes that
+// precede the caller's fence go before the stores of the members' slots.
+__device__ __forceinline__ void barrier_arrive(const DeviceComm& c, uint64_t e) {
+  __threadfence_system();
+  const size_t slot = reinterpret_cast<char*>(c.barrier_slots + c.rank) - c.base;
+  for (int t = 0; t < c.team_size; ++t)
+    detail::store_relaxed(reinterpret_cast<uint64_t*>(detail::window(c, t) + slot), e);
+}
+
+// copy_boxes_between_barriers in one launch: barrier, the batch's copies, barrier, with the
+// team's barrier counting (epoch, slots) of barrier_block, so that both interleave with
+// barriers of the team. tickets (device memory, the team's): [0] blocks that started, [1]
+// blocks that finished, [2] a wait failed; zero between launches.
+//   First barrier: the first block to start arrives for this rank (which of them is first
+//   does not matter: no block waits for another block of the grid, so any grid size
+//   runs); each block then waits for the arrival of its box's peer only, and copies.
+//   Second barrier: each block fences its copies and counts itself finished; the last one
+//   (every copy is done and ordered before its fence: fence, count; count, fence) arrives
+//   and waits for every member, then stores the epoch and clears the tickets for the next
+//   launch. The epoch is read by every block at its start and stored only by the last.
+// A failed wait (timeout, abort) is recorded for the host and marked in tickets[2]: blocks
+// that start later skip their waits (a grid of many waves would otherwise wait the bound
+// once per wave), and no block copies without its peer's arrival.
+template <typename T, bool kTiled>
+__global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
+    const __grid_constant__ BoxBatch b, const __grid_constant__ DeviceComm c,
+    uint32_t* tickets) {
+  __shared__ uint64_t base;
+  __shared__ int go;
+  const BoxBatch::One& box = b.box[blockIdx.x % b.count];
+  if (threadIdx.x == 0) {
+    base = *c.barrier_epoch;
+    if (atomicAdd(&tickets[0], 1u) == 0) barrier_arrive(c, base + 1);
+    volatile uint32_t* failed = tickets + 2;
+    go = box.peer < 0 ||
+         (*failed == 0 &&
+          detail::wait_local(c, c.barrier_slots + box.peer, symcommCmpGe, base + 1) == 0);
+    if (!go) *failed = 1;
+  }
+  __syncthreads();
+  if (go) {
+    T* dst = reinterpret_cast<T*>(box.dst);
+    const T* src = reinterpret_cast<const T*>(box.src);
+    const BoxShape& h = box.shape;
+    if constexpr (kTiled)
+      copy_tiles(dst, box.dl, src, box.sl, h.lo, h.n, blockIdx.x / b.count, gridDim.x / b.count);
+    else
+      copy_rows(dst, box.dl, src, box.sl, h.lo[0], h.lo[1], h.lo[2], h.n[0], h.n[1],
+                h.n[1] * h.n[2], blockIdx.x / b.count, gridDim.x / b.count);
+  }
+  __syncthreads();  // every thread's copies precede thread 0's fence
+  if (threadIdx.x != 0) return;
+  __threadfence_system();
+  if (atomicAdd(&tickets[1], 1u) != gridDim.x - 1) return;
+  const bool failed = *static_cast<volatile uint32_t*>(tickets + 2) != 0;
+  tickets[0] = tickets[1] = tickets[2] = 0;
+  const uint64_t e = base + 2;
+  barrier_arrive(c, e);
+  for (int t = 0; t < c.team_size && !failed; ++t)
+    if (detail::wait_local(c, c.barrier_slots + world_rank(c, t), symcommCmpGe, e) != 0) break;
+  *c.barrier_epoch = e;
 }
 
 // Boxes with short rows (a halo along x, say): a thread per element, in 32-bit arithmetic.
@@ -283,11 +350,16 @@ class CudaRma final : public RmaBackend {
                               cudaMemcpyHostToDevice));
     SYMCOMM_CUDART(cudaMalloc(&epochs_, sizeof(uint64_t) * SYMCOMM_MAX_TEAMS));
     SYMCOMM_CUDART(cudaMemset(epochs_, 0, sizeof(uint64_t) * SYMCOMM_MAX_TEAMS));
+    SYMCOMM_CUDART(cudaMalloc(&tickets_, 4 * sizeof(uint32_t) * SYMCOMM_MAX_TEAMS));
+    SYMCOMM_CUDART(cudaMemset(tickets_, 0, 4 * sizeof(uint32_t) * SYMCOMM_MAX_TEAMS));
     base_ = windows[static_cast<size_t>(topology.rank)];
     int blocks = static_cast<int>(kSmCopyBlocks.get());
     SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 1024, symcommInvalidArgument,
                     "SYMCOMM_SM_COPY_BLOCKS=%d is not in [1, 1024]", blocks);
     copy_blocks_ = blocks;
+    box_blocks_ = static_cast<int>(kBoxBlocks.get());
+    SYMCOMM_REQUIRE(box_blocks_ >= 1 && box_blocks_ <= (1 << 20), symcommInvalidArgument,
+                    "SYMCOMM_BOX_COPY_BLOCKS=%d is not in [1, 2^20]", box_blocks_);
     sm_copy_max_ = kSmCopyMax.get();
     memop_wait_ = kWaitEngine.get() == "memop";
     memop_signal_ = kSignalEngine.get() == "memop";
@@ -297,7 +369,8 @@ class CudaRma final : public RmaBackend {
 
   ~CudaRma() override {
     // Clean-up must not throw; a failure here is logged.
-    for (cudaError_t e : {cudaFree(peer_base_), cudaFree(epochs_), cudaFreeHost(mapped_)})
+    for (cudaError_t e : {cudaFree(peer_base_), cudaFree(epochs_), cudaFree(tickets_),
+                          cudaFreeHost(mapped_)})
       if (e != cudaSuccess) SYMCOMM_WARN("freeing RMA state: %s", cudaGetErrorString(e));
   }
 
@@ -454,7 +527,7 @@ class CudaRma final : public RmaBackend {
       BoxBatch& batch = batches[tiled];
       if (batch.count == 0) return;
       const int64_t per_box =
-          std::max<int64_t>(1, std::min<int64_t>(most[tiled], 8192 / batch.count));
+          std::max<int64_t>(1, std::min<int64_t>(most[tiled], box_blocks_ / batch.count));
       const auto blocks = static_cast<unsigned>(per_box * batch.count);
       auto run = [&](auto zero) {
         using T = decltype(zero);
@@ -472,9 +545,8 @@ class CudaRma final : public RmaBackend {
       most[tiled] = 0;
     };
     for (const BoxCopy& c : copies) {
-      if (c.hi[0] <= c.lo[0] || c.hi[1] <= c.lo[1] || c.hi[2] <= c.lo[2]) continue;
-      BoxBatch::One one{static_cast<char*>(c.dst), c.dl, static_cast<const char*>(c.src), c.sl, {}};
-      one.shape = shape_box(one.dl, one.sl, c.lo, c.hi);
+      if (empty(c)) continue;
+      const BoxBatch::One one = batch_entry(c);
       const int tiled = one.shape.tiled;
       batches[tiled].box[batches[tiled].count++] = one;
       most[tiled] = std::max(most[tiled], box_blocks(one.shape));
@@ -482,6 +554,47 @@ class CudaRma final : public RmaBackend {
     }
     launch(0);
     launch(1);
+  }
+
+  void copy_boxes_between_barriers(const BarrierArgs& a, const std::vector<BoxCopy>& copies,
+                                   size_t elem, symcommStream_t stream) override {
+    // One launch where every copy fits one batch of one kind (rows or tiles) and every
+    // member is mapped here; else the three steps apart.
+    BoxBatch batch{};
+    int64_t most = 0;
+    int kind = -1;
+    bool one_launch = true;
+    for (int t = 0; t < a.team.size && one_launch; ++t)
+      one_launch = windows_[static_cast<size_t>(a.team.world_of(t))] != nullptr;
+    for (const BoxCopy& c : copies) {
+      if (!one_launch) break;
+      if (empty(c)) continue;
+      const BoxBatch::One one = batch_entry(c);
+      one_launch = batch.count < kBatchBoxes && (kind < 0 || kind == one.shape.tiled);
+      kind = one.shape.tiled;
+      batch.box[batch.count++] = one;
+      most = std::max(most, box_blocks(one.shape));
+    }
+    if (!one_launch || batch.count == 0)
+      return RmaBackend::copy_boxes_between_barriers(a, copies, elem, stream);
+    DeviceScope guard(topology_.device);
+    DeviceComm c{};
+    fill(c, a.id, a.team);
+    const int64_t per_box = std::max<int64_t>(1, std::min<int64_t>(most, box_blocks_ / batch.count));
+    const auto blocks = static_cast<unsigned>(per_box * batch.count);
+    uint32_t* tickets = tickets_ + 4 * static_cast<size_t>(a.id);
+    auto run = [&](auto zero) {
+      using T = decltype(zero);
+      if (kind) copy_boxes_synced_kernel<T, true><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
+      else copy_boxes_synced_kernel<T, false><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
+    };
+    switch (elem) {
+      case 4: run(uint32_t{}); break;
+      case 8: run(uint64_t{}); break;
+      case 16: run(uint4{}); break;
+      default: SYMCOMM_THROW(symcommInvalidArgument, "copy_boxes of %zu-byte elements", elem);
+    }
+    SYMCOMM_CUDART(cudaGetLastError());
   }
 
   void synchronize(symcommStream_t stream) override {
@@ -537,6 +650,7 @@ class CudaRma final : public RmaBackend {
   void reset_epoch(symcommTeam_t id) override {
     DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaMemset(epochs_ + id, 0, sizeof(uint64_t)));
+    SYMCOMM_CUDART(cudaMemset(tickets_ + 4 * static_cast<size_t>(id), 0, 4 * sizeof(uint32_t)));
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   }
 
@@ -593,6 +707,18 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
+  static bool empty(const BoxCopy& c) {
+    return c.hi[0] <= c.lo[0] || c.hi[1] <= c.lo[1] || c.hi[2] <= c.lo[2];
+  }
+
+  // A copy as the batched kernels take it (axes permuted by shape_box).
+  static BoxBatch::One batch_entry(const BoxCopy& c) {
+    BoxBatch::One one{static_cast<char*>(c.dst), c.dl, static_cast<const char*>(c.src), c.sl, {},
+                      c.peer};
+    one.shape = shape_box(one.dl, one.sl, c.lo, c.hi);
+    return one;
+  }
+
   void fill(DeviceComm& h, symcommTeam_t id, const Team& team) const {
     h.rank = topology_.rank;
     h.nranks = topology_.nranks;
@@ -620,8 +746,10 @@ class CudaRma final : public RmaBackend {
   char** peer_base_ = nullptr;
   std::vector<char*> windows_;  // peer_base_ on the host
   uint64_t* epochs_ = nullptr;
+  uint32_t* tickets_ = nullptr;  // [SYMCOMM_MAX_TEAMS][4]: copy_boxes_synced_kernel's
   char* base_ = nullptr;
   int copy_blocks_ = 32;
+  int box_blocks_ = 8192;
   size_t sm_copy_max_ = 0;
   bool memop_wait_ = false;
   bool memop_signal_ = true;
