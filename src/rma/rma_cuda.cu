@@ -35,6 +35,11 @@ static const IntParam kSmCopyBlocks("SYMCOMM_SM_COPY_BLOCKS", "32",
 static const IntParam kBoxBlocks("SYMCOMM_BOX_COPY_BLOCKS", "8192",
                                  "most blocks of one batched box-copy launch (decomposition "
                                  "transposes and halos)");
+static const IntParam kSyncedPerSm(
+    "SYMCOMM_BOX_COPY_SYNCED_PER_SM", "2",
+    "blocks per SM of a box-copy launch that holds its barriers (each block ends with a "
+    "system-scope fence, so few long-lived blocks beat many short ones); 0: barrier kernels "
+    "and the copy kernel apart");
 static const EnumParam kWaitEngine(
     "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
     "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only; not "
@@ -358,6 +363,12 @@ class CudaRma final : public RmaBackend {
                     "SYMCOMM_SM_COPY_BLOCKS=%d is not in [1, 1024]", blocks);
     copy_blocks_ = blocks;
     box_blocks_ = static_cast<int>(kBoxBlocks.get());
+    int sms = 0;
+    SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, topology.device));
+    const int per_sm = static_cast<int>(kSyncedPerSm.get());
+    SYMCOMM_REQUIRE(per_sm >= 0 && per_sm <= 64, symcommInvalidArgument,
+                    "SYMCOMM_BOX_COPY_SYNCED_PER_SM=%d is not in [0, 64]", per_sm);
+    synced_blocks_ = sms * per_sm;
     SYMCOMM_REQUIRE(box_blocks_ >= 1 && box_blocks_ <= (1 << 20), symcommInvalidArgument,
                     "SYMCOMM_BOX_COPY_BLOCKS=%d is not in [1, 2^20]", box_blocks_);
     sm_copy_max_ = kSmCopyMax.get();
@@ -563,7 +574,7 @@ class CudaRma final : public RmaBackend {
     BoxBatch batch{};
     int64_t most = 0;
     int kind = -1;
-    bool one_launch = true;
+    bool one_launch = synced_blocks_ > 0;
     for (int t = 0; t < a.team.size && one_launch; ++t)
       one_launch = windows_[static_cast<size_t>(a.team.world_of(t))] != nullptr;
     for (const BoxCopy& c : copies) {
@@ -580,7 +591,8 @@ class CudaRma final : public RmaBackend {
     DeviceScope guard(topology_.device);
     DeviceComm c{};
     fill(c, a.id, a.team);
-    const int64_t per_box = std::max<int64_t>(1, std::min<int64_t>(most, box_blocks_ / batch.count));
+    const int64_t per_box =
+        std::max<int64_t>(1, std::min<int64_t>(most, synced_blocks_ / batch.count));
     const auto blocks = static_cast<unsigned>(per_box * batch.count);
     uint32_t* tickets = tickets_ + 4 * static_cast<size_t>(a.id);
     auto run = [&](auto zero) {
@@ -750,6 +762,7 @@ class CudaRma final : public RmaBackend {
   char* base_ = nullptr;
   int copy_blocks_ = 32;
   int box_blocks_ = 8192;
+  int synced_blocks_ = 264;  // SMs x SYMCOMM_BOX_COPY_SYNCED_PER_SM
   size_t sm_copy_max_ = 0;
   bool memop_wait_ = false;
   bool memop_signal_ = true;
