@@ -4,8 +4,11 @@
 //
 // Per (size, dtype, grid, backend): a round trip X->Y->Z->Y->X on index-valued data checks
 // the backend once (every output poisoned first); then X->Y and Y->Z are timed apart: CUDA
-// events around `inner` back-to-back calls per repetition, --warmup untimed and --iters timed
-// repetitions, the median per rank, the slowest rank's median reported. GB/s per GPU is the
+// events around `inner` back-to-back calls per repetition (a pencil of 256 MiB or more per
+// batch, at least 4 calls and at most 50: the stream's start after the previous repetition's
+// synchronisation, and the ranks' skew, are spread over the batch as in a solver's steady
+// state), --warmup untimed and --iters timed repetitions, the median per rank, the slowest
+// rank's median reported. GB/s per GPU is the
 // bytes a rank sends to the other ranks of its row or column (its pencil less the block it
 // keeps) over that time, for the rank that sends most. Pencils are symmetric (symcommMalloc)
 // unless --local-buffers; x is fastest in every pencil unless --contiguous.
@@ -39,8 +42,8 @@ const char* const kDecompUsage =
     "  --contiguous     axis-contiguous pencils (default: x fastest in every pencil)\n"
     "  --no-autotune    skip the check after each size and type (default: autotune grid and\n"
     "                   backend among those measured, compare the pick with the best measured)\n"
-    "  --iters and --warmup count repetitions of a batch of transposes (about 64 MiB per\n"
-    "  rank per batch, at least one call).\n";
+    "  --iters and --warmup count repetitions of a batch of transposes (256 MiB of pencils\n"
+    "  per rank per batch, 4 to 50 calls).\n";
 
 namespace {
 
@@ -207,7 +210,7 @@ class Runner {
     // Timing: X -> Y (buffer 0 into 1), Y -> Z (1 into 2).
     const size_t pencil_bytes = static_cast<size_t>(owned(p[0])) * e;
     const int inner = static_cast<int>(
-        std::clamp<size_t>((size_t{64} << 20) / std::max<size_t>(pencil_bytes, 1), 1, 50));
+        std::clamp<size_t>((size_t{256} << 20) / std::max<size_t>(pencil_bytes, 1), 4, 50));
     for (int op = 0; op < 2; ++op) {
       BENCH_SC(symcommHostBarrier(ctx_.comm));
       const double us = time_stream_us(ctx_.stream, ctx_.opt.warmup, ctx_.opt.iters, inner, [&] {
