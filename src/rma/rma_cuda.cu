@@ -256,6 +256,19 @@ __global__ void __launch_bounds__(kBoxThreads) copy_tiled_boxes_kernel(
              c.shape.lo, c.shape.n, blockIdx.x / b.count, gridDim.x / b.count);
 }
 
+// Calls f with a value of the unsigned type as wide as `elem` (the element type the box
+// kernels copy), then checks the launch it made; `what` names the caller in the error.
+template <typename F>
+void by_element(size_t elem, const char* what, F&& f) {
+  switch (elem) {
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    case 16: f(uint4{}); break;
+    default: SYMCOMM_THROW(symcommInvalidArgument, "%s of %zu-byte elements", what, elem);
+  }
+  SYMCOMM_CUDART(cudaGetLastError());
+}
+
 // This rank arrives at its team's barrier `e` (as barrier_block does): the writes that
 // precede the caller's fence go before the stores of the members' slots.
 __device__ __forceinline__ void barrier_arrive(const DeviceComm& c, uint64_t e) {
@@ -466,13 +479,7 @@ class CudaRma final : public RmaBackend {
           static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h.lo[0], h.lo[1], h.lo[2],
           n0, n1, rows);
     };
-    switch (elem) {
-      case 4: launch(uint32_t{}); break;
-      case 8: launch(uint64_t{}); break;
-      case 16: launch(uint4{}); break;
-      default: SYMCOMM_THROW(symcommInvalidArgument, "copy_box of %zu-byte elements", elem);
-    }
-    SYMCOMM_CUDART(cudaGetLastError());
+    by_element(elem, "copy_box", launch);
   }
 
   bool copy_box_ce(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
@@ -545,13 +552,7 @@ class CudaRma final : public RmaBackend {
         if (tiled) copy_tiled_boxes_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(batch);
         else copy_boxes_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(batch);
       };
-      switch (elem) {
-        case 4: run(uint32_t{}); break;
-        case 8: run(uint64_t{}); break;
-        case 16: run(uint4{}); break;
-        default: SYMCOMM_THROW(symcommInvalidArgument, "copy_boxes of %zu-byte elements", elem);
-      }
-      SYMCOMM_CUDART(cudaGetLastError());
+      by_element(elem, "copy_boxes", run);
       batch.count = 0;
       most[tiled] = 0;
     };
@@ -600,13 +601,7 @@ class CudaRma final : public RmaBackend {
       if (kind) copy_boxes_synced_kernel<T, true><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
       else copy_boxes_synced_kernel<T, false><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
     };
-    switch (elem) {
-      case 4: run(uint32_t{}); break;
-      case 8: run(uint64_t{}); break;
-      case 16: run(uint4{}); break;
-      default: SYMCOMM_THROW(symcommInvalidArgument, "copy_boxes of %zu-byte elements", elem);
-    }
-    SYMCOMM_CUDART(cudaGetLastError());
+    by_element(elem, "copy_boxes", run);
   }
 
   void synchronize(symcommStream_t stream) override {

@@ -229,14 +229,20 @@ bool runs_here(const std::string& backend, std::string* why) {
                    << " memory space: " << why_;                                         \
   } while (0)
 
+// The process grids the backend suite covers: 1 x N and N x 1, and 2 x 2 on 4 ranks.
+std::vector<std::pair<int, int>> test_grids() {
+  const int n = mp::nranks();
+  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
+  if (n == 4) grids.push_back({2, 2});
+  return grids;
+}
+
 class DecompBackends : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecompBackends, TransposesRoundTrip) {
   MP_NEED_GPU_PER_RANK();
   SKIP_UNLESS_BACKEND_RUNS(GetParam());
-  const int n = mp::nranks();
-  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
-  if (n == 4) grids.push_back({2, 2});
+  const std::vector<std::pair<int, int>> grids = test_grids();
   const int64_t even[3] = {8, 8, 8}, uneven[3] = {7, 9, 6};
   const Layout layouts[] = {
       {0, {0, 0, 0}, {0, 0, 0}, false},
@@ -317,9 +323,7 @@ void transpose_between_layouts(const std::string& backend, int pr, int pc, Buffe
 TEST_P(DecompBackends, TransposesBetweenDifferentLayouts) {
   MP_NEED_GPU_PER_RANK();
   SKIP_UNLESS_BACKEND_RUNS(GetParam());
-  const int n = mp::nranks();
-  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
-  if (n == 4) grids.push_back({2, 2});
+  const std::vector<std::pair<int, int>> grids = test_grids();
   for (auto [pr, pc] : grids)
     for (Buffers kind : {Buffers::Local, Buffers::Symmetric}) {
       SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc) +
@@ -393,9 +397,7 @@ void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdim
 TEST_P(DecompBackends, HaloExchanges) {
   MP_NEED_GPU_PER_RANK();
   SKIP_UNLESS_BACKEND_RUNS(GetParam());
-  const int n = mp::nranks();
-  std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
-  if (n == 4) grids.push_back({2, 2});
+  const std::vector<std::pair<int, int>> grids = test_grids();
   const int64_t dims[3] = {9, 8, 7};
   const int all[3] = {1, 1, 1}, none[3] = {0, 0, 0}, mixed[3] = {1, 0, 1};
   const int64_t halo1[3] = {1, 1, 1}, halo2[3] = {2, 0, 1}, pad[3] = {1, 0, 2};
