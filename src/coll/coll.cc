@@ -118,9 +118,11 @@ bool CollContext::aligned_alike(const void* p, size_t alignment) const {
 
 const std::vector<CollAlgorithm*>& coll_algorithms() {
   // The registry of collective algorithms: one line each, preferred first.
-  static const std::vector<CollAlgorithm*> all = {make_sm_algorithm(), make_copy_algorithm(),
-                                                   make_nccl_algorithm(), make_ll_algorithm(),
-                                                   make_twoshot_algorithm(), make_ce_algorithm()};
+  static const std::vector<CollAlgorithm*> all = {
+      make_sm_algorithm(),   make_copy_algorithm(),    make_nccl_algorithm(),
+      make_ll_algorithm(),   make_twoshot_algorithm(), make_direct_algorithm(),
+      make_ce_algorithm(),
+  };
   return all;
 }
 

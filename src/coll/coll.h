@@ -160,6 +160,7 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
 // One algorithm per file, each made here.
 CollAlgorithm* make_ce_algorithm();
 CollAlgorithm* make_copy_algorithm();
+CollAlgorithm* make_direct_algorithm();
 CollAlgorithm* make_ll_algorithm();
 CollAlgorithm* make_nccl_algorithm();
 CollAlgorithm* make_sm_algorithm();

@@ -79,18 +79,11 @@ void BoxCopies::add(void* dst, const BoxLayout& dl, const void* src, const BoxLa
                        {box.hi[0], box.hi[1], box.hi[2]}, peer});
     return;
   }
-  // One run of n elements: rows of kRow elements (the first n / kRow * kRow), then the rest.
-  constexpr int64_t kRow = 2048;
+  // One run of n elements.
   const int64_t se = static_cast<int64_t>(elem_);
-  char* d = static_cast<char*>(dst) + dl.offset(box.lo[0], box.lo[1], box.lo[2]) * se;
-  const char* s = static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se;
-  const BoxLayout rows{{1, kRow, 0}, {0, 0, 0}};
-  if (const int64_t full = n / kRow; full > 0)
-    copies_.push_back({d, rows, s, rows, {0, 0, 0}, {kRow, full, 1}, peer});
-  if (const int64_t rest = n % kRow; rest > 0) {
-    const int64_t at = n / kRow * kRow * se;
-    copies_.push_back({d + at, rows, s + at, rows, {0, 0, 0}, {rest, 1, 1}, peer});
-  }
+  append_linear_copy(copies_, static_cast<char*>(dst) + dl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
+                     static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
+                     n, elem_, peer);
 }
 
 void BoxCopies::run(RmaBackend& b, symcommStream_t stream) {

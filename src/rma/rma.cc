@@ -23,6 +23,19 @@ Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemo
   bootstrap.barrier();  // nobody touches a peer's area before the peer cleared it
 }
 
+void append_linear_copy(std::vector<BoxCopy>& out, void* dst, const void* src, int64_t elements,
+                        size_t elem, int peer) {
+  const int64_t se = static_cast<int64_t>(elem);
+  const BoxLayout rows{{1, kLinearRow, 0}, {0, 0, 0}};
+  if (const int64_t full = elements / kLinearRow; full > 0)
+    out.push_back({dst, rows, src, rows, {0, 0, 0}, {kLinearRow, full, 1}, peer});
+  if (const int64_t rest = elements % kLinearRow; rest > 0) {
+    const int64_t at = elements / kLinearRow * kLinearRow * se;
+    out.push_back({static_cast<char*>(dst) + at, rows, static_cast<const char*>(src) + at, rows,
+                   {0, 0, 0}, {rest, 1, 1}, peer});
+  }
+}
+
 uint64_t* Rma::slots(symcommTeam_t id) const {
   return reinterpret_cast<uint64_t*>(area_ +
                                      static_cast<size_t>(id) * RmaLayout::slots_bytes(topology_.nranks));

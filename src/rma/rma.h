@@ -48,6 +48,13 @@ struct BoxCopy {
   int peer = -1;
 };
 
+// A linear copy of `elements` elements of `elem` bytes as box copies that the batched copy
+// kernels spread over many warps: rows of kLinearRow elements, then the rest (appended to
+// `out`, with `peer` as BoxCopy::peer).
+constexpr int64_t kLinearRow = 2048;
+void append_linear_copy(std::vector<BoxCopy>& out, void* dst, const void* src, int64_t elements,
+                        size_t elem, int peer);
+
 class RmaBackend {
  public:
   virtual ~RmaBackend() = default;

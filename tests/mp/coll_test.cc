@@ -126,9 +126,21 @@ class Coll : public ::testing::TestWithParam<std::string> {
     void* probe = buffer(sizeof x, false);
     symcommResult_t rc = symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, probe, probe, 1,
                                                   symcommFloat32, symcommSum, algo_, stream_);
-    const std::string why = symcommGetLastError();
+    std::string why = symcommGetLastError();
     mp::sync(stream_);
     release(probe, false);
+    if (rc == symcommNotSupported && why.find("all-gather and broadcast only") != std::string::npos) {
+      // direct moves data only, into receive buffers the peers write in place: probe that.
+      moves_only_ = true;
+      void* send = buffer(sizeof x, false);
+      void* recv = buffer(sizeof x * static_cast<size_t>(n_), true);
+      rc = symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                    algo_, stream_);
+      why = symcommGetLastError();
+      mp::sync(stream_);
+      release(send, false);
+      release(recv, true);
+    }
     if (rc == symcommNotSupported) {
       // sm, ll and ce run wherever every rank has a GPU: a refusal there is a failure, not a
       // skip.
@@ -180,6 +192,32 @@ class Coll : public ::testing::TestWithParam<std::string> {
     release(recv, false);
     return true;
   }
+  // direct does no reductions: it refuses them, saying so (checked here), and the tests of
+  // reductions skip it.
+  bool moves_only() {
+    if (!moves_only_) return false;
+    void* buf = buffer(sizeof(float), false);
+    EXPECT_EQ(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, 1, symcommFloat32,
+                                       symcommSum, algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "all-gather and broadcast only"), nullptr)
+        << symcommGetLastError();
+    release(buf, false);
+    return true;
+  }
+  // direct writes receive buffers in place only: a plain one is refused, saying so (checked
+  // here); true where the caller must skip a plain receive buffer.
+  bool plain_recv_refused(bool symmetric) {
+    if (symmetric || !moves_only_) return false;
+    void* send = buffer(sizeof(float), false);
+    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), false);
+    EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                       algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "receive buffer must be symmetric"), nullptr)
+        << symcommGetLastError();
+    release(send, false);
+    release(recv, false);
+    return true;
+  }
   void put(void* p, const std::vector<uint8_t>& v) { mp::store(p, v); }
   void poison(void* p, size_t bytes) { put(p, std::vector<uint8_t>(bytes, 0xAB)); }
   // The largest `v` over the ranks (through the host all-gather).
@@ -195,6 +233,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
   int n_ = 0, me_ = 0;
   uint64_t seed_ = 0;
   const char* algo_ = nullptr;
+  bool moves_only_ = false;  // direct: data movement into symmetric or registered buffers
 };
 
 const size_t kCounts[] = {0, 1, 7, 1001, 50001, 300000};
@@ -205,6 +244,7 @@ TEST_P(Coll, AllGather) {
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
         SCOPED_TRACE(std::string(t.name) + (sym ? " symmetric" : " plain") + " count " + std::to_string(count));
+        if (plain_recv_refused(sym)) continue;
         const size_t b = count * t.size;
         void* send = buffer(b, false);
         void* recv = buffer(b * n_, sym);
@@ -230,6 +270,7 @@ TEST_P(Coll, AllToAll) {
     for (size_t count : kCounts) {
       const Type& t = kTypes[6];  // float32
       SCOPED_TRACE(std::string(sym ? "symmetric" : "plain") + " count " + std::to_string(count));
+      if (plain_recv_refused(sym)) continue;
       const size_t b = count * t.size;
       void* send = buffer(b * n_, false);
       void* recv = buffer(b * n_, sym);
@@ -250,6 +291,7 @@ TEST_P(Coll, AllToAll) {
 }
 
 TEST_P(Coll, ReduceScatterAndAllReduce) {
+  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
   for (const Type& t : kTypes)
     for (symcommRedOp_t op : {symcommSum, symcommMin, symcommMax})
       for (size_t count : kCounts) {
@@ -281,6 +323,7 @@ TEST_P(Coll, BroadcastFromEveryRoot) {
     for (int root = 0; root < n_; ++root)
       for (size_t count : {size_t{1}, size_t{3000}, size_t{20000}}) {
         SCOPED_TRACE("root " + std::to_string(root) + " count " + std::to_string(count));
+        if (plain_recv_refused(sym)) continue;
         const size_t b = count * t.size;
         void* send = buffer(b, false);
         void* recv = buffer(b, sym);
@@ -298,6 +341,44 @@ TEST_P(Coll, BroadcastFromEveryRoot) {
 
 // Several collectives back to back on one stream, no host synchronisation between them.
 TEST_P(Coll, BackToBackWithoutSync) {
+  if (moves_only_) {
+    // direct: six all-gathers into one symmetric buffer, each read by an all-to-all (its send)
+    // into a buffer of its own before the next all-gather writes the shared one again, all
+    // on one stream without a host synchronisation. A member that wrote into a peer's buffer
+    // before the peer had read the previous result would show as a wrong block.
+    const Type& t = kTypes[1];  // int32
+    const size_t count = 3000, b = count * t.size, nb = b * static_cast<size_t>(n_);
+    void* shared = buffer(nb, true);
+    std::vector<void*> sends, outs;
+    for (uint64_t k = 0; k < 6; ++k) {
+      sends.push_back(buffer(b, false));
+      put(sends.back(), make(t, seed_ + k, me_, 0, count));
+      outs.push_back(buffer(nb, true));
+      poison(outs.back(), nb);
+    }
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    for (size_t k = 0; k < 6; ++k) {
+      SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sends[k], shared, count, t.id,
+                                     algo_, stream_));
+      // Every member sends block j of its copy of `shared` (member j's data) back to member j.
+      SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, shared, outs[k], count, t.id,
+                                    algo_, stream_));
+    }
+    for (uint64_t k = 0; k < 6; ++k) {
+      // outs[k] on this rank: block r is member r's copy of block `me` of call k's all-gather,
+      // this rank's own call-k data.
+      const std::vector<uint8_t> mine = make(t, seed_ + k, me_, 0, count);
+      std::vector<uint8_t> want;
+      for (int r = 0; r < n_; ++r) want.insert(want.end(), mine.begin(), mine.end());
+      EXPECT_TRUE(fetch(outs[static_cast<size_t>(k)], nb) == want) << "call " << k;
+    }
+    SC_OK(symcommHostBarrier(comm_));
+    for (void* p : sends) release(p, false);
+    for (void* p : outs) release(p, true);
+    release(shared, true);
+    return;
+  }
   const Type& t = kTypes[1];  // int32
   const size_t count = 30000, b = count * t.size;
   std::vector<void*> bufs;
@@ -352,6 +433,18 @@ VLayout random_layout(uint64_t seed, int n, size_t max_count) {
 
 TEST_P(Coll, AllToAllvRandomCounts) {
   if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  if (moves_only_) {  // direct: equal blocks only
+    void* send = buffer(sizeof(float), false);
+    void* recv = buffer(sizeof(float), true);
+    std::vector<size_t> zeros(static_cast<size_t>(n_), 0);
+    EXPECT_EQ(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, zeros.data(), zeros.data(),
+                                       recv, zeros.data(), zeros.data(), symcommFloat32, algo_,
+                                       stream_),
+              symcommNotSupported);
+    release(send, false);
+    release(recv, true);
+    GTEST_SKIP() << algo_ << " does not do all-to-all-v";
+  }
   const Type& t = kTypes[4];  // float16: 2-byte elements, odd byte offsets of nothing
   for (bool sym : {false, true})
     for (size_t max_count : {size_t{1}, size_t{17}, size_t{3000}, size_t{70000}}) {
@@ -481,18 +574,19 @@ TEST_P(Coll, CapturedInAGraph) {
   const Type& t = kTypes[6];  // float32
   const size_t count = 20000, b = count * t.size;
   void* send = buffer(b * n_, false);
-  void* gathered = buffer(b * n_, false);
+  void* gathered = buffer(b * n_, moves_only_);  // direct writes symmetric buffers only
   void* summed = buffer(b, false);
   put(send, make(t, seed_, me_, 0, count * n_));
   mp::sync(stream_);
   SC_OK(symcommHostBarrier(comm_));
-  const bool moves = !reduces_only();
+  const bool moves = !reduces_only(), reduces = !moves_only();
   ASSERT_EQ(mp::begin_capture(stream_), 0);
   if (moves)
     SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, gathered, count, t.id, algo_,
                                   stream_));
-  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, summed, count, t.id, symcommSum,
-                                 algo_, stream_));
+  if (reduces)
+    SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, summed, count, t.id,
+                                   symcommSum, algo_, stream_));
   void* exec = mp::end_capture(stream_);
   ASSERT_NE(exec, nullptr);
   for (uint64_t k = 1; k <= 4; ++k) {
@@ -510,13 +604,15 @@ TEST_P(Coll, CapturedInAGraph) {
     if (moves) {
       EXPECT_TRUE(fetch(gathered, b * n_) == want) << "all-to-all";
     }
-    std::vector<uint8_t> sum = reduced(t, symcommSum, seed_ + k, n_, 0, count);
-    EXPECT_TRUE(fetch(summed, b) == sum) << "all-reduce";
+    if (reduces) {
+      std::vector<uint8_t> sum = reduced(t, symcommSum, seed_ + k, n_, 0, count);
+      EXPECT_TRUE(fetch(summed, b) == sum) << "all-reduce";
+    }
     SC_OK(symcommHostBarrier(comm_));  // everyone read before the next replay writes
   }
   mp::destroy_graph(exec);
   release(send, false);
-  release(gathered, false);
+  release(gathered, moves_only_);
   release(summed, false);
 }
 
@@ -527,11 +623,12 @@ TEST_P(Coll, OnATeam) {
   SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n_ + 1) / 2, &even));
   const Type& t = kTypes[6];
   const size_t count = 5000, b = count * t.size;
-  const bool moves = !reduces_only();
+  const bool moves = !reduces_only(), reduces = !moves_only();
+  const int size = (n_ + 1) / 2;
+  // direct writes symmetric buffers only (allocated by every rank: a collective call).
+  void* recv = moves ? buffer(b * static_cast<size_t>(size), moves_only_) : nullptr;
   if (even != SYMCOMM_TEAM_INVALID && moves) {
-    const int size = (n_ + 1) / 2;
     void* send = buffer(b, false);
-    void* recv = buffer(b * size, false);
     put(send, make(t, seed_, me_, 0, count));
     poison(recv, b * size);
     SC_OK(symcommAllGatherOnStream(comm_, even, send, recv, count, t.id, algo_, stream_));
@@ -542,9 +639,13 @@ TEST_P(Coll, OnATeam) {
     }
     EXPECT_TRUE(fetch(recv, b * size) == want);
     release(send, false);
-    release(recv, false);
   }
-  for (int k = 0; k < 4; ++k) {
+  if (moves) {
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));  // the team's writes into recv are done everywhere
+    release(recv, moves_only_);
+  }
+  for (int k = 0; k < 4 && reduces; ++k) {
     const bool on_even = k % 2 == 0;
     SCOPED_TRACE((on_even ? "even team, call " : "world, call ") + std::to_string(k));
     if (on_even && even == SYMCOMM_TEAM_INVALID) continue;
@@ -563,6 +664,7 @@ TEST_P(Coll, OnATeam) {
 // Reductions on symmetric buffers, which twoshot reads and writes in place, also at an
 // offset of one element (not 16-aligned: staged instead) and in place.
 TEST_P(Coll, ReductionsOnSymmetricBuffers) {
+  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
   for (bool shifted : {false, true})
     for (int ti : {0, 5, 6, 7})  // int8, bfloat16, float32, float64
       for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, size_t{50001}, size_t{300000}}) {
