@@ -19,6 +19,11 @@ const std::vector<SelectionRow>& selection_table() {
   // - the rest, and larger reductions, from the earlier run, except a row that gave 128-byte
   //   all-to-alls to NCCL: sm and NCCL were within 6% of each other there, either way, in
   //   the runs at 7e0eada and 040f7b6 (auto through that row: 0.91-0.95x NCCL).
+  // - all-to-all from 4 MiB to 256 MiB per rank and all-gather from 1 MiB to 64 MiB sent, on
+  //   symmetric buffers: direct (one launch of SM stores straight into the members' receive
+  //   buffers), 1.03-1.32x sm and 1.09-1.92x NCCL there; below, sm's 7 us floor beats its
+  //   8.5; above, ce (by 1-5%). Extrapolated to teams of 8 (direct's one launch holds 16
+  //   copies: 8 members).
   // Measured on 4 x H200 (8 were not lent), so they bound teams of at most 4. Larger teams
   // get the rows marked "extrapolated": the 4-rank choice for large all-to-all and all-gather
   // (a copy engine's rate per GPU does not depend on the number of peers:
@@ -35,12 +40,19 @@ const std::vector<SelectionRow>& selection_table() {
   static const char* const kCe4 =
       "bench/results/h200x4/coll_7e0eada.jsonl (2026-11-21, commit 7e0eada, ce with its copies "
       "to peers one after another, symmetric)";
+  static const char* const kDirect4 =
+      "bench/results/h200x4/coll_direct_00ef8b0.jsonl (2026-11-21, commit 00ef8b0, direct, "
+      "symmetric)";
   static const char* const kGuess = "extrapolated from the 4-rank rows";
   constexpr Buffers kSym = Buffers::Symmetric;
   static const std::vector<SelectionRow> table = {
+      {CollOp::AllGather, 4, 524288, "sm", kRun4},
+      {CollOp::AllGather, 4, 67108864, "direct", kDirect4, kSym},
       {CollOp::AllGather, 4, 67108864, "sm", kRun4},
       {CollOp::AllGather, 4, 0, "ce", kCe4, kSym},
       {CollOp::AllGather, 4, 0, "sm", kRun4},
+      {CollOp::AllGather, 8, 524288, "sm", kGuess},
+      {CollOp::AllGather, 8, 67108864, "direct", kGuess, kSym},
       {CollOp::AllGather, 0, 67108864, "sm", kGuess},
       {CollOp::AllGather, 0, 0, "ce", kGuess, kSym},
       {CollOp::AllReduce, 4, 65536, "ll", kSym4},
@@ -52,9 +64,13 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::AllReduce, 0, 33554432, "twoshot", kGuess, kSym},
       {CollOp::AllReduce, 0, 4194304, "twoshot", kGuess},
       {CollOp::AllReduce, 0, 0, "nccl", kGuess},
+      {CollOp::AllToAll, 4, 2097152, "sm", kRun4},
+      {CollOp::AllToAll, 4, 268435456, "direct", kDirect4, kSym},
       {CollOp::AllToAll, 4, 268435456, "sm", kRun4},
       {CollOp::AllToAll, 4, 0, "ce", kCe4, kSym},
       {CollOp::AllToAll, 4, 0, "sm", kRun4},
+      {CollOp::AllToAll, 8, 2097152, "sm", kGuess},
+      {CollOp::AllToAll, 8, 268435456, "direct", kGuess, kSym},
       {CollOp::AllToAll, 0, 268435456, "sm", kGuess},
       {CollOp::AllToAll, 0, 0, "ce", kGuess, kSym},
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},

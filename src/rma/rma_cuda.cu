@@ -291,7 +291,11 @@ __device__ __forceinline__ void barrier_arrive(const DeviceComm& c, uint64_t e) 
 //   launch. The epoch is read by every block at its start and stored only by the last.
 // A failed wait (timeout, abort) is recorded for the host and marked in tickets[2]: blocks
 // that start later skip their waits (a grid of many waves would otherwise wait the bound
-// once per wave), and no block copies without its peer's arrival.
+// once per wave), no block copies without its peer's arrival, and this rank does not arrive
+// at the closing barrier (its copies are incomplete: the members' closing waits fail too).
+// While they wait, the blocks hold their SMs (2 per SM fill an H200's registers): two such
+// launches on different teams that wait for each other across GPUs (issued in different
+// orders on different streams) can only end by the bound, as with NCCL kernels.
 template <typename T, bool kTiled>
 __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
     const __grid_constant__ BoxBatch b, const __grid_constant__ DeviceComm c,
@@ -326,9 +330,13 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
   const bool failed = *static_cast<volatile uint32_t*>(tickets + 2) != 0;
   tickets[0] = tickets[1] = tickets[2] = 0;
   const uint64_t e = base + 2;
-  barrier_arrive(c, e);
-  for (int t = 0; t < c.team_size && !failed; ++t)
-    if (detail::wait_local(c, c.barrier_slots + world_rank(c, t), symcommCmpGe, e) != 0) break;
+  // After a failed wait this rank's copies are incomplete: it does not arrive, so that the
+  // members' closing waits fail too rather than report success without its blocks.
+  if (!failed) {
+    barrier_arrive(c, e);
+    for (int t = 0; t < c.team_size; ++t)
+      if (detail::wait_local(c, c.barrier_slots + world_rank(c, t), symcommCmpGe, e) != 0) break;
+  }
   *c.barrier_epoch = e;
 }
 
@@ -583,6 +591,7 @@ class CudaRma final : public RmaBackend {
       if (empty(c)) continue;
       const BoxBatch::One one = batch_entry(c);
       one_launch = batch.count < kBatchBoxes && (kind < 0 || kind == one.shape.tiled);
+      if (!one_launch) break;  // a 17th box, or rows and tiles mixed
       kind = one.shape.tiled;
       batch.box[batch.count++] = one;
       most = std::max(most, box_blocks(one.shape));

@@ -554,56 +554,73 @@ TEST(Decomp, OutlivingItsCommunicator) {
 
 // A transpose whose peers never call: its waits are bounded. In the cuda space the call
 // returns at once and the host learns the timeout at its next call (the copy kernel's waits
-// for the peers' arrival and for the closing barrier end at SYMCOMM_WAIT_TIMEOUT); in the host
-// space the call itself fails. Either way nothing hangs and the process goes on.
+// for the peers' arrival end at SYMCOMM_WAIT_TIMEOUT); in the host space the call itself
+// fails. Either way nothing hangs, the process goes on, and nothing was written into the
+// peers' buffers (sm writes straight into their outputs: only after their arrival). In the
+// cuda space also with the barriers and copies apart (SYMCOMM_BOX_COPY_SYNCED_PER_SM=0), and
+// with a grid of several waves (16 per SM: the blocks of later waves must not wait the bound
+// again).
 TEST(Decomp, TransposeWithoutItsPeersTimesOut) {
   if (mp::nranks() < 2) GTEST_SKIP() << "needs 2 ranks";
   MP_NEED_GPU_PER_RANK();
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
-  for (const char* backend : {"sm", "fused"}) {
-    SCOPED_TRACE(backend);
-    symcommComm_t comm = mp::new_comm();
-    ASSERT_NE(comm, nullptr);
-    symcommDecompConfig_t c;
-    symcommDecompConfigInit(&c);
-    for (int a = 0; a < 3; ++a) c.gdims[a] = 16;
-    c.pdims[0] = 1;
-    c.pdims[1] = mp::nranks();
-    std::snprintf(c.backend, sizeof c.backend, "%s", backend);
-    symcommDecomp_t d = nullptr;
-    ASSERT_EQ(symcommDecompCreate(comm, &c, &d), symcommSuccess) << symcommGetLastError();
-    size_t ws_bytes = 0, bytes = 0;
-    SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
-    for (int a = 0; a < 3; ++a) {
-      symcommPencilInfo_t p;
-      SC_OK(symcommDecompPencilInfo(d, a, nullptr, nullptr, &p));
-      bytes = std::max(bytes, static_cast<size_t>(p.size) * 8);
-    }
-    void *ws = nullptr, *in = nullptr, *out = nullptr;
-    SC_OK(symcommMalloc(comm, ws_bytes, &ws));
-    SC_OK(symcommMalloc(comm, bytes, &in));
-    SC_OK(symcommMalloc(comm, bytes, &out));
-    symcommStream_t stream = mp::new_stream();
-    if (mp::rank() == 0) {  // Y -> Z over every rank; the others never call
-      const auto start = std::chrono::steady_clock::now();
-      const symcommResult_t rc = symcommDecompTranspose(d, 1, 2, in, out, ws, symcommR64, nullptr,
-                                                        nullptr, nullptr, nullptr, stream);
-      if (mp::space() == symcommSpaceCuda) {
-        EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
-        mp::sync(stream);
-        SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
-      } else {
-        EXPECT_EQ(rc, symcommTimeout) << symcommGetLastError();
+  std::vector<std::string> per_sm = {"2"};
+  if (mp::space() == symcommSpaceCuda) per_sm = {"2", "16", "0"};
+  for (const std::string& blocks : per_sm)
+    for (const char* backend : {"sm", "fused"}) {
+      SCOPED_TRACE(std::string(backend) + ", SYMCOMM_BOX_COPY_SYNCED_PER_SM=" + blocks);
+      mp::ScopedEnv synced("SYMCOMM_BOX_COPY_SYNCED_PER_SM", blocks);
+      symcommComm_t comm = mp::new_comm();
+      ASSERT_NE(comm, nullptr);
+      symcommDecompConfig_t c;
+      symcommDecompConfigInit(&c);
+      for (int a = 0; a < 3; ++a) c.gdims[a] = 128;
+      c.pdims[0] = 1;
+      c.pdims[1] = mp::nranks();
+      std::snprintf(c.backend, sizeof c.backend, "%s", backend);
+      symcommDecomp_t d = nullptr;
+      ASSERT_EQ(symcommDecompCreate(comm, &c, &d), symcommSuccess) << symcommGetLastError();
+      size_t ws_bytes = 0, bytes = 0;
+      SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+      for (int a = 0; a < 3; ++a) {
+        symcommPencilInfo_t p;
+        SC_OK(symcommDecompPencilInfo(d, a, nullptr, nullptr, &p));
+        bytes = std::max(bytes, static_cast<size_t>(p.size) * 8);
       }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      EXPECT_LT(seconds, 30.0) << "the waits are bounded by 1 s each";
+      void *ws = nullptr, *in = nullptr, *out = nullptr;
+      SC_OK(symcommMalloc(comm, ws_bytes, &ws));
+      SC_OK(symcommMalloc(comm, bytes, &in));
+      SC_OK(symcommMalloc(comm, bytes, &out));
+      const std::vector<uint8_t> marker(bytes, 0x5A);
+      mp::copy_from_host(out, marker.data(), bytes);
+      EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+      symcommStream_t stream = mp::new_stream();
+      if (mp::rank() == 0) {  // Y -> Z over every rank; the others never call
+        const auto start = std::chrono::steady_clock::now();
+        const symcommResult_t rc = symcommDecompTranspose(d, 1, 2, in, out, ws, symcommR64,
+                                                          nullptr, nullptr, nullptr, nullptr,
+                                                          stream);
+        if (mp::space() == symcommSpaceCuda) {
+          EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+          mp::sync(stream);
+          SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+        } else {
+          EXPECT_EQ(rc, symcommTimeout) << symcommGetLastError();
+        }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_LT(seconds, 10.0) << "each wait is bounded by 1 s, and waited once";
+      }
+      EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+      if (mp::rank() != 0) {
+        std::vector<uint8_t> got(bytes);
+        mp::copy_to_host(got.data(), out, bytes);
+        EXPECT_TRUE(got == marker) << "rank 0 wrote into this rank's output without its arrival";
+      }
+      mp::free_stream(stream);
+      SC_OK(symcommDecompDestroy(d));
+      EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
     }
-    EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
-    mp::free_stream(stream);
-    SC_OK(symcommDecompDestroy(d));
-    EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
-  }
 }
 
 TEST(Decomp, TransposeBadArguments) {

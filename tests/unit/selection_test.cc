@@ -62,11 +62,33 @@ TEST(Selection, CopyEnginesForTheLargestMovesOnSymmetricBuffers) {
     SCOPED_TRACE(ranks);
     EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{1} << 30, true), "ce");
     EXPECT_NE(pick(CollOp::AllToAll, ranks, size_t{1} << 30, false), "ce");
-    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{256} << 20, true), "sm");
     EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{128} << 20, true), "ce");
     EXPECT_NE(pick(CollOp::AllGather, ranks, size_t{128} << 20, false), "ce");
-    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{32} << 20, true), "sm");
   }
+}
+
+// Between sm's small sizes and ce's largest, direct (SM stores straight into the members'
+// receive buffers, between barriers in one launch) on buffers peers write in place: all-to-all
+// from 4 MiB to 256 MiB per rank, all-gather from 1 MiB to 64 MiB sent; sm below and on other
+// buffers; teams of 4 measured, 8 extrapolated, larger ones keep sm.
+TEST(Selection, DirectStoresForMidSizesOnSymmetricBuffers) {
+  const auto& t = selection_table();
+  auto pick = [&](CollOp op, int ranks, size_t bytes, bool symmetric) {
+    const char* p = table_choice(t, op, ranks, bytes, symmetric);
+    return std::string(p ? p : "(registry order)");
+  };
+  for (int ranks : {4, 8}) {
+    SCOPED_TRACE(ranks);
+    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{2} << 20, true), "sm");
+    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{4} << 20, true), "direct");
+    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{256} << 20, true), "direct");
+    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{16} << 20, false), "sm");
+    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{512} << 10, true), "sm");
+    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{1} << 20, true), "direct");
+    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{64} << 20, true), "direct");
+    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{32} << 20, false), "sm");
+  }
+  EXPECT_EQ(pick(CollOp::AllToAll, 16, size_t{16} << 20, true), "sm");
 }
 
 }  // namespace
