@@ -69,6 +69,26 @@ __global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig,
 
 __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) { barrier_block(c); }
 
+// The barriers of copy_boxes_between_barriers with its steps apart, guarded by the team's
+// failure word: the opening one sets it where a wait failed (the copies between then do
+// nothing); the closing one then counts the barrier without arriving (the members' waits
+// fail too, rather than pass without this rank's copies) and clears the word.
+__global__ void guarded_barrier_kernel(const __grid_constant__ DeviceComm c, uint32_t* failed,
+                                       bool closing) {
+  __shared__ int skip;
+  if (threadIdx.x == 0) skip = closing && *static_cast<volatile uint32_t*>(failed) != 0;
+  __syncthreads();
+  if (skip) {
+    if (threadIdx.x == 0) {
+      ++*c.barrier_epoch;
+      *failed = 0;
+    }
+    return;
+  }
+  const int rc = barrier_block(c);
+  if (!closing && rc != 0 && threadIdx.x == 0) *failed = 1;
+}
+
 // Boxes with rows (fixed y and z) of at least 32 elements: a warp per row, its lanes along
 // x, four elements in flight per lane: one division per row rather than three 64-bit
 // divisions per element (which bounded the fused and sm backends' transposes), and
@@ -235,12 +255,22 @@ struct BoxBatch {
     int peer;  // copy_boxes_synced_kernel: the world rank whose arrival this box waits for
   } box[kBatchBoxes];
   int count;
+  // copy_boxes_between_barriers, steps apart: the team's failure word (non-zero: the opening
+  // barrier failed, copy nothing); nullptr elsewhere.
+  const uint32_t* guard;
 };
+
+// Whether a batch's guard says to copy nothing (the same answer for every thread: the word
+// was written by a kernel earlier on the stream).
+__device__ __forceinline__ bool guarded(const BoxBatch& b) {
+  return b.guard != nullptr && *static_cast<const volatile uint32_t*>(b.guard) != 0;
+}
 
 // Rows and tiles in kernels of their own: one kernel with both paths holds the registers of
 // the larger for the other, which halved the tiles' speed (fewer blocks resident).
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_constant__ BoxBatch b) {
+  if (guarded(b)) return;
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
   const BoxShape& h = c.shape;
   copy_rows(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl, h.lo[0],
@@ -251,6 +281,7 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_co
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_tiled_boxes_kernel(
     const __grid_constant__ BoxBatch b) {
+  if (guarded(b)) return;
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
   copy_tiles(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl,
              c.shape.lo, c.shape.n, blockIdx.x / b.count, gridDim.x / b.count);
@@ -545,9 +576,17 @@ class CudaRma final : public RmaBackend {
 
   void copy_boxes(const std::vector<BoxCopy>& copies, size_t elem,
                   symcommStream_t stream) override {
-    DeviceScope guard(topology_.device);
+    launch_boxes(copies, elem, stream, nullptr);
+  }
+
+  // copy_boxes, each launch doing nothing where *guard is non-zero when it runs (guard may be
+  // nullptr).
+  void launch_boxes(const std::vector<BoxCopy>& copies, size_t elem, symcommStream_t stream,
+                    const uint32_t* guard) {
+    DeviceScope scope(topology_.device);
     // Up to kBatchBoxes boxes per launch, the row boxes and the tiled ones apart.
     BoxBatch batches[2]{};
+    batches[0].guard = batches[1].guard = guard;
     int64_t most[2] = {0, 0};
     auto launch = [&](int tiled) {
       BoxBatch& batch = batches[tiled];
@@ -596,15 +635,23 @@ class CudaRma final : public RmaBackend {
       batch.box[batch.count++] = one;
       most = std::max(most, box_blocks(one.shape));
     }
-    if (!one_launch || batch.count == 0)
-      return RmaBackend::copy_boxes_between_barriers(a, copies, elem, stream);
     DeviceScope guard(topology_.device);
     DeviceComm c{};
     fill(c, a.id, a.team);
+    uint32_t* tickets = tickets_ + 4 * static_cast<size_t>(a.id);
+    if (!one_launch || batch.count == 0) {
+      // The steps apart, guarded: copies only after an opening barrier that passed.
+      const int threads = a.team.size < 32 ? 32 : (a.team.size > 1024 ? 1024 : a.team.size);
+      guarded_barrier_kernel<<<1, threads, 0, stream>>>(c, tickets + 2, false);
+      SYMCOMM_CUDART(cudaGetLastError());
+      launch_boxes(copies, elem, stream, tickets + 2);
+      guarded_barrier_kernel<<<1, threads, 0, stream>>>(c, tickets + 2, true);
+      SYMCOMM_CUDART(cudaGetLastError());
+      return;
+    }
     const int64_t per_box =
         std::max<int64_t>(1, std::min<int64_t>(most, synced_blocks_ / batch.count));
     const auto blocks = static_cast<unsigned>(per_box * batch.count);
-    uint32_t* tickets = tickets_ + 4 * static_cast<size_t>(a.id);
     auto run = [&](auto zero) {
       using T = decltype(zero);
       if (kind) copy_boxes_synced_kernel<T, true><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
