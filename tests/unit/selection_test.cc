@@ -48,16 +48,17 @@ TEST(Selection, EveryRowNamesARegisteredAlgorithm) {
   EXPECT_NE(selection_text().find("otherwise"), std::string::npos);
 }
 
+// The table's pick for a call, or "(registry order)" where no row matches.
+std::string pick(CollOp op, int ranks, size_t bytes, bool symmetric) {
+  const char* p = table_choice(selection_table(), op, ranks, bytes, symmetric);
+  return std::string(p ? p : "(registry order)");
+}
+
 // The measured decisions the table encodes for the largest data movements: copy engines
 // (ce) for all-to-all past 256 MiB and all-gather past 64 MiB sent, only where peers write
 // the buffers in place (other buffers get sm, or on 8 ranks no row: the registry's first,
 // sm); the same for 8 ranks (extrapolated rows).
 TEST(Selection, CopyEnginesForTheLargestMovesOnSymmetricBuffers) {
-  const auto& t = selection_table();
-  auto pick = [&](CollOp op, int ranks, size_t bytes, bool symmetric) {
-    const char* p = table_choice(t, op, ranks, bytes, symmetric);
-    return std::string(p ? p : "(registry order)");
-  };
   for (int ranks : {4, 8}) {
     SCOPED_TRACE(ranks);
     EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{1} << 30, true), "ce");
@@ -72,11 +73,6 @@ TEST(Selection, CopyEnginesForTheLargestMovesOnSymmetricBuffers) {
 // from 4 MiB to 256 MiB per rank, all-gather from 1 MiB to 64 MiB sent; sm below and on other
 // buffers; teams of 4 measured, 8 extrapolated, larger ones keep sm.
 TEST(Selection, DirectStoresForMidSizesOnSymmetricBuffers) {
-  const auto& t = selection_table();
-  auto pick = [&](CollOp op, int ranks, size_t bytes, bool symmetric) {
-    const char* p = table_choice(t, op, ranks, bytes, symmetric);
-    return std::string(p ? p : "(registry order)");
-  };
   for (int ranks : {4, 8}) {
     SCOPED_TRACE(ranks);
     EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{2} << 20, true), "sm");
