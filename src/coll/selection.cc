@@ -21,7 +21,7 @@ const std::vector<SelectionRow>& selection_table() {
   //   the runs at 7e0eada and 040f7b6 (auto through that row: 0.91-0.95x NCCL).
   // - all-to-all from 4 MiB to 256 MiB per rank and all-gather from 1 MiB to 64 MiB sent, on
   //   symmetric buffers: direct (one launch of SM stores straight into the members' receive
-  //   buffers), 1.03-1.32x sm and 1.09-1.92x NCCL there; below, sm's 7 us floor beats its
+  //   buffers), 1.00-1.32x sm and 1.09-1.92x NCCL there; below, sm's 7 us floor beats its
   //   8.5; above, ce (by 1-5%). Extrapolated to teams of 8 (direct's one launch holds 16
   //   copies: 8 members).
   // Measured on 4 x H200 (8 were not lent), so they bound teams of at most 4. Larger teams
