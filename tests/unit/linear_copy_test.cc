@@ -1,0 +1,46 @@
+// append_linear_copy: a linear copy as the box copies the batched kernels take, checked by
+// walking every box the way the copy kernels do (rows of x, each at its layout offset).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "rma/rma.h"
+
+namespace symcomm {
+namespace {
+
+// Runs the box copies on the host, element by element, as the copy kernels would.
+void run(const std::vector<BoxCopy>& copies, size_t elem) {
+  for (const BoxCopy& c : copies)
+    for (int64_t z = c.lo[2]; z < c.hi[2]; ++z)
+      for (int64_t y = c.lo[1]; y < c.hi[1]; ++y)
+        for (int64_t x = c.lo[0]; x < c.hi[0]; ++x)
+          std::memcpy(static_cast<char*>(c.dst) + c.dl.offset(x, y, z) * static_cast<int64_t>(elem),
+                      static_cast<const char*>(c.src) + c.sl.offset(x, y, z) * static_cast<int64_t>(elem),
+                      elem);
+}
+
+TEST(LinearCopy, RowsThenTheRestCoverEveryElementOnce) {
+  for (size_t elem : {size_t{4}, size_t{8}, size_t{16}})
+    for (int64_t n : {int64_t{0}, int64_t{1}, kLinearRow - 1, kLinearRow, kLinearRow + 1,
+                      3 * kLinearRow, 5 * kLinearRow + 77}) {
+      SCOPED_TRACE("elem " + std::to_string(elem) + " n " + std::to_string(n));
+      std::vector<unsigned char> src(static_cast<size_t>(n) * elem), dst(src.size() + 64, 0xAB);
+      std::iota(src.begin(), src.end(), static_cast<unsigned char>(1));
+      std::vector<BoxCopy> copies;
+      append_linear_copy(copies, dst.data(), src.data(), n, elem, 5);
+      EXPECT_LE(copies.size(), 2u);  // full rows, then the rest
+      for (const BoxCopy& c : copies) {
+        EXPECT_EQ(c.peer, 5);
+        EXPECT_LE(c.hi[0] - c.lo[0], kLinearRow);
+      }
+      run(copies, elem);
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+      for (size_t i = src.size(); i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xAB) << "past the end";
+    }
+}
+
+}  // namespace
+}  // namespace symcomm
