@@ -22,16 +22,41 @@ __global__ void device_put_kernel(const __grid_constant__ DeviceComm c, char* ds
 }
 
 // One thread on each of two ranks: rank `me` sends i and waits for i back, `rounds` times.
-__global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, int peer,
-                                int rounds, bool first, int* status) {
+// Half::Both is the library's signal_op and signal_wait_until; the others replace one of the
+// two by its raw form (a relaxed store to `theirs`, an acquire poll), to show which half
+// costs what over the raw variants below.
+enum class Half { Both, LibSignal, LibWait };
+
+__device__ __forceinline__ void raw_signal(uint64_t* theirs, uint64_t v) {
+  asm volatile("st.relaxed.sys.u64 [%0], %1;" : : "l"(theirs), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void raw_wait(const uint64_t* mine, uint64_t v) {
+  uint64_t seen;
+  do asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(seen) : "l"(mine) : "memory");
+  while (seen < v);
+}
+
+template <Half H>
+__global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig,
+                                uint64_t* theirs, int peer, int rounds, bool first, int* status) {
   int rc = 0;
+  auto signal = [&](uint64_t v) {
+    if constexpr (H == Half::LibWait) raw_signal(theirs, v);
+    else symcomm::signal_op(c, sig, v, symcommSignalSet, peer);
+  };
+  auto wait = [&](uint64_t v) {
+    if constexpr (H == Half::LibSignal) raw_wait(sig, v);
+    else rc = symcomm::signal_wait_until(c, sig, symcommCmpGe, v);
+  };
   for (int i = 1; i <= rounds && rc == 0; ++i) {
+    const uint64_t v = static_cast<uint64_t>(i);
     if (first) {
-      symcomm::signal_op(c, sig, static_cast<uint64_t>(i), symcommSignalSet, peer);
-      rc = symcomm::signal_wait_until(c, sig, symcommCmpGe, static_cast<uint64_t>(i));
+      signal(v);
+      wait(v);
     } else {
-      rc = symcomm::signal_wait_until(c, sig, symcommCmpGe, static_cast<uint64_t>(i));
-      symcomm::signal_op(c, sig, static_cast<uint64_t>(i), symcommSignalSet, peer);
+      wait(v);
+      signal(v);
     }
   }
   *status = rc;
@@ -202,9 +227,10 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
   }
 }
 
-// The library's device ping-pong, or (variant != null) one of the raw variants.
+// The library's device ping-pong (half: which of its halves are the library's), or (variant
+// != null) one of the raw variants.
 void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
-              const Variant* variant) {
+              const Variant* variant, Half half = Half::Both) {
   const int rounds = 2000;
   DeviceComm h;
   BENCH_SC(symcommGetDeviceComm(comm, SYMCOMM_TEAM_WORLD, &h));
@@ -220,11 +246,17 @@ void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
     BENCH_CUDA(cudaEventCreate(&a));
     BENCH_CUDA(cudaEventCreate(&b));
     BENCH_CUDA(cudaEventRecord(a, ctx.stream));
+    auto* theirs = ctx.rank <= 1 ? static_cast<uint64_t*>(symcommPtr(comm, sig, 1 - ctx.rank))
+                                 : nullptr;
+    const int peer = 1 - ctx.rank;
+    const bool first = ctx.rank == 0;
     if (ctx.rank <= 1 && variant) {
-      auto* theirs = static_cast<uint64_t*>(symcommPtr(comm, sig, 1 - ctx.rank));
-      variant->kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, ctx.rank == 0);
+      variant->kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, first);
     } else if (ctx.rank <= 1) {
-      pingpong_kernel<<<1, 1, 0, ctx.stream>>>(h, sig, 1 - ctx.rank, rounds, ctx.rank == 0, status);
+      auto* kernel = half == Half::Both        ? pingpong_kernel<Half::Both>
+                     : half == Half::LibSignal ? pingpong_kernel<Half::LibSignal>
+                                               : pingpong_kernel<Half::LibWait>;
+      kernel<<<1, 1, 0, ctx.stream>>>(h, sig, theirs, peer, rounds, first, status);
     }
     BENCH_CUDA(cudaGetLastError());
     BENCH_CUDA(cudaEventRecord(b, ctx.stream));
@@ -316,6 +348,8 @@ int run_rma(Context& ctx) {
   uint64_t* sig;
   BENCH_SC(symcommMalloc(ctx.comm, 64, reinterpret_cast<void**>(&sig)));
   pingpong(ctx, sig, "symcomm:device", ctx.comm, nullptr);
+  pingpong(ctx, sig, "split:library_signal+raw_wait", ctx.comm, nullptr, Half::LibSignal);
+  pingpong(ctx, sig, "split:raw_signal+library_wait", ctx.comm, nullptr, Half::LibWait);
   for (const Variant& v : kVariants) pingpong(ctx, sig, v.name, ctx.comm, &v);
   stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
   const struct {

@@ -329,6 +329,7 @@ __device__ inline void copy_own_part(const Plan& p) {
 // a barrier), the own part once the first round is sent, then the counters.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) ll_kernel(const __grid_constant__ Plan p) {
+  pdl_begin();
   const int b = static_cast<int>(blockIdx.x);
   uint64_t rounds = 0;
   for (int j = 0; j < p.n; ++j) {

@@ -10,6 +10,7 @@
 
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
+#include "base/launch.cuh"
 #include "rma/reduce.h"
 
 namespace symcomm {
@@ -34,7 +35,7 @@ int resident_blocks(KernelOf kernel_of, int threads) {
   return fewest * sms;
 }
 
-// kernel_of(T{})<<<blocks, threads, 0, stream>>>(plan), T as above; symcommNotSupported
+// kernel_of(T{})<<<blocks, threads, 0, stream>>>(plan) (through launch_kernel), T as above; symcommNotSupported
 // naming `what` (and `remedy`, "" for none) where blocks > resident.
 template <typename KernelOf, typename Plan>
 void launch_resident(KernelOf kernel_of, const Plan& plan, int blocks, int threads, int resident,
@@ -43,7 +44,7 @@ void launch_resident(KernelOf kernel_of, const Plan& plan, int blocks, int threa
   SYMCOMM_REQUIRE(blocks <= resident, symcommNotSupported,
                   "this %s collective needs %d blocks resident at once and the GPU holds %d%s%s",
                   what, blocks, resident, *remedy ? ": " : "", remedy);
-  auto launch = [&](auto zero) { kernel_of(zero)<<<blocks, threads, 0, stream>>>(plan); };
+  auto launch = [&](auto zero) { launch_kernel(kernel_of(zero), blocks, threads, stream, plan); };
   if (reduce)
     with_type(type, launch);
   else

@@ -343,6 +343,7 @@ __device__ void reduce_channel(const Plan& p, int c, int r) {
 // channel alone for reducing receivers and the own part).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Plan p) {
+  pdl_begin();
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
   const int receivers = p.reduce ? ch * p.red_blocks : peers * ch;
   if (b < receivers) {

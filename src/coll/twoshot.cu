@@ -294,6 +294,7 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
 // Block b: every round (see "Blocks"), then the counters.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) twoshot_kernel(const __grid_constant__ Plan p) {
+  pdl_begin();
   const int b = static_cast<int>(blockIdx.x);
   __shared__ uint64_t g0[kMaxTeam];  // rounds done with each member before this call
   for (int m = static_cast<int>(threadIdx.x); m < p.n; m += static_cast<int>(blockDim.x))

@@ -20,6 +20,7 @@
 #include "rma/wait.h"
 #include "symcomm/device.cuh"
 #include "base/cuda_runtime_check.h"
+#include "base/launch.cuh"
 
 namespace symcomm {
 
@@ -54,20 +55,26 @@ namespace {
 constexpr int kCopyThreads = 512;
 
 __global__ void copy_kernel(char* dst, const char* src, size_t bytes) {
+  pdl_begin();
   detail::copy(dst, src, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 __global__ void signal_kernel(uint64_t* sig, uint64_t value, symcommSignalOp_t op) {
+  pdl_begin();
   __threadfence_system();  // what the stream did before is visible first
   detail::signal_update(sig, value, op);
 }
 
 __global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig, symcommCmp_t cmp,
                             uint64_t value) {
+  pdl_begin();
   signal_wait_until(c, sig, cmp, value);
 }
 
-__global__ void barrier_kernel(const __grid_constant__ DeviceComm c) { barrier_block(c); }
+__global__ void barrier_kernel(const __grid_constant__ DeviceComm c) {
+  pdl_begin();
+  barrier_block(c);
+}
 
 // The barriers of copy_boxes_between_barriers with its steps apart, guarded by the team's
 // failure word: the opening one sets it where a wait failed (the copies between then do
@@ -75,6 +82,7 @@ __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) { barrier_b
 // fail too, rather than pass without this rank's copies) and clears the word.
 __global__ void guarded_barrier_kernel(const __grid_constant__ DeviceComm c, uint32_t* failed,
                                        bool closing) {
+  pdl_begin();
   __shared__ int skip;
   if (threadIdx.x == 0) skip = closing && *static_cast<volatile uint32_t*>(failed) != 0;
   __syncthreads();
@@ -231,6 +239,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_tiles_kernel(T* dst, BoxLayout dl,
                                                                  const T* src, BoxLayout sl,
                                                                  BoxShape shape) {
+  pdl_begin();
   copy_tiles(dst, dl, src, sl, shape.lo, shape.n, blockIdx.x, gridDim.x);
 }
 
@@ -238,6 +247,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_box_kernel(
     T* dst, BoxLayout dl, const T* src, BoxLayout sl, int64_t lo0, int64_t lo1, int64_t lo2,
     int64_t n0, int64_t n1, int64_t rows) {
+  pdl_begin();
   copy_rows(dst, dl, src, sl, lo0, lo1, lo2, n0, n1, rows, blockIdx.x, gridDim.x);
 }
 
@@ -270,6 +280,7 @@ __device__ __forceinline__ bool guarded(const BoxBatch& b) {
 // the larger for the other, which halved the tiles' speed (fewer blocks resident).
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_constant__ BoxBatch b) {
+  pdl_begin();
   if (guarded(b)) return;
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
   const BoxShape& h = c.shape;
@@ -281,6 +292,7 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_kernel(const __grid_co
 template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_tiled_boxes_kernel(
     const __grid_constant__ BoxBatch b) {
+  pdl_begin();
   if (guarded(b)) return;
   const BoxBatch::One& c = b.box[blockIdx.x % b.count];
   copy_tiles(reinterpret_cast<T*>(c.dst), c.dl, reinterpret_cast<const T*>(c.src), c.sl,
@@ -331,6 +343,7 @@ template <typename T, bool kTiled>
 __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
     const __grid_constant__ BoxBatch b, const __grid_constant__ DeviceComm c,
     uint32_t* tickets) {
+  pdl_begin();
   __shared__ uint64_t base;
   __shared__ int go;
   const BoxBatch::One& box = b.box[blockIdx.x % b.count];
@@ -376,6 +389,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBoxThreads) copy_box_short_rows_kernel(
     T* dst, BoxLayout dl, const T* src, BoxLayout sl, int64_t lo0, int64_t lo1, int64_t lo2,
     uint32_t n0, uint32_t n1, uint32_t total) {
+  pdl_begin();
   for (uint32_t i = blockIdx.x * kBoxThreads + threadIdx.x; i < total;
        i += gridDim.x * kBoxThreads) {
     const uint32_t row = i / n0;
@@ -387,6 +401,7 @@ __global__ void __launch_bounds__(kBoxThreads) copy_box_short_rows_kernel(
 template <typename T>
 __global__ void reduce_kernel(T* dst, const char* src, size_t stride, int n, size_t count,
                               symcommRedOp_t op) {
+  pdl_begin();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
        i += size_t{gridDim.x} * blockDim.x)
     reduce_one(dst, src, stride, n, i, op);
@@ -455,7 +470,7 @@ class CudaRma final : public RmaBackend {
                                             CU_STREAM_WRITE_VALUE_DEFAULT));
       return;
     }
-    signal_kernel<<<1, 1, 0, stream>>>(sig, value, op);
+    launch_kernel(signal_kernel, 1, 1, stream, sig, value, op);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
@@ -470,7 +485,7 @@ class CudaRma final : public RmaBackend {
     }
     DeviceComm c{};
     fill(c, SYMCOMM_TEAM_WORLD, Team{0, 1, topology_.nranks});
-    wait_kernel<<<1, 1, 0, stream>>>(c, sig, cmp, value);
+    launch_kernel(wait_kernel, 1, 1, stream, c, sig, cmp, value);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
@@ -482,9 +497,8 @@ class CudaRma final : public RmaBackend {
     unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
     with_type(type, [&](auto zero) {
       using T = decltype(zero);
-      reduce_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<T*>(dst),
-                                                   static_cast<const char*>(src), stride, n,
-                                                   count, op);
+      launch_kernel(reduce_kernel<T>, blocks, 256, stream, static_cast<T*>(dst),
+             static_cast<const char*>(src), stride, n, count, op);
     });
     SYMCOMM_CUDART(cudaGetLastError());
   }
@@ -501,20 +515,20 @@ class CudaRma final : public RmaBackend {
       using T = decltype(zero);
       if (h.tiled) {
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(box_blocks(h), 8192));
-        copy_tiles_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(
-            static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h);
+        launch_kernel(copy_tiles_kernel<T>, blocks, kBoxThreads, stream, static_cast<T*>(dst), dl,
+               static_cast<const T*>(src), sl, h);
         return;
       }
       if (n0 < 32 && total < (int64_t{1} << 31)) {
         const auto blocks =
             static_cast<unsigned>(std::min<int64_t>((total + kBoxThreads - 1) / kBoxThreads, 4096));
-        copy_box_short_rows_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(
+        launch_kernel(copy_box_short_rows_kernel<T>, blocks, kBoxThreads, stream,
             static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h.lo[0], h.lo[1], h.lo[2],
             static_cast<uint32_t>(n0), static_cast<uint32_t>(n1), static_cast<uint32_t>(total));
         return;
       }
       const auto blocks = static_cast<unsigned>(std::min<int64_t>(box_blocks(h), 8192));
-      copy_box_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(
+      launch_kernel(copy_box_kernel<T>, blocks, kBoxThreads, stream,
           static_cast<T*>(dst), dl, static_cast<const T*>(src), sl, h.lo[0], h.lo[1], h.lo[2],
           n0, n1, rows);
     };
@@ -596,8 +610,8 @@ class CudaRma final : public RmaBackend {
       const auto blocks = static_cast<unsigned>(per_box * batch.count);
       auto run = [&](auto zero) {
         using T = decltype(zero);
-        if (tiled) copy_tiled_boxes_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(batch);
-        else copy_boxes_kernel<T><<<blocks, kBoxThreads, 0, stream>>>(batch);
+        launch_kernel(tiled ? copy_tiled_boxes_kernel<T> : copy_boxes_kernel<T>, blocks, kBoxThreads,
+               stream, batch);
       };
       by_element(elem, "copy_boxes", run);
       batch.count = 0;
@@ -642,10 +656,10 @@ class CudaRma final : public RmaBackend {
     if (!one_launch || batch.count == 0) {
       // The steps apart, guarded: copies only after an opening barrier that passed.
       const int threads = a.team.size < 32 ? 32 : (a.team.size > 1024 ? 1024 : a.team.size);
-      guarded_barrier_kernel<<<1, threads, 0, stream>>>(c, tickets + 2, false);
+      launch_kernel(guarded_barrier_kernel, 1, threads, stream, c, tickets + 2, false);
       SYMCOMM_CUDART(cudaGetLastError());
       launch_boxes(copies, elem, stream, tickets + 2);
-      guarded_barrier_kernel<<<1, threads, 0, stream>>>(c, tickets + 2, true);
+      launch_kernel(guarded_barrier_kernel, 1, threads, stream, c, tickets + 2, true);
       SYMCOMM_CUDART(cudaGetLastError());
       return;
     }
@@ -654,8 +668,8 @@ class CudaRma final : public RmaBackend {
     const auto blocks = static_cast<unsigned>(per_box * batch.count);
     auto run = [&](auto zero) {
       using T = decltype(zero);
-      if (kind) copy_boxes_synced_kernel<T, true><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
-      else copy_boxes_synced_kernel<T, false><<<blocks, kBoxThreads, 0, stream>>>(batch, c, tickets);
+      launch_kernel(kind ? copy_boxes_synced_kernel<T, true> : copy_boxes_synced_kernel<T, false>,
+             blocks, kBoxThreads, stream, batch, c, tickets);
     };
     by_element(elem, "copy_boxes", run);
   }
@@ -700,7 +714,7 @@ class CudaRma final : public RmaBackend {
     DeviceComm c{};
     fill(c, a.id, a.team);
     int threads = a.team.size < 32 ? 32 : (a.team.size > 1024 ? 1024 : a.team.size);
-    barrier_kernel<<<1, threads, 0, stream>>>(c);
+    launch_kernel(barrier_kernel, 1, threads, stream, c);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
@@ -765,8 +779,8 @@ class CudaRma final : public RmaBackend {
     size_t per_block = static_cast<size_t>(kCopyThreads) * 64;  // 64 bytes per thread at least
     size_t want = (bytes + per_block - 1) / per_block;
     unsigned blocks = static_cast<unsigned>(want < static_cast<size_t>(copy_blocks_) ? want : copy_blocks_);
-    copy_kernel<<<blocks, kCopyThreads, 0, stream>>>(static_cast<char*>(dst),
-                                                      static_cast<const char*>(src), bytes);
+    launch_kernel(copy_kernel, blocks, kCopyThreads, stream, static_cast<char*>(dst),
+           static_cast<const char*>(src), bytes);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 

@@ -28,6 +28,10 @@
 #undef __launch_bounds__
 #define __launch_bounds__(x)
 
+// A kernel's wait for the one before it on the stream (base/launch.cuh): the emulations run
+// one kernel at a time, so there is nothing to wait for.
+[[maybe_unused]] inline void pdl_begin() {}
+
 #ifndef SYMCOMM_EMULATION_ONE_THREAD_BLOCKS
 
 namespace {
