@@ -5,6 +5,7 @@
 #include "bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -42,16 +43,19 @@ double median(std::vector<double> v) {
 }
 
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
-                      const std::function<void()>& body) {
+                      const std::function<void()>& body, double* host_us) {
   for (int i = 0; i < warmup; ++i) body();
   BENCH_CUDA(cudaStreamSynchronize(s));
   cudaEvent_t a, b;
   BENCH_CUDA(cudaEventCreate(&a));
   BENCH_CUDA(cudaEventCreate(&b));
-  std::vector<double> t;
+  std::vector<double> t, host;
   for (int r = 0; r < reps; ++r) {
     BENCH_CUDA(cudaEventRecord(a, s));
+    const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < inner; ++i) body();
+    host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                   inner);
     BENCH_CUDA(cudaEventRecord(b, s));
     BENCH_CUDA(cudaEventSynchronize(b));
     float ms = 0;
@@ -60,6 +64,7 @@ double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
   }
   BENCH_CUDA(cudaEventDestroy(a));
   BENCH_CUDA(cudaEventDestroy(b));
+  if (host_us) *host_us = median(host);
   return median(t);
 }
 

@@ -88,7 +88,11 @@ struct Record {
 
 // Median of the per-repetition times of `body` in microseconds: each repetition runs `body`
 // `inner` times on the stream between two events; the result is per call of body.
-double time_stream_us(cudaStream_t s, int warmup, int reps, int inner, const std::function<void()>& body);
+// Median time per call of `body` over `reps` batches of `inner` back-to-back calls on stream s
+// (events around each batch). host_us, if given, receives the median host time per call to
+// enqueue a batch: where it is close to the result, the host, not the GPU, set the pace.
+double time_stream_us(cudaStream_t s, int warmup, int reps, int inner, const std::function<void()>& body,
+                      double* host_us = nullptr);
 double median(std::vector<double> v);
 // A byte count: a number (decimal or 0x hex) with an optional K, M or G (powers of 1024).
 bool parse_bytes(const char* text, size_t* bytes);

@@ -377,6 +377,7 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
 
 struct Timing {
   double us;               // median per call, the largest over ranks
+  double host_us;          // median host time to enqueue a call, the largest over ranks
   int reps, inner, warmup;  // batches, calls per batch, untimed calls
 };
 
@@ -402,7 +403,9 @@ Timing measure(Context& ctx, const std::function<void()>& body) {
   // Large sizes (one call per batch) were just warmed up by the calibration.
   t.warmup = t.inner > 1 ? ctx.opt.warmup * t.inner : std::min(ctx.opt.warmup, 1);
   BENCH_SC(symcommHostBarrier(ctx.comm));
-  t.us = max_over_ranks(ctx, time_stream_us(ctx.stream, t.warmup, t.reps, t.inner, body));
+  double host = 0;
+  t.us = max_over_ranks(ctx, time_stream_us(ctx.stream, t.warmup, t.reps, t.inner, body, &host));
+  t.host_us = max_over_ranks(ctx, host);
   t.us = std::max(t.us, 1e-3);  // keeps the bandwidths finite
   return t;
 }
@@ -414,8 +417,8 @@ void print_op_header(const Context& ctx, const OpInfo& op, const Buffers& b) {
   std::printf("\n# %s: %d ranks, %s, %s buffers; bytes per rank = %s\n", op.name, ctx.nranks,
               op.reduces ? "f32 sum" : "f32 elements (dtype bytes)",
               b.symmetric ? "symmetric" : "plain", op.size_is);
-  std::printf("# %12s %12s  %-20s %12s %11s %11s %8s\n", "bytes", "count", "impl", "time us",
-              "algbw GB/s", "busbw GB/s", "vs nccl");
+  std::printf("# %12s %12s  %-20s %12s %11s %11s %8s %8s\n", "bytes", "count", "impl", "time us",
+              "algbw GB/s", "busbw GB/s", "vs nccl", "host us");
   std::fflush(stdout);
 }
 
@@ -433,8 +436,11 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
   r.busbw_gbs = r.algbw_gbs * op.bus_factor(ctx.nranks);
   r.iters = t.reps * t.inner;
   r.warmup = t.warmup;
+  char host[32];
+  std::snprintf(host, sizeof host, "%.3f", t.host_us);
   r.extra = {{"count", std::to_string(count)},
              {"batches", std::to_string(t.reps)},
+             {"host_us", host},
              {"buffers", b.symmetric ? "\"symmetric\"" : "\"plain\""}};
   char vs[32] = "-";
   if (nccl_us > 0) {
@@ -443,8 +449,8 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
   }
   if (op.op == Op::Broadcast) r.extra.emplace_back("root", std::to_string(ctx.opt.coll.root));
   if (ctx.rank == 0) {
-    std::printf("  %12zu %12zu  %-20s %12.2f %11.2f %11.2f %8s\n", bytes, count, impl.name.c_str(),
-                t.us, r.algbw_gbs, r.busbw_gbs, vs);
+    std::printf("  %12zu %12zu  %-20s %12.2f %11.2f %11.2f %8s %8.2f\n", bytes, count,
+                impl.name.c_str(), t.us, r.algbw_gbs, r.busbw_gbs, vs, t.host_us);
     std::fflush(stdout);
   }
   write_json(ctx, r);
