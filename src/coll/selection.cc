@@ -19,6 +19,8 @@ const std::vector<SelectionRow>& selection_table() {
   // - the rest, and larger reductions, from the earlier run, except a row that gave 128-byte
   //   all-to-alls to NCCL: sm and NCCL were within 6% of each other there, either way, in
   //   the runs at 7e0eada and 040f7b6 (auto through that row: 0.91-0.95x NCCL).
+  // - reduce-scatter of 512 MiB per rank (input) on symmetric buffers: twoshot, 1.03x NCCL
+  //   in three runs where the sm row gave 0.97x; at 1 GiB twoshot and NCCL tie (NCCL kept);
   // - all-to-all from 4 MiB to 256 MiB per rank and all-gather from 1 MiB to 64 MiB sent, on
   //   symmetric buffers: direct (one launch of SM stores straight into the members' receive
   //   buffers), 1.00-1.32x sm and 1.09-1.92x NCCL there; below, sm's 7 us floor beats its
@@ -43,6 +45,10 @@ const std::vector<SelectionRow>& selection_table() {
   static const char* const kDirect4 =
       "bench/results/h200x4/coll_direct_00ef8b0.jsonl (2026-11-21, commit 00ef8b0, direct, "
       "symmetric)";
+  static const char* const kRs4 =
+      "bench/results/h200x4/coll_fa9542c_reductions.jsonl (2026-11-21, commit fa9542c, "
+      "symmetric); to 512 MiB: coll_040f7b6, coll_7e0eada and coll_497fdd2.jsonl, twoshot "
+      "1245-1249 us, NCCL 1280-1304, sm 1320-1360";
   static const char* const kGuess = "extrapolated from the 4-rank rows";
   constexpr Buffers kSym = Buffers::Symmetric;
   static const std::vector<SelectionRow> table = {
@@ -78,11 +84,11 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::ReduceScatter, 4, 262144, "ll", kSym4},
       {CollOp::ReduceScatter, 4, 524288, "nccl", kSym4},
       {CollOp::ReduceScatter, 4, 1048576, "sm", kSym4},
-      {CollOp::ReduceScatter, 4, 268435456, "twoshot", kSym4, kSym},
+      {CollOp::ReduceScatter, 4, 536870912, "twoshot", kRs4, kSym},
       {CollOp::ReduceScatter, 4, 536870912, "sm", kRun4},
       {CollOp::ReduceScatter, 4, 0, "nccl", kRun4},
       {CollOp::ReduceScatter, 0, 131072, "ll", kGuess},
-      {CollOp::ReduceScatter, 0, 268435456, "twoshot", kGuess, kSym},
+      {CollOp::ReduceScatter, 0, 536870912, "twoshot", kGuess, kSym},
   };
   return table;
 }
