@@ -399,6 +399,41 @@ TEST_P(Coll, BackToBackWithoutSync) {
   for (void* p : bufs) release(p, false);
 }
 
+// Each rank's send buffer is written by a kernel just before the call on the same stream, one
+// that lets the next kernel launch at once and writes only 200 us later (a kernel written for
+// programmatic dependent launch). The collective's kernels start early then (they are
+// launched with PDL): they must still read the data, not what was there before.
+TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "a kernel before the call: GPUs only";
+  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  const size_t block = 4096 + 24, nb = block * static_cast<size_t>(n_);
+  for (bool sym : {false, true}) {
+    SCOPED_TRACE(sym ? "symmetric send" : "plain send");
+    void* send = buffer(nb, sym);
+    void* recv = buffer(nb, true);
+    void* data = buffer(nb, false);
+    mp::fill(data, nb, me_, seed_);
+    poison(send, nb);
+    poison(recv, nb);
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    mp::copy_after_early_trigger(stream_, send, data, nb, 200);
+    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, block, symcommUint8,
+                                  algo_, stream_));
+    const std::vector<uint8_t> got = fetch(recv, nb);
+    size_t wrong = 0;
+    for (int r = 0; r < n_; ++r)
+      for (size_t i = 0; i < block; ++i)
+        wrong += got[static_cast<size_t>(r) * block + i] !=
+                 mp::pattern(r, seed_, static_cast<size_t>(me_) * block + i);
+    EXPECT_EQ(wrong, 0u) << "bytes of " << nb << " not the sender's (0xab: read before written)";
+    SC_OK(symcommHostBarrier(comm_));
+    release(data, false);
+    release(send, sym);
+    release(recv, true);
+  }
+}
+
 // The count matrix of all-to-all-v tests: member i sends counts[i][j] elements to member j,
 // from a send buffer laid out with gaps, into a receive buffer laid out in reverse order.
 struct VLayout {

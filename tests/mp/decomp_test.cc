@@ -394,6 +394,60 @@ void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdim
   SC_OK(symcommDecompDestroy(d));
 }
 
+// The input of a transpose is written by a kernel just before it on the stream, one that lets
+// the next kernel launch at once and writes only 200 us later (written for programmatic
+// dependent launch). The backends' kernels start early then (launched with PDL): every
+// backend must still transpose the data, not what the input held before. On an N x 1 grid,
+// where X -> Y goes between ranks.
+TEST_P(DecompBackends, TransposeReadsWhatAnEarlyTriggeringKernelWrote) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "a kernel before the transpose: GPUs only";
+  SKIP_UNLESS_BACKEND_RUNS(GetParam());
+  const int64_t gdims[3] = {24, 20, 16}, none[3] = {0, 0, 0};
+  for (Buffers kind : {Buffers::Local, Buffers::Symmetric}) {
+    SCOPED_TRACE(kind == Buffers::Local ? "local buffers" : "symmetric buffers");
+    symcommDecompConfig_t c;
+    symcommDecompConfigInit(&c);
+    for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
+    c.pdims[0] = mp::nranks();
+    c.pdims[1] = 1;
+    symcommDecomp_t d = make_decomp(c, GetParam());
+    ASSERT_NE(d, nullptr);
+    size_t ws_bytes = 0;
+    SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+    void* ws = dirty_workspace(ws_bytes);
+    symcommPencilInfo_t x, y;
+    SC_OK(symcommDecompPencilInfo(d, 0, none, none, &x));
+    SC_OK(symcommDecompPencilInfo(d, 1, none, none, &y));
+    const size_t most = static_cast<size_t>(std::max(x.size, y.size));
+    void* in = alloc_buffer(kind, most * 8);
+    void* out = alloc_buffer(kind, most * 8);
+    void* data = mp::local_alloc(most * 8);
+    const std::vector<double> start = fill_pencil(x, gdims), poison(most, -1.0);
+    mp::copy_from_host(data, start.data(), start.size() * 8);
+    mp::copy_from_host(in, poison.data(), most * 8);
+    mp::copy_from_host(out, poison.data(), most * 8);
+    symcommStream_t stream = mp::new_stream();
+    SC_OK(symcommHostBarrier(mp::world()));
+    mp::copy_after_early_trigger(stream, in, data, start.size() * 8, 200);
+    SC_OK(symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, none, none, none, none,
+                                 stream));
+    mp::sync(stream);
+    std::vector<double> got(static_cast<size_t>(y.size));
+    mp::copy_to_host(got.data(), out, got.size() * 8);
+    const std::vector<double> want = fill_pencil(y, gdims);
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+    EXPECT_EQ(bad, 0u) << "points of " << want.size() << " wrong (-1: read before written)";
+    SC_OK(symcommHostBarrier(mp::world()));
+    mp::free_stream(stream);
+    mp::local_free(data);
+    free_buffer(kind, out);
+    free_buffer(kind, in);
+    SC_OK(symcommFree(mp::world(), ws));
+    SC_OK(symcommDecompDestroy(d));
+  }
+}
+
 TEST_P(DecompBackends, HaloExchanges) {
   MP_NEED_GPU_PER_RANK();
   SKIP_UNLESS_BACKEND_RUNS(GetParam());

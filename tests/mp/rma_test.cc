@@ -88,6 +88,38 @@ TEST_F(Rma, PutAndGetRandomSizesAndOffsets) {
   SC_OK(symcommFree(comm_, sym));
 }
 
+// The source of a put is written by a kernel just before it on the stream, one that lets the
+// next kernel launch at once and writes only 200 us later (written for programmatic
+// dependent launch). The SM engine's copy kernel starts early then (launched with PDL): it
+// must still copy the data, not what was there before. The CE engine is ordered by the
+// stream as any copy.
+TEST_F(Rma, PutReadsWhatAnEarlyTriggeringKernelWrote) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "a kernel before the put: GPUs only";
+  const size_t bytes = (1 << 20) + 40;
+  char* sym;
+  SC_OK(symcommMalloc(comm_, bytes, reinterpret_cast<void**>(&sym)));
+  char* local = static_cast<char*>(mp::local_alloc(bytes));
+  char* data = static_cast<char*>(mp::local_alloc(bytes));
+  uint64_t what = 77;
+  for (symcommEngine_t engine : kEngines) {
+    ++what;
+    mp::fill(sym, bytes, mp::rank(), 1000000 + what);
+    mp::fill(local, bytes, mp::rank(), 2000000 + what);  // what the put must not copy
+    mp::fill(data, bytes, mp::rank(), what);
+    SC_OK(symcommHostBarrier(comm_));
+    mp::copy_after_early_trigger(stream_, local, data, bytes, 200);
+    SC_OK(symcommPutOnStream(comm_, sym, local, bytes, right(), engine, stream_));
+    SC_OK(symcommQuietOnStream(comm_, stream_));
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    EXPECT_EQ(mp::count_mismatches(sym, bytes, left(), what), 0u) << "engine " << engine;
+    SC_OK(symcommHostBarrier(comm_));
+  }
+  mp::local_free(data);
+  mp::local_free(local);
+  SC_OK(symcommFree(comm_, sym));
+}
+
 TEST_F(Rma, ZeroBytesIsANoOp) {
   char* sym;
   SC_OK(symcommMalloc(comm_, 64, reinterpret_cast<void**>(&sym)));

@@ -29,6 +29,20 @@ __global__ void check_kernel(const uint8_t* src, size_t bytes, int who, uint64_t
   if (mine) atomicAdd(bad, mine);
 }
 
+__global__ void late_copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes,
+                                 uint64_t delay_ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < delay_ns);
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < bytes;
+       i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = src[i];
+}
+
 // Records a failed CUDA call in the running test; true when it succeeded.
 bool cuda_ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;
@@ -67,6 +81,18 @@ void fill(void* dst, size_t bytes, int who, uint64_t what) {
   fill_kernel<<<blocks_for(bytes), 256>>>(p, bytes, who, what);
   if (cuda_ok(cudaGetLastError(), "fill_kernel launch"))
     cuda_ok(cudaDeviceSynchronize(), "fill_kernel");
+}
+
+void copy_after_early_trigger(symcommStream_t stream, void* dst, const void* src, size_t bytes,
+                              unsigned delay_us) {
+  if (space() != symcommSpaceCuda) {
+    ADD_FAILURE() << "copy_after_early_trigger needs the cuda space";
+    return;
+  }
+  late_copy_kernel<<<blocks_for(bytes), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), bytes,
+      uint64_t{delay_us} * 1000);
+  cuda_ok(cudaGetLastError(), "late_copy_kernel launch");
 }
 
 size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what) {

@@ -49,6 +49,13 @@ bool all_ok(bool ok);
 // Writes pattern(who, what, i) into [dst, dst + bytes), a symmetric address of any
 // accessible peer, in the test's memory space (plain stores on the host, a kernel on GPUs).
 void fill(void* dst, size_t bytes, int who, uint64_t what);
+// Enqueues on `stream` (cuda space only; no wait) a kernel that first lets the next kernel on
+// the stream launch (griddepcontrol.launch_dependents, as kernels written for programmatic
+// dependent launch do), then spins for `delay_us` and only then copies `bytes` from src to
+// dst (both this GPU's memory). A library kernel launched after it that did not wait for it
+// (griddepcontrol.wait) would read what dst held before.
+void copy_after_early_trigger(symcommStream_t stream, void* dst, const void* src, size_t bytes,
+                              unsigned delay_us);
 // Counts the bytes of [src, src + bytes) that differ from the pattern (loads through the
 // same kind of address; on GPUs a kernel reads the peer's memory directly).
 size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what);
