@@ -400,7 +400,7 @@ TEST_P(Coll, BackToBackWithoutSync) {
 }
 
 // Each rank's send buffer is written by a kernel just before the call on the same stream, one
-// that lets the next kernel launch at once and writes only 200 us later (a kernel written for
+// that lets the next kernel launch at once and writes only 1 ms later (a kernel written for
 // programmatic dependent launch). The collective's kernels start early then (they are
 // launched with PDL): they must still read the data, not what was there before.
 TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
@@ -413,11 +413,16 @@ TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
     void* recv = buffer(nb, true);
     void* data = buffer(nb, false);
     mp::fill(data, nb, me_, seed_);
+    // Once before, so that the kernels are loaded (lazy loading can take longer than the
+    // delay).
+    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, data, recv, block, symcommUint8,
+                                  algo_, stream_));
+    mp::sync(stream_);
     poison(send, nb);
     poison(recv, nb);
     mp::sync(stream_);
     SC_OK(symcommHostBarrier(comm_));
-    mp::copy_after_early_trigger(stream_, send, data, nb, 200);
+    mp::copy_after_early_trigger(stream_, send, data, nb, 1000);
     SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, block, symcommUint8,
                                   algo_, stream_));
     const std::vector<uint8_t> got = fetch(recv, nb);

@@ -89,7 +89,7 @@ TEST_F(Rma, PutAndGetRandomSizesAndOffsets) {
 }
 
 // The source of a put is written by a kernel just before it on the stream, one that lets the
-// next kernel launch at once and writes only 200 us later (written for programmatic
+// next kernel launch at once and writes only 1 ms later (written for programmatic
 // dependent launch). The SM engine's copy kernel starts early then (launched with PDL): it
 // must still copy the data, not what was there before. The CE engine is ordered by the
 // stream as any copy.
@@ -106,8 +106,13 @@ TEST_F(Rma, PutReadsWhatAnEarlyTriggeringKernelWrote) {
     mp::fill(sym, bytes, mp::rank(), 1000000 + what);
     mp::fill(local, bytes, mp::rank(), 2000000 + what);  // what the put must not copy
     mp::fill(data, bytes, mp::rank(), what);
+    // Once before, so that the kernel is loaded (lazy loading can take longer than the delay).
+    SC_OK(symcommPutOnStream(comm_, sym, local, bytes, right(), engine, stream_));
+    mp::sync(stream_);
     SC_OK(symcommHostBarrier(comm_));
-    mp::copy_after_early_trigger(stream_, local, data, bytes, 200);
+    mp::fill(sym, bytes, mp::rank(), 1000000 + what);
+    SC_OK(symcommHostBarrier(comm_));
+    mp::copy_after_early_trigger(stream_, local, data, bytes, 1000);
     SC_OK(symcommPutOnStream(comm_, sym, local, bytes, right(), engine, stream_));
     SC_OK(symcommQuietOnStream(comm_, stream_));
     mp::sync(stream_);
