@@ -35,8 +35,9 @@ int resident_blocks(KernelOf kernel_of, int threads) {
   return fewest * sms;
 }
 
-// kernel_of(T{})<<<blocks, threads, 0, stream>>>(plan) (through launch_kernel), T as above; symcommNotSupported
-// naming `what` (and `remedy`, "" for none) where blocks > resident.
+// kernel_of(T{})<<<blocks, threads, 0, stream>>>(plan) through launch_kernel (PDL), T as
+// above; symcommNotSupported naming `what` (and `remedy`, "" for none) where blocks >
+// resident.
 template <typename KernelOf, typename Plan>
 void launch_resident(KernelOf kernel_of, const Plan& plan, int blocks, int threads, int resident,
                      bool reduce, symcommDataType_t type, cudaStream_t stream, const char* what,
