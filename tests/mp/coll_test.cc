@@ -107,7 +107,6 @@ std::vector<std::string> algorithms() {
 class Coll : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    MP_NEED_GPU_PER_RANK();
     // A small workspace and the smallest sm rings (4 KiB slots: 32 channels x 4 slots per
     // sender): large sizes go through them in several pieces.
     mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "64K");
@@ -802,7 +801,6 @@ TEST_P(Coll, BadArguments) {
 // sm keeps its rings within 1/16 of the heap (or SYMCOMM_COLL_SM_BYTES): where 4 KiB slots do
 // not fit, asking for it by name names the reason, and the automatic choice runs another.
 TEST(CollLimits, SmNeedsRoomForItsRings) {
-  MP_NEED_GPU_PER_RANK();
   mp::ScopedEnv rings("SYMCOMM_COLL_SM_BYTES", "256K");
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);
@@ -838,7 +836,6 @@ TEST(CollLimits, SmNeedsRoomForItsRings) {
 // collective alone is let go after SYMCOMM_WAIT_TIMEOUT, the next call reports the timeout
 // like a failed wait kernel, and ce refuses to run on the communicator from then on.
 TEST(CollLimits, CeWaitEndsAtTheTimeout) {
-  MP_NEED_GPU_PER_RANK();
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
   symcommComm_t comm = mp::new_comm();
@@ -879,7 +876,6 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
 // run with counters that no longer agree with the peers' (a later wait could pass on a
 // stale signal). Other algorithms, and a fresh communicator, still run.
 TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
-  MP_NEED_GPU_PER_RANK();
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "sm, ll and twoshot run in the cuda space";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
   const size_t count = 1000;
@@ -918,7 +914,6 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
 // copies to peers on the caller's stream, 2 spreads them over side streams; a value out of
 // range leaves the communicator without ce, which says why.
 TEST(CollLimits, CeStreams) {
-  MP_NEED_GPU_PER_RANK();
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
   const int n = mp::nranks();
   const size_t count = 3001, b = count * 4;

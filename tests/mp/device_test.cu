@@ -310,7 +310,6 @@ class Device : public ::testing::Test {
  protected:
   void SetUp() override {
     if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "device API needs the cuda space";
-    MP_NEED_GPU_PER_RANK();
     // Small chunks, so that puts and gets of a few MiB cross chunk boundaries.
     mp::ScopedEnv chunk("SYMCOMM_HEAP_CHUNK_SIZE", "2M");
     comm_ = mp::new_comm();

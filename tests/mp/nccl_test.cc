@@ -159,7 +159,6 @@ class NcclGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "NCCL runs in the cuda space only";
-    MP_NEED_GPU_PER_RANK();  // NCCL refuses two ranks of one communicator on one GPU
     comm_ = mp::new_comm();
     ASSERT_NE(comm_, nullptr);
     stream_ = mp::new_stream();

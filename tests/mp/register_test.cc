@@ -116,7 +116,6 @@ TEST_F(Register, PeersReachTheBufferThroughSymcommPtr) {
 // With a workspace too small to stage anything, "copy" still runs into registered receive
 // buffers: it writes them in place, through the peers' mappings.
 TEST(RegisterColl, CollectivesWriteRegisteredBuffersInPlace) {
-  MP_NEED_GPU_PER_RANK();
   if (!cuda()) GTEST_SKIP() << "registration needs the cuda space";
   mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "256");  // under 256 bytes per member
   symcommComm_t comm = mp::new_comm();
@@ -188,7 +187,6 @@ TEST(RegisterColl, CollectivesWriteRegisteredBuffersInPlace) {
 // (twoshot reads and writes it straight through the peers' mappings): rank k holds
 // (k + 1) (i % 7) at element i.
 TEST(RegisterColl, AllReducesInPlaceOnARegisteredBuffer) {
-  MP_NEED_GPU_PER_RANK();
   if (!cuda()) GTEST_SKIP() << "registration needs the cuda space";
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);

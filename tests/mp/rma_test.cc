@@ -15,7 +15,6 @@ const symcommEngine_t kEngines[] = {symcommEngineAuto, symcommEngineCe, symcommE
 class Rma : public ::testing::Test {
  protected:
   void SetUp() override {
-    MP_NEED_GPU_PER_RANK();
     // Small chunks, so that transfers cross chunk boundaries.
     mp::ScopedEnv chunk("SYMCOMM_HEAP_CHUNK_SIZE", "2M");
     comm_ = mp::new_comm();

@@ -70,6 +70,13 @@ bool space_available(std::string* why) {
     *why = "no GPU is visible";
     return false;
   }
+  // One GPU per rank: ranks sharing a GPU without MPS stall each other's waiting kernels.
+  const char* local = std::getenv("SYMCOMM_LOCAL_SIZE");
+  if (local != nullptr && std::atoi(local) > count) {
+    *why = std::string(local) + " ranks on this node and " + std::to_string(count) +
+           " GPUs; the tests need one GPU per rank";
+    return false;
+  }
   return true;
 }
 
@@ -116,12 +123,6 @@ size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what) {
   }
   cuda_ok(cudaFree(bad), "cudaFree");
   return static_cast<size_t>(host);
-}
-
-int gpu_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
 }
 
 void* local_alloc(size_t bytes) {

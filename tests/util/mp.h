@@ -60,16 +60,6 @@ void copy_after_early_trigger(symcommStream_t stream, void* dst, const void* src
 // same kind of address; on GPUs a kernel reads the peer's memory directly).
 size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what);
 
-// Skips the calling test where ranks would share a GPU (device-side waits need one GPU
-// per rank: a spinning wait kernel holds the GPU from the other process).
-#define MP_NEED_GPU_PER_RANK()                                                        \
-  do {                                                                                \
-    if (mp::space() == symcommSpaceCuda && mp::nranks() > mp::gpu_count())           \
-      GTEST_SKIP() << mp::nranks() << " ranks on " << mp::gpu_count() << " GPUs: waits " \
-                   "between ranks of one GPU need MPS";                              \
-  } while (0)
-int gpu_count();
-
 // Memory and streams of the space under test, for the local (non-symmetric) side of RMA.
 void* local_alloc(size_t bytes);  // malloc on the host, cudaMalloc on GPUs
 void local_free(void* p);
