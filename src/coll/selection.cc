@@ -30,7 +30,9 @@ const std::vector<SelectionRow>& selection_table() {
   // get the rows marked "extrapolated": the 4-rank choice for large all-to-all and all-gather
   // (a copy engine's rate per GPU does not depend on the number of peers:
   // tools/probe/ce_a2a.cu) and for reductions, whose twoshot traffic per rank does not grow
-  // with the team (ll's one shot does: its bounds are halved). Everything else, and calls
+  // with the team (ll's one shot does: its bounds are halved); large broadcasts and
+  // reduce-scatters go to NCCL as on 4 ranks, where sm was 0.43-0.70x NCCL past its rows
+  // (sm's broadcast bound is halved: the root sends 7 copies instead of 3). Everything else, and calls
   // whose row names an algorithm that cannot run (no NCCL), fall through to the registry
   // order ("sm" on GPUs, "copy" in the host space).
   static const char* const kRun4 =
@@ -81,6 +83,8 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::AllToAll, 0, 0, "ce", kGuess, kSym},
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
+      {CollOp::Broadcast, 0, 65536, "sm", kGuess},
+      {CollOp::Broadcast, 0, 0, "nccl", kGuess},
       {CollOp::ReduceScatter, 4, 262144, "ll", kSym4},
       {CollOp::ReduceScatter, 4, 524288, "nccl", kSym4},
       {CollOp::ReduceScatter, 4, 1048576, "sm", kSym4},
@@ -89,6 +93,8 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::ReduceScatter, 4, 0, "nccl", kRun4},
       {CollOp::ReduceScatter, 0, 131072, "ll", kGuess},
       {CollOp::ReduceScatter, 0, 536870912, "twoshot", kGuess, kSym},
+      {CollOp::ReduceScatter, 0, 536870912, "sm", kGuess},
+      {CollOp::ReduceScatter, 0, 0, "nccl", kGuess},
   };
   return table;
 }

@@ -87,5 +87,19 @@ TEST(Selection, DirectStoresForMidSizesOnSymmetricBuffers) {
   EXPECT_EQ(pick(CollOp::AllToAll, 16, size_t{16} << 20, true), "sm");
 }
 
+// Broadcast and reduce-scatter, where sm is 0.43-0.70x NCCL past its rows on 4 ranks: larger
+// teams get NCCL there too (extrapolated rows), not the registry's first (sm).
+TEST(Selection, LargeBroadcastsAndReduceScattersGoToNcclOnLargerTeams) {
+  for (int ranks : {8, 16}) {
+    SCOPED_TRACE(ranks);
+    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{4} << 10, false), "sm");
+    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{1} << 20, false), "nccl");
+    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{4} << 10, false), "ll");
+    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{64} << 20, true), "twoshot");
+    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{64} << 20, false), "sm");
+    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{1} << 30, true), "nccl");
+  }
+}
+
 }  // namespace
 }  // namespace symcomm
