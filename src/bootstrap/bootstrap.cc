@@ -91,6 +91,10 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int 
     hub_listener = tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN);
     me.hub = socket_local_addr(hub_listener.get());
   }
+  if (nranks > 1) {
+    b->p2p_listener_ = tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN);
+    me.p2p = socket_local_addr(b->p2p_listener_.get());
+  }
   Fd root = tcp_connect(uid.root, deadline, nullptr, "connecting to the bootstrap root");
   JoinHello hello{kJoinMagic, {}, nranks, rank, me};
   std::memcpy(hello.token, uid.token.data(), 16);

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +61,16 @@ class Bootstrap {
     agree(code, message);
   }
 
+  // Point to point, for exchanges among some ranks only (a team's), which the collectives
+  // above cannot do: every rank takes part in those. send_to gives `payload` to rank `peer`
+  // under `tag` and returns once it is sent; the receiver need not be waiting. recv_from
+  // returns what rank `from` sent under `tag`, keeping messages that arrive first for other
+  // (rank, tag) pairs for their own recv_from. Both are bounded by SYMCOMM_BOOTSTRAP_TIMEOUT
+  // and by the monitor (symcommPeerLost). A tag names one message between two ranks: the
+  // caller makes it unique (a second message under the same tag is received after the first).
+  void send_to(int peer, uint64_t tag, const std::string& payload);
+  std::string recv_from(int from, uint64_t tag);
+
   // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
   void check_alive() const;
   // Called (from the monitor thread) when a rank is lost; at once if one already was.
@@ -96,6 +108,9 @@ class Bootstrap {
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;
   std::function<void()> on_lost_;
+  Fd p2p_listener_;
+  std::mutex p2p_mutex_;  // one receiver accepts at a time; p2p_kept_
+  std::map<std::pair<int, uint64_t>, std::deque<std::string>> p2p_kept_;
 };
 
 }  // namespace symcomm

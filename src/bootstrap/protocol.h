@@ -14,6 +14,7 @@ namespace symcomm {
 constexpr uint32_t kJoinMagic = 0x53434a4e;   // "SCJN"
 constexpr uint32_t kHubMagic = 0x53434842;    // "SCHB"
 constexpr uint32_t kMsgMagic = 0x53434d47;    // "SCMG"
+constexpr uint32_t kP2pMagic = 0x53435032;    // "SCP2"
 
 // What each rank tells the others when it joins.
 struct PeerInfo {
@@ -22,6 +23,7 @@ struct PeerInfo {
   int32_t pid;
   int32_t rank;
   NetAddr hub;       // rank 0's hub listener; unused for other ranks
+  NetAddr p2p;       // this rank's listener for point-to-point messages (Bootstrap::send_to)
 };
 
 struct JoinHello {
@@ -58,6 +60,17 @@ struct MsgHeader {
   Op op;
   uint64_t seq;   // the collective's sequence number: catches ranks out of step
   int64_t arg;    // Broadcast: the root; Error: a symcommResult_t
+  uint64_t bytes;
+};
+
+// A point-to-point message: one connection to the receiver's p2p listener per message,
+// this header, then `bytes` of payload.
+struct P2pHeader {
+  uint32_t magic;
+  int32_t from;
+  uint8_t token[16];
+  uint64_t comm_id;
+  uint64_t tag;
   uint64_t bytes;
 };
 

@@ -43,8 +43,8 @@ class NcclAlgorithm final : public CollAlgorithm {
     return "";
   }
 
-  // The first call over a team makes its NCCL communicator, which synchronises the stream:
-  // the automatic choice passes over NCCL in a capture until then.
+  // The first call over a team makes its NCCL communicator, which cannot be done inside a
+  // capture (NCCL allocates device memory): the automatic choice passes over NCCL until then.
   bool capturable(const CollArgs& a, CollContext& ctx) const override {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));

@@ -15,9 +15,6 @@ namespace symcomm {
 std::string nccl_team_problem(const Topology& topology, const Team& team) {
   for (int i = 0; i < team.size; ++i) {
     const int r = team.world_of(i);
-    if (!topology.accessible[static_cast<size_t>(r)])
-      return format("rank %d is not load/store accessible (the NCCL id travels through "
-                    "symmetric memory)", r);
     for (int k = 0; k < i; ++k)
       if (topology.gpu_owner[static_cast<size_t>(team.world_of(k))] ==
           topology.gpu_owner[static_cast<size_t>(r)])
@@ -27,6 +24,9 @@ std::string nccl_team_problem(const Topology& topology, const Team& team) {
 }
 
 namespace {
+
+// The high bits of the bootstrap tags of NCCL ids ("NC").
+constexpr uint64_t kNcclIdTag = uint64_t{0x4e43} << 48;
 
 // Ends (destroys, or aborts) one communicator, logging what fails: clean-up never throws.
 void end_comm(const NcclLib& lib, ncclComm_t comm, bool abort, int device) {
@@ -43,10 +43,7 @@ void end_comm(const NcclLib& lib, ncclComm_t comm, bool abort, int device) {
 
 }  // namespace
 
-NcclComms::NcclComms(CollContext& ctx) : ctx_(ctx) {
-  if (ctx.space() == symcommSpaceCuda)
-    area_ = static_cast<char*>(ctx.heap().malloc_internal(sizeof(ncclUniqueId)));
-}
+NcclComms::NcclComms(CollContext& ctx) : ctx_(ctx) {}
 
 NcclComms::~NcclComms() {
   {
@@ -116,26 +113,29 @@ void NcclComms::run(symcommTeam_t id, const Team& team, symcommStream_t stream,
 
 ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t stream) {
   const NcclLib& lib = nccl_lib();
-  SYMCOMM_REQUIRE(area_, symcommNotSupported, "NCCL runs in the cuda memory space only");
+  SYMCOMM_REQUIRE(ctx_.space() == symcommSpaceCuda, symcommNotSupported,
+                  "NCCL runs in the cuda memory space only");
   const int me = team.index_of(ctx_.topology().rank);
   SYMCOMM_REQUIRE(me >= 0, symcommInternalError, "rank %d is not a member of team %d",
                   ctx_.topology().rank, id);
-  for (int j = 0; j < team.size; ++j)
-    SYMCOMM_REQUIRE(ctx_.heap().peer_ptr(area_, team.world_of(j)), symcommNotSupported,
-                    "rank %d is not load/store accessible: the NCCL id of team %d cannot reach "
-                    "it", team.world_of(j), id);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SYMCOMM_CUDART(cudaStreamIsCapturing(stream, &capture));
   SYMCOMM_REQUIRE(capture == cudaStreamCaptureStatusNone, symcommInvalidUsage,
                   "the first NCCL operation over team %d makes its NCCL communicator, which "
                   "synchronises the stream: it cannot be captured in a CUDA graph (run one "
                   "outside the capture first)", id);
-  // Rank 0 that cannot make an id sends zeros (never a valid id) rather than leaving the
-  // others waiting: every member then fails.
+  // Team rank 0 makes the id and sends it to every member over the bootstrap network (which
+  // reaches every rank, on this node or another). One that cannot make an id sends zeros
+  // (never a valid id) rather than leaving the others waiting: every member then fails.
+  // The tag names the membership, whose communicator is made once.
+  const uint64_t tag = kNcclIdTag ^ (static_cast<uint64_t>(team.start) << 40) ^
+                       (static_cast<uint64_t>(team.stride) << 20) ^
+                       static_cast<uint64_t>(team.size);
+  Bootstrap& bs = ctx_.rma().bootstrap();
   ncclUniqueId uid{};
-  std::string failure;
-  symcommResult_t code = symcommSuccess;
   if (me == 0) {
+    std::string failure;
+    symcommResult_t code = symcommSuccess;
     try {
       DeviceScope scope(ctx_.topology().device);
       SYMCOMM_NCCL(lib, ncclGetUniqueId(&uid));
@@ -144,21 +144,15 @@ ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t s
       code = e.code();
       failure = e.what();
     }
+    const std::string payload(reinterpret_cast<const char*>(&uid), sizeof uid);
+    for (int j = 1; j < team.size; ++j) bs.send_to(team.world_of(j), tag, payload);
+    if (code != symcommSuccess) throw Error(code, failure);
+  } else {
+    const std::string payload = bs.recv_from(team.world_of(0), tag);
+    SYMCOMM_REQUIRE(payload.size() == sizeof uid, symcommInternalError,
+                    "the NCCL id of team %d arrived with %zu bytes", id, payload.size());
+    std::memcpy(&uid, payload.data(), sizeof uid);
   }
-  RmaBackend& b = ctx_.backend();
-  const BarrierArgs barrier = ctx_.rma().barrier_args(id);
-  b.barrier(barrier, stream);  // every member read the previous id from its area
-  if (me == 0) {
-    b.put(area_, &uid, sizeof uid, symcommEngineCe, stream);
-    for (int j = 1; j < team.size; ++j)
-      b.put(ctx_.heap().peer_ptr(area_, team.world_of(j)), area_, sizeof uid, symcommEngineCe,
-            stream);
-  }
-  b.barrier(barrier, stream);  // the id arrived everywhere
-  b.get(&uid, area_, sizeof uid, symcommEngineCe, stream);
-  b.synchronize(stream);
-  b.raise_recorded_error();  // a barrier that timed out or was aborted: the id is not there
-  if (code != symcommSuccess) throw Error(code, failure);
   static const ncclUniqueId kNone{};
   SYMCOMM_REQUIRE(std::memcmp(&uid, &kNone, sizeof uid) != 0, symcommRemoteError,
                   "team rank 0 (rank %d) of team %d could not make an NCCL unique id",

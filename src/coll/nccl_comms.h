@@ -4,12 +4,12 @@
 // "nccl" decomposition backend shares through its DecompContext.
 //
 // Making one is collective over the team, every member calls (a collective, a transpose, a
-// halo exchange or Decomp::create): team rank 0 calls ncclGetUniqueId, and the 128-byte id
-// travels through symmetric memory: a team barrier on the stream (every member's id area is
-// free), rank 0 puts the id into every member's id area, a team barrier, a stream
-// synchronisation, each member reads its own area; then ncclCommInitRank with the team rank.
-// So every member must be load/store accessible, and the first use over a team synchronises
-// its stream (it cannot be captured in a CUDA graph).
+// halo exchange or Decomp::create): team rank 0 calls ncclGetUniqueId and sends the 128-byte
+// id to every other member over the bootstrap network (Bootstrap::send_to), which reaches
+// ranks that are not load/store accessible too (another node, or GPUs without peer access):
+// NCCL is the algorithm for teams no other one reaches. Then ncclCommInitRank with the team
+// rank, which allocates device memory: the first use over a team cannot be captured in a
+// CUDA graph.
 //
 // Communicators are keyed by membership, not by team id: ids are reused after a team is
 // destroyed, and two teams with the same members (a decomposition's row and the world, say)
@@ -35,15 +35,13 @@
 
 namespace symcomm {
 
-// Why NCCL cannot run over `team` ("" when it can): a member that is not load/store
-// accessible (the id travels through symmetric memory), or two members on one GPU (NCCL
-// refuses them in ncclCommInitRank).
+// Why NCCL cannot run over `team` ("" when it can): two members on one GPU (NCCL refuses
+// them in ncclCommInitRank).
 std::string nccl_team_problem(const Topology& topology, const Team& team);
 
 class NcclComms final : public AlgorithmState {
  public:
-  // At communicator creation, collectively: in the cuda space, allocates the symmetric id
-  // area. Loads nothing: NCCL is loaded on first use.
+  // At communicator creation. Loads nothing: NCCL is loaded on first use.
   explicit NcclComms(CollContext& ctx);
   ~NcclComms() override;
   void abort() override;
@@ -54,7 +52,7 @@ class NcclComms final : public AlgorithmState {
   using Enqueue = std::function<void(const NcclLib& lib, ncclComm_t comm)>;
   void run(symcommTeam_t id, const Team& team, symcommStream_t stream, const Enqueue& enqueue);
   // Makes the team's communicator now if it does not exist (collective over the team), so
-  // that the first run() neither pays for it nor synchronises.
+  // that the first run() neither pays for it nor fails inside a graph capture.
   void prepare(symcommTeam_t id, const Team& team, symcommStream_t stream);
   // Whether the team's communicator exists (on every member, or on none).
   bool has(const Team& team);
@@ -66,7 +64,6 @@ class NcclComms final : public AlgorithmState {
   void abort_all();  // on the aborter thread
 
   CollContext& ctx_;
-  char* area_ = nullptr;  // symmetric: the id of the communicator being made
   std::mutex mutex_;      // comms_, and every NCCL call on them
   std::map<Key, ncclComm_t> comms_;
   std::atomic<bool> aborted_{false};

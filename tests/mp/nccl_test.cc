@@ -5,9 +5,10 @@
 // the world and on a strided team; NCCL communicators follow team membership, not team ids
 // (which are reused); the first use over a team cannot be captured in a CUDA graph, later ones
 // can; transposes (small, and with blocks larger than NCCL buffers) and halo exchanges of
-// both backends give the same bytes as the copy backend's. (The coll and decomp suites also
-// run every test on "nccl" and "nccl_pipelined", as on every registered algorithm and
-// backend.)
+// both backends give the same bytes as the copy backend's; ranks that cannot address each
+// other (each naming its own node) run every operation and a decomposition on NCCL. (The
+// coll and decomp suites also run every test on "nccl" and "nccl_pipelined", as on every
+// registered algorithm and backend.)
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -361,6 +362,7 @@ class NcclDecompGpu : public NcclGpu {
     const int n = mp::nranks();
     std::vector<std::pair<int, int>> grids = {{1, n}, {n, 1}};
     if (n == 4) grids.push_back({2, 2});
+    if (n == 8) grids.insert(grids.end(), {{2, 4}, {4, 2}});
     const int64_t none[3] = {0, 0, 0};
     const int64_t some_halo[3] = {1, 1, 1}, some_padding[3] = {0, 1, 0};
     const int64_t* halo = halos ? some_halo : none;
@@ -436,6 +438,126 @@ TEST_F(NcclDecompGpu, DecompBackendsMatchCopy) {
 TEST_F(NcclDecompGpu, DecompBackendsMatchCopyOnLargeBlocks) {
   const int64_t gdims[3] = {256, 256, 128};
   compare_backends(gdims, false);
+}
+
+// ---- Cuda space: ranks that cannot address each other ---------------------------------
+
+// Each rank names a node of its own (SYMCOMM_NODE_NAME), so that no peer is load/store
+// accessible, as across nodes: only NCCL reaches the peers. Its id travels over the
+// bootstrap network, the automatic choice takes it for every operation (the load/store
+// algorithms refuse, saying why), two teams make their NCCL communicators at the same time,
+// and a decomposition with no backend named runs on an NCCL backend.
+TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "NCCL runs in the cuda space only";
+  const int n = mp::nranks(), me = mp::rank();
+  mp::ScopedEnv node("SYMCOMM_NODE_NAME", "node" + std::to_string(me));
+  mp::ScopedEnv device("SYMCOMM_DEVICE", std::to_string(me));  // one GPU per rank, one node
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  for (int pe = 0; pe < n; ++pe) {
+    int accessible = -1;
+    SC_OK(symcommPeerAccessible(comm, pe, &accessible));
+    EXPECT_EQ(accessible, pe == me ? 1 : 0) << "pe " << pe;
+  }
+  symcommStream_t stream = mp::new_stream();
+  const size_t count = 5000;
+  // Rank r's element i of block b: (r + 1) * 100000 + b * count + i.
+  auto value = [&](int r, size_t b, size_t i) {
+    return static_cast<int32_t>((r + 1) * 100000 + b * count + i);
+  };
+  std::vector<int32_t> input(count * static_cast<size_t>(n));
+  for (size_t b = 0; b < static_cast<size_t>(n); ++b)
+    for (size_t i = 0; i < count; ++i) input[b * count + i] = value(me, b, i);
+  const int64_t ranks_sum = int64_t{100000} * n * (n + 1) / 2;
+  for (Op op : kOps) {
+    SCOPED_TRACE(op_name(op));
+    const size_t sn = send_elems(op, count, n), rn = recv_elems(op, count, n);
+    void* send = mp::local_alloc(sn * 4);
+    void* recv = mp::local_alloc(rn * 4);
+    mp::copy_from_host(send, input.data(), sn * 4);
+    const std::vector<int32_t> poison(rn, -1);
+    mp::copy_from_host(recv, poison.data(), rn * 4);
+    SC_FAILS(call(op, comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32, symcommSum,
+                  n - 1, "sm", stream), symcommNotSupported);
+    SC_OK(call(op, comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32, symcommSum, n - 1,
+               nullptr, stream));
+    mp::sync(stream);
+    std::vector<int32_t> got(rn);
+    mp::copy_to_host(got.data(), recv, rn * 4);
+    size_t bad = 0;
+    for (size_t k = 0; k < rn; ++k) {
+      const size_t b = k / count, i = k % count;
+      int64_t want = 0;
+      switch (op) {
+        case Op::AllGather: want = value(static_cast<int>(b), 0, i); break;
+        case Op::AllToAll: want = value(static_cast<int>(b), static_cast<size_t>(me), i); break;
+        case Op::AllReduce: want = ranks_sum + int64_t{n} * static_cast<int64_t>(i); break;
+        case Op::ReduceScatter:
+          want = ranks_sum + int64_t{n} * static_cast<int64_t>(static_cast<size_t>(me) * count + i);
+          break;
+        case Op::Broadcast: want = value(n - 1, 0, i); break;
+      }
+      bad += got[k] != want;
+    }
+    EXPECT_EQ(bad, 0u) << "of " << rn << " elements wrong";
+    mp::local_free(recv);
+    mp::local_free(send);
+  }
+  // Even and odd ranks, each a team making its NCCL communicator while the other does.
+  symcommTeam_t teams[2] = {SYMCOMM_TEAM_INVALID, SYMCOMM_TEAM_INVALID};
+  for (int start : {0, 1})
+    SC_OK(symcommTeamSplitStrided(comm, SYMCOMM_TEAM_WORLD, start, 2, (n - start + 1) / 2,
+                                  &teams[start]));
+  const symcommTeam_t mine = teams[me % 2];
+  ASSERT_NE(mine, SYMCOMM_TEAM_INVALID);
+  void* buf = mp::local_alloc(count * 4);
+  mp::copy_from_host(buf, input.data(), count * 4);
+  SC_OK(symcommAllReduceOnStream(comm, mine, buf, buf, count, symcommInt32, symcommSum, nullptr,
+                                 stream));
+  mp::sync(stream);
+  std::vector<int32_t> got(count);
+  mp::copy_to_host(got.data(), buf, count * 4);
+  int64_t members = 0, base = 0;
+  for (int r = me % 2; r < n; r += 2, ++members) base += int64_t{100000} * (r + 1);
+  EXPECT_EQ(got[0], base);
+  EXPECT_EQ(got[count - 1], base + members * static_cast<int64_t>(count - 1));
+  mp::local_free(buf);
+  SC_OK(symcommTeamDestroy(comm, mine));
+  // A decomposition, backend chosen: an NCCL one; X -> Y -> X gives the input back.
+  const int64_t gdims[3] = {12, 10, 9};
+  symcommDecomp_t d = make_decomp(comm, 1, n, gdims, "");
+  ASSERT_NE(d, nullptr);
+  const char* name = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &name));
+  EXPECT_EQ(std::string(name).rfind("nccl", 0), 0u) << name;
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, nullptr, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &y));
+  size_t ws_bytes = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+  void* ws = nullptr;
+  SC_OK(symcommMalloc(comm, ws_bytes, &ws));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  void* a = mp::local_alloc(bytes);
+  void* b = mp::local_alloc(bytes);
+  const std::vector<uint8_t> start = small_integers(kTypes[9], static_cast<size_t>(x.size),
+                                                     static_cast<uint64_t>(me) + 17);
+  mp::store(a, start);
+  mp::store(b, std::vector<uint8_t>(bytes, 0xAB));
+  SC_OK(symcommDecompTranspose(d, 0, 1, a, b, ws, symcommR64, nullptr, nullptr, nullptr, nullptr,
+                               stream));
+  mp::sync(stream);
+  mp::store(a, std::vector<uint8_t>(bytes, 0xCD));
+  SC_OK(symcommDecompTranspose(d, 1, 0, b, a, ws, symcommR64, nullptr, nullptr, nullptr, nullptr,
+                               stream));
+  EXPECT_TRUE(mp::fetch(stream, a, start.size()) == start) << "X -> Y -> X changed the data";
+  SC_OK(symcommHostBarrier(comm));
+  mp::local_free(b);
+  mp::local_free(a);
+  SC_OK(symcommFree(comm, ws));
+  SC_OK(symcommDecompDestroy(d));
+  mp::free_stream(stream);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+// Point-to-point bootstrap messages (Bootstrap::send_to, recv_from): each message is one
+// connection from the sender to the receiver's p2p listener, opened, written and closed.
+// Connections that do not present the communicator's token are dropped with a warning.
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "bootstrap/bootstrap.h"
+
+namespace symcomm {
+
+void Bootstrap::send_to(int peer, uint64_t tag, const std::string& payload) {
+  SYMCOMM_REQUIRE(peer >= 0 && peer < nranks_, symcommInternalError,
+                  "bootstrap message to rank %d of %d", peer, nranks_);
+  check_alive();
+  if (peer == rank_) {
+    std::lock_guard<std::mutex> lock(p2p_mutex_);
+    p2p_kept_[{rank_, tag}].push_back(payload);
+    return;
+  }
+  const Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
+  const std::string what = format("sending bootstrap message %llu to rank %d",
+                                  static_cast<unsigned long long>(tag), peer);
+  Fd c = tcp_connect(peers_[static_cast<size_t>(peer)].p2p, deadline, abort_check(),
+                     what.c_str());
+  P2pHeader h{kP2pMagic, rank_, {}, comm_id_, tag, payload.size()};
+  std::memcpy(h.token, token_.data(), sizeof h.token);
+  send_all(c.get(), &h, sizeof h, deadline, abort_check(), what.c_str());
+  if (!payload.empty())
+    send_all(c.get(), payload.data(), payload.size(), deadline, abort_check(), what.c_str());
+}
+
+std::string Bootstrap::recv_from(int from, uint64_t tag) {
+  SYMCOMM_REQUIRE(from >= 0 && from < nranks_, symcommInternalError,
+                  "bootstrap message from rank %d of %d", from, nranks_);
+  const Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
+  const std::string what = format("waiting for bootstrap message %llu from rank %d "
+                                  "(SYMCOMM_BOOTSTRAP_TIMEOUT)",
+                                  static_cast<unsigned long long>(tag), from);
+  std::lock_guard<std::mutex> lock(p2p_mutex_);
+  while (true) {
+    auto kept = p2p_kept_.find({from, tag});
+    if (kept != p2p_kept_.end()) {
+      std::string payload = std::move(kept->second.front());
+      kept->second.pop_front();
+      if (kept->second.empty()) p2p_kept_.erase(kept);
+      return payload;
+    }
+    check_alive();
+    Fd c = accept_before(p2p_listener_.get(), deadline, abort_check(), what.c_str());
+    P2pHeader h{};
+    std::string payload;
+    try {
+      // The sender writes the whole message as soon as it is connected: a short bound.
+      Deadline d = Deadline::after_ms(std::min<int64_t>(5000, deadline.remaining_ms(5000)));
+      recv_all(c.get(), &h, sizeof h, d, abort_check(), "reading a bootstrap message");
+      if (h.magic != kP2pMagic || std::memcmp(h.token, token_.data(), sizeof h.token) != 0 ||
+          h.comm_id != comm_id_ || h.from < 0 || h.from >= nranks_) {
+        SYMCOMM_WARN("rank %d dropped a connection without this communicator's token", rank_);
+        continue;
+      }
+      payload.resize(h.bytes);
+      if (h.bytes) recv_all(c.get(), payload.data(), payload.size(), d, abort_check(),
+                            "reading a bootstrap message");
+    } catch (const Error& e) {
+      if (e.code() == symcommPeerLost && lost_rank_.load() >= 0) throw;
+      SYMCOMM_WARN("rank %d dropped a bootstrap message that did not arrive whole: %s", rank_,
+                   e.what());
+      continue;
+    }
+    p2p_kept_[{h.from, h.tag}].push_back(std::move(payload));
+  }
+}
+
+}  // namespace symcomm
