@@ -55,6 +55,7 @@ struct DecompOptions {
   std::vector<std::string> backends;           // --backends: empty for every registered one
   bool local = false;                          // --local-buffers: cudaMalloc'd pencils
   bool contiguous = false;                     // --contiguous: axis-contiguous pencils
+  std::vector<std::string> ops;                // --ops: xy,yz,zy,yx timed; empty for all four
 };
 
 struct Options {
