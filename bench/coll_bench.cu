@@ -703,6 +703,7 @@ int run_coll(Context& ctx) {
     BENCH_CUDA(cudaMalloc(&b.recv, b.bytes));
   }
   BENCH_CUDA(cudaMalloc(&b.dev_v, 4 * static_cast<size_t>(n) * sizeof(size_t)));
+  set_counts(b, 0, n);  // sized now: run_once points into the arrays for every operation
   uint64_t* words = nullptr;  // the barrier's check: a slot per rank and the source word
   BENCH_SC(symcommMalloc(ctx.comm, (static_cast<size_t>(n) + 1) * sizeof(uint64_t),
                          reinterpret_cast<void**>(&words)));
