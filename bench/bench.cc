@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 
 namespace bench {
 
@@ -74,13 +73,6 @@ double max_over_ranks(const Context& ctx, double v) {
   return *std::max_element(all.begin(), all.end());
 }
 
-static std::string utc_now() {
-  time_t now = time(nullptr);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-  return buf;
-}
-
 void print_header(const Context& ctx, const char* title) {
   if (ctx.rank != 0) return;
   std::printf("\n%s\n%-10s %-22s %14s %12s %12s\n", title, "op", "impl", "bytes", "time us",
@@ -101,20 +93,8 @@ void emit(const Context& ctx, const Record& r) {
 
 void write_json(const Context& ctx, const Record& r) {
   if (ctx.rank != 0 || ctx.opt.json.empty()) return;
-  FILE* f = std::fopen(ctx.opt.json.c_str(), "a");
-  if (!f) die("fopen", ctx.opt.json.c_str(), __FILE__, __LINE__);
-  std::fprintf(f, "{\"bench\": \"%s\", \"op\": \"%s\", \"impl\": \"%s\", \"dtype\": \"%s\", "
-               "\"bytes\": %zu, \"ranks\": %d, \"time_us\": %.3f", r.bench.c_str(), r.op.c_str(),
-               r.impl.c_str(), r.dtype.c_str(), r.bytes, r.ranks, r.time_us);
-  if (r.algbw_gbs >= 0) std::fprintf(f, ", \"algbw_gbs\": %.2f", r.algbw_gbs);
-  if (r.busbw_gbs >= 0) std::fprintf(f, ", \"busbw_gbs\": %.2f", r.busbw_gbs);
-  if (!r.shape.empty()) std::fprintf(f, ", \"shape\": \"%s\"", r.shape.c_str());
-  for (const auto& [name, value] : r.extra) std::fprintf(f, ", \"%s\": %s", name.c_str(), value.c_str());
-  const char* commit = std::getenv("SYMCOMM_BENCH_COMMIT");
-  std::fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"machine\": \"%s\", \"commit\": \"%s\", "
-               "\"date\": \"%s\"}\n", r.iters, r.warmup, ctx.opt.machine.c_str(),
-               commit ? commit : "unknown", utc_now().c_str());
-  if (std::fclose(f) != 0) die("writing", ctx.opt.json.c_str(), __FILE__, __LINE__);
+  if (!append_record(ctx.opt.json, ctx.opt.machine, r))
+    die("writing", ctx.opt.json.c_str(), __FILE__, __LINE__);
 }
 
 ncclComm_t make_nccl(const Context& ctx) {
@@ -205,6 +185,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "symcomm-bench measures GPUs; this communicator is in the host space\n");
     symcommFinalize(ctx.comm);
     return 77;
+  }
+  if (ctx.opt.machine.empty()) {
+    int device = 0;
+    cudaDeviceProp prop;
+    BENCH_CUDA(cudaGetDevice(&device));
+    BENCH_CUDA(cudaGetDeviceProperties(&prop, device));
+    ctx.opt.machine = bench::machine_name(prop.name, ctx.nranks);
   }
   BENCH_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
   int rc = cmd->run(ctx);

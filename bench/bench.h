@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "record.h"
 #include "symcomm/symcomm.h"
 
 namespace bench {
@@ -36,7 +37,7 @@ namespace bench {
 
 // Options of `symcomm-bench coll` (coll_bench.cu; --help lists them).
 struct CollOptions {
-  std::vector<std::string> ops;    // --ops: empty for all five
+  std::vector<std::string> ops;    // --ops: empty for all of them
   std::vector<std::string> impls;  // --impls: nccl, auto, algorithm names; empty for all
   size_t min_bytes = 8;            // --min-bytes
   int step = 2;                    // --step: factor between sizes
@@ -55,11 +56,12 @@ struct DecompOptions {
   std::vector<std::string> backends;           // --backends: empty for every registered one
   bool local = false;                          // --local-buffers: cudaMalloc'd pencils
   bool contiguous = false;                     // --contiguous: axis-contiguous pencils
+  std::vector<std::string> ops;                // --ops: xy,yz,zy,yx timed; empty for all four
 };
 
 struct Options {
   std::string json;       // --json FILE: JSON Lines, appended
-  std::string machine = "unknown";  // --machine NAME
+  std::string machine;    // --machine NAME; default machine_name() of this GPU (record.h)
   int iters = 20;         // --iters: timed repetitions per point (median reported)
   int warmup = 3;         // --warmup
   size_t max_bytes = size_t{1} << 30;  // --max-bytes
@@ -73,17 +75,6 @@ struct Context {
   Options opt;
   cudaStream_t stream;
   ncclComm_t nccl = nullptr;
-};
-
-// One measured point. time_us is the median over repetitions.
-struct Record {
-  std::string bench = "rma";
-  std::string op, impl, dtype = "bytes", shape;
-  size_t bytes = 0;
-  int ranks = 0;
-  double time_us = 0, algbw_gbs = -1, busbw_gbs = -1;
-  int iters = 0, warmup = 0;
-  std::vector<std::pair<std::string, std::string>> extra;  // more fields: name, JSON value
 };
 
 // Median of the per-repetition times of `body` in microseconds: each repetition runs `body`

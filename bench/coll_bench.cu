@@ -7,6 +7,9 @@
 // message size per rank) is the larger of a rank's two buffers, in float32 elements, with
 // `count` the count argument of the call:
 //   alltoall       send and recv: n * count (count to and from each member)
+//   alltoallv      the same, as all-to-all-v with host arrays of equal counts (count each)
+//   alltoallv_device  the same, with the counts in device memory (recv counts and
+//                  displacements written by the call and checked too)
 //   allgather      recv: n * count (send: count)
 //   reducescatter  send: n * count (recv: count)
 //   allreduce      send and recv: count
@@ -15,7 +18,14 @@
 // operations round bytes down to a multiple of 4n. algbw = bytes / time; busbw = algbw times
 // (n-1)/n (alltoall, allgather, reducescatter), 2(n-1)/n (allreduce) or 1 (broadcast).
 // Reductions are float32 sums (dtype "f32"); data movement moves float32 elements too and is
-// recorded with dtype "bytes".
+// recorded with dtype "bytes". NCCL has no all-to-all(v): its baseline for the three forms is
+// nccl-tests' grouped ncclSend/ncclRecv (for the v forms, with the same host counts).
+//
+// barrier (no size: bytes 0, no bandwidth): time per barrier of symcommBarrierOnStream over
+// the world team (impl "symcomm:kernel", run when --impls names auto or nothing), against
+// NCCL's nearest equivalent, a 1-element float32 all-reduce (impl "nccl:allreduce_1"). The
+// check before: every rank puts a word into each peer after a delay that grows with its rank,
+// then the barrier, and every peer's word must be there after it.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -28,7 +38,8 @@
 namespace bench {
 
 const char* const kCollUsage =
-    "  --ops LIST       alltoall,allgather,reducescatter,allreduce,broadcast (default: all)\n"
+    "  --ops LIST       alltoall,alltoallv,alltoallv_device,allgather,reducescatter,\n"
+    "                   allreduce,broadcast,barrier (default: all)\n"
     "  --impls LIST     nccl (NCCL called directly), auto, algorithm names (copy or\n"
     "                   symcomm:copy, symcomm:nccl, ...); default: all of them\n"
     "  --min-bytes B    smallest size per rank (default 8); sizes take K, M, G suffixes\n"
@@ -48,21 +59,23 @@ using Clock = std::chrono::steady_clock;
 
 // ---- Operations -------------------------------------------------------------------------
 
-enum class Op { AllToAll, AllGather, ReduceScatter, AllReduce, Broadcast };
+enum class Op { AllToAll, AllToAllv, AllToAllvDevice, AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
 
 struct OpInfo {
   Op op;
   const char* name;
   bool reduces;         // float32 sums; else data movement
   const char* size_is;  // which buffer `bytes` is
+  // The three all-to-all forms (with equal counts, the same data movement).
+  bool alltoall() const { return op == Op::AllToAll || op == Op::AllToAllv || op == Op::AllToAllvDevice; }
   // Elements of each rank's buffers; the blocked operations have n blocks of count.
   size_t send_elems(size_t count, int n) const {
-    return op == Op::AllToAll || op == Op::ReduceScatter ? count * static_cast<size_t>(n) : count;
+    return alltoall() || op == Op::ReduceScatter ? count * static_cast<size_t>(n) : count;
   }
   size_t recv_elems(size_t count, int n) const {
-    return op == Op::AllToAll || op == Op::AllGather ? count * static_cast<size_t>(n) : count;
+    return alltoall() || op == Op::AllGather ? count * static_cast<size_t>(n) : count;
   }
-  bool blocked() const { return op == Op::AllToAll || op == Op::AllGather || op == Op::ReduceScatter; }
+  bool blocked() const { return alltoall() || op == Op::AllGather || op == Op::ReduceScatter; }
   double bus_factor(int n) const {
     if (op == Op::AllReduce) return 2.0 * (n - 1) / n;
     if (op == Op::Broadcast) return 1.0;
@@ -72,10 +85,14 @@ struct OpInfo {
 
 const OpInfo kOps[] = {
     {Op::AllToAll, "alltoall", false, "send = recv (n x count)"},
+    {Op::AllToAllv, "alltoallv", false, "send = recv (n x count; host counts, all equal)"},
+    {Op::AllToAllvDevice, "alltoallv_device", false,
+     "send = recv (n x count; device counts, all equal)"},
     {Op::AllGather, "allgather", false, "recv (n x count; send is count)"},
     {Op::ReduceScatter, "reducescatter", true, "send (n x count; recv is count)"},
     {Op::AllReduce, "allreduce", true, "send = recv (count)"},
     {Op::Broadcast, "broadcast", false, "send = recv (count)"},
+    {Op::Barrier, "barrier", false, "0 (time per barrier; no bandwidth)"},
 };
 
 // ---- Options ----------------------------------------------------------------------------
@@ -171,7 +188,9 @@ struct Reference {
   uint32_t at(size_t p) const {
     const size_t mine = static_cast<size_t>(me) * count;
     switch (op.op) {
-      case Op::AllToAll: return bits(seeds[p / count], mine + p % count);
+      case Op::AllToAll:
+      case Op::AllToAllv:
+      case Op::AllToAllvDevice: return bits(seeds[p / count], mine + p % count);
       case Op::AllGather: return bits(seeds[p / count], p % count);
       case Op::Broadcast: return bits(seeds[static_cast<size_t>(root)], p);
       case Op::ReduceScatter:
@@ -183,6 +202,7 @@ struct Reference {
         std::memcpy(&u, &sum, sizeof u);
         return u;
       }
+      case Op::Barrier: break;  // checked by check_barrier
     }
     return 0;
   }
@@ -233,24 +253,48 @@ struct Buffers {
   char* recv = nullptr;
   size_t bytes = 0;  // of each, the guard included
   bool symmetric = true;
+  // All-to-all-v: send counts, send displacements, recv counts, recv displacements (n each),
+  // on the host and (cudaMalloc'd) on the device, where the call writes the last two.
+  std::vector<size_t> v;
+  size_t* dev_v = nullptr;
 };
+
+// The all-to-all-v arrays of all-to-all with `count`: count to and from each member, blocks
+// in rank order. Written to the device too.
+void set_counts(Buffers& b, size_t count, int n) {
+  const size_t nn = static_cast<size_t>(n);
+  b.v.assign(4 * nn, 0);
+  for (size_t j = 0; j < nn; ++j) {
+    b.v[j] = b.v[2 * nn + j] = count;
+    b.v[nn + j] = b.v[3 * nn + j] = j * count;
+  }
+  BENCH_CUDA(cudaMemcpy(b.dev_v, b.v.data(), b.v.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+}
 
 // One call of `impl` on ctx.stream: symcomm's result (NCCL's failures end the run).
 symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl,
                          size_t count, int root) {
   cudaStream_t s = ctx.stream;
+  const size_t n = static_cast<size_t>(ctx.nranks);
+  const size_t *sc = b.v.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;  // host arrays
   if (impl.nccl) {
     ncclComm_t c = ctx.nccl;
     switch (op.op) {
       case Op::AllToAll:
+      case Op::AllToAllv:
+      case Op::AllToAllvDevice: {  // grouped send/recv; the v forms with the host counts
+        const bool v = op.op != Op::AllToAll;
         BENCH_NCCL(ncclGroupStart());
-        for (int j = 0; j < ctx.nranks; ++j) {
-          const size_t at = static_cast<size_t>(j) * count * sizeof(float);
-          BENCH_NCCL(ncclSend(b.send + at, count, ncclFloat, j, c, s));
-          BENCH_NCCL(ncclRecv(b.recv + at, count, ncclFloat, j, c, s));
+        for (size_t j = 0; j < n; ++j) {
+          const int peer = static_cast<int>(j);
+          BENCH_NCCL(ncclSend(b.send + (v ? sd[j] : j * count) * sizeof(float), v ? sc[j] : count,
+                              ncclFloat, peer, c, s));
+          BENCH_NCCL(ncclRecv(b.recv + (v ? rd[j] : j * count) * sizeof(float), v ? rc[j] : count,
+                              ncclFloat, peer, c, s));
         }
         BENCH_NCCL(ncclGroupEnd());
         break;
+      }
       case Op::AllGather: BENCH_NCCL(ncclAllGather(b.send, b.recv, count, ncclFloat, c, s)); break;
       case Op::ReduceScatter:
         BENCH_NCCL(ncclReduceScatter(b.send, b.recv, count, ncclFloat, ncclSum, c, s));
@@ -261,6 +305,9 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
       case Op::Broadcast:
         BENCH_NCCL(ncclBroadcast(b.send, b.recv, count, ncclFloat, root, c, s));
         break;
+      case Op::Barrier:  // NCCL has no barrier: a 1-element all-reduce stands in for one
+        BENCH_NCCL(ncclAllReduce(b.send, b.recv, 1, ncclFloat, ncclSum, c, s));
+        break;
     }
     return symcommSuccess;
   }
@@ -269,6 +316,14 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
   const symcommDataType_t f = symcommFloat32;
   switch (op.op) {
     case Op::AllToAll: return symcommAllToAllOnStream(ctx.comm, w, b.send, b.recv, count, f, a, s);
+    case Op::AllToAllv:
+      return symcommAllToAllvOnStream(ctx.comm, w, b.send, sc, sd, b.recv, rc, rd, f, a, s);
+    case Op::AllToAllvDevice: {
+      size_t* d = b.dev_v;
+      return symcommAllToAllvDeviceOnStream(ctx.comm, w, b.send, d, d + n, b.recv, n * count,
+                                            d + 2 * n, d + 3 * n, f, a, s);
+    }
+    case Op::Barrier: return symcommBarrierOnStream(ctx.comm, w, s);
     case Op::AllGather: return symcommAllGatherOnStream(ctx.comm, w, b.send, b.recv, count, f, a, s);
     case Op::ReduceScatter:
       return symcommReduceScatterOnStream(ctx.comm, w, b.send, b.recv, count, f, symcommSum, a, s);
@@ -292,24 +347,12 @@ std::vector<int> gather_ints(const Context& ctx, int mine) {
   return all;
 }
 
-// Runs `impl` once on fresh data and compares recv with the reference on every rank. False
-// if every rank's call returned symcommNotSupported (*why says why). Ends the run with
-// status 1 if a call failed otherwise, or if any rank's result is wrong.
-bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, size_t count,
-           size_t bytes, uint64_t iteration, std::string* why) {
-  const int n = ctx.nranks, root = ctx.opt.coll.root;
-  const size_t send_elems = op.send_elems(count, n), recv_elems = op.recv_elems(count, n);
-  const std::string where = point_name(op, impl, bytes, count);
-  const unsigned grid = static_cast<unsigned>(std::min<size_t>((send_elems + 255) / 256, 4096));
-  fill_kernel<<<grid, 256, 0, ctx.stream>>>(b.send, send_elems, seed_of(ctx.rank, iteration),
-                                            op.reduces);
-  BENCH_CUDA(cudaGetLastError());
-  BENCH_CUDA(cudaMemsetAsync(b.recv, 0xff, recv_elems * sizeof(float) + kGuardBytes, ctx.stream));
-  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
-  // No rank's collective may write into a peer's recv before that peer has poisoned it.
-  BENCH_SC(symcommHostBarrier(ctx.comm));
-
-  const symcommResult_t rc = run_once(ctx, b, op, impl, count, root);
+// Calls `impl` once on every rank (the inputs are in place). False if every rank's call
+// returned symcommNotSupported (*why says why); ends the run with status 1 if a call failed
+// otherwise. Returns after the stream finished the call.
+bool call_everywhere(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl,
+                     size_t count, const std::string& where, std::string* why) {
+  const symcommResult_t rc = run_once(ctx, b, op, impl, count, ctx.opt.coll.root);
   const std::string msg = rc == symcommSuccess ? "" : symcommGetLastError();
   const std::vector<int> codes = gather_ints(ctx, rc);
   const bool all_ok = std::all_of(codes.begin(), codes.end(), [](int c) { return c == symcommSuccess; });
@@ -330,6 +373,61 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
     std::exit(1);
   }
   BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  return true;
+}
+
+// Ends the run with status 1, naming the ranks, if any rank's result was wrong.
+void require_right_everywhere(Context& ctx, bool wrong, const std::string& where) {
+  const std::vector<int> bad = gather_ints(ctx, wrong ? 1 : 0);
+  if (std::find(bad.begin(), bad.end(), 1) == bad.end()) return;
+  if (ctx.rank == 0) {
+    std::string list;
+    for (size_t r = 0; r < bad.size(); ++r)
+      if (bad[r]) list += " " + std::to_string(r);
+    std::fprintf(stderr, "symcomm-bench coll: FAILED: %s: wrong result on ranks%s\n", where.c_str(),
+                 list.c_str());
+  }
+  std::exit(1);
+}
+
+// All-to-all-v with device counts writes the recv counts and displacements it saw: with
+// every count equal, count and j * count from member j. Returns how many differ.
+size_t wrong_device_counts(const Context& ctx, const Buffers& b, size_t count, std::string* first) {
+  const size_t n = static_cast<size_t>(ctx.nranks);
+  std::vector<size_t> got(2 * n);
+  BENCH_CUDA(cudaMemcpy(got.data(), b.dev_v + 2 * n, got.size() * sizeof(size_t),
+                        cudaMemcpyDeviceToHost));
+  size_t wrong = 0;
+  for (size_t j = 0; j < n; ++j)
+    if (got[j] != count || got[n + j] != j * count) {
+      if (++wrong <= 3)
+        *first += (first->empty() ? "" : ", ") + std::string("recv count/displacement of ") +
+                  std::to_string(j) + " " + std::to_string(got[j]) + "/" + std::to_string(got[n + j]);
+    }
+  return wrong;
+}
+
+// Runs `impl` once on fresh data and compares recv with the reference on every rank. False
+// if every rank's call returned symcommNotSupported (*why says why). Ends the run with
+// status 1 if a call failed otherwise, or if any rank's result is wrong.
+bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, size_t count,
+           size_t bytes, uint64_t iteration, std::string* why) {
+  const int n = ctx.nranks, root = ctx.opt.coll.root;
+  const size_t send_elems = op.send_elems(count, n), recv_elems = op.recv_elems(count, n);
+  const std::string where = point_name(op, impl, bytes, count);
+  const unsigned grid = static_cast<unsigned>(std::min<size_t>((send_elems + 255) / 256, 4096));
+  fill_kernel<<<grid, 256, 0, ctx.stream>>>(b.send, send_elems, seed_of(ctx.rank, iteration),
+                                            op.reduces);
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaMemsetAsync(b.recv, 0xff, recv_elems * sizeof(float) + kGuardBytes, ctx.stream));
+  const bool device_counts = op.op == Op::AllToAllvDevice && !impl.nccl;
+  const size_t nn = static_cast<size_t>(n);
+  if (device_counts)  // the recv counts and displacements the call writes
+    BENCH_CUDA(cudaMemsetAsync(b.dev_v + 2 * nn, 0xff, 2 * nn * sizeof(size_t), ctx.stream));
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  // No rank's collective may write into a peer's recv before that peer has poisoned it.
+  BENCH_SC(symcommHostBarrier(ctx.comm));
+  if (!call_everywhere(ctx, b, op, impl, count, where, why)) return false;
 
   Reference ref{op, ctx.rank, n, root, count, {}};
   for (int r = 0; r < n; ++r) ref.seeds.push_back(seed_of(r, iteration));
@@ -352,6 +450,7 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
     }
     checked += w.len;
   }
+  if (device_counts) wrong += wrong_device_counts(ctx, b, count, &first);
   got.assign(kGuardBytes / sizeof(uint32_t), 0);
   BENCH_CUDA(cudaMemcpy(got.data(), b.recv + recv_elems * sizeof(float), kGuardBytes,
                         cudaMemcpyDeviceToHost));
@@ -361,16 +460,65 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
     std::fprintf(stderr, "symcomm-bench coll: rank %d: WRONG RESULT: %s: %zu of %zu checked "
                  "elements differ (%s); %zu words written past the end of recv\n",
                  ctx.rank, where.c_str(), wrong, checked, first.c_str(), past);
-  const std::vector<int> bad = gather_ints(ctx, wrong || past ? 1 : 0);
-  if (std::find(bad.begin(), bad.end(), 1) == bad.end()) return true;
-  if (ctx.rank == 0) {
-    std::string list;
-    for (size_t r = 0; r < bad.size(); ++r)
-      if (bad[r]) list += " " + std::to_string(r);
-    std::fprintf(stderr, "symcomm-bench coll: FAILED: %s: wrong result on ranks%s\n", where.c_str(),
-                 list.c_str());
+  require_right_everywhere(ctx, wrong || past, where);
+  return true;
+}
+
+// Spins one thread for `ns` nanoseconds of the GPU's global timer.
+__global__ void delay_kernel(uint64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < ns);
+}
+
+// The barrier's check. symcomm: after a delay of 200 us times its rank, every rank puts a
+// word tagged with the iteration into its slot of every peer's `words` (symmetric, n slots
+// and the source word), then the barrier; every peer's slot must hold that peer's word after
+// it (without a barrier the late ranks' words would be missing). The NCCL stand-in: its
+// all-reduce of rank + 1 must give n (n + 1) / 2. False where symcomm cannot run it.
+bool check_barrier(Context& ctx, const Buffers& b, uint64_t* words, const OpInfo& op,
+                   const Impl& impl, uint64_t iteration, std::string* why) {
+  const int n = ctx.nranks;
+  const std::string where = point_name(op, impl, 0, 0);
+  // Poison (all ones) first; the inputs are written on the stream, which is then drained.
+  auto tag = [&](int r) { return mix64(seed_of(r, iteration)) & ~uint64_t{1}; };  // not the poison
+  if (impl.nccl) {
+    const float mine = static_cast<float>(ctx.rank + 1), want = 0.5f * n * (n + 1);
+    float got = -1;
+    BENCH_CUDA(cudaMemcpyAsync(b.send, &mine, sizeof mine, cudaMemcpyHostToDevice, ctx.stream));
+    BENCH_CUDA(cudaMemsetAsync(b.recv, 0xff, sizeof got, ctx.stream));
+    BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+    if (!call_everywhere(ctx, b, op, impl, 1, where, why)) return false;
+    BENCH_CUDA(cudaMemcpy(&got, b.recv, sizeof got, cudaMemcpyDeviceToHost));
+    if (got != want)
+      std::fprintf(stderr, "symcomm-bench coll: rank %d: WRONG RESULT: %s: sum %g, want %g\n",
+                   ctx.rank, where.c_str(), got, want);
+    require_right_everywhere(ctx, got != want, where);
+    return true;
   }
-  std::exit(1);
+  const size_t nn = static_cast<size_t>(n), me = static_cast<size_t>(ctx.rank);
+  const uint64_t mine = tag(ctx.rank);
+  BENCH_CUDA(cudaMemsetAsync(words, 0xff, nn * sizeof(uint64_t), ctx.stream));
+  BENCH_CUDA(cudaMemcpyAsync(words + nn, &mine, sizeof mine, cudaMemcpyHostToDevice, ctx.stream));
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  BENCH_SC(symcommHostBarrier(ctx.comm));  // every slot poisoned before any put
+  delay_kernel<<<1, 1, 0, ctx.stream>>>(200000ull * me);
+  BENCH_CUDA(cudaGetLastError());
+  for (int j = 0; j < n; ++j)
+    if (j != ctx.rank)
+      BENCH_SC(symcommPutOnStream(ctx.comm, words + me, words + nn, sizeof mine, j,
+                                  symcommEngineAuto, ctx.stream));
+  if (!call_everywhere(ctx, b, op, impl, 0, where, why)) return false;
+  std::vector<uint64_t> got(nn);
+  BENCH_CUDA(cudaMemcpy(got.data(), words, nn * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  size_t missing = 0;
+  for (int j = 0; j < n; ++j) missing += j != ctx.rank && got[static_cast<size_t>(j)] != tag(j);
+  if (missing)
+    std::fprintf(stderr, "symcomm-bench coll: rank %d: WRONG RESULT: %s: %zu peers' words put "
+                 "before the barrier missing after it\n", ctx.rank, where.c_str(), missing);
+  require_right_everywhere(ctx, missing != 0, where);
+  return true;
 }
 
 // ---- Timing -----------------------------------------------------------------------------
@@ -432,8 +580,10 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
   r.bytes = bytes;
   r.ranks = ctx.nranks;
   r.time_us = t.us;
-  r.algbw_gbs = static_cast<double>(bytes) / (t.us * 1e3);
-  r.busbw_gbs = r.algbw_gbs * op.bus_factor(ctx.nranks);
+  if (op.op != Op::Barrier) {  // a barrier moves no data: no bandwidth
+    r.algbw_gbs = static_cast<double>(bytes) / (t.us * 1e3);
+    r.busbw_gbs = r.algbw_gbs * op.bus_factor(ctx.nranks);
+  }
   r.iters = t.reps * t.inner;
   r.warmup = t.warmup;
   char host[32];
@@ -449,8 +599,13 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
   }
   if (op.op == Op::Broadcast) r.extra.emplace_back("root", std::to_string(ctx.opt.coll.root));
   if (ctx.rank == 0) {
-    std::printf("  %12zu %12zu  %-20s %12.2f %11.2f %11.2f %8s %8.2f\n", bytes, count,
-                impl.name.c_str(), t.us, r.algbw_gbs, r.busbw_gbs, vs, t.host_us);
+    char bw[2][32] = {"-", "-"};
+    if (r.algbw_gbs >= 0) {
+      std::snprintf(bw[0], sizeof bw[0], "%.2f", r.algbw_gbs);
+      std::snprintf(bw[1], sizeof bw[1], "%.2f", r.busbw_gbs);
+    }
+    std::printf("  %12zu %12zu  %-20s %12.2f %11s %11s %8s %8.2f\n", bytes, count,
+                impl.name.c_str(), t.us, bw[0], bw[1], vs, t.host_us);
     std::fflush(stdout);
   }
   write_json(ctx, r);
@@ -531,6 +686,10 @@ int run_coll(Context& ctx) {
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
     if (const char* a = symcommCollAlgorithmName(i); a && wanted(c.impls, std::string("symcomm:") + a))
       impls.push_back({std::string("symcomm:") + a, a, false});
+  // The barrier has no algorithms: symcomm's one call (with auto) and NCCL's stand-in.
+  std::vector<Impl> barrier_impls;
+  if (wanted(c.impls, "nccl")) barrier_impls.push_back({"nccl:allreduce_1", nullptr, true});
+  if (wanted(c.impls, "symcomm:auto")) barrier_impls.push_back({"symcomm:kernel", nullptr, false});
   if (wanted(c.impls, "nccl") && !ctx.nccl) ctx.nccl = make_nccl(ctx);
 
   Buffers b;
@@ -543,6 +702,11 @@ int run_coll(Context& ctx) {
     BENCH_CUDA(cudaMalloc(&b.send, b.bytes));
     BENCH_CUDA(cudaMalloc(&b.recv, b.bytes));
   }
+  BENCH_CUDA(cudaMalloc(&b.dev_v, 4 * static_cast<size_t>(n) * sizeof(size_t)));
+  set_counts(b, 0, n);  // sized now: run_once points into the arrays for every operation
+  uint64_t* words = nullptr;  // the barrier's check: a slot per rank and the source word
+  BENCH_SC(symcommMalloc(ctx.comm, (static_cast<size_t>(n) + 1) * sizeof(uint64_t),
+                         reinterpret_cast<void**>(&words)));
 
   std::vector<size_t> sizes;
   for (size_t s = c.min_bytes; s <= ctx.opt.max_bytes; s *= static_cast<size_t>(c.step)) {
@@ -567,14 +731,17 @@ int run_coll(Context& ctx) {
     if (!wanted(c.ops, op.name)) continue;
     const Clock::time_point op_t0 = Clock::now();
     print_op_header(ctx, op, b);
-    for (size_t nominal : sizes) {
+    const bool barrier = op.op == Op::Barrier;  // one point of no size
+    for (size_t nominal : barrier ? std::vector<size_t>{0} : sizes) {
       const size_t per = sizeof(float) * (op.blocked() ? static_cast<size_t>(n) : 1);
       const size_t count = nominal / per, bytes = count * per;
-      if (count == 0) continue;
+      if (count == 0 && !barrier) continue;
+      if (op.alltoall()) set_counts(b, count, n);
       double nccl_us = -1;
-      for (const Impl& impl : impls) {
+      for (const Impl& impl : barrier ? barrier_impls : impls) {
         std::string why;
-        if (!check(ctx, b, op, impl, count, bytes, ++iteration, &why)) {
+        if (barrier ? !check_barrier(ctx, b, words, op, impl, ++iteration, &why)
+                    : !check(ctx, b, op, impl, count, bytes, ++iteration, &why)) {
           if (ctx.rank == 0 && noted.insert(impl.name + " " + op.name).second)
             std::printf("# note: %s cannot run %s here (%zu bytes; said once, such points are "
                         "skipped): %s\n", impl.name.c_str(), op.name, bytes, why.c_str());
@@ -585,13 +752,15 @@ int run_coll(Context& ctx) {
             die(point_name(op, impl, bytes, count).c_str(), symcommGetLastError(), __FILE__, __LINE__);
         });
         if (impl.nccl) nccl_us = t.us;
-        report(ctx, op, impl, b, bytes, count, t, nccl_us);
+        report(ctx, op, impl, b, bytes, barrier && impl.nccl ? 1 : count, t, nccl_us);
         ++points;
       }
     }
     if (ctx.rank == 0) std::printf("# %s: %.1f s\n", op.name, seconds_since(op_t0));
   }
 
+  BENCH_SC(symcommFree(ctx.comm, words));
+  BENCH_CUDA(cudaFree(b.dev_v));
   if (b.symmetric) {
     BENCH_SC(symcommFree(ctx.comm, b.recv));
     BENCH_SC(symcommFree(ctx.comm, b.send));

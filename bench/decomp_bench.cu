@@ -3,8 +3,9 @@
 // baseline of the same run.
 //
 // Per (size, dtype, grid, backend): a round trip X->Y->Z->Y->X on index-valued data checks
-// the backend once (every output poisoned first); then X->Y and Y->Z are timed apart: CUDA
-// events around `inner` back-to-back calls per repetition (a pencil of 256 MiB or more per
+// the backend once (every output poisoned first); then each of the four transposes X->Y,
+// Y->Z, Z->Y and Y->X (--ops: any of them) is timed apart: CUDA events around `inner`
+// back-to-back calls per repetition (a pencil of 256 MiB or more per
 // batch, at least 4 calls and at most 50: the stream's start after the previous repetition's
 // synchronisation, and the ranks' skew, are spread over the batch as in a solver's steady
 // state), --warmup untimed and --iters timed repetitions, the median per rank, the slowest
@@ -13,7 +14,7 @@
 // keeps) over that time, for the rank that sends most. Pencils are symmetric (symcommMalloc)
 // unless --local-buffers; x is fastest in every pencil unless --contiguous.
 //
-// Records: bench "decomp", op "transpose_xy" / "transpose_yz", impl "symcomm:<backend>",
+// Records: bench "decomp", op "transpose_xy" / "_yz" / "_zy" / "_yx", impl "symcomm:<backend>",
 // dtype "c32" / "f64", shape "[n,n,n] pr x pc", bytes per rank as above, algbw_gbs the GB/s
 // per GPU; extra fields: n, grid, buffers, verified, and speedup_vs_nccl (the nccl backend's
 // time over this one's) where the nccl backend ran on the same configuration.
@@ -21,9 +22,11 @@
 // Then, per (size, dtype) unless --no-autotune, the autotuner checked against these numbers
 // (target: its pick within 5% of the best configuration measured): symcommDecompCreate with
 // pdims 0 x 0 and backend "auto" among the grids and backends measured, and one record, op
-// "autotune", impl and grid of the pick, time_us the bench's X->Y + Y->Z of the pick; extra
-// fields best_impl, best_grid, best_time_us, ratio (pick over best), pick_measured.
+// "autotune", impl and grid of the pick, time_us the sum of the bench's timed transposes of the
+// pick (all four by default: the autotuner's score with equal weights); extra fields
+// best_impl, best_grid, best_time_us, ratio (pick over best), pick_measured, ops_summed.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -40,6 +43,8 @@ const char* const kDecompUsage =
     "  --backends LIST  decomposition backends (default: every registered one)\n"
     "  --local-buffers  cudaMalloc'd pencils (default: symmetric ones, from symcommMalloc)\n"
     "  --contiguous     axis-contiguous pencils (default: x fastest in every pencil)\n"
+    "  --ops LIST       transposes timed: xy,yz,zy,yx (default all four; the round-trip check\n"
+    "                   runs all four regardless)\n"
     "  --no-autotune    skip the check after each size and type (default: autotune grid and\n"
     "                   backend among those measured, compare the pick with the best measured)\n"
     "  --iters and --warmup count repetitions of a batch of transposes (256 MiB of pencils\n"
@@ -77,6 +82,19 @@ int64_t to_int(const char* option, const std::string& text, int64_t lo, int64_t 
                                          std::to_string(hi) + "]");
   return v;
 }
+
+// The transposes timed, in the order timed: X->Y reads buffer 0 into 1, Y->Z 1 into 2, Z->Y
+// 2 into 1 and Y->X 1 into 0 (the buffers hold the X, Y and Z pencils).
+struct TimedOp {
+  const char* key;   // --ops
+  const char* name;  // the record's op
+  int from, to;      // pencil axes, which are also the buffers
+};
+constexpr TimedOp kTimedOps[] = {{"xy", "transpose_xy", 0, 1},
+                                 {"yz", "transpose_yz", 1, 2},
+                                 {"zy", "transpose_zy", 2, 1},
+                                 {"yx", "transpose_yx", 1, 0}};
+constexpr int kNumOps = 4;
 
 bool registered(const std::string& name) {
   for (int i = 0; i < symcommDecompBackendCount(); ++i)
@@ -125,9 +143,14 @@ struct Config {
 struct Result {
   std::string backend;
   bool ran = false, verified = false;
-  double us[2] = {0, 0};  // X->Y, Y->Z: the slowest rank's median
-  size_t bytes[2] = {0, 0};  // sent to other ranks, the most of any rank
+  bool timed[kNumOps] = {};     // per kTimedOps entry: chosen by --ops
+  double us[kNumOps] = {};      // the slowest rank's median
+  size_t bytes[kNumOps] = {};   // sent to other ranks, the most of any rank
 };
+
+bool op_wanted(const DecompOptions& o, const TimedOp& op) {
+  return o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.key) != o.ops.end();
+}
 
 int64_t owned(const symcommPencilInfo_t& p) {
   return (p.hi[0] - p.lo[0]) * (p.hi[1] - p.lo[1]) * (p.hi[2] - p.lo[2]);
@@ -207,19 +230,23 @@ class Runner {
     }
     r.verified = max_over_ranks(ctx_, static_cast<double>(wrong)) == 0;
 
-    // Timing: X -> Y (buffer 0 into 1), Y -> Z (1 into 2).
+    // Timing: each transpose chosen by --ops, from the buffer of its input pencil into that
+    // of its output (the data is the round trip's; its values do not matter here).
     const size_t pencil_bytes = static_cast<size_t>(owned(p[0])) * e;
     const int inner = static_cast<int>(
         std::clamp<size_t>((size_t{256} << 20) / std::max<size_t>(pencil_bytes, 1), 4, 50));
-    for (int op = 0; op < 2; ++op) {
+    for (int k = 0; k < kNumOps; ++k) {
+      const TimedOp& op = kTimedOps[k];
+      if (!op_wanted(o, op)) continue;
       BENCH_SC(symcommHostBarrier(ctx_.comm));
       const double us = time_stream_us(ctx_.stream, ctx_.opt.warmup, ctx_.opt.iters, inner, [&] {
-        BENCH_SC(symcommDecompTranspose(d, op, op + 1, buf[op], buf[op + 1], ws, cfg.type, nullptr,
-                                        nullptr, nullptr, nullptr, ctx_.stream));
+        BENCH_SC(symcommDecompTranspose(d, op.from, op.to, buf[op.from], buf[op.to], ws, cfg.type,
+                                        nullptr, nullptr, nullptr, nullptr, ctx_.stream));
       });
-      r.us[op] = max_over_ranks(ctx_, us);
-      const int64_t sent = sent_elements(p[op], p[op + 1]) * static_cast<int64_t>(e);
-      r.bytes[op] = static_cast<size_t>(max_over_ranks(ctx_, static_cast<double>(sent)));
+      r.timed[k] = true;
+      r.us[k] = max_over_ranks(ctx_, us);
+      const int64_t sent = sent_elements(p[op.from], p[op.to]) * static_cast<int64_t>(e);
+      r.bytes[k] = static_cast<size_t>(max_over_ranks(ctx_, static_cast<double>(sent)));
     }
     BENCH_CUDA(cudaStreamSynchronize(ctx_.stream));
     for (void* b : buf) release(b);
@@ -265,10 +292,27 @@ struct Measured {
   Result r;
 };
 
-// The autotuner's score with equal weights is X->Y + Y->Z + Z->Y + Y->X. The bench times only
-// X->Y and Y->Z, so the pick and the best are both compared on the sum of those two: a
-// backend much faster one way than the other could rank differently on all four.
-double measured_us(const Result& r) { return r.us[0] + r.us[1]; }
+// The autotuner's score with equal weights is X->Y + Y->Z + Z->Y + Y->X: by default the bench
+// times all four and compares the pick and the best on that sum. With --ops naming fewer,
+// both are compared on the sum of those timed (every configuration times the same ones).
+double measured_us(const Result& r) {
+  double sum = 0;
+  for (int k = 0; k < kNumOps; ++k) sum += r.timed[k] ? r.us[k] : 0;
+  return sum;
+}
+size_t measured_bytes(const Result& r) {
+  size_t sum = 0;
+  for (int k = 0; k < kNumOps; ++k) sum += r.timed[k] ? r.bytes[k] : 0;
+  return sum;
+}
+
+// "transpose_xy+transpose_yz+...": the ops measured_us adds up.
+std::string ops_summed(const DecompOptions& o) {
+  std::string out;
+  for (const TimedOp& op : kTimedOps)
+    if (op_wanted(o, op)) out += (out.empty() ? "" : "+") + std::string(op.name);
+  return out;
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -399,7 +443,7 @@ void report_autotune(const Context& ctx, const Config& cfg, const Pick& pick,
   rec.impl = "symcomm:" + pick.backend;
   rec.dtype = cfg.dtype;
   rec.shape = shape_of(cfg.n, pick.pr, pick.pc);
-  rec.bytes = mine ? mine->r.bytes[0] + mine->r.bytes[1] : 0;  // as time_us: X->Y + Y->Z
+  rec.bytes = mine ? measured_bytes(mine->r) : 0;  // as time_us: the timed transposes summed
   rec.ranks = ctx.nranks;
   rec.time_us = mine ? measured_us(mine->r) : -1;
   rec.iters = ctx.opt.iters;
@@ -414,7 +458,7 @@ void report_autotune(const Context& ctx, const Config& cfg, const Pick& pick,
                {"best_grid", best ? "\"" + grid_name(best->pr, best->pc) + "\"" : "null"},
                {"best_time_us", json_us(best)},
                {"ratio", r},
-               {"ops_summed", "\"transpose_xy+transpose_yz\""}};
+               {"ops_summed", "\"" + ops_summed(ctx.opt.decomp) + "\""}};
   write_json(ctx, rec);
 }
 
@@ -460,6 +504,14 @@ bool decomp_option(Options& opt, int argc, char** argv, int& i) {
     o.local = true;
   } else if (!std::strcmp(name, "--contiguous")) {
     o.contiguous = true;
+  } else if (!std::strcmp(name, "--ops")) {
+    const char* v = arg();
+    o.ops = split(v);
+    for (const std::string& k : o.ops)
+      if (std::none_of(std::begin(kTimedOps), std::end(kTimedOps),
+                       [&](const TimedOp& op) { return k == op.key; }))
+        bad_option(name, v, "'" + k + "' is not xy, yz, zy or yx");
+    if (o.ops.empty()) bad_option(name, v, "names no transpose");
   } else if (!std::strcmp(name, "--no-autotune")) {
     autotune_check = false;
   } else {
@@ -496,6 +548,7 @@ int run_decomp(Context& ctx) {
                     "time us", "GB/s/GPU", "vs nccl", "check");
         std::fflush(stdout);
       }
+      const auto t0 = std::chrono::steady_clock::now();
       const bool c32 = dt == "c32";
       const symcommDecompType_t type = c32 ? symcommC32 : symcommR64;
       std::vector<Measured> measured;  // every backend on every grid, for the autotune check
@@ -518,12 +571,12 @@ int run_decomp(Context& ctx) {
         const Result* nccl = nullptr;
         for (const Result& r : results)
           if (r.backend == "nccl" && r.ran) nccl = &r;
-        for (int op = 0; op < 2; ++op)
+        for (int op = 0; op < kNumOps; ++op)
           for (const Result& r : results) {
-            if (!r.ran) continue;
+            if (!r.ran || !r.timed[op]) continue;
             Record rec;
             rec.bench = "decomp";
-            rec.op = op == 0 ? "transpose_xy" : "transpose_yz";
+            rec.op = kTimedOps[op].name;
             rec.impl = "symcomm:" + r.backend;
             rec.dtype = cfg.dtype;
             rec.shape = shape_of(n, pr, pc);
@@ -558,6 +611,11 @@ int run_decomp(Context& ctx) {
       if (autotune_check && !grids.empty()) {
         const Config cfg{n, type, c32 ? "c32" : "f64", 0, 0};  // pdims chosen by the autotuner
         report_autotune(ctx, cfg, autotune(ctx, cfg, grids, backends), measured);
+      }
+      if (ctx.rank == 0) {
+        std::printf("# %lld^3 %s: %.1f s\n", static_cast<long long>(n), dt.c_str(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::fflush(stdout);
       }
     }
   }

@@ -5,7 +5,7 @@
 
 Records of `symcomm-bench decomp` (a file whose records are all bench "decomp") plot as bars
 instead: GB/s per GPU of every backend on every process grid, for the largest size in the
-file (c32 where present), one panel per transpose.
+file (c32 where present), one panel per transpose (X->Y, Y->Z, Z->Y, Y->X as measured).
 
     python3 bench/plot.py bench/results/h200x8/decomp.jsonl decomp.png
 """
@@ -37,14 +37,21 @@ def decomp_bars(records):
     return n, dtype, bars
 
 
+TRANSPOSES = ["transpose_xy", "transpose_yz", "transpose_zy", "transpose_yx"]
+
+
 def plot_decomp(records, src, out):
     n, dtype, bars = decomp_bars(records)
     if not bars:
         print(f"{src}: no decomp records with a bandwidth")
         return 1
-    ops = sorted(bars)
-    fig, axes = plt.subplots(1, len(ops), figsize=(7 * len(ops), 5), squeeze=False)
-    for ax, op in zip(axes[0], ops):
+    ops = sorted(bars, key=lambda o: (TRANSPOSES.index(o) if o in TRANSPOSES else len(TRANSPOSES), o))
+    cols = min(len(ops), 2)
+    rows = (len(ops) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 5 * rows), squeeze=False)
+    for ax in axes.flat[len(ops):]:
+        ax.axis("off")
+    for ax, op in zip(axes.flat, ops):
         grids = sorted(bars[op], key=lambda g: int(g.split("x")[0]))
         impls = sorted({i for g in grids for i in bars[op][g]})
         width = 0.8 / max(len(impls), 1)

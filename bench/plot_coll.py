@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots `symcomm-bench coll` JSON Lines: per operation, bus bandwidth and time against size
-(log-log), one line per implementation, every operation in one PNG.
+(log-log), one line per implementation, every operation in one PNG; the barrier (no size)
+as bars of the time per barrier, one per implementation.
 
     python3 bench/plot_coll.py bench/results/h200x8/coll.jsonl coll.png [--ops allreduce,...]
 
@@ -11,7 +12,8 @@ import json
 import sys
 from collections import defaultdict
 
-OPS = ["alltoall", "allgather", "reducescatter", "allreduce", "broadcast"]
+OPS = ["alltoall", "alltoallv", "alltoallv_device", "allgather", "reducescatter", "allreduce",
+       "broadcast", "barrier"]
 
 
 def bus_factor(op, n):
@@ -24,7 +26,7 @@ def bus_factor(op, n):
 
 
 def load(path, ops):
-    # series[op][label][bytes] = (busbw, time_us)
+    # series[op][label][bytes] = (busbw, time_us); the barrier's under bytes 0 (busbw None)
     series = defaultdict(lambda: defaultdict(dict))
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -36,13 +38,32 @@ def load(path, ops):
             except json.JSONDecodeError as e:
                 print(f"plot_coll.py: {path}:{n}: not JSON ({e}); line skipped", file=sys.stderr)
                 continue
-            if r.get("bench") != "coll" or r.get("op") not in ops or r.get("bytes", 0) <= 0:
+            if r.get("bench") != "coll" or r.get("op") not in ops:
                 continue
             label = r["impl"] + (" (plain)" if r.get("buffers") == "plain" else "")
+            if r["op"] == "barrier":
+                series["barrier"][label][0] = (None, r["time_us"])
+                continue
+            if r.get("bytes", 0) <= 0:
+                continue
             # From time_us rather than busbw_gbs, whose two decimals are 0 at small sizes.
             busbw = r["bytes"] / (r["time_us"] * 1e3) * bus_factor(r["op"], r.get("ranks", 1))
             series[r["op"]][label][r["bytes"]] = (busbw, r["time_us"])
     return series
+
+
+def barrier_bars(ax, by_label):
+    """Time per barrier, a bar per implementation (NCCL's is a 1-element all-reduce)."""
+    labels = sorted(by_label, key=lambda s: (not s.startswith("nccl"), s))
+    times = [by_label[label][0][1] for label in labels]
+    ax.bar(range(len(labels)), times, color=["black" if s.startswith("nccl") else "C0" for s in labels])
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("time per barrier (us)")
+    ax.set_title("barrier")
+    ax.grid(True, axis="y", alpha=0.3)
+    for i, v in enumerate(times):
+        ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=8)
 
 
 def main():
@@ -72,6 +93,10 @@ def main():
         return 1
     fig, axes = plt.subplots(len(present), 2, figsize=(14, 4.2 * len(present)), squeeze=False)
     for (bw, t), op in zip(axes, present):
+        if op == "barrier":
+            barrier_bars(bw, series[op])
+            t.axis("off")
+            continue
         for label in sorted(series[op], key=lambda s: (s != "nccl", s)):
             pts = sorted(series[op][label].items())
             xs = [b for b, _ in pts]

@@ -1,5 +1,7 @@
 // symcomm-bench rma: put bandwidth (copy engines, SM kernels, device block-scope puts) against
-// NCCL send/recv of the same sizes, signal ping-pong latency, and on-stream barrier latency.
+// NCCL send/recv of the same sizes, signal ping-pong latency (signal alone, and put_signal
+// with 8 bytes of data the receiver checks: a wrong round fails the run), and on-stream
+// barrier latency.
 #include <algorithm>
 #include <cstring>
 
@@ -22,10 +24,15 @@ __global__ void device_put_kernel(const __grid_constant__ DeviceComm c, char* ds
 }
 
 // One thread on each of two ranks: rank `me` sends i and waits for i back, `rounds` times.
-// Half::Both is the library's signal_op and signal_wait_until; the others replace one of the
-// two by its raw form (a relaxed store to `theirs`, an acquire poll), to show which half
-// costs what over the raw variants below.
-enum class Half { Both, LibSignal, LibWait };
+// Half::Both is the library's signal_op and signal_wait_until; LibSignal and LibWait replace
+// one of the two by its raw form (a relaxed store to `theirs`, an acquire poll), to show
+// which half costs what over the raw variants below. PutSignal sends 8 bytes of data with
+// each signal (put_signal: data, fence, signal) and the receiver checks them after its wait.
+enum class Half { Both, LibSignal, LibWait, PutSignal };
+
+// put_signal's data in round i: never 0, different in every round (and from the last
+// round of the previous repetition, which stays in the word).
+__device__ __forceinline__ uint64_t round_data(uint64_t i) { return i * 0x9e3779b97f4a7c15ull; }
 
 __device__ __forceinline__ void raw_signal(uint64_t* theirs, uint64_t v) {
   asm volatile("st.relaxed.sys.u64 [%0], %1;" : : "l"(theirs), "l"(v) : "memory");
@@ -37,17 +44,31 @@ __device__ __forceinline__ void raw_wait(const uint64_t* mine, uint64_t v) {
   while (seen < v);
 }
 
+// sig[0] is the signal; with PutSignal sig[1] (symmetric) receives the data, sig[2] is the
+// local source. *status: the last failed wait's result; *wrong counts rounds whose data
+// differed from round_data (both accumulate over launches).
 template <Half H>
 __global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig,
-                                uint64_t* theirs, int peer, int rounds, bool first, int* status) {
+                                uint64_t* theirs, int peer, int rounds, bool first, int* status,
+                                unsigned long long* wrong) {
   int rc = 0;
+  unsigned long long bad = 0;
   auto signal = [&](uint64_t v) {
-    if constexpr (H == Half::LibWait) raw_signal(theirs, v);
-    else symcomm::signal_op(c, sig, v, symcommSignalSet, peer);
+    if constexpr (H == Half::LibWait) {
+      raw_signal(theirs, v);
+    } else if constexpr (H == Half::PutSignal) {
+      sig[2] = round_data(v);
+      symcomm::put_signal(c, sig + 1, sig + 2, sizeof(uint64_t), sig, v, symcommSignalSet, peer);
+    } else {
+      symcomm::signal_op(c, sig, v, symcommSignalSet, peer);
+    }
   };
   auto wait = [&](uint64_t v) {
     if constexpr (H == Half::LibSignal) raw_wait(sig, v);
     else rc = symcomm::signal_wait_until(c, sig, symcommCmpGe, v);
+    // The peer writes its next round only after this rank's reply: the word is stable here.
+    if constexpr (H == Half::PutSignal)
+      bad += rc == 0 && *reinterpret_cast<volatile uint64_t*>(sig + 1) != round_data(v);
   };
   for (int i = 1; i <= rounds && rc == 0; ++i) {
     const uint64_t v = static_cast<uint64_t>(i);
@@ -59,7 +80,8 @@ __global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* 
       signal(v);
     }
   }
-  *status = rc;
+  if (rc) *status = rc;
+  *wrong += bad;
 }
 
 // Ping-pong variants, to see what each ordering costs: how the waiter polls, which fence
@@ -228,15 +250,19 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
 }
 
 // The library's device ping-pong (half: which of its halves are the library's), or (variant
-// != null) one of the raw variants.
-void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
-              const Variant* variant, Half half = Half::Both) {
+// != null) one of the raw variants. `sig` holds 3 words (pingpong_kernel). Returns the number
+// of rounds on ranks 0 and 1 whose data was wrong (Half::PutSignal; else 0).
+unsigned long long pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
+                            const Variant* variant, Half half = Half::Both) {
   const int rounds = 2000;
   DeviceComm h;
   BENCH_SC(symcommGetDeviceComm(comm, SYMCOMM_TEAM_WORLD, &h));
   int* status;
+  unsigned long long* wrong;
   BENCH_CUDA(cudaMalloc(&status, sizeof(int)));
   BENCH_CUDA(cudaMemset(status, 0, sizeof(int)));
+  BENCH_CUDA(cudaMalloc(&wrong, sizeof *wrong));
+  BENCH_CUDA(cudaMemset(wrong, 0, sizeof *wrong));
   std::vector<double> t;
   for (int rep = 0; rep < ctx.opt.iters + ctx.opt.warmup; ++rep) {
     BENCH_CUDA(cudaMemset(sig, 0, 8));
@@ -255,8 +281,9 @@ void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
     } else if (ctx.rank <= 1) {
       auto* kernel = half == Half::Both        ? pingpong_kernel<Half::Both>
                      : half == Half::LibSignal ? pingpong_kernel<Half::LibSignal>
-                                               : pingpong_kernel<Half::LibWait>;
-      kernel<<<1, 1, 0, ctx.stream>>>(h, sig, theirs, peer, rounds, first, status);
+                     : half == Half::LibWait   ? pingpong_kernel<Half::LibWait>
+                                               : pingpong_kernel<Half::PutSignal>;
+      kernel<<<1, 1, 0, ctx.stream>>>(h, sig, theirs, peer, rounds, first, status, wrong);
     }
     BENCH_CUDA(cudaGetLastError());
     BENCH_CUDA(cudaEventRecord(b, ctx.stream));
@@ -268,13 +295,22 @@ void pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
     BENCH_CUDA(cudaEventDestroy(b));
   }
   int rc = 0;
+  unsigned long long bad = 0;
   BENCH_CUDA(cudaMemcpy(&rc, status, sizeof rc, cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(&bad, wrong, sizeof bad, cudaMemcpyDeviceToHost));
   BENCH_CUDA(cudaFree(status));
+  BENCH_CUDA(cudaFree(wrong));
   if (ctx.rank <= 1 && rc != 0) die("pingpong", "a wait failed", __FILE__, __LINE__);
   double us = median(t);
   std::vector<double> all(static_cast<size_t>(ctx.nranks));
   BENCH_SC(symcommHostAllgather(comm, &us, all.data(), sizeof us));
-  emit(ctx, point(ctx, "pingpong", impl, 8, all[0], 2));
+  Record r = point(ctx, "pingpong", impl, 8, all[0], 2);
+  bad = static_cast<unsigned long long>(max_over_ranks(ctx, static_cast<double>(bad)));
+  if (half == Half::PutSignal) r.extra.push_back({"verified", bad ? "false" : "true"});
+  emit(ctx, r);
+  if (bad && ctx.rank == 0)
+    std::fprintf(stderr, "symcomm-bench rma: FAILED: %s: %llu rounds received wrong data\n", impl, bad);
+  return bad;
 }
 
 // Host-API ping-pong on streams: put-signal then wait, per round.
@@ -350,6 +386,8 @@ int run_rma(Context& ctx) {
   pingpong(ctx, sig, "symcomm:device", ctx.comm, nullptr);
   pingpong(ctx, sig, "split:library_signal+raw_wait", ctx.comm, nullptr, Half::LibSignal);
   pingpong(ctx, sig, "split:raw_signal+library_wait", ctx.comm, nullptr, Half::LibWait);
+  const unsigned long long wrong =
+      pingpong(ctx, sig, "symcomm:device_put_signal", ctx.comm, nullptr, Half::PutSignal);
   for (const Variant& v : kVariants) pingpong(ctx, sig, v.name, ctx.comm, &v);
   stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
   const struct {
@@ -375,7 +413,7 @@ int run_rma(Context& ctx) {
   BENCH_SC(symcommFree(ctx.comm, sig));
   BENCH_CUDA(cudaFree(src));
   BENCH_SC(symcommFree(ctx.comm, dst));
-  return 0;
+  return wrong ? 1 : 0;
 }
 
 }  // namespace bench

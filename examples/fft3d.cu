@@ -3,6 +3,7 @@
 //
 //   symrun -n 8 build/bin/symcomm-fft3d [--n 512] [--grid 2x4] [--backend fused] [--iters 5]
 //                                       [--buffers symmetric|local] [--json FILE]
+//                                       [--machine NAME]
 //
 // Grid and backend are autotuned unless given (--grid 0x0 and --backend auto, the defaults):
 // the fastest backend depends on the pencils' layout, and these are axis-contiguous.
@@ -16,6 +17,12 @@
 // batches on GPUs; a radix-2 or plain DFT on the CPU in the host memory space). Checks: a
 // single Fourier mode transforms into one spike of height N, a random field comes back
 // after forward and inverse, and the Poisson solution matches sin(x) sin(y) sin(z).
+//
+// --json appends one record of symcomm-bench's format (bench/record.h, BENCH_FORMAT.md):
+// bench "decomp", op "fft3d_c2c", impl "symcomm:<backend>", bytes the largest pencil of any
+// rank, time_us per 3D FFT (one batch of --iters forward + inverse pairs, the slowest rank),
+// tflops at 5 N log2 N; machine from --machine (default: GPU model x ranks, or "host"),
+// commit from SYMCOMM_BENCH_COMMIT.
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -29,8 +36,9 @@
 #include <string>
 #include <vector>
 
-#include "symcomm/decomp.h"
+#include "bench/record.h"
 #include "check.h"
+#include "symcomm/decomp.h"
 #include "symcomm/symcomm.h"
 
 namespace {
@@ -159,12 +167,49 @@ double max_over_ranks(symcommComm_t comm, int nranks, double v) {
   return m;
 }
 
+// The --json record. Timed: 2 * iters FFTs in one batch after one untimed forward + inverse.
+bool write_record(const char* path, std::string machine, const Fft& f, const symcommDecompConfig_t& c,
+                  int64_t n, int nranks, size_t bytes, const char* backend, int iters,
+                  double time_us, double tflops, bool verified) {
+  if (machine.empty()) {
+    cudaDeviceProp prop{};
+    int device = 0;
+    if (f.gpu) {
+      CHECK_CUDA(cudaGetDevice(&device));
+      CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+    }
+    machine = bench::machine_name(f.gpu ? prop.name : nullptr, nranks);
+  }
+  const std::string ns = std::to_string(n), grid = std::to_string(c.pdims[0]) + "x" +
+                                                  std::to_string(c.pdims[1]);
+  bench::Record r;
+  r.bench = "decomp";
+  r.op = "fft3d_c2c";
+  r.impl = std::string("symcomm:") + backend;
+  r.dtype = "c32";
+  r.bytes = bytes;
+  r.shape = "[" + ns + "," + ns + "," + ns + "] " + std::to_string(c.pdims[0]) + " x " +
+            std::to_string(c.pdims[1]);
+  r.ranks = nranks;
+  r.time_us = time_us;
+  r.tflops = tflops;
+  r.iters = 2 * iters;
+  r.warmup = 2;
+  r.extra = {{"n", ns},
+             {"grid", "\"" + grid + "\""},
+             {"buffers", f.symmetric ? "\"symmetric\"" : "\"local\""},
+             {"space", f.gpu ? "\"cuda\"" : "\"host\""},
+             {"verified", verified ? "true" : "false"}};
+  return bench::append_record(path, machine, r);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t n = 64;
   int pr = 0, pc = 0, iters = 5;
   const char* json = nullptr;
+  std::string machine;
   const char* backend = "auto";
   bool symmetric = true;
   for (int i = 1; i < argc; ++i) {
@@ -173,12 +218,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!std::strcmp(argv[i], "--machine") && i + 1 < argc) machine = argv[++i];
     else if (!std::strcmp(argv[i], "--buffers") && i + 1 < argc &&
              (!std::strcmp(argv[i + 1], "symmetric") || !std::strcmp(argv[i + 1], "local")))
       symmetric = !std::strcmp(argv[++i], "symmetric");
     else {
       std::fprintf(stderr, "usage: symrun -n N symcomm-fft3d [--n POINTS] [--grid PRxPC] "
-                   "[--backend NAME|auto] [--iters K] [--buffers symmetric|local] [--json FILE]\n");
+                   "[--backend NAME|auto] [--iters K] [--buffers symmetric|local] [--json FILE] "
+                   "[--machine NAME]\n");
       return 2;
     }
   }
@@ -313,17 +360,10 @@ int main(int argc, char** argv) {
                 spike_err, round_err, poisson_err);
     std::printf("  %.3f ms per 3D FFT, %.1f GFLOP/s (5 N log2 N)\n%s\n", per_fft * 1e3, gflops,
                 ok ? "PASSED" : "FAILED");
-    if (json) {
-      FILE* out = std::fopen(json, "a");
-      if (out) {
-        std::fprintf(out, "{\"bench\": \"decomp\", \"op\": \"fft3d_c2c\", \"impl\": \"symcomm:%s\", "
-                     "\"dtype\": \"c32\", \"shape\": \"[%lld,%lld,%lld] %dx%d\", \"ranks\": %d, "
-                     "\"buffers\": \"%s\", \"time_us\": %.1f, \"tflops\": %.4f}\n", backend,
-                     static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n),
-                     c.pdims[0], c.pdims[1], nranks, f.symmetric ? "symmetric" : "local",
-                     per_fft * 1e6, gflops / 1e3);
-        std::fclose(out);
-      }
+    if (json && !write_record(json, machine, f, c, n, nranks, bytes, backend, iters,
+                              per_fft * 1e6, gflops / 1e3, ok)) {
+      std::fprintf(stderr, "symcomm-fft3d: cannot write %s\n", json);
+      ok = false;
     }
   }
   if (f.gpu) {
