@@ -395,7 +395,8 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
         },
         time_transposes,
         [](const Candidate& cand) {
-          return format("grid %3dx%-4d backend %-14s", cand.pr, cand.pc, cand.backend.c_str());
+          return format("grid %3dx%-4d backend %-14s", cand.pr, cand.pc,
+                        cand.backend.empty() ? "\"\"" : cand.backend.c_str());
         },
         "grid and transpose backend");
     chosen.pdims[0] = best.pr;

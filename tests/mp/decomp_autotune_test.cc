@@ -209,6 +209,14 @@ void expect_y_halo_works(symcommDecomp_t d, const int64_t* g) {
   SC_OK(symcommFree(mp::world(), ws));
 }
 
+// Creating a decomposition from `c` fails with `code` and an error that says `says`.
+void expect_rejected(const symcommDecompConfig_t& c, symcommResult_t code, const char* says) {
+  symcommDecomp_t d = nullptr;
+  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), code);
+  EXPECT_NE(std::strstr(symcommGetLastError(), says), nullptr) << symcommGetLastError();
+  EXPECT_EQ(d, nullptr);
+}
+
 // The configuration in force, checked to be the same on every rank.
 symcommDecompConfig_t agreed_choice(symcommDecomp_t d) {
   symcommDecompConfig_t chosen;
@@ -247,9 +255,7 @@ TEST(DecompAutotune, PicksAValidGrid) {
   }
   {
     mp::ScopedEnv grids("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", "3x7");
-    SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "no grid and backend candidate"), nullptr)
-        << symcommGetLastError();
+    expect_rejected(c, symcommInvalidArgument, "no grid and backend candidate");
   }
 }
 
@@ -257,12 +263,8 @@ TEST(DecompAutotune, PicksAValidGrid) {
 // different candidates and wait for each other.
 TEST(DecompAutotune, EnvironmentFiltersMustAgree) {
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
-  symcommDecomp_t d = nullptr;
   mp::ScopedEnv backends("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", mp::rank() == 0 ? "copy" : "");
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidUsage);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_DECOMP_AUTOTUNE_BACKENDS"), nullptr)
-      << symcommGetLastError();
-  EXPECT_EQ(d, nullptr);
+  expect_rejected(c, symcommInvalidUsage, "SYMCOMM_DECOMP_AUTOTUNE_BACKENDS");
 }
 
 TEST(DecompAutotune, BackendFilterIncludesAndExcludes) {
@@ -295,16 +297,11 @@ TEST(DecompAutotune, BackendFilterIncludesAndExcludes) {
     SC_OK(symcommDecompDestroy(r.decomp));
   }
   // A name that is not registered is an error, not an empty list.
-  symcommDecomp_t d = nullptr;
   std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy,!bogus");
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "'!bogus' is not a registered backend"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "'!bogus' is not a registered backend");
   // Everything excluded: no candidate.
   std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy,!copy");
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "no grid and backend candidate"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "no grid and backend candidate");
 }
 
 TEST(DecompAutotune, GridFilterIncludesAndExcludes) {
@@ -322,11 +319,8 @@ TEST(DecompAutotune, GridFilterIncludesAndExcludes) {
   EXPECT_NE(agreed_choice(r.decomp).pdims[0], 1);
   for (const Row& row : table(r.out0, "grid and transpose backend")) EXPECT_NE(row.pr, 1);
   SC_OK(symcommDecompDestroy(r.decomp));
-  symcommDecomp_t d = nullptr;
   std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "2by4");
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "'2by4' is not a grid PxQ"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "'2by4' is not a grid PxQ");
 }
 
 // {n, n, 3} points: every grid but n x 1 splits z (3 points) over several columns unevenly.
@@ -352,15 +346,10 @@ TEST(DecompAutotune, UnevenGridsOnlyWhenAllowed) {
   EXPECT_EQ(rows[0].pr, n);
   SC_OK(symcommDecompDestroy(r.decomp));
   // No even grid at all: a clear error.
-  symcommDecomp_t d = nullptr;
   c.gdims[0] = c.gdims[1] = c.gdims[2] = 2 * n + 1;
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_allow_uneven 0"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "autotune_allow_uneven 0");
   c.autotune_allow_uneven = 2;
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_allow_uneven is 2"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "autotune_allow_uneven is 2");
 }
 
 // The skip threshold acts after every timed round, warm-up or not: with autotune_skip 1, a
@@ -411,34 +400,22 @@ TEST(DecompAutotune, WeightsOfOneTranspose) {
 }
 
 TEST(DecompAutotune, BadSettingsAreRejected) {
-  symcommDecomp_t d = nullptr;
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
   c.autotune_type = static_cast<symcommDecompType_t>(7);
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_type 7 is not a symcommDecompType_t"),
-            nullptr) << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "autotune_type 7 is not a symcommDecompType_t");
   c = tiny_config(8, 8, 8);
   for (double& w : c.autotune_weights) w = 0;
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_weights are all 0"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "autotune_weights are all 0");
   c.autotune_weights[2] = -1;
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_weights[2] is -1"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "autotune_weights[2] is -1");
   // Halo settings are checked where halos are autotuned.
   c = tiny_config(8, 8, 8);
   std::snprintf(c.halo_backend, sizeof c.halo_backend, "auto");
   c.autotune_halo_axis = 3;
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_halo_axis is 3"), nullptr)
-      << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "autotune_halo_axis is 3");
   c.autotune_halo_axis = 0;
   for (int64_t& e : c.autotune_halo_extents) e = 0;
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "autotune_halo_extents are all 0"), nullptr)
-      << symcommGetLastError();
-  EXPECT_EQ(d, nullptr);
+  expect_rejected(c, symcommInvalidArgument, "autotune_halo_extents are all 0");
 }
 
 // Rank 0 prints a line per candidate and the final table; the other ranks print nothing.
@@ -502,8 +479,7 @@ TEST(DecompAutotune, HaloBackendGiven) {
   expect_y_halo_works(d, c.gdims);
   SC_OK(symcommDecompDestroy(d));
   std::snprintf(c.halo_backend, sizeof c.halo_backend, "bogus");
-  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "named bogus"), nullptr) << symcommGetLastError();
+  expect_rejected(c, symcommInvalidArgument, "named bogus");
 }
 
 // halo_backend "auto": every allowed backend is timed on halo exchanges on the grid given;
