@@ -157,7 +157,8 @@ void print_static() {
               "can run a call)\n");
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
     std::printf("  %s\n", symcommCollAlgorithmName(i));
-  std::printf("\nDecomposition backends (transposes and halos; preferred first)\n");
+  std::printf("\nDecomposition backends (each runs transposes and halo exchanges, as the "
+              "config's backend and halo_backend say; preferred first)\n");
   for (int i = 0; i < symcommDecompBackendCount(); ++i)
     std::printf("  %s\n", symcommDecompBackendName(i));
   std::printf("\nCollective selection table\n");

@@ -40,22 +40,51 @@ typedef struct {
    * pencil's complete axis the fastest, the others following cyclically (Y: y, z, x;
    * Z: z, x, y), as cuDecomp's axis-contiguous layouts. */
   int axis_contiguous[3];
-  /* Transpose and halo backend by name ("copy", ...; symcommDecompBackendName lists them),
-   * "" for the first registered one that can run on the communicator, or "auto" to
-   * autotune among them. */
+  /* Transpose backend by name ("copy", ...; symcommDecompBackendName lists them), "" for the
+   * first registered one that can run on the communicator (and the process grid), or "auto"
+   * to autotune among them. */
   char backend[32];
-  /* Autotuning (pdims 0 x 0 or backend "auto"): every candidate grid (each factorisation
-   * pr x pc, rows of consecutive ranks first) times backend runs X->Y, Y->Z, Z->Y, Y->X on
-   * pencils of autotune_type, autotune_warmup untimed then autotune_trials timed rounds;
-   * a candidate's score is the median over rounds of the weighted sum of each transpose's
-   * slowest rank; a candidate slower than autotune_skip times the best after its warm-up
-   * is abandoned. SYMCOMM_DECOMP_AUTOTUNE_GRIDS and _BACKENDS restrict the candidates.
-   * Rank 0 prints a line per candidate and the final table to stderr. */
-  symcommDecompType_t autotune_type;
-  int autotune_warmup;
-  int autotune_trials;
-  double autotune_weights[4]; /* X->Y, Y->Z, Z->Y, Y->X */
-  double autotune_skip;
+  /* Autotuning (pdims 0 x 0, backend "auto" or halo_backend "auto"; docs/decomp.md):
+   *
+   * Grid and transpose backend: every candidate grid (each factorisation pr x pc, rows of
+   * consecutive ranks first) times every candidate backend on X->Y, Y->Z, Z->Y, Y->X of
+   * pencils of autotune_type (transposes of weight 0 are not run): autotune_warmup untimed,
+   * then autotune_trials timed rounds. A round's score is the weighted sum of each
+   * transpose's slowest rank; a candidate's score is the median of its timed rounds. After
+   * every timed round a candidate whose median so far exceeds autotune_skip times the best
+   * score yet is abandoned ("skipped" in the final table). Rank 0 prints a line per
+   * candidate and the final table to stderr; the other ranks print nothing. */
+  symcommDecompType_t autotune_type; /* R32, R64, C32 or C64 (default C32)                  */
+  int autotune_warmup;               /* >= 0 (default 1)                                    */
+  int autotune_trials;               /* >= 1 (default 5)                                    */
+  double autotune_weights[4];        /* X->Y, Y->Z, Z->Y, Y->X: each >= 0, one > 0 (all 1)  */
+  double autotune_skip;              /* >= 1 (default 1.5)                                  */
+  /* Halo backend by name, "" for the transpose backend (default), or "auto" to autotune:
+   * on the grid and transpose backend given or chosen, every candidate backend times
+   * exchanges of the autotune_halo_axis pencil with halos autotune_halo_extents along every
+   * global axis of a non-zero extent (periodic where autotune_halo_periods), with the same
+   * rounds, median and skip rule; the fastest is the halo backend. */
+  char halo_backend[32];
+  /* Candidate filters (both "" by default: all): comma-separated entries; a plain entry
+   * includes, one starting with '!' excludes. Where there is a plain entry only the listed
+   * candidates remain; excluded ones never do. Grids as "2x4" ("1x8,2x4", "!8x1"), backends
+   * by name ("copy,sm", "!nccl,!nccl_pipelined"); the backend filter applies to the
+   * transpose and the halo candidates. A name that is not registered or a grid that is not
+   * PxQ is an error. The environment variables SYMCOMM_DECOMP_AUTOTUNE_GRIDS and
+   * _BACKENDS, where set, filter further with the same syntax; they must then be the same
+   * on every rank (checked). */
+  char autotune_grids[64];
+  char autotune_backends[128];
+  /* 0: grid autotuning skips grids that split a dimension unevenly (gdims[0] or gdims[1]
+   * not a multiple of pr, gdims[1] or gdims[2] not a multiple of pc); 1 (default, as
+   * cuDecomp): every grid is a candidate. */
+  int autotune_allow_uneven;
+  /* The halo autotuner's exchanges (halo_backend "auto"): the pencil axis (0 X, 1 Y, 2 Z;
+   * default 0), halo points per global axis (>= 0, one > 0; default 1, 1, 1) and
+   * periodicity per global axis (default 1, 1, 1). */
+  int autotune_halo_axis;
+  int64_t autotune_halo_extents[3];
+  int autotune_halo_periods[3];
 } symcommDecompConfig_t;
 
 #define SYMCOMM_DECOMP_CONFIG_MAGIC 0x53594443u /* "SYDC" */
@@ -68,12 +97,15 @@ typedef struct symcommDecomp* symcommDecomp_t;
 symcommResult_t symcommDecompCreate(symcommComm_t comm, const symcommDecompConfig_t* config,
                                     symcommDecomp_t* decomp);
 symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp);
-/* The registered backends' names, and the one a decomposition uses. */
+/* The registered backends' names, and the ones a decomposition uses for its transposes and
+ * for its halo exchanges. */
 int symcommDecompBackendCount(void);
 const char* symcommDecompBackendName(int index);
 symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name);
+symcommResult_t symcommDecompGetHaloBackend(symcommDecomp_t decomp, const char** name);
 
-/* The configuration in force: pdims and backend as given or as autotuning chose them. */
+/* The configuration in force: pdims, backend and halo_backend as given or as autotuning
+ * chose them (never "" or "auto"). */
 symcommResult_t symcommDecompGetConfig(symcommDecomp_t decomp, symcommDecompConfig_t* config);
 
 /* This rank's row and column in the process grid. */

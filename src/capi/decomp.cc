@@ -61,6 +61,11 @@ extern "C" symcommResult_t symcommDecompConfigInit(symcommDecompConfig_t* config
     config->autotune_trials = 5;
     for (double& w : config->autotune_weights) w = 1.0;
     config->autotune_skip = 1.5;
+    config->autotune_allow_uneven = 1;
+    for (int a = 0; a < 3; ++a) {
+      config->autotune_halo_extents[a] = 1;
+      config->autotune_halo_periods[a] = 1;
+    }
   });
 }
 
@@ -76,7 +81,8 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     c.check_live();
     const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, c.coll.get()};
     const bool tune = (config->pdims[0] == 0 && config->pdims[1] == 0) ||
-                      std::strncmp(config->backend, "auto", sizeof config->backend) == 0;
+                      std::strncmp(config->backend, "auto", sizeof config->backend) == 0 ||
+                      std::strncmp(config->halo_backend, "auto", sizeof config->halo_backend) == 0;
     auto d = std::make_unique<symcommDecomp>();
     d->comm = &c;
     d->decomp = tune ? Decomp::autotune(layers, *config) : Decomp::create(layers, *config);
@@ -142,6 +148,14 @@ extern "C" symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const
   });
 }
 
+extern "C" symcommResult_t symcommDecompGetHaloBackend(symcommDecomp_t decomp, const char** name) {
+  return guarded([] { return std::string("symcommDecompGetHaloBackend"); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(name);
+    *name = d.decomp->halo_backend().name();
+  });
+}
+
 extern "C" symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp,
                                                       symcommDecompType_t type, size_t* bytes) {
   return guarded([] { return std::string("symcommDecompWorkspaceSize"); }, [&] {
@@ -196,8 +210,8 @@ extern "C" symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp
                  [&] {
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(bytes);
-    *bytes = d.decomp->backend().halo_workspace(d.decomp->context(), axis, dim, type_bytes(type),
-                                                halo, padding);
+    *bytes = d.decomp->halo_backend().halo_workspace(d.decomp->halo_context(), axis, dim,
+                                                     type_bytes(type), halo, padding);
   });
 }
 
@@ -212,7 +226,7 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     c.check_live();
     check_stream(c, stream);
     const Decomp& dd = *d.decomp;
-    const DecompContext ctx = dd.context();
+    const DecompContext ctx = dd.halo_context();
     HaloCall h{};
     h.axis = axis;
     h.dim = dim;
@@ -221,11 +235,11 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     h.padding = padding;
     h.periodic = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
     h.stream = stream;
-    const size_t need = dd.backend().halo_workspace(ctx, axis, dim, h.elem, halo, padding);
+    const size_t need = dd.halo_backend().halo_workspace(ctx, axis, dim, h.elem, halo, padding);
     if (need == 0) return;  // no halo along dim
     SYMCOMM_REQUIRE_ARG(buffer);
     h.buffer = buffer;
     h.workspace = checked_workspace(c, workspace, need, "symcommDecompHaloWorkspaceSize");
-    dd.backend().halo(ctx, h);
+    dd.halo_backend().halo(ctx, h);
   });
 }

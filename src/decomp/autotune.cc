@@ -1,8 +1,13 @@
-// Autotuning a decomposition: every candidate process grid times every candidate backend on
-// the four transposes (CUDA events around each on GPUs); the best (lowest weighted time of
-// the slowest rank) wins.
+// Autotuning a decomposition (docs/decomp.md, "Autotuning"): first the process grid and the
+// transpose backend, every candidate grid x backend timed on the four transposes; then, where
+// asked for, the halo backend, every candidate timed on halo exchanges on the chosen grid.
+// Times are RmaBackend::time_us (CUDA events around each exchange on GPUs, the clock on the
+// host), the slowest rank's counting; the lowest score wins.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "base/log.h"
 #include "base/param.h"
@@ -10,56 +15,203 @@
 
 namespace symcomm {
 
-static const StringParam kGrids("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", "",
-                                "process grids the autotuner may try, e.g. 2x4,1x8 (empty: all)");
-static const StringParam kBackends("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", "",
-                                   "decomposition backends the autotuner may try (empty: all)");
+static const StringParam kGrids(
+    "SYMCOMM_DECOMP_AUTOTUNE_GRIDS", "",
+    "further filter on the autotuner's grids, as autotune_grids (2x4,!1x8); same on every rank");
+static const StringParam kBackends(
+    "SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", "",
+    "further filter on the autotuner's backends, as autotune_backends (!nccl); same on every rank");
 
 namespace {
 
-bool listed(const std::string& list, const std::string& item) {
-  if (list.empty()) return true;
+std::string field(const char* text, size_t size) { return std::string(text, strnlen(text, size)); }
+
+// An include/exclude filter: plain entries include (only they remain where there is one),
+// entries starting with '!' exclude.
+struct Filter {
+  std::vector<std::string> include, exclude;
+  bool allows(const std::string& item) const {
+    auto has = [&](const std::vector<std::string>& v) {
+      return std::find(v.begin(), v.end(), item) != v.end();
+    };
+    return !has(exclude) && (include.empty() || has(include));
+  }
+};
+
+// "PxQ" as the autotuner writes grids ("02x4" is "2x4"), or "" where `entry` is not one.
+std::string grid_name(const std::string& entry) {
+  int pr = 0, pc = 0, used = 0;
+  if (std::sscanf(entry.c_str(), "%dx%d%n", &pr, &pc, &used) != 2 ||
+      used != static_cast<int>(entry.size()) || pr < 1 || pc < 1)
+    return "";
+  return std::to_string(pr) + "x" + std::to_string(pc);
+}
+
+std::string backend_name(const std::string& entry) {
+  for (DecompBackend* b : decomp_backends())
+    if (entry == b->name()) return entry;
+  return "";
+}
+
+// Parses `text` (comma-separated, blanks around entries ignored) from `source`; every entry
+// goes through `canonical`, which returns "" for one that is not `expected`.
+Filter parse_filter(const std::string& text, const char* source,
+                    std::string (*canonical)(const std::string&), const char* expected) {
+  Filter f;
   size_t at = 0;
-  while (at <= list.size()) {
-    size_t end = list.find(',', at);
-    if (end == std::string::npos) end = list.size();
-    if (list.compare(at, end - at, item) == 0 && end - at == item.size()) return true;
+  while (at < text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    std::string entry = text.substr(at, end - at);
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    const bool exclude = !entry.empty() && entry[0] == '!';
+    const std::string name = canonical(entry.substr(exclude ? 1 : 0));
+    SYMCOMM_REQUIRE(!name.empty(), symcommInvalidArgument,
+                    "%s '%s': entry '%s' is not %s (optionally after '!')", source, text.c_str(),
+                    entry.c_str(), expected);
+    (exclude ? f.exclude : f.include).push_back(name);
     at = end + 1;
   }
-  return false;
+  return f;
+}
+
+// The environment's filter `p`, checked to be the same on every rank: ranks with different
+// candidates would time different exchanges and wait for each other forever.
+std::string agreed_env(const DecompLayers& layers, const StringParam& p) {
+  const std::string mine = p.get();
+  uint64_t bytes = mine.size();
+  layers.bootstrap.broadcast(&bytes, sizeof bytes, 0);
+  std::string root = mine;
+  root.resize(bytes);
+  if (bytes) layers.bootstrap.broadcast(root.data(), bytes, 0);
+  layers.bootstrap.agree(root == mine ? symcommSuccess : symcommInvalidUsage,
+                         format("%s is '%s' here but '%s' on rank 0: set it the same on every "
+                                "rank, or on none", p.name(), mine.c_str(), root.c_str()));
+  return mine;
+}
+
+// Checks what the autotuner reads (the same on every rank: checked before).
+void validate(const symcommDecompConfig_t& c, bool halo_open) {
+  SYMCOMM_REQUIRE(c.autotune_type == symcommR32 || c.autotune_type == symcommR64 ||
+                      c.autotune_type == symcommC32 || c.autotune_type == symcommC64,
+                  symcommInvalidArgument,
+                  "autotune_type %d is not a symcommDecompType_t (R32, R64, C32 or C64)",
+                  static_cast<int>(c.autotune_type));
+  SYMCOMM_REQUIRE(c.autotune_trials >= 1 && c.autotune_warmup >= 0 && c.autotune_skip >= 1.0,
+                  symcommInvalidArgument,
+                  "autotune_trials %d must be >= 1, autotune_warmup %d >= 0, autotune_skip %g >= 1",
+                  c.autotune_trials, c.autotune_warmup, c.autotune_skip);
+  double sum = 0;
+  for (int s = 0; s < 4; ++s) {
+    SYMCOMM_REQUIRE(std::isfinite(c.autotune_weights[s]) && c.autotune_weights[s] >= 0,
+                    symcommInvalidArgument,
+                    "autotune_weights[%d] is %g: each weight must be finite and >= 0", s,
+                    c.autotune_weights[s]);
+    sum += c.autotune_weights[s];
+  }
+  SYMCOMM_REQUIRE(sum > 0, symcommInvalidArgument,
+                  "autotune_weights are all 0: no transpose would count; give one a weight > 0");
+  SYMCOMM_REQUIRE(c.autotune_allow_uneven == 0 || c.autotune_allow_uneven == 1,
+                  symcommInvalidArgument, "autotune_allow_uneven is %d, must be 0 or 1",
+                  c.autotune_allow_uneven);
+  if (!halo_open) return;
+  SYMCOMM_REQUIRE(c.autotune_halo_axis >= 0 && c.autotune_halo_axis < 3, symcommInvalidArgument,
+                  "autotune_halo_axis is %d, must be 0, 1 or 2", c.autotune_halo_axis);
+  int64_t any = 0;
+  for (int a = 0; a < 3; ++a) {
+    SYMCOMM_REQUIRE(c.autotune_halo_extents[a] >= 0, symcommInvalidArgument,
+                    "autotune_halo_extents[%d] is %lld, must be >= 0", a,
+                    static_cast<long long>(c.autotune_halo_extents[a]));
+    any += c.autotune_halo_extents[a];
+  }
+  SYMCOMM_REQUIRE(any > 0, symcommInvalidArgument,
+                  "halo_backend is \"auto\" but autotune_halo_extents are all 0: no halo "
+                  "exchange to time");
 }
 
 size_t elem_bytes(symcommDecompType_t t) { return t == symcommR32 ? 4 : t == symcommC64 ? 16 : 8; }
 
+// The largest of every rank's `mine`.
+template <typename T>
+T max_over_ranks(const DecompLayers& layers, T mine) {
+  std::vector<T> all(static_cast<size_t>(layers.topology.nranks));
+  layers.bootstrap.allgather(&mine, sizeof mine, all.data());
+  return *std::max_element(all.begin(), all.end());
+}
+
+// Microseconds that `work` takes on the slowest rank.
+double slowest_us(const DecompLayers& layers, const std::function<void()>& work) {
+  return max_over_ranks(layers, layers.rma.backend().time_us(nullptr, work));
+}
+
 struct Candidate {
-  int pr, pc;
-  std::string backend;
-  double score_us = -1;  // -1: not run; -2: skipped; -3: cannot run here
+  int pr = 0, pc = 0;
+  std::string backend;  // "" (transposes): the first that can run, named once it ran
+  enum { kNotRun, kRan, kSkipped, kCannotRun } outcome = kNotRun;
+  double score_us = 0;
+  std::string why;  // kCannotRun: the error
 };
 
-// Runs one candidate: warm-up rounds, then timed rounds. Returns the score, or -2 when the
-// warm-up already shows it `skip` times slower than `best`.
-double measure(const DecompLayers& layers, const symcommDecompConfig_t& c, double best) {
+// The rounds of one candidate: `round` runs one and returns its time (the slowest rank's).
+// Sets the median of the timed rounds as the score, or kSkipped as soon as the median so far
+// (checked after every timed round) exceeds `skip` x `best` (< 0: no best yet).
+void run_rounds(const symcommDecompConfig_t& c, double best, const std::function<double()>& round,
+                Candidate& cand) {
+  for (int r = 0; r < c.autotune_warmup; ++r) round();
+  std::vector<double> timed;
+  for (int r = 0; r < c.autotune_trials; ++r) {
+    timed.push_back(round());
+    std::vector<double> sorted = timed;
+    std::sort(sorted.begin(), sorted.end());
+    cand.score_us = sorted[sorted.size() / 2];
+    cand.outcome = Candidate::kRan;
+    if (best >= 0 && cand.score_us > c.autotune_skip * best) {
+      cand.outcome = Candidate::kSkipped;
+      return;
+    }
+  }
+}
+
+// Symmetric buffers of the same size on every rank (the largest any rank asks for), so that
+// every memory space and every backend's direct path can use them; freed collectively.
+class Buffers {
+ public:
+  explicit Buffers(const DecompLayers& layers) : layers_(layers) {}
+  char* get(size_t bytes) {
+    bytes = std::max<size_t>(max_over_ranks(layers_, bytes), 1);  // the heap refuses 0 bytes
+    all_.push_back(static_cast<char*>(layers_.heap.malloc(bytes)));
+    return all_.back();
+  }
+  void free() {
+    for (auto it = all_.rbegin(); it != all_.rend(); ++it) layers_.heap.free(*it);
+    all_.clear();
+  }
+
+ private:
+  const DecompLayers& layers_;
+  std::vector<char*> all_;
+};
+
+// A grid x backend candidate on the four transposes (those of weight > 0).
+void time_transposes(const DecompLayers& layers, const symcommDecompConfig_t& c, double best,
+                     Candidate& cand) {
   std::unique_ptr<Decomp> d = Decomp::create(layers, c);
+  cand.backend = d->backend().name();
   const size_t e = elem_bytes(c.autotune_type);
   const DecompContext ctx = d->context();
   int64_t most = 0;
-  for (int a = 0; a < 3; ++a) most = std::max(most, d->geometry().pencil(d->rank(), a, nullptr, nullptr).size);
-  // Symmetric buffers, so that every memory space can hold them; the same on every rank.
-  int64_t largest = most;
-  std::vector<int64_t> all(static_cast<size_t>(layers.topology.nranks));
-  layers.bootstrap.allgather(&most, sizeof most, all.data());
-  for (int64_t v : all) largest = std::max(largest, v);
-  Heap& heap = layers.heap;
-  char* buf[2] = {static_cast<char*>(heap.malloc(static_cast<size_t>(largest) * e)),
-                  static_cast<char*>(heap.malloc(static_cast<size_t>(largest) * e))};
-  char* ws = static_cast<char*>(heap.malloc(d->backend().transpose_workspace(ctx, e)));
+  for (int a = 0; a < 3; ++a)
+    most = std::max(most, d->geometry().pencil(d->rank(), a, nullptr, nullptr).size);
+  Buffers buffers(layers);
+  char* buf[2] = {buffers.get(static_cast<size_t>(most) * e),
+                  buffers.get(static_cast<size_t>(most) * e)};
+  char* ws = buffers.get(d->backend().transpose_workspace(ctx, e));
   const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
-  std::vector<double> scores;
-  double result = 0;
-  for (int round = 0; round < c.autotune_warmup + c.autotune_trials; ++round) {
+  run_rounds(c, best, [&] {
     double weighted = 0;
     for (int s = 0; s < 4; ++s) {
+      if (c.autotune_weights[s] == 0) continue;
       TransposeCall t{};
       t.from = steps[s][0];
       t.to = steps[s][1];
@@ -69,102 +221,208 @@ double measure(const DecompLayers& layers, const symcommDecompConfig_t& c, doubl
       t.elem = e;
       t.in = d->geometry().pencil(d->rank(), t.from, nullptr, nullptr);
       t.out = d->geometry().pencil(d->rank(), t.to, nullptr, nullptr);
-      double us = layers.rma.backend().time_us(nullptr, [&] { d->backend().transpose(ctx, t); });
-      std::vector<double> times(static_cast<size_t>(layers.topology.nranks));
-      layers.bootstrap.allgather(&us, sizeof us, times.data());  // the slowest rank counts
-      weighted += c.autotune_weights[s] * *std::max_element(times.begin(), times.end());
+      weighted += c.autotune_weights[s] * slowest_us(layers, [&] { d->backend().transpose(ctx, t); });
     }
-    if (round < c.autotune_warmup) {
-      if (best > 0 && weighted > c.autotune_skip * best) {
-        result = -2;
-        break;
-      }
-      continue;
+    return weighted;
+  }, cand);
+  buffers.free();
+}
+
+// A halo backend candidate (c.halo_backend): exchanges of the autotune_halo_axis pencil along
+// every global axis of a non-zero autotune_halo_extents, one after the other.
+void time_halos(const DecompLayers& layers, const symcommDecompConfig_t& c, double best,
+                Candidate& cand) {
+  std::unique_ptr<Decomp> d = Decomp::create(layers, c);
+  DecompBackend& b = d->halo_backend();
+  const DecompContext ctx = d->halo_context();
+  const size_t e = elem_bytes(c.autotune_type);
+  const int axis = c.autotune_halo_axis;
+  const int64_t* halo = c.autotune_halo_extents;
+  // Agreed: halos wider than a part fail every rank alike (the plans cover every rank).
+  size_t ws_bytes = 0;
+  layers.bootstrap.agree_on([&] {
+    for (int dim = 0; dim < 3; ++dim)
+      if (halo[dim] > 0) ws_bytes = std::max(ws_bytes, b.halo_workspace(ctx, axis, dim, e, halo, nullptr));
+  });
+  Buffers buffers(layers);
+  char* buf = buffers.get(static_cast<size_t>(d->geometry().pencil(d->rank(), axis, halo, nullptr).size) * e);
+  char* ws = buffers.get(ws_bytes);
+  run_rounds(c, best, [&] {
+    double total = 0;
+    for (int dim = 0; dim < 3; ++dim) {
+      if (halo[dim] == 0) continue;
+      HaloCall h{};
+      h.axis = axis;
+      h.dim = dim;
+      h.buffer = buf;
+      h.workspace = ws;
+      h.elem = e;
+      h.halo = halo;
+      h.padding = nullptr;
+      h.periodic = c.autotune_halo_periods[dim] != 0;
+      total += slowest_us(layers, [&] { b.halo(ctx, h); });
     }
-    scores.push_back(weighted);
+    return total;
+  }, cand);
+  buffers.free();
+}
+
+// Times every candidate with `measure` (the configuration `config_of` makes for it), printing a
+// line per candidate and then the table on rank 0 (`label` names a candidate there); returns
+// the winner. A candidate that cannot run (does not fit the dimensions, or its backend cannot
+// run here: agreed failures) is marked so; any other failure ends autotuning.
+const Candidate& tune(const DecompLayers& layers, const symcommDecompConfig_t& config,
+                      std::vector<Candidate>& candidates,
+                      const std::function<symcommDecompConfig_t(const Candidate&)>& config_of,
+                      void (*measure)(const DecompLayers&, const symcommDecompConfig_t&, double,
+                                      Candidate&),
+                      const std::function<std::string(const Candidate&)>& label,
+                      const char* what) {
+  const bool talk = layers.topology.rank == 0;
+  const Candidate* winner = nullptr;
+  std::string last_failure;
+  for (Candidate& cand : candidates) {
+    try {
+      measure(layers, config_of(cand), winner ? winner->score_us : -1, cand);
+    } catch (const Error& e) {
+      if (e.code() != symcommInvalidArgument && e.code() != symcommNotSupported) throw;
+      cand.outcome = Candidate::kCannotRun;
+      cand.why = last_failure = e.what();
+    }
+    if (cand.outcome == Candidate::kRan && (!winner || cand.score_us < winner->score_us))
+      winner = &cand;
+    if (talk)
+      std::fprintf(stderr, "symcomm autotune: %s %s\n", label(cand).c_str(),
+                   cand.outcome == Candidate::kRan ? format("%.1f us", cand.score_us).c_str()
+                   : cand.outcome == Candidate::kSkipped
+                       ? format("skipped (median %.1f us > autotune_skip %g x the best)",
+                                cand.score_us, config.autotune_skip).c_str()
+                       : ("cannot run: " + cand.why).c_str());
   }
-  if (result == 0) {
-    std::sort(scores.begin(), scores.end());
-    result = scores.empty() ? -2 : scores[scores.size() / 2];
+  SYMCOMM_REQUIRE(winner, symcommNotSupported, "no %s autotuning candidate could run%s%s", what,
+                  last_failure.empty() ? "" : "; the last failure: ", last_failure.c_str());
+  if (talk) {
+    std::fprintf(stderr, "symcomm autotune: %s table (score in us)\n", what);
+    for (const Candidate& cand : candidates)
+      std::fprintf(stderr, "symcomm autotune: %s %s%s\n", label(cand).c_str(),
+                   cand.outcome == Candidate::kRan       ? format("%.1f", cand.score_us).c_str()
+                   : cand.outcome == Candidate::kSkipped ? "skipped"
+                                                         : "cannot run",
+                   &cand == winner ? "  <- chosen" : "");
   }
-  heap.free(ws);
-  heap.free(buf[1]);
-  heap.free(buf[0]);
-  return result;
+  return *winner;
+}
+
+// Splits a dimension unevenly (cuDecomp's test): rows split x and y, columns y and z.
+bool uneven(const symcommDecompConfig_t& c, int pr, int pc) {
+  return c.gdims[0] % pr || c.gdims[1] % pr || c.gdims[1] % pc || c.gdims[2] % pc;
 }
 
 }  // namespace
 
 std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
                                          const symcommDecompConfig_t& config) {
+  // Agreed, before any field is read: a configuration of another header version would be
+  // read out of bounds below.
+  layers.bootstrap.agree_on([&] {
+    SYMCOMM_REQUIRE(config.magic == SYMCOMM_DECOMP_CONFIG_MAGIC &&
+                        config.struct_size == sizeof config,
+                    symcommInvalidArgument,
+                    "config was not initialised with symcommDecompConfigInit (or header and "
+                    "library differ)");
+  });
+  // The same on every rank, so that every rank makes the same candidates.
+  require_same_config(layers, config);
   const int n = layers.topology.nranks;
   const bool grid_open = config.pdims[0] == 0 && config.pdims[1] == 0;
-  const std::string wanted(config.backend, strnlen(config.backend, sizeof config.backend));
+  const std::string wanted = field(config.backend, sizeof config.backend);
   const bool backend_open = wanted == "auto";
-  SYMCOMM_REQUIRE(config.autotune_trials >= 1 && config.autotune_warmup >= 0 &&
-                      config.autotune_skip >= 1.0,
-                  symcommInvalidArgument,
-                  "autotune_trials %d must be >= 1, autotune_warmup %d >= 0, autotune_skip %g >= 1",
-                  config.autotune_trials, config.autotune_warmup, config.autotune_skip);
-  std::vector<Candidate> candidates;
-  const std::string grids = kGrids.get(), backends = kBackends.get();
-  for (int pr = 1; pr <= n; ++pr) {
-    if (n % pr) continue;
-    const int pc = n / pr;
-    if (!grid_open && (pr != config.pdims[0] || pc != config.pdims[1])) continue;
-    if (grid_open && !listed(grids, std::to_string(pr) + "x" + std::to_string(pc))) continue;
-    for (DecompBackend* b : decomp_backends()) {
-      if (backend_open ? !listed(backends, b->name()) : !(wanted.empty() ? b == decomp_backends().front()
-                                                                         : wanted == b->name()))
-        continue;
-      candidates.push_back(Candidate{pr, pc, b->name()});
-    }
-  }
-  // Rows of consecutive ranks first: pc as large as possible (the grid 1 x n) first.
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.pc > b.pc; });
-  SYMCOMM_REQUIRE(!candidates.empty(), symcommInvalidArgument,
-                  "the autotuner has no candidate (SYMCOMM_DECOMP_AUTOTUNE_GRIDS='%s', "
-                  "SYMCOMM_DECOMP_AUTOTUNE_BACKENDS='%s', backend '%s')", grids.c_str(),
-                  backends.c_str(), wanted.c_str());
-  const bool talk = layers.topology.rank == 0;
-  double best = 0;
-  const Candidate* winner = nullptr;
-  for (Candidate& cand : candidates) {
-    symcommDecompConfig_t c = config;
-    c.pdims[0] = cand.pr;
-    c.pdims[1] = cand.pc;
-    std::snprintf(c.backend, sizeof c.backend, "%s", cand.backend.c_str());
-    try {
-      cand.score_us = measure(layers, c, best);
-    } catch (const Error& e) {
-      if (e.code() != symcommInvalidArgument && e.code() != symcommNotSupported) throw;
-      cand.score_us = -3;  // this grid does not fit the dimensions, or the backend cannot run
-    }
-    if (cand.score_us > 0 && (!winner || cand.score_us < best)) {
-      best = cand.score_us;
-      winner = &cand;
-    }
-    if (talk)
-      std::fprintf(stderr, "symcomm autotune: grid %dx%d backend %-14s %s\n", cand.pr, cand.pc,
-                   cand.backend.c_str(),
-                   cand.score_us > 0 ? format("%.1f us", cand.score_us).c_str()
-                   : cand.score_us == -2 ? "skipped (slower than the best after warm-up)"
-                                         : "cannot run");
-  }
-  SYMCOMM_REQUIRE(winner, symcommNotSupported, "no autotuning candidate could run");
-  if (talk) {
-    std::fprintf(stderr, "symcomm autotune: %-8s %-14s %s\n", "grid", "backend", "score (us)");
-    for (const Candidate& cand : candidates)
-      std::fprintf(stderr, "symcomm autotune: %3dx%-4d %-14s %s%s\n", cand.pr, cand.pc,
-                   cand.backend.c_str(),
-                   cand.score_us > 0 ? format("%.1f", cand.score_us).c_str() : "-",
-                   &cand == winner ? "  <- chosen" : "");
-  }
+  const bool halo_open = field(config.halo_backend, sizeof config.halo_backend) == "auto";
+  const std::string env_grids = agreed_env(layers, kGrids);
+  const std::string env_backends = agreed_env(layers, kBackends);
+  Filter grids, backends, more_grids, more_backends;
+  layers.bootstrap.agree_on([&] {
+    validate(config, halo_open);
+    grids = parse_filter(field(config.autotune_grids, sizeof config.autotune_grids),
+                         "autotune_grids", grid_name, "a grid PxQ");
+    backends = parse_filter(field(config.autotune_backends, sizeof config.autotune_backends),
+                            "autotune_backends", backend_name, "a registered backend");
+    more_grids = parse_filter(env_grids, kGrids.name(), grid_name, "a grid PxQ");
+    more_backends = parse_filter(env_backends, kBackends.name(), backend_name,
+                                 "a registered backend");
+  });
+  auto backend_allowed = [&](const std::string& name) {
+    return backends.allows(name) && more_backends.allows(name);
+  };
+  const std::string filters =
+      format("autotune_grids '%s', autotune_backends '%s', autotune_allow_uneven %d, %s '%s', "
+             "%s '%s'", field(config.autotune_grids, sizeof config.autotune_grids).c_str(),
+             field(config.autotune_backends, sizeof config.autotune_backends).c_str(),
+             config.autotune_allow_uneven, kGrids.name(), env_grids.c_str(), kBackends.name(),
+             env_backends.c_str());
   symcommDecompConfig_t chosen = config;
-  chosen.pdims[0] = winner->pr;
-  chosen.pdims[1] = winner->pc;
-  std::snprintf(chosen.backend, sizeof chosen.backend, "%s", winner->backend.c_str());
+  chosen.halo_backend[0] = '\0';  // the transposes' candidates: halo exchanges do not count
+  if (grid_open || backend_open) {
+    std::vector<Candidate> candidates;
+    for (int pr = 1; pr <= n; ++pr) {
+      if (n % pr) continue;
+      const int pc = n / pr;
+      if (!grid_open && (pr != config.pdims[0] || pc != config.pdims[1])) continue;
+      const std::string name = std::to_string(pr) + "x" + std::to_string(pc);
+      if (grid_open && (!grids.allows(name) || !more_grids.allows(name) ||
+                        (!config.autotune_allow_uneven && uneven(config, pr, pc))))
+        continue;
+      if (!backend_open) {
+        candidates.push_back(Candidate{pr, pc, wanted});
+        continue;
+      }
+      for (DecompBackend* b : decomp_backends())
+        if (backend_allowed(b->name())) candidates.push_back(Candidate{pr, pc, b->name()});
+    }
+    // Rows of consecutive ranks first: pc as large as possible (the grid 1 x n) first.
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.pc > b.pc; });
+    SYMCOMM_REQUIRE(!candidates.empty(), symcommInvalidArgument,
+                    "the autotuner has no grid and backend candidate (%s)", filters.c_str());
+    const Candidate& best = tune(
+        layers, config, candidates,
+        [&](const Candidate& cand) {
+          symcommDecompConfig_t c = chosen;
+          c.pdims[0] = cand.pr;
+          c.pdims[1] = cand.pc;
+          std::snprintf(c.backend, sizeof c.backend, "%s", cand.backend.c_str());
+          return c;
+        },
+        time_transposes,
+        [](const Candidate& cand) {
+          return format("grid %3dx%-4d backend %-14s", cand.pr, cand.pc,
+                        cand.backend.empty() ? "\"\"" : cand.backend.c_str());
+        },
+        "grid and transpose backend");
+    chosen.pdims[0] = best.pr;
+    chosen.pdims[1] = best.pc;
+    std::snprintf(chosen.backend, sizeof chosen.backend, "%s", best.backend.c_str());
+  }
+  std::memcpy(chosen.halo_backend, config.halo_backend, sizeof chosen.halo_backend);
+  if (halo_open) {
+    std::vector<Candidate> candidates;
+    for (DecompBackend* b : decomp_backends())
+      if (backend_allowed(b->name()))
+        candidates.push_back(Candidate{chosen.pdims[0], chosen.pdims[1], b->name()});
+    SYMCOMM_REQUIRE(!candidates.empty(), symcommInvalidArgument,
+                    "the autotuner has no halo backend candidate (%s)", filters.c_str());
+    const Candidate& best = tune(
+        layers, config, candidates,
+        [&](const Candidate& cand) {
+          symcommDecompConfig_t c = chosen;
+          std::snprintf(c.halo_backend, sizeof c.halo_backend, "%s", cand.backend.c_str());
+          return c;
+        },
+        time_halos,
+        [](const Candidate& cand) { return format("halo backend %-14s", cand.backend.c_str()); },
+        "halo backend");
+    std::snprintf(chosen.halo_backend, sizeof chosen.halo_backend, "%s", best.backend.c_str());
+  }
   return create(layers, chosen);
 }
 

@@ -7,10 +7,37 @@
 namespace symcomm {
 
 namespace {
-std::string backend_name(const symcommDecompConfig_t& c) {
-  return std::string(c.backend, strnlen(c.backend, sizeof c.backend));
+
+std::string field(const char* text, size_t size) { return std::string(text, strnlen(text, size)); }
+
+// The backend named `wanted`, or ("") the first registered that can run; throws where none
+// can, a registered one asked for by name saying why.
+DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx) {
+  for (DecompBackend* b : decomp_backends())
+    if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) return b;
+  for (DecompBackend* b : decomp_backends())
+    if (wanted == b->name()) {
+      const std::string why = b->why_not(ctx);
+      SYMCOMM_THROW(symcommNotSupported,
+                    "no decomposition backend named %s can run on this communicator%s%s",
+                    wanted.c_str(), why.empty() ? "" : ": ", why.c_str());
+    }
+  SYMCOMM_THROW(wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
+                "no decomposition backend %s%scan run on this communicator",
+                wanted.empty() ? "" : "named ", wanted.c_str());
 }
+
 }  // namespace
+
+void require_same_config(const DecompLayers& layers, const symcommDecompConfig_t& config) {
+  std::vector<symcommDecompConfig_t> all(static_cast<size_t>(layers.topology.nranks));
+  layers.bootstrap.allgather(&config, sizeof config, all.data());
+  for (int r = 0; r < layers.topology.nranks; ++r)
+    SYMCOMM_REQUIRE(std::memcmp(&all[static_cast<size_t>(r)], &config, sizeof config) == 0,
+                    symcommInvalidUsage,
+                    "symcommDecompCreate is collective with the same configuration on every "
+                    "rank: rank %d's differs from this rank's", r);
+}
 
 Decomp::Decomp(const DecompLayers& layers, const symcommDecompConfig_t& config)
     : layers_(layers), geometry_(config, layers.topology.nranks) {}
@@ -19,45 +46,31 @@ std::unique_ptr<Decomp> Decomp::create(const DecompLayers& layers,
                                        const symcommDecompConfig_t& config) {
   std::unique_ptr<Decomp> d;
   layers.bootstrap.agree_on([&] { d.reset(new Decomp(layers, config)); });
-  std::vector<symcommDecompConfig_t> all(static_cast<size_t>(layers.topology.nranks));
-  layers.bootstrap.allgather(&config, sizeof config, all.data());
-  for (int r = 0; r < layers.topology.nranks; ++r)
-    SYMCOMM_REQUIRE(std::memcmp(&all[static_cast<size_t>(r)], &config, sizeof config) == 0,
-                    symcommInvalidUsage,
-                    "symcommDecompCreate is collective with the same configuration on every "
-                    "rank: rank %d's differs from this rank's", r);
+  require_same_config(layers, config);
   // Rows and columns as teams, for the barriers of the exchanges.
   const bool row_major = config.rank_order == symcommRowMajor;
   auto [x, y] = layers.rma.split_2d(SYMCOMM_TEAM_WORLD,
                                     row_major ? config.pdims[1] : config.pdims[0]);
   d->row_team_ = row_major ? x : y;
   d->col_team_ = row_major ? y : x;
-  const std::string wanted = backend_name(config);
   const DecompContext ctx = d->context();
   // Agreed: a backend that can run on some ranks only (NCCL missing on one node) fails all.
+  // The halo backend "" is the transpose backend.
   layers.bootstrap.agree_on([&] {
-    for (DecompBackend* b : decomp_backends())
-      if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) {
-        d->backend_ = b;
-        break;
-      }
-    // A registered backend that cannot run here says why.
-    for (DecompBackend* b : decomp_backends())
-      if (!d->backend_ && wanted == b->name()) {
-        const std::string why = b->why_not(ctx);
-        SYMCOMM_THROW(symcommNotSupported,
-                      "no decomposition backend named %s can run on this communicator%s%s",
-                      wanted.c_str(), why.empty() ? "" : ": ", why.c_str());
-      }
-    SYMCOMM_REQUIRE(d->backend_, wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
-                    "no decomposition backend %s%scan run on this communicator",
-                    wanted.empty() ? "" : "named ", wanted.c_str());
+    d->backend_ = pick_backend(field(config.backend, sizeof config.backend), ctx);
+    const std::string halo = field(config.halo_backend, sizeof config.halo_backend);
+    d->halo_backend_ = halo.empty() ? d->backend_ : pick_backend(halo, ctx);
   });
-  // Collective: what the backend sets up once (the nccl backend's communicators), and what
-  // it keeps for this decomposition (nccl_pipelined's stream).
+  // Collective: what the backends set up once (the nccl backend's communicators), and what
+  // they keep for this decomposition (nccl_pipelined's stream); once for a backend that runs
+  // both the transposes and the halo exchanges.
   layers.bootstrap.agree_on([&] {
     d->backend_->prepare(ctx);
     d->state_ = d->backend_->make_state(ctx);
+    if (d->halo_backend_ != d->backend_) {
+      d->halo_backend_->prepare(ctx);
+      d->halo_state_ = d->halo_backend_->make_state(ctx);
+    }
   });
   return d;
 }
@@ -67,14 +80,15 @@ Decomp::~Decomp() {
   if (col_team_ != SYMCOMM_TEAM_INVALID) layers_.rma.destroy(col_team_);
 }
 
-DecompContext Decomp::context() const {
+DecompContext Decomp::context_with(DecompState* state) const {
   return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma, row_team_,
-                       col_team_, layers_.coll, state_.get()};
+                       col_team_, layers_.coll, state};
 }
 
 symcommDecompConfig_t Decomp::config() const {
   symcommDecompConfig_t c = geometry_.config();
   std::snprintf(c.backend, sizeof c.backend, "%s", backend_->name());
+  std::snprintf(c.halo_backend, sizeof c.halo_backend, "%s", halo_backend_->name());
   return c;
 }
 

@@ -557,51 +557,6 @@ INSTANTIATE_TEST_SUITE_P(Registered, DecompBackends, ::testing::ValuesIn(backend
                            return info.param;
                          });
 
-TEST(Decomp, AutotunerPicksAValidGrid) {
-  symcommDecompConfig_t c;
-  symcommDecompConfigInit(&c);
-  c.gdims[0] = 12;
-  c.gdims[1] = 10;
-  c.gdims[2] = 8;
-  c.autotune_trials = 2;
-  std::snprintf(c.backend, sizeof c.backend, "auto");
-  symcommDecomp_t d;
-  SC_OK(symcommDecompCreate(mp::world(), &c, &d));  // pdims 0 x 0: autotune
-  symcommDecompConfig_t chosen;
-  SC_OK(symcommDecompGetConfig(d, &chosen));
-  EXPECT_EQ(chosen.pdims[0] * chosen.pdims[1], mp::nranks());
-  // The fastest backend wins, whichever it is here: one of the registered.
-  const std::vector<std::string> names = backend_names();
-  EXPECT_NE(std::find(names.begin(), names.end(), std::string(chosen.backend)), names.end())
-      << chosen.backend;
-  // Every rank made the same choice.
-  std::vector<symcommDecompConfig_t> all(static_cast<size_t>(mp::nranks()));
-  SC_OK(symcommHostAllgather(mp::world(), &chosen, all.data(), sizeof chosen));
-  for (int r = 0; r < mp::nranks(); ++r) {
-    EXPECT_EQ(all[static_cast<size_t>(r)].pdims[0], chosen.pdims[0]);
-    EXPECT_EQ(all[static_cast<size_t>(r)].pdims[1], chosen.pdims[1]);
-    EXPECT_STREQ(all[static_cast<size_t>(r)].backend, chosen.backend);
-  }
-  SC_OK(symcommDecompDestroy(d));
-  // The chosen grid transposes correctly.
-  const Layout plain{0, {0, 0, 0}, {0, 0, 0}, false};
-  round_trip(chosen.backend, chosen.pdims[0], chosen.pdims[1], c.gdims, plain, symcommRowMajor);
-  // Filters: one allowed grid is the one chosen; none allowed is an error.
-  const std::string only = "1x" + std::to_string(mp::nranks());
-  {
-    mp::ScopedEnv grids("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", only);
-    SC_OK(symcommDecompCreate(mp::world(), &c, &d));
-    SC_OK(symcommDecompGetConfig(d, &chosen));
-    EXPECT_EQ(chosen.pdims[0], 1);
-    SC_OK(symcommDecompDestroy(d));
-  }
-  {
-    mp::ScopedEnv grids("SYMCOMM_DECOMP_AUTOTUNE_GRIDS", "3x7");
-    SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "no candidate"), nullptr) << symcommGetLastError();
-  }
-}
-
 TEST(Decomp, OutlivingItsCommunicator) {
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);
