@@ -12,8 +12,8 @@
  * n / p + (k < n % p) points starting at k * (n / p) + min(k, n % p): uneven splits are
  * allowed, the first parts holding one point more.
  *
- * This header has the grid descriptor and the pencil geometry. Transposes and halo
- * exchanges come next (docs/decomp.md).
+ * This header has the grid descriptor, the pencil geometry, transposes between pencils and
+ * halo exchanges (docs/decomp.md).
  */
 #ifndef SYMCOMM_DECOMP_H_
 #define SYMCOMM_DECOMP_H_
@@ -151,7 +151,18 @@ symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp, symcommDecomp
  * Allowed: X->Y, Y->Z, Z->Y, Y->X. Halos and paddings (may be NULL) describe each buffer's
  * layout as in symcommDecompPencilInfo; halo points are neither read nor written. input and
  * output may be the same buffer (large enough for both pencils). `workspace` is a symmetric
- * buffer of symcommDecompWorkspaceSize bytes, the same object on every rank. */
+ * buffer with symcommDecompWorkspaceSize bytes from `workspace` to the end of its
+ * allocation, the same object on every rank.
+ *
+ * input and output are each either symmetric (symcommMalloc, holding the pencil within the
+ * allocation) on every rank, the same object and with the same halo and padding, or
+ * non-symmetric on every rank: backends read peers' symmetric inputs or write into their
+ * symmetric outputs directly, and each rank chooses that path from its own arguments. Not
+ * checked per call (it takes a host round trip); SYMCOMM_DECOMP_CHECK=1 checks it, failing
+ * every rank with symcommInvalidUsage. A non-symmetric buffer must be memory the
+ * communicator's device accesses at that address: in the cuda memory space device memory of
+ * its GPU, managed memory, or pinned host memory, not pageable host memory
+ * (symcommInvalidArgument). */
 symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int from, int to, const void* input,
                                        void* output, void* workspace, symcommDecompType_t type,
                                        const int64_t in_halo[3], const int64_t in_padding[3],
@@ -169,7 +180,8 @@ symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp, int axis,
  * leaving the halo alone at a non-periodic boundary. The slabs span the halos of the other
  * axes too, so exchanging x, then y, then z fills the corners. Every part of a split axis
  * must hold at least halo[dim] points. `workspace`: symcommDecompHaloWorkspaceSize bytes,
- * symmetric, the same object on every rank. */
+ * symmetric, the same object on every rank. `buffer` follows the transposes' rule: symmetric
+ * on every rank (the same object) or on none, and accessible to the device. */
 symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, int dim, void* buffer,
                                   void* workspace, symcommDecompType_t type, const int64_t halo[3],
                                   const int64_t padding[3], const int periodic[3],

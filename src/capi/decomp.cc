@@ -1,6 +1,9 @@
 // Pencil decompositions: argument checks and dispatch to src/decomp.
 #include <cstring>
+#include <exception>
+#include <vector>
 
+#include "base/param.h"
 #include "capi/guard.h"
 #include "decomp/decomp.h"
 #include "symcomm/decomp.h"
@@ -29,13 +32,107 @@ symcommDecomp& checked_decomp(symcommDecomp_t d, bool need_comm = true) {
   return *d;
 }
 
-// `ws` must be a symmetric buffer of at least `bytes` bytes.
+static const BoolParam kCheck(
+    "SYMCOMM_DECOMP_CHECK", "0",
+    "check every transpose and halo exchange against every rank's call (a host allgather per "
+    "call; for debugging): symmetric buffers at the same heap offset on every rank or on none, "
+    "same type, halos and paddings");
+
+// `ws` must be a live symmetric allocation with at least `bytes` bytes from ws to its end.
 char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char* query) {
   auto* p = static_cast<char*>(ws);
-  SYMCOMM_REQUIRE(p && c.heap->contains(p) && c.heap->offset_of(p) + bytes <= c.heap->mapped(),
-                  symcommInvalidArgument,
-                  "workspace %p is not a symmetric buffer of %s (%zu) bytes", ws, query, bytes);
+  SYMCOMM_REQUIRE(p, symcommInvalidArgument,
+                  "workspace is NULL: pass a symmetric buffer (symcommMalloc) of %s (%zu) bytes",
+                  query, bytes);
+  SYMCOMM_REQUIRE(c.heap->contains(p), symcommInvalidArgument,
+                  "workspace %p is not a symmetric buffer (symcommMalloc) of %s (%zu) bytes", ws,
+                  query, bytes);
+  const size_t left = c.heap->bytes_left(p);
+  SYMCOMM_REQUIRE(left > 0, symcommInvalidArgument,
+                  "workspace %p is in the symmetric heap but in no live allocation (freed?)", ws);
+  SYMCOMM_REQUIRE(bytes <= left, symcommInvalidArgument,
+                  "workspace %p is too small: %zu bytes from it to the end of its allocation, "
+                  "%s gives %zu",
+                  ws, left, query, bytes);
   return p;
+}
+
+// A buffer of the call's data (`what`: "input", "output", "buffer") of `bytes` bytes: not
+// NULL; a symmetric one must hold them within its allocation (the direct paths reach it from
+// the peers at the same offset); any other must be memory the communicator's device can
+// access (the space says: in the cuda space, not pageable host memory).
+void check_data_buffer(const symcommComm& c, const void* p, size_t bytes, const char* what) {
+  SYMCOMM_REQUIRE(p, symcommInvalidArgument, "%s is NULL", what);
+  if (!c.heap->contains(p)) return c.space->check_device_accessible(p, what);
+  const size_t left = c.heap->bytes_left(p);
+  SYMCOMM_REQUIRE(bytes <= left, symcommInvalidArgument,
+                  "%s %p is a symmetric buffer with %zu bytes to the end of its allocation; its "
+                  "pencil takes %zu",
+                  what, p, left, bytes);
+}
+
+// What SYMCOMM_DECOMP_CHECK compares between the ranks' calls: the contract of the direct
+// paths (src/decomp/backend.h), that a buffer is symmetric on every rank or on none, and then
+// the same object (heap offset), with the same layout.
+struct CallRecord {
+  static constexpr int kBuffers = 3;
+  uint32_t refused = 0;                // this rank refused its own arguments
+  uint32_t symmetric = 0;              // bit i: buffer i is in the heap
+  uint64_t offset[kBuffers] = {};      // heap offset of each symmetric buffer
+  int64_t args[16] = {};               // the rest: op, type, halos, paddings
+};
+
+// Appends the three values of `v` (NULL: zeros) to `args` at `at`.
+void put3(int64_t* args, int& at, const int64_t* v) {
+  for (int a = 0; a < 3; ++a) args[at++] = v ? v[a] : 0;
+}
+
+// Runs this rank's argument checks; with SYMCOMM_DECOMP_CHECK=1 then agrees with every rank of
+// the communicator (whose ranks all make the call): where any rank refused its arguments, or
+// the calls differ, every rank fails with the same message, before anything is enqueued.
+template <typename Check>
+void agreed_call(symcommComm& c, const char* const names[CallRecord::kBuffers],
+                 const void* const buffers[CallRecord::kBuffers], const CallRecord& args,
+                 Check&& check) {
+  if (!kCheck.get()) return check();
+  CallRecord mine = args;
+  for (int i = 0; i < CallRecord::kBuffers; ++i)
+    if (buffers[i] && c.heap->contains(buffers[i])) {
+      mine.symmetric |= 1u << i;
+      mine.offset[i] = c.heap->offset_of(buffers[i]);
+    }
+  std::exception_ptr refusal;
+  try {
+    check();
+  } catch (...) {
+    refusal = std::current_exception();
+    mine.refused = 1;
+  }
+  std::vector<CallRecord> all(static_cast<size_t>(c.topology.nranks));
+  c.bootstrap->allgather(&mine, sizeof mine, all.data());
+  if (refusal) std::rethrow_exception(refusal);
+  const CallRecord& first = all[0];
+  for (int r = 0; r < c.topology.nranks; ++r) {
+    const CallRecord& q = all[static_cast<size_t>(r)];
+    SYMCOMM_REQUIRE(!q.refused, symcommInvalidUsage,
+                    "rank %d refused its arguments (its error says why); no rank makes the call "
+                    "(SYMCOMM_DECOMP_CHECK)", r);
+    for (int i = 0; i < CallRecord::kBuffers; ++i) {
+      const uint32_t bit = 1u << i;
+      SYMCOMM_REQUIRE((q.symmetric & bit) == (first.symmetric & bit), symcommInvalidUsage,
+                      "the %s is symmetric on rank %d and not on rank %d: symmetric on every "
+                      "rank or on none (SYMCOMM_DECOMP_CHECK)",
+                      names[i], (q.symmetric & bit) ? r : 0, (q.symmetric & bit) ? 0 : r);
+      SYMCOMM_REQUIRE(q.offset[i] == first.offset[i], symcommInvalidUsage,
+                      "the symmetric %s is at heap offset %llu on rank %d and %llu on rank 0: "
+                      "it must be the same object on every rank (SYMCOMM_DECOMP_CHECK)",
+                      names[i], static_cast<unsigned long long>(q.offset[i]), r,
+                      static_cast<unsigned long long>(first.offset[i]));
+    }
+    SYMCOMM_REQUIRE(std::memcmp(q.args, first.args, sizeof q.args) == 0, symcommInvalidUsage,
+                    "rank %d passes other arguments (direction, type, halo or padding) than rank "
+                    "0 (SYMCOMM_DECOMP_CHECK)", r);
+  }
 }
 
 size_t type_bytes(symcommDecompType_t type) {
@@ -178,24 +275,32 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
     symcommComm& c = *d.comm;
     c.check_live();
     check_stream(c, stream);
-    SYMCOMM_REQUIRE((from == 0 && to == 1) || (from == 1 && to == 0) || (from == 1 && to == 2) ||
-                        (from == 2 && to == 1),
-                    symcommInvalidArgument, "a transpose goes X<->Y or Y<->Z, not %d -> %d", from,
-                    to);
     const Decomp& dd = *d.decomp;
     const DecompContext ctx = dd.context();
     TransposeCall t{};
-    t.from = from;
-    t.to = to;
-    t.elem = type_bytes(type);
-    t.in = dd.geometry().pencil(dd.rank(), from, in_halo, in_padding);
-    t.out = dd.geometry().pencil(dd.rank(), to, out_halo, out_padding);
-    SYMCOMM_REQUIRE_ARG(input);
-    SYMCOMM_REQUIRE_ARG(output);
-    t.input = input;
-    t.output = output;
-    t.workspace = checked_workspace(c, workspace, dd.backend().transpose_workspace(ctx, t.elem),
-                                    "symcommDecompWorkspaceSize");
+    const char* const names[] = {"input", "output", "workspace"};
+    const void* const buffers[] = {input, output, workspace};
+    CallRecord args;
+    int at = 0;
+    for (int64_t v : {from, to, static_cast<int>(type)}) args.args[at++] = v;
+    for (const int64_t* v : {in_halo, in_padding, out_halo, out_padding}) put3(args.args, at, v);
+    agreed_call(c, names, buffers, args, [&] {
+      SYMCOMM_REQUIRE((from == 0 && to == 1) || (from == 1 && to == 0) ||
+                          (from == 1 && to == 2) || (from == 2 && to == 1),
+                      symcommInvalidArgument, "a transpose goes X<->Y or Y<->Z, not %d -> %d",
+                      from, to);
+      t.from = from;
+      t.to = to;
+      t.elem = type_bytes(type);
+      t.in = dd.geometry().pencil(dd.rank(), from, in_halo, in_padding);
+      t.out = dd.geometry().pencil(dd.rank(), to, out_halo, out_padding);
+      check_data_buffer(c, input, static_cast<size_t>(t.in.size) * t.elem, "input");
+      check_data_buffer(c, output, static_cast<size_t>(t.out.size) * t.elem, "output");
+      t.input = input;
+      t.output = output;
+      t.workspace = checked_workspace(c, workspace, dd.backend().transpose_workspace(ctx, t.elem),
+                                      "symcommDecompWorkspaceSize");
+    });
     t.stream = stream;
     dd.backend().transpose(ctx, t);
   });
@@ -228,18 +333,31 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     const Decomp& dd = *d.decomp;
     const DecompContext ctx = dd.halo_context();
     HaloCall h{};
-    h.axis = axis;
-    h.dim = dim;
-    h.elem = type_bytes(type);
-    h.halo = halo;
-    h.padding = padding;
-    h.periodic = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
-    h.stream = stream;
-    const size_t need = dd.halo_backend().halo_workspace(ctx, axis, dim, h.elem, halo, padding);
-    if (need == 0) return;  // no halo along dim
-    SYMCOMM_REQUIRE_ARG(buffer);
-    h.buffer = buffer;
-    h.workspace = checked_workspace(c, workspace, need, "symcommDecompHaloWorkspaceSize");
+    const char* const names[] = {"buffer", "workspace", "(none)"};
+    const void* const buffers[] = {buffer, workspace, nullptr};
+    CallRecord args;
+    int at = 0;
+    for (int64_t v : {axis, dim, static_cast<int>(type)}) args.args[at++] = v;
+    put3(args.args, at, halo);
+    put3(args.args, at, padding);
+    args.args[at] = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
+    size_t need = 0;
+    agreed_call(c, names, buffers, args, [&] {
+      h.axis = axis;
+      h.dim = dim;
+      h.elem = type_bytes(type);
+      h.halo = halo;
+      h.padding = padding;
+      h.periodic = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
+      h.stream = stream;
+      need = dd.halo_backend().halo_workspace(ctx, axis, dim, h.elem, halo, padding);
+      if (need == 0) return;  // no halo along dim: nothing is touched
+      const symcommPencilInfo_t p = dd.geometry().pencil(dd.rank(), axis, halo, padding);
+      check_data_buffer(c, buffer, static_cast<size_t>(p.size) * h.elem, "buffer");
+      h.buffer = buffer;
+      h.workspace = checked_workspace(c, workspace, need, "symcommDecompHaloWorkspaceSize");
+    });
+    if (need == 0) return;
     dd.halo_backend().halo(ctx, h);
   });
 }

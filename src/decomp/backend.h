@@ -1,5 +1,5 @@
 // Transpose and halo backends: one small interface, one file per backend
-// (backend_copy.cc, ...), one registry line in decomp.cc.
+// (backend_copy.cc, ...), one registry line in registry.cc.
 #pragma once
 
 #include <memory>
@@ -98,11 +98,18 @@ DecompBackend* make_ce_backend();              // backend_ce.cc
 
 // --- Pieces the backends share (backend_shared.cc) ---------------------------------------
 //
-// Contract of the direct paths (fused reads peers' buffers, see docs/decomp.md): a buffer
-// that is symmetric (inside the heap) is taken to be the same symmetric object, with the
-// same halo and padding, on every rank of the exchange, as the workspace is; every rank
-// passes symmetric buffers or none does. The choice between a direct and a staged path is
-// made on each rank from its own arguments, so ranks that broke this rule would disagree.
+// Contract of the direct paths (sm and ce write into peers' outputs, fused reads peers'
+// inputs, sm and fused halo exchanges reach peers' buffers; docs/decomp.md): a buffer that
+// is symmetric (inside the heap) is taken to be the same symmetric object, with the same
+// halo and padding, on every rank of the exchange, as the workspace is; every rank passes
+// symmetric buffers or none does. The choice between a direct and a staged path is made on
+// each rank from its own arguments, so ranks that broke this rule would disagree. It is not
+// checked per call (that takes a host round trip); SYMCOMM_DECOMP_CHECK=1 checks it at the C
+// API (capi/decomp.cc). Every path keeps the invariant that makes this safe: a rank's
+// non-symmetric buffers are touched only by its own kernels and copy engines, a peer's
+// memory only inside the heap; the C API has checked that the buffers are memory this rank's
+// device can access (Space::check_device_accessible) and that symmetric ones and the
+// workspace are large enough within their allocations.
 
 // Every rank's heap window is mapped here (what the load/store backends need).
 bool all_peers_mapped(const DecompContext& ctx);

@@ -22,6 +22,11 @@
 // (1024^3 C32 on 4 x H200, commit 590b8d7, reverted): it stays on the caller's stream.
 //
 // Halo exchanges are ce_pipelined's: copy-engine puts with signals.
+//
+// What the shortcuts touch (docs/decomp.md): this rank's copy engine reads only this rank's
+// input (the C API has checked that its GPU can access it: no pageable host memory) and
+// writes peers' memory only inside the heap: their symmetric outputs (direct) or their
+// receive areas. A non-symmetric output, or an in-place call, disables the direct path.
 #include "decomp/backend.h"
 
 namespace symcomm {

@@ -31,6 +31,11 @@
 // Halo exchange: the same with two words (what fills my low halo, my high halo): reset,
 // barrier, pack + CE put + signal to each neighbour, wait + unpack per side. A dimension
 // that is not split is filled from the rank's own buffer directly.
+//
+// What the shortcuts touch (docs/decomp.md): a skipped pack makes the copy engine read this
+// rank's input or halo buffer itself (memory its GPU can access: checked by the C API);
+// every put writes a peer's workspace (heap), never a peer's buffer, so no rule about the
+// buffers' kind applies. A block that is not one contiguous run of the input is packed.
 #include <algorithm>
 
 #include "decomp/backend.h"

@@ -22,6 +22,11 @@
 // the exchanged dimension; a second barrier before anyone changes its buffer. A buffer that
 // is not symmetric is staged: each rank packs its two slabs into its workspace, and the
 // neighbours read them from there.
+//
+// What the shortcuts touch (docs/decomp.md): loads from peers only inside the heap (their
+// symmetric inputs or buffers, or their workspaces when staged), stores only into this
+// rank's own output or buffer. A non-symmetric input or halo buffer disables the direct
+// reads: peers cannot address it.
 #include "decomp/backend.h"
 
 namespace symcomm {

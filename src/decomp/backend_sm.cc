@@ -29,6 +29,11 @@
 // into the neighbour's halo, nothing to unpack. Staged: into the neighbour's receive slot,
 // unpacked after the barrier. A dimension that is not split is filled from the rank's own
 // buffer directly.
+//
+// What the shortcuts touch (docs/decomp.md, "What the shortcuts touch"): the direct paths
+// store only into peers' symmetric buffers (heap memory, mapped from a peer of this node)
+// and load only from this rank's own input; a non-symmetric output or halo buffer disables
+// them (staged: the blocks go into the peers' workspaces, which are heap memory too).
 #include "decomp/backend.h"
 
 namespace symcomm {

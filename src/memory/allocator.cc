@@ -47,13 +47,17 @@ void Allocator::grow_to(size_t capacity) {
 
 Allocator::FreeStatus Allocator::check_free(size_t offset) const {
   if (offset >= capacity_) return FreeStatus::NotInHeap;
-  if (live_.count(offset)) return FreeStatus::Ok;
-  auto it = live_.upper_bound(offset);
-  if (it != live_.begin()) {
-    --it;
-    if (offset < it->first + it->second) return FreeStatus::Interior;
-  }
-  return FreeStatus::NotAllocated;
+  const auto live = live_at(offset);
+  if (!live) return FreeStatus::NotAllocated;
+  return live->first == offset ? FreeStatus::Ok : FreeStatus::Interior;
+}
+
+std::optional<std::pair<size_t, size_t>> Allocator::live_at(size_t offset) const {
+  auto it = live_.upper_bound(offset);  // the first allocation starting after offset
+  if (it == live_.begin()) return std::nullopt;
+  --it;
+  if (offset - it->first >= it->second) return std::nullopt;  // past its end
+  return *it;
 }
 
 void Allocator::free(size_t offset) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <utility>
 
 namespace symcomm {
 
@@ -28,6 +29,9 @@ class Allocator {
   size_t used() const { return used_; }
   size_t allocations() const { return live_.size(); }
   size_t largest_free() const;
+  // The live allocation that holds `offset` (interior offsets too): its offset and size, or
+  // nothing where no live allocation holds it.
+  std::optional<std::pair<size_t, size_t>> live_at(size_t offset) const;
 
   static size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 

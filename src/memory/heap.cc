@@ -219,6 +219,13 @@ bool Heap::contains(const void* ptr) const {
   return p >= base() && p < base() + mapped();
 }
 
+size_t Heap::bytes_left(const void* ptr) const {
+  if (!ptr || !contains(ptr)) return 0;
+  const size_t offset = offset_of(ptr);
+  const auto live = allocator_.live_at(offset);
+  return live ? live->first + live->second - offset : 0;
+}
+
 void* Heap::peer_ptr(const void* ptr, int pe) const {
   SYMCOMM_REQUIRE(pe >= 0 && pe < topology_.nranks, symcommInvalidArgument,
                   "pe %d is out of range [0, %d)", pe, topology_.nranks);

@@ -32,6 +32,9 @@ class Heap {
   void* peer_ptr(const void* ptr, int pe) const;
   bool contains(const void* ptr) const;
   size_t offset_of(const void* ptr) const { return static_cast<const char*>(ptr) - base(); }
+  // Bytes from `ptr` to the end of the live allocation that holds it (its size rounded up to
+  // the allocator's alignment), or 0 where none does: outside the heap, or freed.
+  size_t bytes_left(const void* ptr) const;
   char* base() const { return windows_[static_cast<size_t>(topology_.rank)]; }
 
   size_t used() const { return allocator_.used() - internal_bytes_; }

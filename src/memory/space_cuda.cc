@@ -25,6 +25,22 @@ void warn_if_failed(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) SYMCOMM_WARN("%s failed with CUDA error %d", what, static_cast<int>(r));
 }
 
+// This thread in relaxed stream-capture mode for the scope: a query made while the caller
+// captures a graph must not be taken for an unsafe call, which would end the capture.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { set_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
+  ~RelaxedCapture() {
+    if (set_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);  // the caller's mode again
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool set_ = false;
+};
+
 class CudaSpace final : public Space {
  public:
   explicit CudaSpace(int device) : drv_(cuda_driver()), device_(device) {
@@ -183,6 +199,31 @@ class CudaSpace final : public Space {
   void synchronize() override {
     DeviceScope guard(device_);
     SYMCOMM_CUDART(cudaDeviceSynchronize());
+  }
+
+  // Device memory of this GPU (cudaMalloc, cuMemCreate, pools), managed memory, and pinned
+  // host memory that the GPU reaches at the same address. Pageable memory is refused even
+  // where the GPU could reach it (HMM, ATS): copy engines would stage it through the host,
+  // and whether kernels may touch it depends on the system, not on the program.
+  void check_device_accessible(const void* ptr, const char* what) const override {
+    cudaPointerAttributes attr{};
+    {
+      RelaxedCapture relaxed;  // the caller may be capturing a graph
+      DeviceScope guard(device_);
+      if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) (void)cudaGetLastError();
+    }
+    const bool ok = attr.type == cudaMemoryTypeManaged ||
+                    (attr.type == cudaMemoryTypeDevice && attr.device == device_) ||
+                    (attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr);
+    SYMCOMM_REQUIRE(ok, symcommInvalidArgument,
+                    "%s %p is %s, which this rank's GPU %d does not access at that address: "
+                    "pass memory of this GPU (symcommMalloc, cudaMalloc), managed memory, or "
+                    "pinned host memory (cudaMallocHost, cudaHostRegister)",
+                    what, ptr,
+                    attr.type == cudaMemoryTypeDevice ? "memory of another GPU"
+                    : attr.type == cudaMemoryTypeHost ? "pinned host memory not mapped for it"
+                                                      : "pageable host memory",
+                    device_);
   }
 
   void close_buffer(char* base) override {

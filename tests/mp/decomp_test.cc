@@ -5,6 +5,7 @@
 // under test).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -53,9 +54,13 @@ TEST(Decomp, CreateDescribeDestroy) {
     EXPECT_EQ(p.order[0], axis == 1 ? 1 : 0);
     EXPECT_EQ(p.shape[0], p.hi[p.order[0]] - p.lo[p.order[0]] + 2 * halo[p.order[0]]);
   }
-  SC_FAILS(symcommDecompPencilInfo(d, 5, nullptr, nullptr, nullptr), symcommInvalidArgument);
+  symcommPencilInfo_t bad;
+  SC_FAILS(symcommDecompPencilInfo(d, 5, nullptr, nullptr, &bad), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "axis 5"), nullptr) << symcommGetLastError();
+  const int64_t negative[3] = {0, -1, 0};
+  SC_FAILS(symcommDecompPencilInfo(d, 0, negative, nullptr, &bad), symcommInvalidArgument);
+  SC_FAILS(symcommDecompPencilInfo(d, 0, nullptr, nullptr, nullptr), symcommInvalidArgument);
   SC_OK(symcommDecompDestroy(d));
-  SC_FAILS(symcommDecompDestroy(d), symcommInvalidArgument);
 }
 
 TEST(Decomp, RanksMustAgree) {
@@ -93,6 +98,74 @@ std::vector<double> fill_pencil(const symcommPencilInfo_t& p, const int64_t* gdi
         v[static_cast<size_t>(symcommPencilIndex(&p, x, y, z))] =
             static_cast<double>((z * gdims[1] + y) * gdims[0] + x);
   return v;
+}
+
+// The element types, and the bytes of one element.
+const symcommDecompType_t kTypes[] = {symcommR32, symcommR64, symcommC32, symcommC64};
+
+size_t elem_bytes(symcommDecompType_t type) {
+  return type == symcommR32 ? 4 : type == symcommC64 ? 16 : 8;
+}
+
+const char* type_name(symcommDecompType_t type) {
+  const char* names[] = {"R32", "R64", "C32", "C64"};
+  return names[type];
+}
+
+// Values (as fill_pencil gives them) as elements of `type`: a complex element holds the value
+// in its real part and -value - 0.5 in its imaginary part, so that swapped or misplaced parts
+// show. Every value here (indices of small grids, -1, their halves) is exact in float.
+std::vector<uint8_t> encode(const std::vector<double>& values, symcommDecompType_t type) {
+  std::vector<uint8_t> bytes(values.size() * elem_bytes(type));
+  const bool complex = type == symcommC32 || type == symcommC64;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double parts[2] = {values[i], -values[i] - 0.5};
+    for (int k = 0; k < (complex ? 2 : 1); ++k) {
+      uint8_t* at = bytes.data() + i * elem_bytes(type) + k * elem_bytes(type) / 2;
+      if (type == symcommR32 || type == symcommC32) {
+        const float f = static_cast<float>(parts[k]);
+        std::memcpy(at, &f, sizeof f);
+      } else {
+        std::memcpy(at, &parts[k], sizeof parts[k]);
+      }
+    }
+  }
+  return bytes;
+}
+
+// The inverse: each element's value, NaN (unequal to everything) where a complex element's
+// imaginary part does not belong to its real part.
+std::vector<double> decode(const std::vector<uint8_t>& bytes, symcommDecompType_t type) {
+  std::vector<double> values(bytes.size() / elem_bytes(type));
+  const bool complex = type == symcommC32 || type == symcommC64;
+  for (size_t i = 0; i < values.size(); ++i) {
+    double parts[2] = {0, 0};
+    for (int k = 0; k < (complex ? 2 : 1); ++k) {
+      const uint8_t* at = bytes.data() + i * elem_bytes(type) + k * elem_bytes(type) / 2;
+      if (type == symcommR32 || type == symcommC32) {
+        float f;
+        std::memcpy(&f, at, sizeof f);
+        parts[k] = f;
+      } else {
+        std::memcpy(&parts[k], at, sizeof parts[k]);
+      }
+    }
+    values[i] = !complex || parts[1] == -parts[0] - 0.5 ? parts[0] : std::nan("");
+  }
+  return values;
+}
+
+// Writes values as elements of `type` into p (memory of the space under test), and reads
+// `count` of them back.
+void store_values(void* p, const std::vector<double>& values, symcommDecompType_t type) {
+  const std::vector<uint8_t> bytes = encode(values, type);
+  mp::copy_from_host(p, bytes.data(), bytes.size());
+}
+
+std::vector<double> load_values(const void* p, size_t count, symcommDecompType_t type) {
+  std::vector<uint8_t> bytes(count * elem_bytes(type));
+  mp::copy_to_host(bytes.data(), p, bytes.size());
+  return decode(bytes, type);
 }
 
 struct Layout {
@@ -147,10 +220,11 @@ symcommDecomp_t make_decomp(symcommDecompConfig_t c, const std::string& backend)
   return d;
 }
 
-// X -> Y -> Z -> Y -> X on a pr x pc grid; after each step every point of the new pencil
-// holds its global index, and halo and padding points still hold -1.
+// X -> Y -> Z -> Y -> X on a pr x pc grid with elements of `type`; after each step every
+// point of the new pencil holds its global index, and halo and padding points still hold -1.
 void round_trip(const std::string& backend, int pr, int pc, const int64_t* gdims, const Layout& l,
-                symcommRankOrder_t order, Buffers kind = Buffers::Local) {
+                symcommRankOrder_t order, Buffers kind = Buffers::Local,
+                symcommDecompType_t type = symcommR64) {
   symcommDecompConfig_t c;
   symcommDecompConfigInit(&c);
   for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
@@ -161,7 +235,7 @@ void round_trip(const std::string& backend, int pr, int pc, const int64_t* gdims
   symcommDecomp_t d = make_decomp(c, backend);
   ASSERT_NE(d, nullptr);
   size_t ws_bytes = 0;
-  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+  SC_OK(symcommDecompWorkspaceSize(d, type, &ws_bytes));
   void* ws = dirty_workspace(ws_bytes);
   symcommPencilInfo_t info[3];
   int64_t most = 0;
@@ -169,29 +243,26 @@ void round_trip(const std::string& backend, int pr, int pc, const int64_t* gdims
     SC_OK(symcommDecompPencilInfo(d, a, l.halo, l.padding, &info[a]));
     most = std::max(most, info[a].size);
   }
-  void* buf[2] = {alloc_buffer(kind, static_cast<size_t>(most) * 8),
-                  alloc_buffer(kind, static_cast<size_t>(most) * 8)};
+  const size_t e = elem_bytes(type);
+  void* buf[2] = {alloc_buffer(kind, static_cast<size_t>(most) * e),
+                  alloc_buffer(kind, static_cast<size_t>(most) * e)};
   symcommStream_t stream = mp::new_stream();
   const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
   int cur = 0;
-  std::vector<double> start = fill_pencil(info[0], gdims);
-  mp::copy_from_host(buf[0], start.data(), start.size() * 8);
+  store_values(buf[0], fill_pencil(info[0], gdims), type);
   for (const auto& st : steps) {
     const int next = l.in_place ? cur : 1 - cur;
-    if (!l.in_place) {
-      std::vector<double> poison(static_cast<size_t>(most), -1.0);
-      mp::copy_from_host(buf[next], poison.data(), poison.size() * 8);
-    }
-    SC_OK(symcommDecompTranspose(d, st[0], st[1], buf[cur], buf[next], ws, symcommR64, l.halo,
+    if (!l.in_place) store_values(buf[next], std::vector<double>(static_cast<size_t>(most), -1.0), type);
+    SC_OK(symcommDecompTranspose(d, st[0], st[1], buf[cur], buf[next], ws, type, l.halo,
                                  l.padding, l.halo, l.padding, stream));
     mp::sync(stream);
     const symcommPencilInfo_t& p = info[st[1]];
-    std::vector<double> got(static_cast<size_t>(p.size));
-    mp::copy_to_host(got.data(), buf[next], got.size() * 8);
+    const std::vector<double> got = load_values(buf[next], static_cast<size_t>(p.size), type);
     std::vector<double> want = fill_pencil(p, gdims);
     size_t bad = 0;
     for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i] && !(l.in_place && want[i] < 0);
-    EXPECT_EQ(bad, 0u) << "transpose " << st[0] << " -> " << st[1] << " on " << pr << " x " << pc;
+    EXPECT_EQ(bad, 0u) << "transpose " << st[0] << " -> " << st[1] << " on " << pr << " x " << pc
+                       << ", " << type_name(type);
     cur = next;
   }
   mp::free_stream(stream);
@@ -277,6 +348,20 @@ TEST_P(DecompBackends, TransposesRoundTrip) {
                      std::to_string(l.axis_contiguous) + (l.in_place ? " in place" : ""));
         round_trip(GetParam(), pr, pc, g, l, symcommRowMajor, Buffers::Symmetric);
       }
+  // The other element types (4, 8 and 16 bytes take different copy paths): every grid, the
+  // uneven dimensions, plain, with halos and padding, and in place; local and symmetric.
+  for (auto [pr, pc] : grids)
+    for (symcommDecompType_t type : kTypes) {
+      if (type == symcommR64) continue;  // above
+      for (const Layout& l : {layouts[0], layouts[3], layouts[5]})
+        for (Buffers kind : {Buffers::Local, Buffers::Symmetric}) {
+          SCOPED_TRACE(std::string(type_name(type)) + ", grid " + std::to_string(pr) + "x" +
+                       std::to_string(pc) + " contiguous " + std::to_string(l.axis_contiguous) +
+                       (l.in_place ? " in place" : "") +
+                       (kind == Buffers::Local ? ", local" : ", symmetric"));
+          round_trip(GetParam(), pr, pc, uneven, l, symcommRowMajor, kind, type);
+        }
+    }
 }
 
 // One transpose each way between pencils whose input and output carry different halos and
@@ -342,7 +427,8 @@ TEST_P(DecompBackends, TransposesBetweenDifferentLayouts) {
 // non-periodic boundary.
 void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdims,
                  const int* periodic, int axis, const int64_t* halo, const int64_t* padding,
-                 int contiguous, Buffers kind = Buffers::Local) {
+                 int contiguous, Buffers kind = Buffers::Local,
+                 symcommDecompType_t type = symcommR64) {
   symcommDecompConfig_t c;
   symcommDecompConfigInit(&c);
   for (int a = 0; a < 3; ++a) {
@@ -358,19 +444,18 @@ void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdim
   size_t ws_bytes = 0;
   for (int dim = 0; dim < 3; ++dim) {
     size_t b = 0;
-    SC_OK(symcommDecompHaloWorkspaceSize(d, axis, dim, symcommR64, halo, padding, &b));
+    SC_OK(symcommDecompHaloWorkspaceSize(d, axis, dim, type, halo, padding, &b));
     ws_bytes = std::max(ws_bytes, b);
   }
   void* ws = dirty_workspace(ws_bytes);
-  std::vector<double> start = fill_pencil(p, gdims);
-  void* buf = alloc_buffer(kind, start.size() * 8);
-  mp::copy_from_host(buf, start.data(), start.size() * 8);
+  const std::vector<double> start = fill_pencil(p, gdims);
+  void* buf = alloc_buffer(kind, start.size() * elem_bytes(type));
+  store_values(buf, start, type);
   symcommStream_t stream = mp::new_stream();
   for (int dim = 0; dim < 3; ++dim)
-    SC_OK(symcommDecompHalo(d, axis, dim, buf, ws, symcommR64, halo, padding, periodic, stream));
+    SC_OK(symcommDecompHalo(d, axis, dim, buf, ws, type, halo, padding, periodic, stream));
   mp::sync(stream);
-  std::vector<double> got(start.size());
-  mp::copy_to_host(got.data(), buf, got.size() * 8);
+  const std::vector<double> got = load_values(buf, start.size(), type);
   size_t bad = 0;
   for (int64_t z = p.lo[2] - halo[2]; z < p.hi[2] + halo[2]; ++z)
     for (int64_t y = p.lo[1] - halo[1]; y < p.hi[1] + halo[1]; ++y)
@@ -389,8 +474,8 @@ void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdim
         want = outside ? -1.0 : static_cast<double>((w[2] * gdims[1] + w[1]) * gdims[0] + w[0]);
         const int64_t at = symcommPencilIndex(&p, x, y, z);
         if (got[static_cast<size_t>(at)] != want && bad++ < 5)
-          ADD_FAILURE() << "halo point (" << x << ", " << y << ", " << z << ") holds "
-                        << got[static_cast<size_t>(at)] << ", expected " << want;
+          ADD_FAILURE() << type_name(type) << " halo point (" << x << ", " << y << ", " << z
+                        << ") holds " << got[static_cast<size_t>(at)] << ", expected " << want;
       }
   EXPECT_EQ(bad, 0u);
   mp::free_stream(stream);
@@ -476,6 +561,16 @@ TEST_P(DecompBackends, HaloExchanges) {
           check_halos(GetParam(), pr, pc, dims, per, axis, h, pad, axis % 2);
           check_halos(GetParam(), pr, pc, dims, per, axis, h, pad, axis % 2, Buffers::Symmetric);
         }
+  // The other element types: every grid and pencil, mixed boundaries, local and symmetric.
+  for (auto [pr, pc] : grids)
+    for (int axis = 0; axis < 3; ++axis)
+      for (symcommDecompType_t type : kTypes) {
+        if (type == symcommR64) continue;  // above
+        SCOPED_TRACE(std::string(type_name(type)) + ", grid " + std::to_string(pr) + "x" +
+                     std::to_string(pc) + " axis " + std::to_string(axis));
+        for (Buffers kind : {Buffers::Local, Buffers::Symmetric})
+          check_halos(GetParam(), pr, pc, dims, mixed, axis, halo1, pad, axis % 2, kind, type);
+      }
 }
 
 // A transpose captured in a CUDA graph and replayed, with eager calls on the same workspace
@@ -640,27 +735,243 @@ TEST(Decomp, TransposeWithoutItsPeersTimesOut) {
     }
 }
 
+// Expects `call` to fail with `code` and a last-error message that holds every one of `parts`.
+#define SC_FAILS_SAYING(call, code, ...)                                                  \
+  do {                                                                                    \
+    SC_FAILS(call, code);                                                                 \
+    const std::string said_ = symcommGetLastError();                                      \
+    for (const std::string& part_ : std::initializer_list<std::string>{__VA_ARGS__})      \
+      EXPECT_NE(said_.find(part_), std::string::npos) << "no \"" << part_ << "\" in " << said_; \
+  } while (0)
+
+// Every failure below is this rank's own (nothing collective has begun), so each rank fails
+// the same way.
 TEST(Decomp, TransposeBadArguments) {
   symcommDecompConfig_t c = config_2d(8);
   symcommDecomp_t d;
   SC_OK(symcommDecompCreate(mp::world(), &c, &d));
-  double a[4], b[4];
-  SC_FAILS(symcommDecompTranspose(d, 0, 2, a, b, nullptr, symcommR64, nullptr, nullptr, nullptr,
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, nullptr, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  void* in = mp::local_alloc(bytes);
+  void* out = mp::local_alloc(bytes);
+  size_t need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  void* ws = nullptr;
+  SC_OK(symcommMalloc(mp::world(), need, &ws));
+  symcommStream_t stream = mp::new_stream();
+  auto transpose = [&](int from, int to, const void* i, void* o, void* w,
+                       symcommDecompType_t type = symcommR64) {
+    return symcommDecompTranspose(d, from, to, i, o, w, type, nullptr, nullptr, nullptr, nullptr,
+                                  stream);
+  };
+  SC_FAILS_SAYING(transpose(0, 2, in, out, ws), symcommInvalidArgument, "X<->Y or Y<->Z");
+  SC_FAILS_SAYING(transpose(0, 1, in, out, ws, static_cast<symcommDecompType_t>(9)),
+                  symcommInvalidArgument, "type 9");
+  SC_FAILS_SAYING(transpose(0, 1, nullptr, out, ws), symcommInvalidArgument, "input is NULL");
+  SC_FAILS_SAYING(transpose(0, 1, in, nullptr, ws), symcommInvalidArgument, "output is NULL");
+  SC_FAILS_SAYING(transpose(0, 1, in, out, nullptr), symcommInvalidArgument, "workspace is NULL",
+                  std::to_string(need));
+  SC_FAILS_SAYING(transpose(0, 1, in, out, in), symcommInvalidArgument,
+                  "is not a symmetric buffer");
+  const int64_t negative[3] = {-1, 0, 0};
+  SC_FAILS(symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, negative, nullptr, nullptr,
                                   nullptr, nullptr), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "X<->Y or Y<->Z"), nullptr);
-  SC_FAILS(symcommDecompTranspose(d, 0, 1, a, b, a, symcommR64, nullptr, nullptr, nullptr,
-                                  nullptr, nullptr), symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "workspace"), nullptr);
-  size_t bytes = 0;
-  SC_FAILS(symcommDecompWorkspaceSize(d, static_cast<symcommDecompType_t>(9), &bytes),
+  // A workspace too small for the call: the allocation it lies in is smaller (256 bytes, the
+  // allocator's unit), or it starts too close to the allocation's end. Before the check
+  // looked at the live allocations, both passed (the heap beyond is mapped) and the
+  // transpose wrote over the next allocation.
+  ASSERT_GT(need, 512u) << "the grid is too small for this test";
+  void* small = nullptr;
+  SC_OK(symcommMalloc(mp::world(), 256, &small));
+  SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "too small", "256",
+                  std::to_string(need));
+  char* late = static_cast<char*>(ws) + 256;
+  const size_t allocated = (need + 255) / 256 * 256;  // what symcommMalloc(need) holds
+  SC_FAILS_SAYING(transpose(0, 1, in, out, late), symcommInvalidArgument, "too small",
+                  std::to_string(allocated - 256), std::to_string(need));
+  // A symmetric output smaller than its pencil (the direct paths write into it from peers).
+  SC_FAILS_SAYING(transpose(0, 1, in, small, ws), symcommInvalidArgument, "output",
+                  std::to_string(static_cast<size_t>(y.size) * 8));
+  SC_OK(symcommFree(mp::world(), small));
+  // A freed workspace: still inside the mapped heap, in no live allocation.
+  SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "no live allocation");
+  // Nothing above was enqueued: the same call with good arguments works.
+  SC_OK(transpose(0, 1, in, out, ws));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  size_t bytes_out = 0;
+  SC_FAILS(symcommDecompWorkspaceSize(d, static_cast<symcommDecompType_t>(9), &bytes_out),
            symcommInvalidArgument);
-  const int64_t huge[3] = {0, 0, 100};
+  SC_OK(symcommFree(mp::world(), ws));
+  mp::local_free(out);
+  mp::local_free(in);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+TEST(Decomp, HaloBadArguments) {
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const int64_t halo[3] = {1, 1, 1};
   const int periodic[3] = {1, 1, 1};
-  SC_FAILS(symcommDecompHaloWorkspaceSize(d, 0, 2, symcommR64, huge, nullptr, &bytes),
-           symcommInvalidArgument);
-  EXPECT_NE(std::strstr(symcommGetLastError(), "larger than"), nullptr) << symcommGetLastError();
-  SC_FAILS(symcommDecompHalo(d, 0, 3, a, a, symcommR64, nullptr, nullptr, periodic, nullptr),
-           symcommInvalidArgument);
+  symcommPencilInfo_t p;
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &p));
+  void* buf = mp::local_alloc(static_cast<size_t>(p.size) * 8);
+  size_t need = 0;
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &need));
+  void* ws = nullptr;
+  ASSERT_GT(need, 256u) << "the grid is too small for this test";
+  SC_OK(symcommMalloc(mp::world(), need, &ws));
+  symcommStream_t stream = mp::new_stream();
+  auto exchange_with = [&](int axis, int dim, void* b, void* w, symcommDecompType_t type,
+                           const int64_t* h) {
+    return symcommDecompHalo(d, axis, dim, b, w, type, h, nullptr, periodic, stream);
+  };
+  auto exchange = [&](int axis, int dim, void* b, void* w) {
+    return exchange_with(axis, dim, b, w, symcommR64, halo);
+  };
+  SC_FAILS_SAYING(exchange(3, 1, buf, ws), symcommInvalidArgument, "axis 3");
+  SC_FAILS_SAYING(exchange(-1, 1, buf, ws), symcommInvalidArgument, "axis -1");
+  SC_FAILS_SAYING(exchange(0, 3, buf, ws), symcommInvalidArgument, "dim 3");
+  SC_FAILS_SAYING(exchange(0, -1, buf, ws), symcommInvalidArgument, "dim -1");
+  SC_FAILS_SAYING(exchange_with(0, 1, buf, ws, static_cast<symcommDecompType_t>(7), halo),
+                  symcommInvalidArgument, "type 7");
+  SC_FAILS_SAYING(exchange(0, 1, nullptr, ws), symcommInvalidArgument, "buffer is NULL");
+  SC_FAILS_SAYING(exchange(0, 1, buf, nullptr), symcommInvalidArgument, "workspace is NULL");
+  SC_FAILS_SAYING(exchange(0, 1, buf, buf), symcommInvalidArgument, "not a symmetric buffer");
+  SC_FAILS_SAYING(exchange(0, 1, buf, static_cast<char*>(ws) + 256), symcommInvalidArgument,
+                  "too small", std::to_string(need));
+  const int64_t huge[3] = {0, 0, 100};
+  size_t bytes = 0;
+  SC_FAILS_SAYING(symcommDecompHaloWorkspaceSize(d, 0, 2, symcommR64, huge, nullptr, &bytes),
+                  symcommInvalidArgument, "larger than");
+  SC_FAILS(exchange_with(0, 2, buf, ws, symcommR64, huge), symcommInvalidArgument);
+  // No halo along the dimension: nothing to do, nothing checked.
+  const int64_t none[3] = {0, 0, 0};
+  SC_OK(exchange_with(0, 1, nullptr, nullptr, symcommR64, none));
+  SC_OK(exchange(0, 1, buf, ws));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  SC_OK(symcommFree(mp::world(), ws));
+  mp::local_free(buf);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+// In the cuda space a buffer the GPU cannot access (pageable host memory) is refused before
+// anything is enqueued, where the copy kernels would fault and the copy engines would stage
+// through the host.
+TEST(Decomp, RefusesBuffersTheGpuCannotAccess) {
+  if (mp::space() != symcommSpaceCuda)
+    GTEST_SKIP() << "the host space has only host memory, which it accepts";
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommPencilInfo_t x, y;
+  const int64_t halo[3] = {1, 1, 1};
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, halo, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  std::vector<double> pageable(bytes / 8, 1.0);
+  void* in = mp::local_alloc(bytes);
+  void* out = mp::local_alloc(bytes);
+  size_t need = 0, halo_need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &halo_need));
+  void* ws = nullptr;
+  SC_OK(symcommMalloc(mp::world(), std::max(need, halo_need), &ws));
+  symcommStream_t stream = mp::new_stream();
+  const int periodic[3] = {1, 1, 1};
+  SC_FAILS_SAYING(symcommDecompTranspose(d, 0, 1, pageable.data(), out, ws, symcommR64, halo,
+                                         nullptr, halo, nullptr, stream),
+                  symcommInvalidArgument, "input", "pageable host memory");
+  SC_FAILS_SAYING(symcommDecompTranspose(d, 0, 1, in, pageable.data(), ws, symcommR64, halo,
+                                         nullptr, halo, nullptr, stream),
+                  symcommInvalidArgument, "output", "pageable host memory");
+  SC_FAILS_SAYING(symcommDecompHalo(d, 0, 1, pageable.data(), ws, symcommR64, halo, nullptr,
+                                    periodic, stream),
+                  symcommInvalidArgument, "buffer", "pageable host memory");
+  // Device memory passes.
+  SC_OK(symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, halo, nullptr, halo, nullptr,
+                               stream));
+  SC_OK(symcommDecompHalo(d, 0, 1, in, ws, symcommR64, halo, nullptr, periodic, stream));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  SC_OK(symcommFree(mp::world(), ws));
+  mp::local_free(out);
+  mp::local_free(in);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+// SYMCOMM_DECOMP_CHECK=1: every rank's call is compared (a host allgather per call). One
+// rank passing a local buffer where the others pass a symmetric one, another symmetric
+// object, other halos, or arguments it refuses itself: every rank fails with the same
+// message, and nothing is enqueued. Without the check such calls run with the ranks
+// disagreeing on the direct paths.
+TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
+  mp::ScopedEnv check("SYMCOMM_DECOMP_CHECK", "1");
+  symcommDecompConfig_t c = config_2d(8);
+  std::snprintf(c.backend, sizeof c.backend, "copy");  // runs in both spaces
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const int64_t halo[3] = {1, 1, 1};
+  const int periodic[3] = {1, 1, 1};
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, halo, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  size_t need = 0, halo_need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 1, 0, symcommR64, halo, nullptr, &halo_need));
+  void* ws = alloc_buffer(Buffers::Symmetric, std::max(need, halo_need));
+  void* sym[2] = {alloc_buffer(Buffers::Symmetric, bytes), alloc_buffer(Buffers::Symmetric, bytes)};
+  void* local = mp::local_alloc(bytes);
+  const bool odd = mp::rank() == mp::nranks() - 1;  // the rank that differs
+  const std::string who = std::to_string(mp::nranks() - 1);
+  symcommStream_t stream = mp::new_stream();
+  auto transpose = [&](const void* in, void* out, const int64_t* in_halo) {
+    return symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, in_halo, nullptr, halo,
+                                  nullptr, stream);
+  };
+  SC_FAILS_SAYING(transpose(odd ? local : sym[0], sym[1], halo), symcommInvalidUsage,
+                  "the input is symmetric on rank 0 and not on rank " + who,
+                  "on every rank or on none");
+  SC_FAILS_SAYING(transpose(sym[0], odd ? sym[0] : sym[1], halo), symcommInvalidUsage,
+                  "the symmetric output is at heap offset", "on rank " + who,
+                  "the same object on every rank");
+  const int64_t other[3] = {1, 0, 1};
+  SC_FAILS_SAYING(transpose(sym[0], sym[1], odd ? other : halo), symcommInvalidUsage,
+                  "rank " + who + " passes other arguments");
+  if (odd)
+    SC_FAILS_SAYING(transpose(nullptr, sym[1], halo), symcommInvalidArgument, "input is NULL");
+  else
+    SC_FAILS_SAYING(transpose(sym[0], sym[1], halo), symcommInvalidUsage,
+                    "rank " + who + " refused its arguments");
+  SC_FAILS_SAYING(symcommDecompHalo(d, 1, 0, odd ? local : sym[0], ws, symcommR64, halo, nullptr,
+                                    periodic, stream),
+                  symcommInvalidUsage, "the buffer is symmetric on rank 0 and not on rank " + who);
+  // Calls that keep the contract pass, symmetric and local alike, and move the data.
+  const std::vector<double> start = fill_pencil(x, c.gdims);
+  for (void* in : {sym[0], local}) {
+    SCOPED_TRACE(in == local ? "local" : "symmetric");
+    store_values(in, start, symcommR64);
+    store_values(sym[1], std::vector<double>(bytes / 8, -1.0), symcommR64);
+    SC_OK(transpose(in, sym[1], halo));
+    SC_OK(symcommDecompHalo(d, 1, 0, sym[1], ws, symcommR64, halo, nullptr, periodic, stream));
+    mp::sync(stream);
+    const std::vector<double> got = load_values(sym[1], static_cast<size_t>(y.size), symcommR64);
+    std::vector<double> want = fill_pencil(y, c.gdims);
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += want[i] >= 0 && got[i] != want[i];
+    EXPECT_EQ(bad, 0u);
+  }
+  SC_OK(symcommHostBarrier(mp::world()));
+  mp::free_stream(stream);
+  mp::local_free(local);
+  free_buffer(Buffers::Symmetric, sym[1]);
+  free_buffer(Buffers::Symmetric, sym[0]);
+  free_buffer(Buffers::Symmetric, ws);
   SC_OK(symcommDecompDestroy(d));
 }
 

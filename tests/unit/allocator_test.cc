@@ -38,6 +38,21 @@ TEST(Allocator, FreeCoalescesAndReports) {
   EXPECT_EQ(a.allocate(1024), 0u);
 }
 
+TEST(Allocator, FindsTheLiveAllocationHoldingAnOffset) {
+  Allocator a;
+  a.grow_to(2048);
+  const size_t x = *a.allocate(300), y = *a.allocate(256);  // [0, 512), [512, 768)
+  using Range = std::pair<size_t, size_t>;
+  EXPECT_EQ(a.live_at(x), Range(x, 512));
+  EXPECT_EQ(a.live_at(x + 511), Range(x, 512));  // the rounded-up tail belongs to it
+  EXPECT_EQ(a.live_at(y + 8), Range(y, 256));
+  EXPECT_FALSE(a.live_at(768));   // free
+  EXPECT_FALSE(a.live_at(4096));  // past the capacity
+  a.free(x);
+  EXPECT_FALSE(a.live_at(x + 8));  // freed
+  EXPECT_EQ(a.live_at(y), Range(y, 256));
+}
+
 TEST(Allocator, GrowthCountsTheFreeTail) {
   Allocator a;
   a.grow_to(1024);
