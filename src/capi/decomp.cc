@@ -32,7 +32,7 @@ symcommDecomp& checked_decomp(symcommDecomp_t d, bool need_comm = true) {
 // `ws` must be a symmetric buffer of at least `bytes` bytes.
 char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char* query) {
   auto* p = static_cast<char*>(ws);
-  SYMCOMM_REQUIRE(p && c.heap->contains(p) && c.heap->offset_of(p) + bytes <= c.heap->mapped(),
+  SYMCOMM_REQUIRE(p && c.heap->contains(p) && bytes <= c.heap->mapped() - c.heap->offset_of(p),
                   symcommInvalidArgument,
                   "workspace %p is not a symmetric buffer of %s (%zu) bytes", ws, query, bytes);
   return p;
