@@ -31,10 +31,12 @@
  * and they synchronise the group (__syncwarp / __syncthreads) before returning.
  *
  * Waits (signal_wait_until*, barrier_block) are bounded: they return 0, or
- * symcommTimeout (6) once c.wait_timeout_ns has passed (0 means no time bound), or
- * symcommPeerLost (7) once the communicator is aborted. A failure is recorded in
- * c.error (a later failure leaves an earlier record alone) and the next one-sided host
- * call on the communicator (or symcommHostBarrier) reports it.
+ * symcommTimeout (6) once c.wait_timeout_ns has passed (0, from SYMCOMM_WAIT_TIMEOUT=0,
+ * means no time bound), or symcommPeerLost (7) once the communicator is aborted. A failure
+ * is recorded in c.error (a later failure leaves an earlier record alone: DeviceError::pe is
+ * the waiting rank for a signal wait, the member that did not arrive for barrier_block) and
+ * the next host call on the communicator that checks it reports it (see symcomm.h at
+ * symcommSignalWaitOnStream for which calls do).
  * Nothing here traps or exits the kernel: check the code and return.
  *
  * Memory model (what is guaranteed, at system scope; docs/memory-model.md expands):
@@ -43,8 +45,9 @@
  *  - fence(c): this thread's puts, stores and atomics to any peer issued before it are
  *    observed before those issued after it, by any thread that observes the later one.
  *  - quiet(c): this thread's earlier puts, stores and atomics are complete: visible to any
- *    thread in the system that reads after synchronising with us. quiet_block: the same
- *    for every thread of the block.
+ *    thread in the system that reads after synchronising with us (even through a relaxed
+ *    signal_op issued after the quiet). quiet_warp / quiet_block: the same for every thread
+ *    of the warp / block.
  *  - put_signal*: the data (of all threads of the group), then a fence, then the signal
  *    update. signal_op alone is a relaxed system-scope update, like NVSHMEM's: it orders
  *    nothing before it (call fence() first, or use put_signal, to publish data with it).
@@ -77,6 +80,13 @@ __device__ __forceinline__ int team_rank(const DeviceComm& c);
 __device__ __forceinline__ int team_size(const DeviceComm& c);
 /* World rank of team rank `team_pe`: team_start + team_pe * team_stride. */
 __device__ __forceinline__ int world_rank(const DeviceComm& c, int team_pe);
+/* The other way: the team rank of world rank `world`, or -1 if it is not a member. */
+__device__ __forceinline__ int team_rank_of(const DeviceComm& c, int world);
+/* symcommTeamTranslate on the device: the team rank in dst's team of team rank `src_pe` of
+ * src's team (handles of two teams of one communicator), or -1 where that rank is not a
+ * member of dst's team or src_pe is not in [0, team_size(src)). */
+__device__ __forceinline__ int team_translate(const DeviceComm& src, int src_pe,
+                                              const DeviceComm& dst);
 /* The copy on team rank `pe` of the symmetric object `p`, for direct loads and stores;
  * nullptr if `pe` is not load/store accessible. ptr(c, p, team_rank(c)) == p. */
 template <typename T>
@@ -125,6 +135,8 @@ __device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint
 /* --- Ordering and completion ------------------------------------------------------------ */
 __device__ __forceinline__ void fence(const DeviceComm& c);
 __device__ __forceinline__ void quiet(const DeviceComm& c);
+/* All 32 lanes of the warp call. */
+__device__ __forceinline__ void quiet_warp(const DeviceComm& c);
 /* All threads of the block call. */
 __device__ __forceinline__ void quiet_block(const DeviceComm& c);
 
@@ -133,7 +145,10 @@ __device__ __forceinline__ void quiet_block(const DeviceComm& c);
  * barrier of a given team at a time (the team's slots and epoch are shared), and every
  * member calls barriers of the team in the same order (host stream barriers included).
  * Returns 0, symcommTimeout, symcommPeerLost, or symcommNotSupported without waiting if a
- * member is not load/store accessible. Any number of threads per block works. */
+ * member is not load/store accessible. Any number of threads per block works. A failed
+ * wait records the world rank of a member that did not arrive in c.error->pe. After a
+ * failure the members' barrier counts may disagree (a member that never arrived did not
+ * count it): the team's barriers cannot be trusted any more (destroy it, split a new one). */
 __device__ __forceinline__ int barrier_block(const DeviceComm& c);
 
 /* --- Atomics on 64-bit symmetric words (8-byte aligned) at team rank pe ------------------ */

@@ -21,7 +21,8 @@ namespace symcomm {
  * written last. (No atomics: host memory takes none from the GPU over PCIe.) */
 struct DeviceError {
   int32_t code;      /* 0, symcommTimeout or symcommPeerLost                            */
-  int32_t pe;        /* the rank whose word was watched (the waiter's own, for signals) */
+  int32_t pe;        /* the waiter's own rank for a signal wait; for a barrier's wait,
+                        the world rank of the member that did not arrive              */
   int32_t cmp;       /* symcommCmp_t of the wait                                        */
   int32_t block;     /* blockIdx.x of the waiting thread, for debugging                 */
   uint64_t address;  /* the watched address, as the waiting process maps it             */

@@ -295,10 +295,18 @@ symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* dst, const vo
                                          symcommSignalOp_t op, int pe, symcommEngine_t engine,
                                          symcommStream_t stream);
 /* Holds the stream until this rank's symmetric word `sig` compares to `value` as `cmp`
- * says. Bounded: after SYMCOMM_WAIT_TIMEOUT, or when the communicator is aborted, the stream
- * goes on, and the next one-sided call on this communicator (or symcommHostBarrier, after
- * the barrier) returns symcommTimeout (or symcommPeerLost) with the signal's address, the
- * expected and the observed value, once. The same holds for waits in kernels (device.cuh). */
+ * says. Bounded: after SYMCOMM_WAIT_TIMEOUT (0: no time bound), or when the communicator is
+ * aborted, the stream goes on, and the next call on this communicator that checks it
+ * returns symcommTimeout (or symcommPeerLost) with the signal's address, the expected and
+ * the observed value, once. The calls that check: every one-sided call on a stream (put,
+ * get, put-signal, signal wait, quiet, barrier), every collective, symcommTeamSplitStrided,
+ * symcommTeamSplit2D, symcommDecompCreate, symcommDecompTranspose, symcommDecompHalo, and
+ * symcommHostBarrier (after the barrier); others (symcommMalloc, team queries,
+ * symcommGetDeviceComm, ...) do not. The same holds for waits in kernels (device.cuh) and
+ * for barriers. In the host space the call itself fails instead.
+ * One exception is not bounded: SYMCOMM_WAIT_ENGINE=memop, accepted only with
+ * SYMCOMM_WAIT_TIMEOUT=0, makes >= and == waits a cuStreamWaitValue64 in the cuda space,
+ * which no abort ends either. */
 symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_t* sig, symcommCmp_t cmp,
                                           uint64_t value, symcommStream_t stream);
 /* Every put, get and signal this rank issued on `stream` is complete and visible to its

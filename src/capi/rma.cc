@@ -26,7 +26,8 @@ void check_pe(const symcommComm& c, int pe) {
 char* remote(const symcommComm& c, const void* sym, size_t bytes, int pe, const char* arg) {
   SYMCOMM_REQUIRE(sym != nullptr, symcommInvalidArgument, "%s is NULL", arg);
   const Heap& h = *c.heap;
-  SYMCOMM_REQUIRE(h.contains(sym) && h.offset_of(sym) + bytes <= h.mapped(),
+  // As `bytes <= mapped - offset`: offset + bytes would wrap for a huge `bytes`.
+  SYMCOMM_REQUIRE(h.contains(sym) && bytes <= h.mapped() - h.offset_of(sym),
                   symcommInvalidArgument,
                   "%s %p (+%zu bytes) is not inside the symmetric heap [%p, %p): pass a symmetric "
                   "address from symcommMalloc", arg, sym, bytes, static_cast<void*>(h.base()),

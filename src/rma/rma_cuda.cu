@@ -2,9 +2,11 @@
 // (cudaMemcpyAsync between this GPU and the peer's memory mapped here) or on SMs (a copy
 // kernel). Signals use stream memory operations where they can (a SET is a
 // cuStreamWriteValue64: no SM), else a one-thread kernel. Waits and barriers are small
-// kernels: they are bounded by SYMCOMM_WAIT_TIMEOUT and end when the communicator is
-// aborted, recording what they waited for in host-mapped memory (DeviceError), which the
-// next call on the communicator reports.
+// kernels: they are bounded by SYMCOMM_WAIT_TIMEOUT (unless it is 0) and end when the
+// communicator is aborted, recording what they waited for in host-mapped memory
+// (DeviceError), which the next call that checks the communicator (check_live,
+// symcommHostBarrier) reports. Stream memory operations need
+// CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; without it signals and waits are kernels.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,9 +26,11 @@
 
 namespace symcomm {
 
-// The copy engines win a single stream-serialised put at every size on 8 x H200
-// (bench/results/h200x8/rma.jsonl, symcomm-bench rma, 2026-11-21: CE 1.9 us vs SM 3.5 us at
-// 8 B to 32 KiB, 389 vs 349 GB/s at 64 MiB), so Auto means CE unless this is raised.
+// The copy engines win a single stream-serialised put at every size (symcomm-bench rma,
+// 2026-11-21): on 8 x H200, CE 2.07-3.02 us vs SM 4.66-5.00 us from 8 B to 32 KiB and 388.7
+// vs 360.5 GB/s at 64 MiB (bench/results/h200x8/rma.jsonl); on 2 x H200, 1.66-2.09 vs
+// 3.08-3.77 us and 388.5 vs 349.1 GB/s (bench/results/h200x2/rma_near_base.jsonl). So Auto
+// means CE unless this is raised.
 static const SizeParam kSmCopyMax(
     "SYMCOMM_SM_COPY_MAX", "0",
     "puts and gets up to this size use SM copy kernels under symcommEngineAuto, larger ones the "
@@ -43,8 +47,8 @@ static const IntParam kSyncedPerSm(
     "and the copy kernel apart");
 static const EnumParam kWaitEngine(
     "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
-    "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only; not "
-    "bounded by SYMCOMM_WAIT_TIMEOUT)");
+    "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only), which "
+    "neither a timeout nor an abort can end: refused unless SYMCOMM_WAIT_TIMEOUT=0");
 static const EnumParam kSignalEngine(
     "SYMCOMM_SIGNAL_ENGINE", "memop", "kernel|memop",
     "on-stream SET signals: cuStreamWriteValue64 (no SM) or a one-thread kernel");
@@ -351,9 +355,9 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
     base = *c.barrier_epoch;
     if (atomicAdd(&tickets[0], 1u) == 0) barrier_arrive(c, base + 1);
     volatile uint32_t* failed = tickets + 2;
-    go = box.peer < 0 ||
-         (*failed == 0 &&
-          detail::wait_local(c, c.barrier_slots + box.peer, symcommCmpGe, base + 1) == 0);
+    go = box.peer < 0 || (*failed == 0 && detail::wait_local(c, c.barrier_slots + box.peer,
+                                                             symcommCmpGe, base + 1,
+                                                             box.peer) == 0);
     if (!go) *failed = 1;
   }
   __syncthreads();
@@ -378,8 +382,10 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
   // members' closing waits fail too rather than report success without its blocks.
   if (!failed) {
     barrier_arrive(c, e);
-    for (int t = 0; t < c.team_size; ++t)
-      if (detail::wait_local(c, c.barrier_slots + world_rank(c, t), symcommCmpGe, e) != 0) break;
+    for (int t = 0; t < c.team_size; ++t) {
+      const int w = world_rank(c, t);
+      if (detail::wait_local(c, c.barrier_slots + w, symcommCmpGe, e, w) != 0) break;
+    }
   }
   *c.barrier_epoch = e;
 }
@@ -412,6 +418,7 @@ class CudaRma final : public RmaBackend {
   CudaRma(const Topology& topology, const std::vector<char*>& windows, char* area)
       : topology_(topology), drv_(cuda_driver()), area_(area), windows_(windows) {
     SYMCOMM_CUDART(cudaSetDevice(topology.device));
+    choose_memops();  // first: it may refuse the parameters, before anything is allocated
     void* host = nullptr;
     SYMCOMM_CUDART(cudaHostAlloc(&host, sizeof(HostMapped), cudaHostAllocMapped));
     mapped_ = static_cast<HostMapped*>(host);
@@ -439,8 +446,6 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_REQUIRE(box_blocks_ >= 1 && box_blocks_ <= (1 << 20), symcommInvalidArgument,
                     "SYMCOMM_BOX_COPY_BLOCKS=%d is not in [1, 2^20]", box_blocks_);
     sm_copy_max_ = kSmCopyMax.get();
-    memop_wait_ = kWaitEngine.get() == "memop";
-    memop_signal_ = kSignalEngine.get() == "memop";
     wait_timeout_ns_ = static_cast<uint64_t>(wait_timeout_ms()) * 1000000ull;
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   }
@@ -478,9 +483,10 @@ class CudaRma final : public RmaBackend {
     DeviceScope guard(topology_.device);
     if (memop_wait_ && (cmp == symcommCmpGe || cmp == symcommCmpEq)) {
       // GEQ compares as (int64_t)(*sig - value) >= 0: the same as >= for counts below 2^63.
+      const unsigned flags =
+          (cmp == symcommCmpGe ? CU_STREAM_WAIT_VALUE_GEQ : CU_STREAM_WAIT_VALUE_EQ) | wait_flush_;
       SYMCOMM_CU(drv_, cuStreamWaitValue64(stream, reinterpret_cast<CUdeviceptr>(sig), value,
-                                           cmp == symcommCmpGe ? CU_STREAM_WAIT_VALUE_GEQ
-                                                               : CU_STREAM_WAIT_VALUE_EQ));
+                                           flags));
       return;
     }
     DeviceComm c{};
@@ -741,10 +747,17 @@ class CudaRma final : public RmaBackend {
       failed_.push_back(copy.address);
     }
     symcommResult_t code = static_cast<symcommResult_t>(copy.code);
-    throw_wait_error(code, copy.pe, reinterpret_cast<void*>(copy.address),
-                     static_cast<symcommCmp_t>(copy.cmp), copy.expected, copy.observed,
+    // A word of the barrier area is a barrier's slot, whose failed wait recorded the member
+    // that did not arrive as the pe (barrier_block, copy_boxes_synced_kernel).
+    const uintptr_t area = reinterpret_cast<uintptr_t>(area_);
+    const bool barrier = copy.address >= area &&
+                         copy.address - area < RmaLayout::area_bytes(topology_.nranks);
+    throw_wait_error(code, barrier ? topology_.rank : copy.pe,
+                     reinterpret_cast<void*>(copy.address), static_cast<symcommCmp_t>(copy.cmp),
+                     copy.expected, copy.observed,
                      code == symcommPeerLost ? "on the device: the communicator was aborted"
-                                             : "on the device: SYMCOMM_WAIT_TIMEOUT passed");
+                                             : "on the device: SYMCOMM_WAIT_TIMEOUT passed",
+                     barrier ? copy.pe : -1);
   }
 
   bool wait_failed_in(const void* p, size_t bytes) const override {
@@ -766,6 +779,41 @@ class CudaRma final : public RmaBackend {
     DeviceError error;
     int32_t abort;
   };
+
+  // Which signals and waits are stream memory operations (SYMCOMM_SIGNAL_ENGINE,
+  // SYMCOMM_WAIT_ENGINE, what the GPU supports), and the flags of the waits.
+  void choose_memops() {
+    memop_wait_ = kWaitEngine.get() == "memop";
+    memop_signal_ = kSignalEngine.get() == "memop";
+    // cuStreamWaitValue64 holds the stream until the word changes, whatever the time or an
+    // abort (ce collectives release their own flags to end such waits; a user's signal word
+    // cannot be overwritten so): only a caller who asked for no bound gets it.
+    SYMCOMM_REQUIRE(!memop_wait_ || wait_timeout_ms() == 0, symcommInvalidArgument,
+                    "SYMCOMM_WAIT_ENGINE=memop waits with cuStreamWaitValue64, which neither "
+                    "SYMCOMM_WAIT_TIMEOUT nor an abort can end: set SYMCOMM_WAIT_TIMEOUT=0 (no "
+                    "bound) to use it, or SYMCOMM_WAIT_ENGINE=kernel");
+    CUdevice dev = 0;
+    SYMCOMM_CU(drv_, cuDeviceGet(&dev, topology_.device));
+    auto attribute = [&](CUdevice_attribute a) {
+      int v = 0;
+      return drv_.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS && v != 0;
+    };
+    if ((memop_wait_ || memop_signal_) &&
+        !attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS)) {
+      static std::once_flag logged;
+      std::call_once(logged, [&] {
+        SYMCOMM_INFO("GPU %d has no 64-bit stream memory operations "
+                     "(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS): on-stream signals "
+                     "and waits run as kernels", topology_.device);
+      });
+      memop_wait_ = memop_signal_ = false;
+    }
+    // With the flush, data that reached this GPU before the signal is visible to the work
+    // after the wait, as the driver documents it; without (most platforms), see
+    // docs/memory-model.md.
+    if (memop_wait_ && attribute(CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES))
+      wait_flush_ = CU_STREAM_WAIT_VALUE_FLUSH;
+  }
 
   void copy(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
             symcommStream_t stream) {
@@ -831,6 +879,7 @@ class CudaRma final : public RmaBackend {
   size_t sm_copy_max_ = 0;
   bool memop_wait_ = false;
   bool memop_signal_ = true;
+  unsigned wait_flush_ = 0;  // CU_STREAM_WAIT_VALUE_FLUSH where the GPU supports it
   uint64_t wait_timeout_ns_ = 0;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
   mutable std::mutex failed_mutex_;
   std::vector<uintptr_t> failed_;  // the words of every failed wait raised (under the mutex)

@@ -1,6 +1,6 @@
 // One-sided communication in the host memory space: CPU copies and CPU atomics on the
 // shared-memory heap. Every operation completes before the call returns; waits are bounded
-// by SYMCOMM_WAIT_TIMEOUT and end when the communicator is aborted.
+// by SYMCOMM_WAIT_TIMEOUT (unless it is 0) and end when the communicator is aborted.
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -33,7 +33,7 @@ class HostRma final : public RmaBackend {
     else __atomic_store_n(sig, value, __ATOMIC_RELEASE);
   }
   void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t) override {
-    wait_until(sig, cmp, value, rank_);
+    wait_until(sig, cmp, value);
   }
   void quiet(symcommStream_t) override { std::atomic_thread_fence(std::memory_order_seq_cst); }
   void synchronize(symcommStream_t) override {}  // everything completed in its call
@@ -80,7 +80,7 @@ class HostRma final : public RmaBackend {
     }
     for (int i = 0; i < a.team.size; ++i) {
       int peer = a.team.world_of(i);
-      wait_until(&a.slots[a.rank][peer], symcommCmpGe, epoch, rank_);
+      wait_until(&a.slots[a.rank][peer], symcommCmpGe, epoch, peer);
     }
   }
 
@@ -93,22 +93,26 @@ class HostRma final : public RmaBackend {
   }
 
  private:
-  void wait_until(uint64_t* word, symcommCmp_t cmp, uint64_t value, int rank) {
+  // `missing`: in a barrier, the member whose arrival the word shows (see throw_wait_error).
+  void wait_until(uint64_t* word, symcommCmp_t cmp, uint64_t value, int missing = -1) {
     Clock::time_point start = Clock::now();
     for (uint64_t spins = 0;; ++spins) {
       uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       if (compare(seen, cmp, value)) return;
       if (spins % 1024 != 1023) continue;
       if (aborted_.load())
-        throw_wait_error(symcommPeerLost, rank, word, cmp, value, seen, "the communicator was aborted");
-      if (Clock::now() - start > timeout_)
-        throw_wait_error(symcommTimeout, rank, word, cmp, value, seen, "SYMCOMM_WAIT_TIMEOUT passed");
+        throw_wait_error(symcommPeerLost, rank_, word, cmp, value, seen,
+                         "the communicator was aborted", missing);
+      // A bound of 0 is no bound, as on the device.
+      if (timeout_ != Clock::duration::zero() && Clock::now() - start > timeout_)
+        throw_wait_error(symcommTimeout, rank_, word, cmp, value, seen,
+                         "SYMCOMM_WAIT_TIMEOUT passed", missing);
       std::this_thread::yield();
     }
   }
 
   int rank_;
-  const Clock::duration timeout_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
+  const Clock::duration timeout_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator; 0: none
   std::array<uint64_t, SYMCOMM_MAX_TEAMS> epochs_{};
   std::atomic<bool> aborted_{false};
 };

@@ -1,5 +1,7 @@
 #include "rma/wait.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/param.h"
 
@@ -8,9 +10,15 @@ namespace symcomm {
 static const SecondsParam kWaitTimeout(
     "SYMCOMM_WAIT_TIMEOUT", "60",
     "bound of every signal wait and barrier, on the host and on the device (read when a "
-    "communicator is created)");
+    "communicator is created); 0: no bound (a wait then ends only when it succeeds or the "
+    "communicator is aborted); a positive value below 1 ms counts as 1 ms");
 
-int64_t wait_timeout_ms() { return kWaitTimeout.get_ms(); }
+int64_t wait_timeout_ms() {
+  const double seconds = kWaitTimeout.get();
+  if (seconds == 0) return 0;
+  // Rounded to whole milliseconds, but never to 0, which would mean no bound at all.
+  return std::max<int64_t>(1, kWaitTimeout.get_ms());
+}
 
 const char* cmp_name(symcommCmp_t cmp) {
   switch (cmp) {
@@ -25,7 +33,13 @@ const char* cmp_name(symcommCmp_t cmp) {
 }
 
 void throw_wait_error(symcommResult_t code, int rank, const void* word, symcommCmp_t cmp,
-                      uint64_t expected, uint64_t observed, const char* why) {
+                      uint64_t expected, uint64_t observed, const char* why, int missing) {
+  if (missing >= 0)
+    SYMCOMM_THROW(code,
+                  "a barrier wait ended (%s): rank %d waited for rank %d, which did not arrive "
+                  "(its slot at %p was to be %s %llu and last held %llu)", why, rank, missing,
+                  word, cmp_name(cmp), static_cast<unsigned long long>(expected),
+                  static_cast<unsigned long long>(observed));
   SYMCOMM_THROW(code,
                 "a wait ended (%s): rank %d waited for the word at %p to be %s %llu and last saw "
                 "%llu", why, rank, word, cmp_name(cmp),

@@ -1,9 +1,12 @@
 // The device API (symcomm/device.cuh) from kernels: put and get at every scope with any
 // size and alignment, put_signal ordering, signals from every peer at once, barrier_block,
 // atomics, a wait that times out and is reported once, ptr() against symcommPtr, a team
-// that is not the world. Outputs are poisoned before and checked byte by byte after.
+// that is not the world, fence and quiet (every scope) publishing data behind a relaxed
+// flag, every comparison with put_signal_warp, team translation on 2D teams, and a barrier
+// that a member misses. Outputs are poisoned before and checked byte by byte after.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string>
@@ -289,6 +292,126 @@ __global__ void addr_kernel(DeviceComm c, char* p, void** out, int* ints) {
     for (int j = 0; j < 4; ++j) out[pe * 4 + j] = symcomm::ptr(c, p + offset_at(j), pe);
     ints[2 + pe] = symcomm::world_rank(c, pe);
   }
+}
+
+// ints: {team_rank, team_size}, then for each team rank pe: world_rank(c, pe),
+// team_rank_of(c, that world rank), team_translate(c, pe, other); then team_translate of the
+// out-of-range pes -1 and team_size; then team_rank_of(c, w) for every world rank w.
+__global__ void translate_kernel(DeviceComm c, DeviceComm other, int nranks, int* ints) {
+  const int n = symcomm::team_size(c);
+  ints[0] = symcomm::team_rank(c);
+  ints[1] = n;
+  for (int pe = 0; pe < n; ++pe) {
+    const int w = symcomm::world_rank(c, pe);
+    ints[2 + 3 * pe] = w;
+    ints[3 + 3 * pe] = symcomm::team_rank_of(c, w);
+    ints[4 + 3 * pe] = symcomm::team_translate(c, pe, other);
+  }
+  int* rest = ints + 2 + 3 * n;
+  rest[0] = symcomm::team_translate(c, -1, other);
+  rest[1] = symcomm::team_translate(c, n, other);
+  for (int w = 0; w < nranks; ++w) rest[2 + w] = symcomm::team_rank_of(c, w);
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. Publishing data behind a flag that orders nothing itself: fence and quiet
+// ---------------------------------------------------------------------------------------
+enum Publish { kFence = 0, kQuietThread = 1, kQuietWarp = 2, kQuietBlock = 3 };
+const char* const kPublishName[] = {"fence", "quiet", "quiet_warp", "quiet_block"};
+constexpr size_t kPieceBytes = 8 << 10;
+constexpr int kPieces = 64;
+
+// Block 0 puts piece r (stage + r * kPieceBytes) into slot r of `slots` on the right
+// neighbour (by one thread, warp 0 or the whole block, as the mode says), then raises the
+// neighbour's `flag` to r + 1 with a write that orders nothing by itself: for kFence, fence()
+// then a put of the 8-byte value from `values` (values[r] = r + 1); for the quiets, the
+// quiet then a relaxed signal_op. Block 1 waits for the flag from the left to reach r + 1
+// and checks slot r. Without the fence or the quiet the flag may overtake the piece.
+__global__ void publish_kernel(DeviceComm c, int mode, char* slots, const char* stage,
+                               uint64_t* flag, const uint64_t* values, uint64_t what, ull* bad,
+                               int* rc_out) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  if (blockIdx.x == 0) {
+    if (mode == kQuietWarp ? threadIdx.x >= 32 : mode != kQuietBlock && threadIdx.x != 0) return;
+    for (int r = 0; r < kPieces; ++r) {
+      char* dst = slots + r * kPieceBytes;
+      const char* src = stage + r * kPieceBytes;
+      if (mode == kQuietBlock) {
+        symcomm::put_block(c, dst, src, kPieceBytes, right);
+        symcomm::quiet_block(c);
+      } else if (mode == kQuietWarp) {
+        symcomm::put_warp(c, dst, src, kPieceBytes, right);
+        symcomm::quiet_warp(c);
+      } else {
+        symcomm::put(c, dst, src, kPieceBytes, right);
+        if (mode == kFence) symcomm::fence(c);
+        else symcomm::quiet(c);
+      }
+      if (threadIdx.x != 0) continue;
+      if (mode == kFence) symcomm::put(c, flag, values + r, sizeof(uint64_t), right);
+      else symcomm::signal_op(c, flag, r + 1, symcommSignalSet, right);
+    }
+    return;
+  }
+  for (int r = 0; r < kPieces; ++r) {
+    const int rc = symcomm::signal_wait_until_block(c, flag, symcommCmpGe, r + 1);
+    if (rc != 0) {
+      if (threadIdx.x == 0) rc_out[0] = rc;
+      return;
+    }
+    const char* slot = slots + r * kPieceBytes;
+    ull mine = 0;
+    for (size_t i = threadIdx.x; i < kPieceBytes; i += blockDim.x)
+      mine += static_cast<uint8_t>(slot[i]) != mp::pattern(left, what + r, i);
+    if (mine) atomicAdd(bad, mine);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. Every comparison, with put_signal_warp
+// ---------------------------------------------------------------------------------------
+struct CmpStep {
+  symcommCmp_t cmp;
+  uint64_t value, before, after;  // wait for `cmp value`; the word goes from before to after
+};
+constexpr int kCmpSteps = 6;
+constexpr size_t kCmpBytes = 2000 + 3;
+struct CmpSteps {
+  CmpStep step[kCmpSteps];
+};
+
+// Warp 0 of block 0 put_signal_warps piece i (src + i * kCmpBytes) to the right neighbour,
+// setting its words[i] to step[i].after; block 1 waits for words[i] with step i's comparison
+// (which fails on step[i].before) and checks piece i from the left.
+__global__ void cmp_kernel(DeviceComm c, CmpSteps steps, char* data, const char* src,
+                           uint64_t* words, uint64_t what, ull* bad, int* rc_out) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  if (blockIdx.x == 0) {
+    if (threadIdx.x >= 32) return;
+    for (int i = 0; i < kCmpSteps; ++i)
+      symcomm::put_signal_warp(c, data + i * kCmpBytes, src + i * kCmpBytes, kCmpBytes,
+                               words + i, steps.step[i].after, symcommSignalSet, right);
+    return;
+  }
+  for (int i = 0; i < kCmpSteps; ++i) {
+    const CmpStep& k = steps.step[i];
+    const int rc = symcomm::signal_wait_until_block(c, words + i, k.cmp, k.value);
+    if (rc != 0) {
+      if (threadIdx.x == 0) rc_out[0] = rc;
+      return;
+    }
+    ull mine = 0;
+    for (size_t j = threadIdx.x; j < kCmpBytes; j += blockDim.x)
+      mine += static_cast<uint8_t>(data[i * kCmpBytes + j]) != mp::pattern(left, what + i, j);
+    if (mine) atomicAdd(bad, mine);
+  }
+}
+
+__global__ void barrier_once_kernel(DeviceComm c, int* rc) {
+  const int r = symcomm::barrier_block(c);
+  if (threadIdx.x == 0) rc[0] = r;
 }
 
 // The slot as the host sees it (host-mapped memory, written by kernels).
@@ -735,6 +858,166 @@ TEST_F(Device, StridedTeam) {
   }
   // The team's barrier, run by its members; every rank takes part in the host calls.
   ASSERT_NO_FATAL_FAILURE(run_barriers(member ? &t : nullptr, 32, 100));
+}
+
+TEST_F(Device, FenceAndQuietPublishData) {
+  char* slots = symmetric<char>(kPieces * kPieceBytes);
+  uint64_t* flag = symmetric<uint64_t>(1);
+  char* stage = plain<char>(kPieces * kPieceBytes);
+  uint64_t* values = plain<uint64_t>(kPieces);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(slots && flag && stage && values && bad && rc);
+  std::vector<uint64_t> v(kPieces);
+  for (int r = 0; r < kPieces; ++r) v[r] = static_cast<uint64_t>(r + 1);
+  CUDA_OK(cudaMemcpy(values, v.data(), kPieces * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  for (int mode : {kFence, kQuietThread, kQuietWarp, kQuietBlock}) {
+    SCOPED_TRACE(std::string(kPublishName[mode]) + " seed " + std::to_string(seed_));
+    const uint64_t what = rng_();
+    for (int r = 0; r < kPieces; ++r) mp::fill(stage + r * kPieceBytes, kPieceBytes, me_, what + r);
+    CUDA_OK(cudaMemset(slots, kPoison, kPieces * kPieceBytes));
+    CUDA_OK(cudaMemset(flag, 0, sizeof(uint64_t)));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    publish_kernel<<<2, 256>>>(h_, mode, slots, stage, flag, values, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommHostBarrier(comm_));
+    ull bad_host = 1;
+    int rc_host = -1;
+    uint64_t flag_host = 0;
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&flag_host, flag, sizeof flag_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host, 0);
+    EXPECT_EQ(bad_host, 0u) << "bytes of a piece not there when its flag was";
+    EXPECT_EQ(flag_host, static_cast<uint64_t>(kPieces));
+  }
+}
+
+TEST_F(Device, EveryComparisonWithPutSignalWarp) {
+  const CmpSteps steps{{{symcommCmpNe, 7, 7, 8},    {symcommCmpLe, 50, 100, 50},
+                        {symcommCmpLt, 5, 10, 4},   {symcommCmpGt, 9, 9, 10},
+                        {symcommCmpGe, 30, 29, 30}, {symcommCmpEq, 77, 76, 77}}};
+  char* data = symmetric<char>(kCmpSteps * kCmpBytes);
+  uint64_t* words = symmetric<uint64_t>(kCmpSteps);
+  char* src = plain<char>(kCmpSteps * kCmpBytes + 1);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(data && words && src && bad && rc);
+  src += 1;  // the source unaligned against the destination: byte accesses too
+  const uint64_t what = rng_();
+  for (int i = 0; i < kCmpSteps; ++i) mp::fill(src + i * kCmpBytes, kCmpBytes, me_, what + i);
+  uint64_t before[kCmpSteps];
+  for (int i = 0; i < kCmpSteps; ++i) before[i] = steps.step[i].before;
+  CUDA_OK(cudaMemcpy(words, before, sizeof before, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(data, kPoison, kCmpSteps * kCmpBytes));
+  CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+  CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  DeviceComm c = h_;
+  c.wait_timeout_ns = 10'000'000'000ull;  // a comparison that never holds fails in 10 s
+  cmp_kernel<<<2, 128>>>(c, steps, data, src, words, what, bad, rc);
+  LAUNCH_OK();
+  SC_OK(symcommHostBarrier(comm_));
+  ull bad_host = 1;
+  int rc_host = -1;
+  uint64_t after[kCmpSteps];
+  CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(after, words, sizeof after, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(rc_host, 0);
+  EXPECT_EQ(bad_host, 0u) << "a wait passed before its data arrived, seed " << seed_;
+  for (int i = 0; i < kCmpSteps; ++i) EXPECT_EQ(after[i], steps.step[i].after) << "step " << i;
+}
+
+// Device handles of the rows and columns of a 2D split (rows of 2): ranks, world ranks and
+// translations on the device agree with the host's, and each team's barrier works.
+TEST_F(Device, TwoDimensionalTeams) {
+  symcommTeam_t row = SYMCOMM_TEAM_INVALID, col = SYMCOMM_TEAM_INVALID;
+  SC_OK(symcommTeamSplit2D(comm_, SYMCOMM_TEAM_WORLD, 2, &row, &col));
+  DeviceComm rh{}, ch{};
+  SC_OK(symcommGetDeviceComm(comm_, row, &rh));
+  SC_OK(symcommGetDeviceComm(comm_, col, &ch));
+  int* ints = plain<int>(4 + 4 * static_cast<size_t>(n_));
+  ASSERT_NE(ints, nullptr);
+  for (int which = 0; which < 2; ++which) {
+    const symcommTeam_t team = which == 0 ? row : col, other = which == 0 ? col : row;
+    const DeviceComm& t = which == 0 ? rh : ch;
+    SCOPED_TRACE(which == 0 ? "row" : "column");
+    int rank = -2, size = -2;
+    SC_OK(symcommTeamRank(comm_, team, &rank));
+    SC_OK(symcommTeamSize(comm_, team, &size));
+    CUDA_OK(cudaMemset(ints, kPoison, (4 + 4 * n_) * sizeof(int)));
+    translate_kernel<<<1, 1>>>(t, which == 0 ? ch : rh, n_, ints);
+    LAUNCH_OK();
+    std::vector<int> got(4 + 4 * static_cast<size_t>(n_));
+    CUDA_OK(cudaMemcpy(got.data(), ints, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got[0], rank);
+    EXPECT_EQ(got[1], size);
+    for (int pe = 0; pe < size; ++pe) {
+      int world = -2, there = -2;
+      SC_OK(symcommTeamTranslate(comm_, team, pe, SYMCOMM_TEAM_WORLD, &world));
+      SC_OK(symcommTeamTranslate(comm_, team, pe, other, &there));
+      EXPECT_EQ(got[2 + 3 * pe], world) << "world_rank of " << pe;
+      EXPECT_EQ(got[3 + 3 * pe], pe) << "team_rank_of(world_rank(" << pe << "))";
+      EXPECT_EQ(got[4 + 3 * pe], there) << "team_translate of " << pe;
+    }
+    const int* rest = &got[2 + 3 * static_cast<size_t>(size)];
+    EXPECT_EQ(rest[0], -1) << "team_translate of pe -1";
+    EXPECT_EQ(rest[1], -1) << "team_translate of pe team_size";
+    for (int w = 0; w < n_; ++w) {
+      int want = -2;
+      SC_OK(symcommTeamTranslate(comm_, SYMCOMM_TEAM_WORLD, w, team, &want));
+      EXPECT_EQ(rest[2 + w], want) << "team_rank_of world rank " << w;
+    }
+    ASSERT_NO_FATAL_FAILURE(run_barriers(&t, 32, 100));
+  }
+  SC_OK(symcommTeamDestroy(comm_, row));
+  SC_OK(symcommTeamDestroy(comm_, col));
+}
+
+// A barrier_block that the last rank never enters: the others time out, the record names
+// the absent member (its world rank as the pe, its slot as the address), and the host
+// reports it so. The team is one of its own (its members' barrier counts now disagree);
+// the world's barriers still work.
+TEST_F(Device, BarrierThatAMemberMissesRecordsIt) {
+  symcommTeam_t team = SYMCOMM_TEAM_INVALID;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 1, n_, &team));
+  DeviceComm t{};
+  SC_OK(symcommGetDeviceComm(comm_, team, &t));
+  t.wait_timeout_ns = 200'000'000;
+  int* rc = plain<int>(1);
+  ASSERT_NE(rc, nullptr);
+  CUDA_OK(cudaMemset(rc, 0xff, sizeof(int)));
+  CUDA_OK(cudaDeviceSynchronize());
+  const int absent = n_ - 1;
+  SC_OK(symcommHostBarrier(comm_));
+  if (me_ != absent) {
+    barrier_once_kernel<<<1, 64>>>(t, rc);
+    LAUNCH_OK();
+    int rc_host = -1;
+    CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host, symcommTimeout);
+    const symcomm::DeviceError e = snapshot(h_.error);
+    EXPECT_EQ(e.code, symcommTimeout);
+    EXPECT_EQ(e.pe, absent) << "the record names the member that did not arrive";
+    EXPECT_EQ(e.address, reinterpret_cast<uintptr_t>(t.barrier_slots + absent));
+    EXPECT_EQ(e.cmp, symcommCmpGe);
+    EXPECT_EQ(e.expected, 1u);
+    EXPECT_EQ(e.observed, 0u);
+    SC_FAILS(symcommHostBarrier(comm_), symcommTimeout);
+    std::string msg = symcommGetLastError();
+    EXPECT_NE(msg.find("waited for rank " + std::to_string(absent) + ", which did not arrive"),
+              std::string::npos) << msg;
+  } else {
+    SC_OK(symcommHostBarrier(comm_));
+  }
+  SC_OK(symcommHostBarrier(comm_));
+  SC_OK(symcommTeamDestroy(comm_, team));
+  ASSERT_NO_FATAL_FAILURE(run_barriers(&h_, 64, 10));
 }
 
 }  // namespace

@@ -1,9 +1,17 @@
 // One-sided communication on a stream (host API), in both memory spaces: puts and gets of
-// random sizes and offsets on every engine, signals and their ordering, waits that time
-// out, barriers, teams, and every bad argument.
+// random sizes and offsets on every engine, signals and their ordering, every comparison,
+// waits and barriers that time out (or have no bound), teams, graph capture, a stress of
+// every peer at once, and every bad argument.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "mp.h"
 #include "symcomm/device_comm.h"
@@ -11,6 +19,32 @@
 namespace {
 
 const symcommEngine_t kEngines[] = {symcommEngineAuto, symcommEngineCe, symcommEngineSm};
+
+// Bytes of [p, p + bytes) (this process's memory in the space under test) that differ from
+// pattern(who, what, first + i): a piece of a pattern written from index 0 further before.
+size_t mismatches(const void* p, size_t bytes, int who, uint64_t what, size_t first = 0) {
+  std::vector<uint8_t> got(bytes);
+  if (bytes) mp::copy_to_host(got.data(), p, bytes);
+  size_t bad = 0;
+  for (size_t i = 0; i < bytes; ++i) bad += got[i] != mp::pattern(who, what, first + i);
+  return bad;
+}
+
+// A communicator of its own whose waits have SYMCOMM_WAIT_TIMEOUT=`bound` (read at creation).
+symcommComm_t comm_with_timeout(const char* bound) {
+  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", bound);
+  return mp::new_comm();
+}
+
+std::string address(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 class Rma : public ::testing::Test {
  protected:
@@ -31,6 +65,15 @@ class Rma : public ::testing::Test {
   int right() const { return (mp::rank() + 1) % mp::nranks(); }
   int left() const { return (mp::rank() + mp::nranks() - 1) % mp::nranks(); }
 
+  // What reports an on-stream wait's failure on `c`: `rc` itself in the host space; in the
+  // cuda space (the stream goes on after the bound; rc is success) the next call.
+  symcommResult_t reported(symcommComm_t c, symcommResult_t rc) {
+    if (mp::space() != symcommSpaceCuda) return rc;
+    EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+    mp::sync(stream_);
+    return symcommQuietOnStream(c, stream_);
+  }
+
   symcommComm_t comm_ = nullptr;
   symcommStream_t stream_ = nullptr;
 };
@@ -39,8 +82,8 @@ TEST_F(Rma, PutAndGetRandomSizesAndOffsets) {
   std::mt19937_64 rng(mp::agree(std::random_device{}()));
   const size_t max_bytes = (5 << 20) + 333;  // beyond a 2 MiB chunk
   char* sym;
-  SC_OK(symcommMalloc(comm_, max_bytes + 64, reinterpret_cast<void**>(&sym)));
-  char* local = static_cast<char*>(mp::local_alloc(max_bytes + 64));
+  SC_OK(symcommMalloc(comm_, max_bytes + 128, reinterpret_cast<void**>(&sym)));
+  char* local = static_cast<char*>(mp::local_alloc(max_bytes + 128));
   uint64_t what = 1;
   for (symcommEngine_t engine : kEngines) {
     for (int trial = 0; trial < 5; ++trial) {
@@ -63,8 +106,10 @@ TEST_F(Rma, PutAndGetRandomSizesAndOffsets) {
       EXPECT_EQ(mp::count_mismatches(sym + dst_off, bytes, left(), what), 0u)
           << "put engine " << engine << " bytes " << bytes << " offsets " << src_off << "/"
           << dst_off;
-      // The poison around the target is untouched.
-      EXPECT_EQ(mp::count_mismatches(sym, dst_off, mp::rank(), 1000000 + what), 0u);
+      // The poison around the target is untouched, before it and after it.
+      EXPECT_EQ(mismatches(sym, dst_off, mp::rank(), 1000000 + what), 0u);
+      EXPECT_EQ(mismatches(sym + dst_off + bytes, 128 - dst_off, mp::rank(), 1000000 + what,
+                           dst_off + bytes), 0u) << "put wrote past its end, bytes " << bytes;
       SC_OK(symcommHostBarrier(comm_));
       // Get: my left neighbour's buffer (which it wrote itself) into my local buffer.
       mp::fill(sym, bytes + 64, mp::rank(), 2000000 + what);
@@ -73,13 +118,13 @@ TEST_F(Rma, PutAndGetRandomSizesAndOffsets) {
       SC_OK(symcommGetOnStream(comm_, local + dst_off, sym + src_off, bytes, left(), engine,
                                stream_));
       mp::sync(stream_);
-      size_t bad = 0;
       // The left rank's pattern starts at its buffer's start: compare from src_off on.
-      std::vector<uint8_t> expect(bytes), got(bytes);
-      for (size_t i = 0; i < bytes; ++i) expect[i] = mp::pattern(left(), 2000000 + what, src_off + i);
-      mp::copy_to_host(got.data(), local + dst_off, bytes);
-      for (size_t i = 0; i < bytes; ++i) bad += got[i] != expect[i];
-      EXPECT_EQ(bad, 0u) << "get engine " << engine << " bytes " << bytes;
+      EXPECT_EQ(mismatches(local + dst_off, bytes, left(), 2000000 + what, src_off), 0u)
+          << "get engine " << engine << " bytes " << bytes;
+      // The poison around the destination is untouched.
+      EXPECT_EQ(mismatches(local, dst_off, mp::rank(), 7), 0u);
+      EXPECT_EQ(mismatches(local + dst_off + bytes, 64 - dst_off, mp::rank(), 7, dst_off + bytes),
+                0u) << "get wrote past its end, bytes " << bytes;
       SC_OK(symcommHostBarrier(comm_));
     }
   }
@@ -127,9 +172,21 @@ TEST_F(Rma, PutReadsWhatAnEarlyTriggeringKernelWrote) {
 TEST_F(Rma, ZeroBytesIsANoOp) {
   char* sym;
   SC_OK(symcommMalloc(comm_, 64, reinterpret_cast<void**>(&sym)));
-  SC_OK(symcommPutOnStream(comm_, sym, nullptr, 0, right(), symcommEngineAuto, stream_));
-  SC_OK(symcommGetOnStream(comm_, nullptr, sym, 0, left(), symcommEngineAuto, stream_));
+  char* local = static_cast<char*>(mp::local_alloc(64));
+  mp::fill(sym, 64, mp::rank(), 11);
+  mp::fill(local, 64, mp::rank(), 12);
+  SC_OK(symcommHostBarrier(comm_));
+  for (symcommEngine_t engine : kEngines) {
+    SC_OK(symcommPutOnStream(comm_, sym, nullptr, 0, right(), engine, stream_));
+    SC_OK(symcommPutOnStream(comm_, sym + 8, local, 0, right(), engine, stream_));
+    SC_OK(symcommGetOnStream(comm_, nullptr, sym, 0, left(), engine, stream_));
+    SC_OK(symcommGetOnStream(comm_, local + 8, sym, 0, left(), engine, stream_));
+  }
   mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  EXPECT_EQ(mismatches(sym, 64, mp::rank(), 11), 0u) << "a zero-byte put wrote";
+  EXPECT_EQ(mismatches(local, 64, mp::rank(), 12), 0u) << "a zero-byte get wrote";
+  mp::local_free(local);
   SC_OK(symcommFree(comm_, sym));
 }
 
@@ -233,65 +290,215 @@ TEST_F(Rma, BarrierOrdersPuts) {
   SC_OK(symcommFree(comm_, word));
 }
 
-// On-stream operations captured once in a CUDA graph and replayed: barrier counts advance
-// on the device, so every replay is a new barrier.
+// On-stream operations captured once in a CUDA graph and replayed: a CE put, an SM put, a
+// put-signal, a signal wait, a get and barriers. Barrier counts advance on the device, so
+// every replay is a new barrier; the signal word is reset by a put (to this rank) after the
+// wait, so every replay waits for the same value.
 TEST_F(Rma, CapturedInAGraph) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
-  uint64_t* word;
-  SC_OK(symcommMalloc(comm_, 8, reinterpret_cast<void**>(&word)));
+  // words: [0] CE put, [1] SM put, [2] put-signal data, [3] the signal, [4] zero (for the reset)
+  uint64_t* words;
+  SC_OK(symcommMalloc(comm_, 5 * 8, reinterpret_cast<void**>(&words)));
   uint64_t* value = static_cast<uint64_t*>(mp::local_alloc(8));
-  mp::write_u64(word, 0);
+  uint64_t* got = static_cast<uint64_t*>(mp::local_alloc(8));
+  for (int i = 0; i < 5; ++i) mp::write_u64(&words[i], 0);
   SC_OK(symcommHostBarrier(comm_));
   ASSERT_EQ(mp::begin_capture(stream_), 0);
-  SC_OK(symcommPutOnStream(comm_, word, value, 8, right(), symcommEngineCe, stream_));
+  SC_OK(symcommPutOnStream(comm_, &words[0], value, 8, right(), symcommEngineCe, stream_));
+  SC_OK(symcommPutOnStream(comm_, &words[1], value, 8, right(), symcommEngineSm, stream_));
+  SC_OK(symcommPutSignalOnStream(comm_, &words[2], value, 8, &words[3], 1, symcommSignalSet,
+                                 right(), symcommEngineAuto, stream_));
+  SC_OK(symcommSignalWaitOnStream(comm_, &words[3], symcommCmpEq, 1, stream_));
+  SC_OK(symcommPutOnStream(comm_, &words[3], &words[4], 8, mp::rank(), symcommEngineCe,
+                           stream_));
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  // Every put of this replay has landed: read what my left neighbour received.
+  SC_OK(symcommGetOnStream(comm_, got, &words[2], 8, left(), symcommEngineAuto, stream_));
   SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
   void* exec = mp::end_capture(stream_);
   ASSERT_NE(exec, nullptr);
+  const int n = mp::nranks();
+  const auto v = [](uint64_t k, int rank) { return 100 * k + static_cast<uint64_t>(rank); };
   for (uint64_t k = 1; k <= 5; ++k) {
-    mp::write_u64(value, 100 + k + static_cast<uint64_t>(mp::rank()));
+    mp::write_u64(value, v(k, mp::rank()));
+    mp::write_u64(got, 0);
+    SC_OK(symcommHostBarrier(comm_));  // every value is written before any replay reads it
     ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
     mp::sync(stream_);
-    EXPECT_EQ(mp::read_u64(word), 100 + k + static_cast<uint64_t>(left())) << "replay " << k;
+    SC_OK(symcommQuietOnStream(comm_, stream_));  // no wait failed on the device
+    EXPECT_EQ(mp::read_u64(&words[0]), v(k, left())) << "CE put, replay " << k;
+    EXPECT_EQ(mp::read_u64(&words[1]), v(k, left())) << "SM put, replay " << k;
+    EXPECT_EQ(mp::read_u64(&words[2]), v(k, left())) << "put-signal, replay " << k;
+    EXPECT_EQ(mp::read_u64(&words[3]), 0u) << "the signal's reset, replay " << k;
+    EXPECT_EQ(mp::read_u64(got), v(k, (mp::rank() + n - 2) % n)) << "get, replay " << k;
     SC_OK(symcommHostBarrier(comm_));  // everyone read before the next replay writes
   }
   mp::destroy_graph(exec);
+  mp::local_free(got);
   mp::local_free(value);
-  SC_OK(symcommFree(comm_, word));
+  SC_OK(symcommFree(comm_, words));
 }
 
 TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
   // The bound is read when a communicator is created: this test makes its own.
-  symcommComm_t shared = comm_;
-  {
-    mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "0.3");
-    comm_ = mp::new_comm();
-  }
-  ASSERT_NE(comm_, nullptr);
+  const double bound = 0.3;
+  symcommComm_t c = comm_with_timeout("0.3");
+  ASSERT_NE(c, nullptr);
   uint64_t* word;
-  SC_OK(symcommMalloc(comm_, 8, reinterpret_cast<void**>(&word)));
+  SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
   mp::write_u64(word, 5);
-  SC_OK(symcommHostBarrier(comm_));
+  SC_OK(symcommHostBarrier(c));
   auto start = std::chrono::steady_clock::now();
-  symcommResult_t rc = symcommSignalWaitOnStream(comm_, word, symcommCmpGt, 1000, stream_);
-  if (mp::space() == symcommSpaceCuda) {
-    // The stream goes on after the bound; the next call reports what happened, once.
-    EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
-    mp::sync(stream_);
-    rc = symcommQuietOnStream(comm_, stream_);
-  }
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The stream goes on after the bound in the cuda space; the next call reports it, once.
+  symcommResult_t rc =
+      reported(c, symcommSignalWaitOnStream(c, word, symcommCmpGt, 1000, stream_));
+  const double took = seconds_since(start);
   EXPECT_EQ(rc, symcommTimeout) << symcommGetLastError();
   std::string msg = symcommGetLastError();
   EXPECT_NE(msg.find("> 1000"), std::string::npos) << msg;
   EXPECT_NE(msg.find("last saw 5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank " + std::to_string(mp::rank()) + " "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(address(word)), std::string::npos) << msg;
+  EXPECT_GE(took, 0.9 * bound) << "the wait ended before its bound";
   EXPECT_LT(took, 5.0);
   // Usable afterwards.
-  SC_OK(symcommQuietOnStream(comm_, stream_));
-  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  SC_OK(symcommQuietOnStream(c, stream_));
+  SC_OK(symcommBarrierOnStream(c, SYMCOMM_TEAM_WORLD, stream_));
   mp::sync(stream_);
-  SC_OK(symcommFree(comm_, word));
-  SC_OK(symcommFinalize(comm_));
-  comm_ = shared;
+  SC_OK(symcommFree(c, word));
+  SC_OK(symcommFinalize(c));
+}
+
+// SYMCOMM_WAIT_TIMEOUT=0 means no bound in both spaces (the host space once timed out at
+// once, the device never): a signal sent 0.3 s late is still waited for. A positive bound
+// below a millisecond is still a bound (1 ms), not "none".
+TEST_F(Rma, WaitTimeoutZeroMeansNoBound) {
+  symcommComm_t c = comm_with_timeout("0");
+  ASSERT_NE(c, nullptr);
+  uint64_t* word;
+  SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
+  mp::write_u64(word, 0);
+  SC_OK(symcommHostBarrier(c));
+  if (mp::rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    SC_OK(symcommPutSignalOnStream(c, nullptr, nullptr, 0, word, 1, symcommSignalSet, 0,
+                                   symcommEngineAuto, stream_));
+  } else if (mp::rank() == 0) {
+    auto start = std::chrono::steady_clock::now();
+    SC_OK(symcommSignalWaitOnStream(c, word, symcommCmpGe, 1, stream_));
+    mp::sync(stream_);
+    SC_OK(symcommQuietOnStream(c, stream_));  // no failure recorded on the device either
+    EXPECT_GE(seconds_since(start), 0.2) << "the wait passed before the signal was sent";
+    EXPECT_EQ(mp::read_u64(word), 1u);
+  }
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(c));
+  SC_OK(symcommFree(c, word));
+  SC_OK(symcommFinalize(c));
+
+  c = comm_with_timeout("0.0001");
+  ASSERT_NE(c, nullptr);
+  SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
+  mp::write_u64(word, 5);
+  SC_OK(symcommHostBarrier(c));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(reported(c, symcommSignalWaitOnStream(c, word, symcommCmpLt, 5, stream_)),
+            symcommTimeout) << symcommGetLastError();
+  EXPECT_LT(seconds_since(start), 5.0);
+  SC_OK(symcommHostBarrier(c));
+  SC_OK(symcommFree(c, word));
+  SC_OK(symcommFinalize(c));
+}
+
+// Every comparison, on words a peer changes with put-signal: each wait cannot pass before
+// the peer's signal (the word starts where the comparison fails), and the data behind the
+// signal is there once it passes. Then waits that hold already, at their edges.
+TEST_F(Rma, EveryComparison) {
+  struct Step {
+    symcommCmp_t cmp;
+    uint64_t value, before, after;  // wait for `cmp value`; the word goes before -> after
+  };
+  const Step steps[] = {{symcommCmpNe, 7, 7, 8},       {symcommCmpLe, 50, 100, 50},
+                        {symcommCmpLt, 5, 10, 4},      {symcommCmpGt, 9, 9, 10},
+                        {symcommCmpGe, 30, 29, 30},    {symcommCmpEq, 77, 76, 77}};
+  constexpr int kSteps = 6;
+  constexpr size_t kData = 4096;
+  uint64_t* words;
+  char* data;
+  SC_OK(symcommMalloc(comm_, 8 * kSteps, reinterpret_cast<void**>(&words)));
+  SC_OK(symcommMalloc(comm_, kData * kSteps, reinterpret_cast<void**>(&data)));
+  char* src = static_cast<char*>(mp::local_alloc(kData * kSteps));
+  for (int i = 0; i < kSteps; ++i) {
+    mp::write_u64(&words[i], steps[i].before);
+    mp::fill(src + i * kData, kData, mp::rank(), 500 + i);
+  }
+  mp::fill(data, kData * kSteps, mp::rank(), 499);
+  SC_OK(symcommHostBarrier(comm_));
+  for (int i = 0; i < kSteps; ++i)
+    SC_OK(symcommPutSignalOnStream(comm_, data + i * kData, src + i * kData, kData, &words[i],
+                                   steps[i].after, symcommSignalSet, right(),
+                                   kEngines[i % 3], stream_));
+  for (int i = 0; i < kSteps; ++i) {
+    SC_OK(symcommSignalWaitOnStream(comm_, &words[i], steps[i].cmp, steps[i].value, stream_));
+    mp::sync(stream_);
+    EXPECT_EQ(mp::read_u64(&words[i]), steps[i].after) << "comparison " << steps[i].cmp;
+    EXPECT_EQ(mismatches(data + i * kData, kData, left(), 500 + i), 0u)
+        << "comparison " << steps[i].cmp << " passed before the data arrived";
+  }
+  // Already true of words[1] (50 now): each at the edge where a wrong comparison fails.
+  const std::pair<symcommCmp_t, uint64_t> now[] = {
+      {symcommCmpNe, 49}, {symcommCmpLe, 50}, {symcommCmpLt, 51},
+      {symcommCmpGe, 50}, {symcommCmpGt, 49}, {symcommCmpEq, 50}};
+  for (const auto& [cmp, value] : now)
+    SC_OK(symcommSignalWaitOnStream(comm_, &words[1], cmp, value, stream_));
+  mp::sync(stream_);
+  SC_OK(symcommQuietOnStream(comm_, stream_));  // no wait failed on the device
+  SC_OK(symcommHostBarrier(comm_));
+  mp::local_free(src);
+  SC_OK(symcommFree(comm_, data));
+  SC_OK(symcommFree(comm_, words));
+}
+
+// A barrier that one member never reaches ends with symcommTimeout naming that member (the
+// call itself fails in the host space; the next call in the cuda space, the stream going
+// on), and the communicator stays usable. The team is one of its own: after the failure its
+// members' barrier counts disagree.
+TEST_F(Rma, BarrierThatAMemberMissesTimesOut) {
+  const double bound = 0.3;
+  symcommComm_t c = comm_with_timeout("0.3");
+  ASSERT_NE(c, nullptr);
+  const int n = mp::nranks(), me = mp::rank(), absent = n - 1;
+  symcommTeam_t team;
+  SC_OK(symcommTeamSplitStrided(c, SYMCOMM_TEAM_WORLD, 0, 1, n, &team));
+  SC_OK(symcommHostBarrier(c));
+  if (me != absent) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(reported(c, symcommBarrierOnStream(c, team, stream_)), symcommTimeout)
+        << symcommGetLastError();
+    const double took = seconds_since(start);
+    std::string msg = symcommGetLastError();
+    EXPECT_NE(msg.find("waited for rank " + std::to_string(absent) + ", which did not arrive"),
+              std::string::npos) << msg;
+    EXPECT_GE(took, 0.9 * bound);
+    EXPECT_LT(took, 5.0);
+  }
+  SC_OK(symcommHostBarrier(c));
+  SC_OK(symcommTeamDestroy(c, team));
+  // Usable: a put seen after a world barrier.
+  uint64_t* word;
+  SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
+  uint64_t* value = static_cast<uint64_t*>(mp::local_alloc(8));
+  mp::write_u64(value, 1000 + static_cast<uint64_t>(me));
+  mp::write_u64(word, 0);
+  SC_OK(symcommHostBarrier(c));
+  SC_OK(symcommPutOnStream(c, word, value, 8, right(), symcommEngineAuto, stream_));
+  SC_OK(symcommBarrierOnStream(c, SYMCOMM_TEAM_WORLD, stream_));
+  mp::sync(stream_);
+  EXPECT_EQ(mp::read_u64(word), 1000 + static_cast<uint64_t>(left()));
+  SC_OK(symcommHostBarrier(c));
+  mp::local_free(value);
+  SC_OK(symcommFree(c, word));
+  SC_OK(symcommFinalize(c));
 }
 
 TEST_F(Rma, BadArguments) {
@@ -327,6 +534,75 @@ TEST_F(Rma, BadArguments) {
                                      stream_), symcommInvalidArgument);
   SC_FAILS(symcommBarrierOnStream(comm_, 57, stream_), symcommInvalidArgument);
   SC_FAILS(symcommPutOnStream(nullptr, sym, local, 8, 0, ce, stream_), symcommInvalidArgument);
+  // A size that wraps offset + bytes around must not pass the heap's bounds (it once did,
+  // and the host space then ran memcpy with it).
+  const size_t huge = SIZE_MAX - 100;
+  SC_FAILS(symcommPutOnStream(comm_, sym + 4000, local, huge, 0, ce, stream_),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "not inside the symmetric heap"), nullptr);
+  SC_FAILS(symcommGetOnStream(comm_, local, sym + 4000, huge, 0, ce, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommPutSignalOnStream(comm_, sym + 4000, local, huge, sig, 1, symcommSignalSet, 0,
+                                    ce, stream_), symcommInvalidArgument);
+  // Get: NULL pointers, pe out of range, an unknown engine.
+  SC_FAILS(symcommGetOnStream(comm_, nullptr, sym, 8, 0, ce, stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "dst"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommGetOnStream(comm_, local, nullptr, 8, 0, ce, stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "src is NULL"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommGetOnStream(comm_, local, sym, 8, mp::nranks(), ce, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommGetOnStream(comm_, local, sym, 8, -1, ce, stream_), symcommInvalidArgument);
+  SC_FAILS(symcommGetOnStream(comm_, local, sym, 8, 0, static_cast<symcommEngine_t>(3), stream_),
+           symcommInvalidArgument);
+  // Put-signal: the signal word NULL or outside the heap, pe out of range, NULL data.
+  SC_FAILS(symcommPutSignalOnStream(comm_, sym, local, 8, nullptr, 1, symcommSignalSet, 0, ce,
+                                    stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "sig is NULL"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommPutSignalOnStream(comm_, sym, local, 8, reinterpret_cast<uint64_t*>(local), 1,
+                                    symcommSignalSet, 0, ce, stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "not inside the symmetric heap"), nullptr);
+  SC_FAILS(symcommPutSignalOnStream(comm_, sym, local, 8, sig, 1, symcommSignalSet, mp::nranks(),
+                                    ce, stream_), symcommInvalidArgument);
+  SC_FAILS(symcommPutSignalOnStream(comm_, sym, local, 8, sig, 1, symcommSignalSet, -1, ce,
+                                    stream_), symcommInvalidArgument);
+  SC_FAILS(symcommPutSignalOnStream(comm_, nullptr, local, 8, sig, 1, symcommSignalSet, 0, ce,
+                                    stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "dst is NULL"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommPutSignalOnStream(comm_, sym, nullptr, 8, sig, 1, symcommSignalSet, 0, ce,
+                                    stream_), symcommInvalidArgument);
+  SC_FAILS(symcommSignalWaitOnStream(comm_, nullptr, symcommCmpEq, 0, stream_),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "sig is NULL"), nullptr) << symcommGetLastError();
+  // Device handles (checked before the memory space is: the same in both spaces).
+  SC_FAILS(symcommGetDeviceComm(comm_, SYMCOMM_TEAM_WORLD, nullptr), symcommInvalidArgument);
+  symcomm::DeviceComm handle;
+  SC_FAILS(symcommGetDeviceComm(comm_, 57, &handle), symcommInvalidArgument);
+  SC_FAILS(symcommGetDeviceComm(comm_, SYMCOMM_TEAM_INVALID, &handle), symcommInvalidArgument);
+  // Team calls: a pe out of range of its team, a 2D split without columns.
+  int pe = -2;
+  SC_FAILS(symcommTeamTranslate(comm_, SYMCOMM_TEAM_WORLD, mp::nranks(), SYMCOMM_TEAM_WORLD, &pe),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "out of range"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommTeamTranslate(comm_, SYMCOMM_TEAM_WORLD, -1, SYMCOMM_TEAM_WORLD, &pe),
+           symcommInvalidArgument);
+  symcommTeam_t xteam = 5, yteam = 5;
+  for (int xrange : {0, -3}) {
+    SC_FAILS(symcommTeamSplit2D(comm_, SYMCOMM_TEAM_WORLD, xrange, &xteam, &yteam),
+             symcommInvalidArgument);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "xrange"), nullptr) << symcommGetLastError();
+    EXPECT_EQ(xteam, SYMCOMM_TEAM_INVALID);
+    EXPECT_EQ(yteam, SYMCOMM_TEAM_INVALID);
+  }
+  // A team of which this rank is not a member: odd ranks use the even ranks' team id.
+  symcommTeam_t even;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (mp::nranks() + 1) / 2, &even));
+  const auto even_id = static_cast<symcommTeam_t>(mp::agree(static_cast<uint64_t>(even)));
+  if (mp::rank() % 2 == 1) {
+    SC_FAILS(symcommGetDeviceComm(comm_, even_id, &handle), symcommInvalidArgument);
+    SC_FAILS(symcommBarrierOnStream(comm_, even_id, stream_), symcommInvalidArgument);
+  } else {
+    SC_OK(symcommTeamDestroy(comm_, even));
+  }
   if (mp::space() == symcommSpaceHost) {
     SC_FAILS(symcommPutOnStream(comm_, sym, local, 8, 0, ce,
                                 reinterpret_cast<symcommStream_t>(0x1234)),
@@ -404,6 +680,127 @@ TEST_F(Rma, Teams) {
   for (int k = 0; k < 10; ++k) SC_OK(symcommBarrierOnStream(comm_, again, stream_));
   mp::sync(stream_);
   SC_OK(symcommTeamDestroy(comm_, again));
+}
+
+// Rows of three (the last row short unless 3 divides the ranks: 2 ranks make one row of 2,
+// 4 a row of 3 and one of 1, 8 rows of 3, 3 and 2), then splits of a team that is not the
+// world: its members 1.. and its rows of two.
+TEST_F(Rma, TeamsWithAShortRowAndNestedSplits) {
+  const int n = mp::nranks(), me = mp::rank();
+  auto expect_team = [&](symcommTeam_t t, int rank, int size, int world0, const char* what) {
+    int r = -2, z = -2, w = -2;
+    SC_OK(symcommTeamRank(comm_, t, &r));
+    SC_OK(symcommTeamSize(comm_, t, &z));
+    SC_OK(symcommTeamTranslate(comm_, t, 0, SYMCOMM_TEAM_WORLD, &w));
+    EXPECT_EQ(r, rank) << what;
+    EXPECT_EQ(z, size) << what;
+    EXPECT_EQ(w, world0) << what << ": world rank of its member 0";
+    int back = -2;
+    SC_OK(symcommTeamTranslate(comm_, SYMCOMM_TEAM_WORLD, me, t, &back));
+    EXPECT_EQ(back, rank) << what << ": this rank translated from the world";
+    for (int k = 0; k < 10; ++k) SC_OK(symcommBarrierOnStream(comm_, t, stream_));
+    mp::sync(stream_);
+  };
+  symcommTeam_t row, col;
+  SC_OK(symcommTeamSplit2D(comm_, SYMCOMM_TEAM_WORLD, 3, &row, &col));
+  expect_team(row, me % 3, std::min(3, n - me / 3 * 3), me / 3 * 3, "row of 3");
+  expect_team(col, me / 3, (n - me % 3 + 2) / 3, me % 3, "column of the rows of 3");
+  for (int k = 0; k < (n - me % 3 + 2) / 3; ++k) {
+    int in_row = -2;  // member k of my column is world rank me % 3 + 3k: in my row iff k is mine
+    SC_OK(symcommTeamTranslate(comm_, col, k, row, &in_row));
+    EXPECT_EQ(in_row, k == me / 3 ? me % 3 : -1) << "column member " << k;
+  }
+  // The even ranks, then splits of that team; odd ranks take part with no parent.
+  symcommTeam_t even, tail = SYMCOMM_TEAM_INVALID, erow, ecol;
+  const int evens = (n + 1) / 2, e = me / 2;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, evens, &even));
+  if (evens >= 2)  // the even team's members 1.. : world ranks 2, 4, ...
+    SC_OK(symcommTeamSplitStrided(comm_, even, 1, 1, evens - 1, &tail));
+  SC_OK(symcommTeamSplit2D(comm_, even, 2, &erow, &ecol));
+  if (me % 2 == 0) {
+    if (evens >= 2) {
+      if (me == 0) EXPECT_EQ(tail, SYMCOMM_TEAM_INVALID);
+      else expect_team(tail, e - 1, evens - 1, 2, "even ranks from 2");
+    }
+    expect_team(erow, e % 2, std::min(2, evens - e / 2 * 2), 4 * (e / 2), "row of the evens");
+    expect_team(ecol, e / 2, (evens - e % 2 + 1) / 2, 2 * (e % 2), "column of the evens");
+  } else {
+    EXPECT_EQ(tail, SYMCOMM_TEAM_INVALID);
+    EXPECT_EQ(erow, SYMCOMM_TEAM_INVALID);
+    EXPECT_EQ(ecol, SYMCOMM_TEAM_INVALID);
+  }
+  for (symcommTeam_t t : {row, col, even, tail, erow, ecol})
+    if (t != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, t));
+}
+
+// Stress: many rounds in which every rank put-signals a piece of random size (0 included)
+// and offsets, on a random engine, into its slot on every rank (itself included) at once.
+// Each receiver checks every piece, and the poison around it, when it observes the piece's
+// signal, poisons the slot again and acknowledges; a sender reuses a slot only after that.
+TEST_F(Rma, StressEveryPeerAtOnce) {
+  const int n = mp::nranks(), me = mp::rank();
+  const int rounds = mp::space() == symcommSpaceHost ? 120 : 60;
+  const size_t kMax = 24 << 10, kSlot = kMax + 128;
+  char* buf;
+  uint64_t* sigs;  // [s]: round of sender s's piece here; [n + r]: acks from receiver r
+  SC_OK(symcommMalloc(comm_, kSlot * n, reinterpret_cast<void**>(&buf)));
+  SC_OK(symcommMalloc(comm_, 16 * n, reinterpret_cast<void**>(&sigs)));
+  char* src = static_cast<char*>(mp::local_alloc(kSlot * n));
+  for (int i = 0; i < 2 * n; ++i) mp::write_u64(&sigs[i], 0);
+  const auto poison = [](uint64_t k) { return 1000000 + k; };
+  const auto what = [&](uint64_t k, int to) { return k * 64 + static_cast<uint64_t>(to); };
+  for (int s = 0; s < n; ++s) mp::fill(buf + s * kSlot, kSlot, me, poison(1));  // each slot
+  struct Piece {
+    size_t bytes, src_off, dst_off;
+    symcommEngine_t engine;
+  };
+  std::mt19937_64 rng(mp::agree(std::random_device{}()));
+  std::vector<Piece> pieces(static_cast<size_t>(n) * n);  // [sender * n + receiver]
+  SC_OK(symcommHostBarrier(comm_));
+  size_t bad = 0;
+  std::string first_bad;
+  for (uint64_t k = 1; k <= static_cast<uint64_t>(rounds); ++k) {  // all, even after a failure
+    for (Piece& p : pieces) {
+      const uint64_t r = rng();
+      p.bytes = r % 8 == 0 ? 0 : r % 3 == 0 ? 1 + rng() % 64 : 1 + rng() % kMax;
+      p.src_off = rng() % 64;
+      p.dst_off = rng() % 64;
+      p.engine = kEngines[rng() % 3];
+    }
+    for (int t = 0; t < n; ++t) {  // send to every rank, once it acknowledged round k - 1
+      const Piece& p = pieces[static_cast<size_t>(me * n + t)];
+      SC_OK(symcommSignalWaitOnStream(comm_, &sigs[n + t], symcommCmpGe, k - 1, stream_));
+      mp::sync(stream_);  // and this rank's previous put from the source is done
+      mp::fill(src + t * kSlot + p.src_off, p.bytes, me, what(k, t));
+      SC_OK(symcommPutSignalOnStream(comm_, buf + me * kSlot + p.dst_off,
+                                     src + t * kSlot + p.src_off, p.bytes, &sigs[me], k,
+                                     symcommSignalSet, t, p.engine, stream_));
+    }
+    for (int s = 0; s < n; ++s) {  // receive from every rank, check, poison again, ack
+      const Piece& p = pieces[static_cast<size_t>(s * n + me)];
+      SC_OK(symcommSignalWaitOnStream(comm_, &sigs[s], symcommCmpEq, k, stream_));
+      mp::sync(stream_);
+      char* slot = buf + s * kSlot;
+      const size_t end = p.dst_off + p.bytes;
+      const size_t wrong = mismatches(slot + p.dst_off, p.bytes, s, what(k, me)) +
+                           mismatches(slot, p.dst_off, me, poison(k)) +
+                           mismatches(slot + end, kSlot - end, me, poison(k), end);
+      if (wrong != 0 && bad == 0)
+        first_bad = "round " + std::to_string(k) + " from rank " + std::to_string(s) + ": " +
+                    std::to_string(p.bytes) + " bytes at " + std::to_string(p.dst_off) +
+                    ", engine " + std::to_string(p.engine);
+      bad += wrong;
+      mp::fill(slot, kSlot, me, poison(k + 1));
+      SC_OK(symcommPutSignalOnStream(comm_, nullptr, nullptr, 0, &sigs[n + me], 1,
+                                     symcommSignalAdd, s, symcommEngineAuto, stream_));
+    }
+  }
+  mp::sync(stream_);
+  EXPECT_EQ(bad, 0u) << first_bad;
+  SC_OK(symcommHostBarrier(comm_));
+  mp::local_free(src);
+  SC_OK(symcommFree(comm_, sigs));
+  SC_OK(symcommFree(comm_, buf));
 }
 
 }  // namespace

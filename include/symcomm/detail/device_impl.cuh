@@ -111,12 +111,13 @@ __device__ __forceinline__ void signal_update(uint64_t* remote, uint64_t value,
 // over PCIe, so there is no compare-and-swap: a writer that sees a code already set leaves
 // the record alone, the fields are written before the code (with a system fence between),
 // and two failures at the same instant may mix their fields (the record is diagnostic).
+// `pe`: DeviceError::pe where it is not this rank (a barrier's member that did not arrive).
 __device__ __forceinline__ void record_error(const DeviceComm& c, int code, const void* word,
                                              symcommCmp_t cmp, uint64_t expected,
-                                             uint64_t observed) {
+                                             uint64_t observed, int pe = -1) {
   volatile DeviceError* v = c.error;
   if (v == nullptr || v->code != 0) return;
-  v->pe = c.rank;
+  v->pe = pe < 0 ? c.rank : pe;
   v->cmp = static_cast<int32_t>(cmp);
   v->block = static_cast<int32_t>(blockIdx.x);
   v->address = reinterpret_cast<uintptr_t>(word);
@@ -131,8 +132,9 @@ __device__ __forceinline__ void record_error(const DeviceComm& c, int code, cons
 // ordered after the observed write. (Measured on H200: an ld.acquire.sys poll costs 0.64 us
 // one way in a ping-pong, a relaxed poll plus fence.acq_rel.sys after it 1.21 us.) Looks at
 // the clock and the abort flag (host memory, slow to read) once every kCheckEvery polls.
+// `pe`: what a failure records as DeviceError::pe (-1: this rank; see record_error).
 __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* word,
-                                          symcommCmp_t cmp, uint64_t value) {
+                                          symcommCmp_t cmp, uint64_t value, int pe = -1) {
   constexpr uint32_t kCheckEvery = 1024;
   uint64_t seen = load_acquire(word);
   if (compare(seen, cmp, value)) return 0;
@@ -151,7 +153,7 @@ __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* w
       else if (c.wait_timeout_ns != 0 && now - start > c.wait_timeout_ns)
         code = symcommTimeout;
       if (code != 0) {
-        record_error(c, code, word, cmp, value, seen);
+        record_error(c, code, word, cmp, value, seen, pe);
         return code;
       }
     }
@@ -167,6 +169,19 @@ __device__ __forceinline__ int team_size(const DeviceComm& c) { return c.team_si
 
 __device__ __forceinline__ int world_rank(const DeviceComm& c, int team_pe) {
   return c.team_start + team_pe * c.team_stride;
+}
+
+__device__ __forceinline__ int team_rank_of(const DeviceComm& c, int world) {
+  const int d = world - c.team_start;
+  if (d < 0 || c.team_stride <= 0 || d % c.team_stride != 0) return -1;
+  const int i = d / c.team_stride;
+  return i < c.team_size ? i : -1;
+}
+
+__device__ __forceinline__ int team_translate(const DeviceComm& src, int src_pe,
+                                              const DeviceComm& dst) {
+  if (src_pe < 0 || src_pe >= src.team_size) return -1;
+  return team_rank_of(dst, world_rank(src, src_pe));
 }
 
 namespace detail {
@@ -293,6 +308,13 @@ __device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint
 __device__ __forceinline__ void fence(const DeviceComm&) { __threadfence_system(); }
 __device__ __forceinline__ void quiet(const DeviceComm&) { __threadfence_system(); }
 
+// As quiet_block, at warp scope: __syncwarp also orders memory among the lanes.
+__device__ __forceinline__ void quiet_warp(const DeviceComm&) {
+  __syncwarp();
+  if (detail::lane_id() == 0) __threadfence_system();
+  __syncwarp();
+}
+
 __device__ __forceinline__ void quiet_block(const DeviceComm&) {
   __syncthreads();
   if (detail::block_thread() == 0) __threadfence_system();
@@ -337,7 +359,9 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
     detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), e);
   }
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
-    const int rc = detail::wait_local(c, c.barrier_slots + world_rank(c, t), symcommCmpGe, e);
+    // Member t's slot shows its arrival: a failure records t's world rank as the pe.
+    const int w = world_rank(c, t);
+    const int rc = detail::wait_local(c, c.barrier_slots + w, symcommCmpGe, e, w);
     if (rc != 0) atomicCAS(&result, 0, rc);
   }
   __syncthreads();
