@@ -4,6 +4,8 @@
 // barrier latency.
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "bench.h"
 #include "symcomm/device.cuh"
@@ -357,14 +359,15 @@ void barrier_latency(Context& ctx, symcommComm_t comm, symcommTeam_t team, int m
 }
 
 // A second communicator with one parameter changed (the wait or signal engine).
-symcommComm_t comm_with(Context& ctx, const char* name, const char* value) {
-  setenv(name, value, 1);
+// A communicator made with the parameters `settings` ({name, value} pairs) set.
+symcommComm_t comm_with(Context& ctx, std::initializer_list<std::pair<const char*, const char*>> settings) {
+  for (const auto& [name, value] : settings) setenv(name, value, 1);
   symcommUniqueId uid;
   if (ctx.rank == 0) BENCH_SC(symcommGetUniqueId(&uid));
   BENCH_SC(symcommHostBroadcast(ctx.comm, &uid, sizeof uid, 0));
   symcommComm_t c;
   BENCH_SC(symcommInit(&c, ctx.nranks, ctx.rank, &uid, nullptr));
-  unsetenv(name);
+  for (const auto& [name, value] : settings) unsetenv(name);
   return c;
 }
 
@@ -390,14 +393,17 @@ int run_rma(Context& ctx) {
       pingpong(ctx, sig, "symcomm:device_put_signal", ctx.comm, nullptr, Half::PutSignal);
   for (const Variant& v : kVariants) pingpong(ctx, sig, v.name, ctx.comm, &v);
   stream_pingpong(ctx, ctx.comm, sig, "symcomm:stream_kernel_wait");
+  // The defaults (kernel signal, kernel wait) above; each memory operation in turn here.
+  symcommComm_t memop_wait = comm_with(
+      ctx, {{"SYMCOMM_WAIT_ENGINE", "memop"}, {"SYMCOMM_WAIT_TIMEOUT", "0"}});
+  symcommComm_t memop_signal = comm_with(ctx, {{"SYMCOMM_SIGNAL_ENGINE", "memop"}});
   const struct {
-    const char* param;
-    const char* value;
+    symcommComm_t comm;
     const char* impl;
-  } engines[] = {{"SYMCOMM_WAIT_ENGINE", "memop", "symcomm:stream_memop_wait"},
-                 {"SYMCOMM_SIGNAL_ENGINE", "kernel", "symcomm:stream_kernel_signal"}};
+  } engines[] = {{memop_wait, "symcomm:stream_memop_wait"},
+                 {memop_signal, "symcomm:stream_memop_signal"}};
   for (const auto& e : engines) {
-    symcommComm_t other = comm_with(ctx, e.param, e.value);
+    symcommComm_t other = e.comm;
     uint64_t* sig2;
     BENCH_SC(symcommMalloc(other, 64, reinterpret_cast<void**>(&sig2)));
     stream_pingpong(ctx, other, sig2, e.impl);

@@ -49,9 +49,15 @@ static const EnumParam kWaitEngine(
     "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
     "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only), which "
     "neither a timeout nor an abort can end: refused unless SYMCOMM_WAIT_TIMEOUT=0");
+// A one-thread kernel beats cuStreamWriteValue64 in the on-stream ping-pong of 9 of the 10
+// committed 4 x H200 runs, by 0.1-2 us (bench/results/h200x4/rma_*.jsonl up to commit
+// b14453f: symcomm:stream_kernel_signal, a kernel signal and wait, against
+// symcomm:stream_kernel_wait, then a memop signal and a kernel wait: 3.47 against 5.51 us in
+// rma_b14453f, 3.99 against 5.12 in rma_497fdd2; a tie, 5.37 against 5.29, in rma_040f7b6).
+// The memop needs no SM: for signals queued behind work that holds every SM.
 static const EnumParam kSignalEngine(
-    "SYMCOMM_SIGNAL_ENGINE", "memop", "kernel|memop",
-    "on-stream SET signals: cuStreamWriteValue64 (no SM) or a one-thread kernel");
+    "SYMCOMM_SIGNAL_ENGINE", "kernel", "kernel|memop",
+    "on-stream SET signals: a one-thread kernel, or cuStreamWriteValue64 (no SM)");
 
 
 namespace {
