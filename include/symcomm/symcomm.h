@@ -335,7 +335,7 @@ typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
  * algorithm that can run the call; or the name of a registered algorithm; symcomm-info
  * lists them. Counts are in elements. Results of reductions are the same on every member;
  * between runs they are bit-identical for a given algorithm, except that floating-point
- * sums by "nccl" (which the table picks for large all-reduces and reduce-scatters) follow
+ * sums by "nccl" (which the table may pick for large all-reduces and reduce-scatters) follow
  * NCCL's order of combination. */
 
 /* recv (team_size * count) = every member's send (count), in team-rank order. */
@@ -404,7 +404,7 @@ typedef enum {
  * choice if set (an error if it cannot run the call), else the selection table's, else the
  * first registered algorithm that can run it. `count` and `type` as the call takes them
  * (all-to-all-v: the elements this rank sends in all, counts on the host); `symmetric`
- * (non-zero): the call's buffers are symmetric or registered, else plain device memory.
+ * (non-zero): the call's buffers are symmetric or registered, else plain memory.
  * Local: no communication. */
 symcommResult_t symcommCollAlgorithm(symcommComm_t comm, symcommTeam_t team, symcommCollOp_t op,
                                      size_t count, symcommDataType_t type, int symmetric,

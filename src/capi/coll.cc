@@ -22,10 +22,10 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 size_t max_elems(size_t elem) { return (SIZE_MAX / 2) / elem; }
 
 // Reductions and SM kernels load elements through T*: a buffer must be aligned to its type.
-void require_aligned(const void* p, size_t alignment, const char* what, symcommDataType_t type) {
+void require_aligned(const void* p, size_t alignment, const char* what) {
   SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(p) % alignment == 0, symcommInvalidArgument,
-                  "%s %p is not aligned to %zu bytes (the size of type %d)", what, p, alignment,
-                  static_cast<int>(type));
+                  "%s %p is not aligned to %zu bytes (the size of its elements)", what, p,
+                  alignment);
 }
 
 // What every collective shares: the team, this rank's place in it, the type, op and root.
@@ -68,11 +68,11 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
   const bool reads_send = op != CollOp::Broadcast || a.me == root;
   if (sb && reads_send) {
     SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
-    require_aligned(send, a.elem, "send", type);
+    require_aligned(send, a.elem, "send");
   }
   if (rb) {
     SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
-    require_aligned(recv, a.elem, "recv", type);
+    require_aligned(recv, a.elem, "recv");
   }
   if (reads_send && !(exact_in_place && send == recv))
     SYMCOMM_REQUIRE(!overlap(send, sb, recv, rb), symcommInvalidArgument,
@@ -101,11 +101,12 @@ std::pair<size_t, size_t> check_v(int n, const size_t* sendcounts, const size_t*
                                   const size_t* recvcounts, const size_t* rdispls,
                                   symcommDataType_t type) {
   const size_t limit = max_elems(type_size(type)) / static_cast<size_t>(n);  // so is their sum
-  auto extent = [&](const char* what, int j, size_t count, size_t displ) {
+  auto extent = [&](const char* what, int j, size_t count, size_t displ) -> size_t {
+    if (count == 0) return 0;  // where an empty block would be does not matter
     SYMCOMM_REQUIRE(count <= limit && displ <= limit - count, symcommInvalidArgument,
                     "%scounts[%d] = %zu at displacement %zu: more than %zu elements of type %d",
                     what, j, count, displ, limit, static_cast<int>(type));
-    return count ? displ + count : 0;
+    return displ + count;
   };
   size_t send_elems = 0, recv_elems = 0;
   std::vector<std::pair<size_t, int>> blocks;  // nonempty receive blocks: start, member
@@ -130,7 +131,7 @@ std::pair<size_t, size_t> check_v(int n, const size_t* sendcounts, const size_t*
 void check_device_counts(symcommComm& c, const size_t* const* v) {
   static const char* const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
   for (int k = 0; k < 4; ++k) {
-    require_aligned(v[k], sizeof(size_t), names[k], symcommUint64);
+    require_aligned(v[k], sizeof(size_t), names[k]);
     if (c.space_kind != symcommSpaceCuda) continue;
     cudaPointerAttributes attr{};
     if (cudaPointerGetAttributes(&attr, v[k]) != cudaSuccess) (void)cudaGetLastError();
@@ -212,7 +213,7 @@ extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
     SYMCOMM_REQUIRE_ARG(sdispls);
     SYMCOMM_REQUIRE_ARG(recvcounts);
     SYMCOMM_REQUIRE_ARG(rdispls);
-    require_aligned(send, type_size(type), "send", type);
+    require_aligned(send, type_size(type), "send");
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
     check_device_counts(checked(comm), v);
     // The extents are on the device: only recv's capacity is checked against send here.

@@ -14,7 +14,7 @@ static const SizeParam kWorkspace(
 static const StringParam kCollAlgo(
     "SYMCOMM_COLL_ALGO", "",
     "collective algorithm to use instead of the selection table: a name for every operation, "
-    "or op=name pairs (allgather=copy,allreduce=copy)");
+    "or op=name pairs (allgather=copy,allreduce=copy); auto (or op=auto): the table");
 
 static const CollOp kAllOps[] = {CollOp::AllGather,     CollOp::AllToAll,
                                  CollOp::AllToAllv,     CollOp::ReduceScatter,
