@@ -1455,6 +1455,57 @@ TEST(CollLimits, SmNeedsRoomForItsRings) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// copy's all-to-all-v reads the counts back on the host, which a CUDA graph capture cannot
+// do. Where sm cannot run (no room for its rings), the registry order gives all-to-all-v to
+// copy: outside a capture the automatic choice is copy (asked here), inside one it passes
+// over copy to an algorithm that captures (ll), whose graph replays correctly with new data.
+// Asked for by name in a capture, copy refuses before it enqueues anything, and the capture
+// goes on.
+TEST(CollLimits, AutomaticChoicePassesOverCopyInAGraph) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
+  mp::ScopedEnv rings("SYMCOMM_COLL_SM_BYTES", "256K");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommStream_t s = mp::new_stream();
+  const int n = mp::nranks(), me = mp::rank();
+  const Type& t = kTypes[6];  // float32
+  const uint64_t seed = mp::agree(std::random_device{}());
+  const VLayout v = random_layout(seed, n, 3000);
+  const std::vector<size_t> sc = v.sends(me), sd = v.sdispls(me), rc = v.receives(me), rd = v.rdispls(me);
+  const size_t se = VLayout::extent(sd, sc) + 1, re = VLayout::extent(rd, rc) + 1;
+  void* send = mp::local_alloc(se * t.size);
+  void* recv = mp::local_alloc(re * t.size);
+  size_t total = 0;
+  for (size_t c : sc) total += c;
+  const char* name = nullptr;
+  SC_OK(symcommCollAlgorithm(comm, SYMCOMM_TEAM_WORLD, symcommCollAllToAllv, total, t.id, 0, &name));
+  EXPECT_STREQ(name, "copy");
+  ASSERT_EQ(mp::begin_capture(s), 0);
+  SC_FAILS(symcommAllToAllvOnStream(comm, SYMCOMM_TEAM_WORLD, send, sc.data(), sd.data(), recv,
+                                    rc.data(), rd.data(), t.id, "copy", s), symcommNotSupported);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "cannot be captured"), nullptr) << symcommGetLastError();
+  const symcommResult_t captured = symcommAllToAllvOnStream(
+      comm, SYMCOMM_TEAM_WORLD, send, sc.data(), sd.data(), recv, rc.data(), rd.data(), t.id,
+      nullptr, s);
+  EXPECT_EQ(captured, symcommSuccess) << symcommGetLastError();
+  void* exec = mp::end_capture(s);
+  ASSERT_NE(exec, nullptr);
+  for (uint64_t k = 1; k <= 2 && captured == symcommSuccess; ++k) {
+    SCOPED_TRACE("replay " + std::to_string(k));
+    mp::store(send, make(t, seed + k, me, 0, se));
+    mp::store(recv, std::vector<uint8_t>(re * t.size, 0xAB));
+    SC_OK(symcommHostBarrier(comm));
+    ASSERT_EQ(mp::launch_graph(exec, s), 0);
+    EXPECT_EQ(differences(mp::fetch(s, recv, re * t.size), v.received(t, seed + k, me, re), t.size), "");
+    SC_OK(symcommHostBarrier(comm));
+  }
+  mp::destroy_graph(exec);
+  mp::local_free(send);
+  mp::local_free(recv);
+  mp::free_stream(s);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 // ce's waits are stream memory operations, bounded by its watchdog: a rank that calls a
 // collective alone is let go after SYMCOMM_WAIT_TIMEOUT, the next call reports the timeout
 // like a failed wait kernel, and ce refuses to run on the communicator from then on.
