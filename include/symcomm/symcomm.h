@@ -329,13 +329,22 @@ typedef enum {
 typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
 
 /* Every collective is called by every member of `team` with the same counts, type, op and
- * root (checked where it costs nothing), in the same order. Buffers may be any memory this
- * rank's GPU can read and write (host memory in the host space); send and recv may be the
- * same buffer where the operation allows it (all-reduce, broadcast). Symmetric buffers (the
- * same symcommMalloc object on every member) are used in place; others are staged through a
- * symmetric workspace. `algorithm` is NULL or "auto" for the selection table's choice
- * (SYMCOMM_COLL_ALGO overrides it), or the name of a registered algorithm; symcomm-info
- * lists them. Counts are in elements. */
+ * root (checked where it costs nothing), in the same order, and with the same kind of
+ * buffers: symmetric (or registered) on every member, or on none, since the choice of
+ * algorithm and whether peers write a receive buffer in place depend on it. Buffers may be
+ * any memory this rank's GPU can read and write (host memory in the host space), aligned to
+ * the size of `type` (else symcommInvalidArgument); send and recv may be the same buffer
+ * where the operation allows it (all-reduce and broadcast: send == recv; all-gather: send is
+ * this rank's block of recv, recv + team_rank * count elements). Symmetric buffers (the
+ * same symcommMalloc object on every member, or symcommRegister) are used in place; others
+ * are staged through a symmetric workspace. `algorithm` is NULL or "auto" for the automatic
+ * choice: SYMCOMM_COLL_ALGO's if set (a name, or op=name pairs; "auto" means the table),
+ * else the selection table's (symcommCollAlgorithm says which), else the first registered
+ * algorithm that can run the call; or the name of a registered algorithm; symcomm-info
+ * lists them. Counts are in elements. Results of reductions are the same on every member;
+ * between runs they are bit-identical for a given algorithm, except that floating-point
+ * sums by "nccl" (which the table may pick for large all-reduces and reduce-scatters) follow
+ * NCCL's order of combination. */
 
 /* recv (team_size * count) = every member's send (count), in team-rank order. */
 symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
@@ -349,9 +358,11 @@ symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTeam_t team, 
 /* All-to-all with counts per member (MPI_Alltoallv): sendcounts[j] elements at element
  * offset sdispls[j] of send go to member j, where they land at element offset rdispls[i] of
  * recv (i = the sender's team rank); recvcounts[i] of member j must equal sendcounts[j] of
- * member i. Host arrays of team-size entries. "copy" checks the counts of every pair (the
- * same error on every member) and synchronises the stream to do so; "sm" and "nccl" trust
- * them. */
+ * member i. Host arrays of team-size entries. The blocks received must not overlap in recv
+ * (checked), nor recv and send. A member that receives nothing may pass recv = NULL. "copy"
+ * checks the counts of every pair (the same error on every member) and synchronises the
+ * stream to do so (so the automatic choice passes over it in a CUDA graph capture, and by
+ * name it refuses there); "sm", "ll", "ce" and "nccl" trust them. */
 symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                          const size_t* sendcounts, const size_t* sdispls,
                                          void* recv, const size_t* recvcounts,
@@ -364,7 +375,11 @@ symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team,
  * written) is what member i sent here and rdispls[i] (device, written) where its block
  * starts. A block that does not fit in recv_capacity is dropped whole (recvcounts still
  * counts it; compare rdispls[i] + recvcounts[i] with the capacity on the device). Nothing is
- * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" only (cuda space). */
+ * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" only (cuda space).
+ * The four arrays must be memory the GPU can access (checked: not pageable host memory),
+ * 8-byte aligned, and apart from send and recv. Not checked, since the counts are only on
+ * the device: that send holds sdispls[j] + sendcounts[j] elements and that those blocks do
+ * not overlap recv; such errors corrupt memory as they would in a kernel of the caller's. */
 symcommResult_t symcommAllToAllvDeviceOnStream(symcommComm_t comm, symcommTeam_t team,
                                                const void* send, const size_t* sendcounts,
                                                const size_t* sdispls, void* recv,
@@ -387,6 +402,21 @@ symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommTeam_t team,
 symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                          void* recv, size_t count, symcommDataType_t type,
                                          int root, const char* algorithm, symcommStream_t stream);
+/* The collectives, for symcommCollAlgorithm. */
+typedef enum {
+  symcommCollAllGather = 0, symcommCollAllToAll = 1, symcommCollAllToAllv = 2,
+  symcommCollReduceScatter = 3, symcommCollAllReduce = 4, symcommCollBroadcast = 5
+} symcommCollOp_t;
+/* The algorithm (static storage) that a call of `op` over `team` with algorithm NULL or
+ * "auto" and on a stream not being captured would run, as chosen now: SYMCOMM_COLL_ALGO's
+ * choice if set (an error if it cannot run the call), else the selection table's, else the
+ * first registered algorithm that can run it. `count` and `type` as the call takes them
+ * (all-to-all-v: the elements this rank sends in all, counts on the host); `symmetric`
+ * (non-zero): the call's buffers are symmetric or registered, else plain memory.
+ * Local: no communication. */
+symcommResult_t symcommCollAlgorithm(symcommComm_t comm, symcommTeam_t team, symcommCollOp_t op,
+                                     size_t count, symcommDataType_t type, int symmetric,
+                                     const char** name);
 /* The names of the registered collective algorithms ("copy", ...), for symcomm-info. */
 int symcommCollAlgorithmCount(void);
 const char* symcommCollAlgorithmName(int index);

@@ -1,5 +1,9 @@
 // Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
+#include <cuda_runtime.h>
+
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "capi/guard.h"
 #include "coll/selection.h"
@@ -13,13 +17,21 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
-// Checks what every collective shares and runs it. `send_bytes`/`recv_bytes`: this rank's
-// buffer sizes; `exact_in_place`: send == recv is allowed (other overlaps never are).
-void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
-         size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
-         const char* algorithm, symcommStream_t stream, size_t send_elems, size_t recv_elems,
-         bool exact_in_place, const size_t* const* v = nullptr, bool counts_on_device = false) {
-  symcommComm& c = checked(comm);
+// Element counts beyond this are refused: counts and extents times the element size (and
+// the team size) stay far from overflowing.
+size_t max_elems(size_t elem) { return (SIZE_MAX / 2) / elem; }
+
+// Reductions and SM kernels load elements through T*: a buffer must be aligned to its type.
+void require_aligned(const void* p, size_t alignment, const char* what) {
+  SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(p) % alignment == 0, symcommInvalidArgument,
+                  "%s %p is not aligned to %zu bytes (the size of its elements)", what, p,
+                  alignment);
+}
+
+// What every collective shares: the team, this rank's place in it, the type, op and root.
+CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
+                   symcommDataType_t type, symcommRedOp_t redop, int root,
+                   symcommStream_t stream) {
   c.check_live();
   check_stream(c, stream);
   CollArgs a{};
@@ -34,23 +46,42 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
                   symcommInvalidArgument, "op %d is not a symcommRedOp_t", static_cast<int>(redop));
   SYMCOMM_REQUIRE(root >= 0 && root < a.team.size, symcommInvalidArgument,
                   "root %d is out of range [0, %d) of team %d", root, a.team.size, team);
-  SYMCOMM_REQUIRE(count <= (SIZE_MAX / 2) / a.elem / static_cast<size_t>(a.team.size),
+  SYMCOMM_REQUIRE(count <= max_elems(a.elem) / static_cast<size_t>(a.team.size),
                   symcommInvalidArgument, "count %zu is too large", count);
+  a.count = count;
+  a.type = type;
+  a.redop = redop;
+  a.root = root;
+  a.stream = stream;
+  return a;
+}
+
+// Checks what every collective shares and runs it. `send_elems`/`recv_elems`: this rank's
+// buffer sizes; `exact_in_place`: send == recv is allowed (other overlaps never are).
+void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
+         size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
+         const char* algorithm, symcommStream_t stream, size_t send_elems, size_t recv_elems,
+         bool exact_in_place, const size_t* const* v = nullptr, bool counts_on_device = false) {
+  symcommComm& c = checked(comm);
+  CollArgs a = base_args(c, op, team, count, type, redop, root, stream);
   const size_t sb = send_elems * a.elem, rb = recv_elems * a.elem;
   const bool reads_send = op != CollOp::Broadcast || a.me == root;
-  if (sb && reads_send) SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
-  if (rb) SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
+  if (sb && reads_send) {
+    SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
+    require_aligned(send, a.elem, "send");
+  }
+  if (rb) {
+    SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
+    require_aligned(recv, a.elem, "recv");
+  }
   if (reads_send && !(exact_in_place && send == recv))
     SYMCOMM_REQUIRE(!overlap(send, sb, recv, rb), symcommInvalidArgument,
                     "send [%p, +%zu) and recv [%p, +%zu) overlap%s", send, sb, recv, rb,
                     exact_in_place ? " (only send == recv is allowed)" : "");
   a.send = static_cast<const char*>(send);
   a.recv = static_cast<char*>(recv);
-  a.count = count;
-  a.type = type;
-  a.redop = redop;
-  a.root = root;
-  a.stream = stream;
+  // The choice of algorithm depends on it: every member must pass the same kind of buffers
+  // (symcomm.h). An empty buffer is taken to be of the others' kind.
   a.symmetric = (!reads_send || sb == 0 || c.coll->addressable(send, sb)) &&
                 (rb == 0 || c.coll->addressable(recv, rb));
   if (v) {  // all-to-all-v: send counts, send displacements, receive counts and displacements
@@ -61,6 +92,53 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
     a.counts_on_device = counts_on_device;
   }
   choose_algorithm(a, *c.coll, algorithm).run(a, *c.coll);
+}
+
+// Host all-to-all-v: every count and extent fits (no overflow, in elements and in bytes), and
+// no two blocks that this rank receives overlap. Returns the send and receive extents, in
+// elements (for the overlap check of send and recv).
+std::pair<size_t, size_t> check_v(int n, const size_t* sendcounts, const size_t* sdispls,
+                                  const size_t* recvcounts, const size_t* rdispls,
+                                  symcommDataType_t type) {
+  const size_t limit = max_elems(type_size(type)) / static_cast<size_t>(n);  // so is their sum
+  auto extent = [&](const char* what, int j, size_t count, size_t displ) -> size_t {
+    if (count == 0) return 0;  // where an empty block would be does not matter
+    SYMCOMM_REQUIRE(count <= limit && displ <= limit - count, symcommInvalidArgument,
+                    "%scounts[%d] = %zu at displacement %zu: more than %zu elements of type %d",
+                    what, j, count, displ, limit, static_cast<int>(type));
+    return displ + count;
+  };
+  size_t send_elems = 0, recv_elems = 0;
+  std::vector<std::pair<size_t, int>> blocks;  // nonempty receive blocks: start, member
+  for (int j = 0; j < n; ++j) {
+    send_elems = std::max(send_elems, extent("send", j, sendcounts[j], sdispls[j]));
+    recv_elems = std::max(recv_elems, extent("recv", j, recvcounts[j], rdispls[j]));
+    if (recvcounts[j]) blocks.emplace_back(rdispls[j], j);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t k = 1; k < blocks.size(); ++k) {
+    const int i = blocks[k - 1].second, j = blocks[k].second;
+    SYMCOMM_REQUIRE(rdispls[i] + recvcounts[i] <= rdispls[j], symcommInvalidArgument,
+                    "the receive blocks of members %d ([%zu, +%zu)) and %d ([%zu, +%zu)) overlap",
+                    i, rdispls[i], recvcounts[i], j, rdispls[j], recvcounts[j]);
+  }
+  return {send_elems, recv_elems};
+}
+
+// Device all-to-all-v: the kernels read and write the count arrays, which must be memory
+// this rank's GPU can access (not pageable host memory) and aligned. The counts themselves
+// are on the device: the host cannot check them (symcomm.h says what the call trusts).
+void check_device_counts(symcommComm& c, const size_t* const* v) {
+  static const char* const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  for (int k = 0; k < 4; ++k) {
+    require_aligned(v[k], sizeof(size_t), names[k]);
+    if (c.space_kind != symcommSpaceCuda) continue;
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, v[k]) != cudaSuccess) (void)cudaGetLastError();
+    SYMCOMM_REQUIRE(attr.type != cudaMemoryTypeUnregistered, symcommInvalidArgument,
+                    "%s %p is not memory the GPU can access (pageable host memory?): the counts "
+                    "of this call are read and written on the device", names[k], v[k]);
+  }
 }
 
 std::string describe(const char* fn, symcommTeam_t team, size_t count, symcommDataType_t type,
@@ -116,15 +194,8 @@ extern "C" symcommResult_t symcommAllToAllvOnStream(
     SYMCOMM_REQUIRE_ARG(sdispls);
     SYMCOMM_REQUIRE_ARG(recvcounts);
     SYMCOMM_REQUIRE_ARG(rdispls);
-    // The extents the buffers must have, in elements (for the overlap check).
-    size_t send_elems = 0, recv_elems = 0;
-    for (int j = 0; j < n; ++j) {
-      SYMCOMM_REQUIRE(sendcounts[j] <= SIZE_MAX / 4 && sdispls[j] <= SIZE_MAX / 4 &&
-                      recvcounts[j] <= SIZE_MAX / 4 && rdispls[j] <= SIZE_MAX / 4,
-                      symcommInvalidArgument, "count or displacement of member %d is too large", j);
-      if (sendcounts[j]) send_elems = std::max(send_elems, sdispls[j] + sendcounts[j]);
-      if (recvcounts[j]) recv_elems = std::max(recv_elems, rdispls[j] + recvcounts[j]);
-    }
+    const auto [send_elems, recv_elems] =
+        check_v(n, sendcounts, sdispls, recvcounts, rdispls, type);
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
     run(comm, CollOp::AllToAllv, team, send, recv, 0, type, symcommSum, 0, algorithm, stream,
         send_elems, recv_elems, false, v);
@@ -142,7 +213,9 @@ extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
     SYMCOMM_REQUIRE_ARG(sdispls);
     SYMCOMM_REQUIRE_ARG(recvcounts);
     SYMCOMM_REQUIRE_ARG(rdispls);
+    require_aligned(send, type_size(type), "send");
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
+    check_device_counts(checked(comm), v);
     // The extents are on the device: only recv's capacity is checked against send here.
     run(comm, CollOp::AllToAllv, team, send, recv, recv_capacity, type, symcommSum, 0, algorithm,
         stream, 0, recv_capacity, false, v, true);
@@ -201,4 +274,39 @@ extern "C" const char* symcommCollAlgorithmName(int index) {
 extern "C" const char* symcommCollSelectionTable(void) {
   static const std::string text = selection_text();
   return text.c_str();
+}
+
+extern "C" symcommResult_t symcommCollAlgorithm(symcommComm_t comm, symcommTeam_t team,
+                                                symcommCollOp_t op, size_t count,
+                                                symcommDataType_t type, int symmetric,
+                                                const char** name) {
+  return guarded([&] { return describe("symcommCollAlgorithm", team, count, type, nullptr) +
+                              format(" op=%d", static_cast<int>(op)); }, [&] {
+    SYMCOMM_REQUIRE_ARG(name);
+    CollOp coll_op;
+    switch (op) {
+      case symcommCollAllGather: coll_op = CollOp::AllGather; break;
+      case symcommCollAllToAll: coll_op = CollOp::AllToAll; break;
+      case symcommCollAllToAllv: coll_op = CollOp::AllToAllv; break;
+      case symcommCollReduceScatter: coll_op = CollOp::ReduceScatter; break;
+      case symcommCollAllReduce: coll_op = CollOp::AllReduce; break;
+      case symcommCollBroadcast: coll_op = CollOp::Broadcast; break;
+      default: SYMCOMM_THROW(symcommInvalidArgument, "op %d is not a symcommCollOp_t",
+                             static_cast<int>(op));
+    }
+    symcommComm& c = checked(comm);
+    CollArgs a = base_args(c, coll_op, team, count, type, symcommSum, 0, nullptr);
+    a.symmetric = symmetric != 0;
+    a.query = true;
+    // All-to-all-v: `count` elements sent in all, spread over the members (what the choice
+    // reads of the counts is their sum).
+    const size_t n = static_cast<size_t>(a.team.size);
+    std::vector<size_t> counts(n, count / n), displs(n, 0);
+    counts[0] += count % n;
+    if (coll_op == CollOp::AllToAllv) {
+      a.send_counts = a.recv_counts = counts.data();
+      a.send_displs = a.recv_displs = displs.data();
+    }
+    *name = choose_algorithm(a, *c.coll, nullptr).name();
+  });
 }

@@ -14,7 +14,11 @@ static const SizeParam kWorkspace(
 static const StringParam kCollAlgo(
     "SYMCOMM_COLL_ALGO", "",
     "collective algorithm to use instead of the selection table: a name for every operation, "
-    "or op=name pairs (allgather=copy,allreduce=copy)");
+    "or op=name pairs (allgather=copy,allreduce=copy); auto (or op=auto): the table");
+
+static const CollOp kAllOps[] = {CollOp::AllGather,     CollOp::AllToAll,
+                                 CollOp::AllToAllv,     CollOp::ReduceScatter,
+                                 CollOp::AllReduce,     CollOp::Broadcast};
 
 const char* coll_op_name(CollOp op) {
   switch (op) {
@@ -132,19 +136,38 @@ static CollAlgorithm* find(const char* name) {
   return nullptr;
 }
 
-// SYMCOMM_COLL_ALGO's choice for `op`, or "".
+// SYMCOMM_COLL_ALGO's choice for `op`, or "" (unset, or "auto": the selection table). The
+// whole value is checked at every call, so that a typo is reported at once, whichever
+// operation it concerns: every op=name pair names an operation and an algorithm (or auto).
 static std::string parameter_choice(CollOp op) {
-  std::string v = kCollAlgo.get();
-  if (v.find('=') == std::string::npos) return v;
-  std::string key = std::string(coll_op_name(op)) + "=";
-  size_t at = 0;
-  while (at < v.size()) {
+  const std::string v = kCollAlgo.get();
+  auto algorithm = [&](const std::string& name) {
+    SYMCOMM_REQUIRE(name == "auto" || find(name.c_str()), symcommInvalidArgument,
+                    "SYMCOMM_COLL_ALGO=%s names no collective algorithm '%s'", v.c_str(),
+                    name.c_str());
+    return name == "auto" ? std::string() : name;
+  };
+  if (v.find('=') == std::string::npos) return v.empty() ? v : algorithm(v);
+  std::string mine;
+  for (size_t at = 0; at <= v.size();) {
     size_t end = v.find(',', at);
     if (end == std::string::npos) end = v.size();
-    if (v.compare(at, key.size(), key) == 0) return v.substr(at + key.size(), end - at - key.size());
+    const std::string pair = v.substr(at, end - at);
     at = end + 1;
+    if (pair.empty()) continue;  // "a=x," or "a=x,,b=y"
+    const size_t eq = pair.find('=');
+    SYMCOMM_REQUIRE(eq != std::string::npos, symcommInvalidArgument,
+                    "SYMCOMM_COLL_ALGO=%s: '%s' is not op=algorithm (a single name applies to "
+                    "every operation and cannot be mixed with pairs)", v.c_str(), pair.c_str());
+    const std::string key = pair.substr(0, eq), name = algorithm(pair.substr(eq + 1));
+    bool known = false;
+    for (CollOp o : kAllOps) known |= key == coll_op_name(o);
+    SYMCOMM_REQUIRE(known, symcommInvalidArgument,
+                    "SYMCOMM_COLL_ALGO=%s: '%s' is no collective operation (allgather, alltoall, "
+                    "alltoallv, reducescatter, allreduce, broadcast)", v.c_str(), key.c_str());
+    if (key == coll_op_name(op)) mine = name;
   }
-  return "";
+  return mine;
 }
 
 CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const char* requested) {
@@ -157,7 +180,7 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
   if (!name.empty()) {
     CollAlgorithm* a = find(name.c_str());
     SYMCOMM_REQUIRE(a, symcommInvalidArgument, "%s names no collective algorithm '%s'", source,
-                    name.c_str());
+                    name.c_str());  // (SYMCOMM_COLL_ALGO's names are checked above)
     if (!a->supports(args, ctx)) {
       const std::string why = a->why_not(args, ctx);
       SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here%s%s",

@@ -46,6 +46,9 @@ struct CollArgs {
   // Peers can address send (where this rank reads it) and recv in place: symmetric memory
   // or registered buffers. Picks the selection table's rows for such buffers.
   bool symmetric = false;
+  // A query of the automatic choice (symcommCollAlgorithm): send and recv are NULL, no run()
+  // follows, and supports() takes both buffers to be symmetric or not as `symmetric` says.
+  bool query = false;
   // The bytes one rank contributes: what the selection table is indexed by.
   size_t bytes_per_rank() const;
 };

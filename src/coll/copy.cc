@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/cuda_runtime_check.h"
 #include "coll/coll.h"
 
 namespace symcomm {
@@ -22,8 +23,20 @@ class CopyAlgorithm final : public CollAlgorithm {
     return ctx.reaches_team(a);
   }
 
+  // All-to-all-v reads the counts back on the host (gather_v), which a stream being captured
+  // cannot do: the automatic choice passes over it there, and asked for by name it refuses
+  // before it enqueues anything (the capture stays usable).
+  bool capturable(const CollArgs& a, CollContext& ctx) const override {
+    return a.op != CollOp::AllToAllv || !capturing(a, ctx);
+  }
+
   void run(const CollArgs& a, CollContext& ctx) override {
-    if (a.op == CollOp::AllToAllv) return gather_v(a, ctx);
+    if (a.op == CollOp::AllToAllv) {
+      SYMCOMM_REQUIRE(!capturing(a, ctx), symcommNotSupported,
+                      "copy's all-to-all-v synchronises the stream to read the counts of every "
+                      "member: it cannot be captured in a CUDA graph (use sm, nccl or ll)");
+      return gather_v(a, ctx);
+    }
     const size_t block = a.count * a.elem;  // bytes of one block (see each operation)
     if (block == 0) return;
     switch (a.op) {
@@ -37,6 +50,13 @@ class CopyAlgorithm final : public CollAlgorithm {
   }
 
  private:
+  static bool capturing(const CollArgs& a, const CollContext& ctx) {
+    if (ctx.space() != symcommSpaceCuda) return false;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));
+    return capture != cudaStreamCaptureStatusNone;
+  }
+
   static void put(const CollArgs& a, CollContext& ctx, void* dst, const void* src, size_t bytes) {
     ctx.backend().put(dst, src, bytes, symcommEngineCe, a.stream);
   }
@@ -65,23 +85,29 @@ class CopyAlgorithm final : public CollAlgorithm {
     }
   }
 
-  // All-to-all-v. The counts travel first: each member puts its send counts, receive counts
-  // and receive displacements into every member's workspace, so that every member knows them
-  // all. Then every member checks that each pair agrees (so all raise the same error), cuts
-  // the blocks into the same pieces, and writes a symmetric receive buffer in place. Reading
-  // the counts back synchronises the stream: not capturable in a CUDA graph.
+  // All-to-all-v. The counts travel first: each member puts its send counts, receive counts,
+  // receive displacements and whether peers can write its receive buffer in place into every
+  // member's workspace, so that every member knows them all. Then every member checks that
+  // each pair agrees (so all raise the same error), cuts the blocks into the same pieces, and
+  // writes the receive buffers in place where every member's can be (a member that receives
+  // nothing may pass a NULL recv: all then stage, in the same barriers). Reading the counts
+  // back synchronises the stream: not capturable in a CUDA graph.
   void gather_v(const CollArgs& a, CollContext& ctx) {
     const int n = a.team.size;
-    const size_t words = 3 * static_cast<size_t>(n), row = words * sizeof(uint64_t);
+    const size_t words = 3 * static_cast<size_t>(n) + 1, row = words * sizeof(uint64_t);
     SYMCOMM_REQUIRE(row * static_cast<size_t>(n) <= ctx.workspace_bytes(), symcommOutOfMemory,
                     "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for the counts of a team of %d",
                     ctx.workspace_bytes(), n);
+    size_t extent = 0;
+    for (int j = 0; j < n; ++j)
+      if (a.recv_counts[j]) extent = std::max(extent, (a.recv_displs[j] + a.recv_counts[j]) * a.elem);
     std::vector<uint64_t> mine(words), all(words * static_cast<size_t>(n));
     for (int j = 0; j < n; ++j) {
       mine[static_cast<size_t>(j)] = a.send_counts[j];
       mine[static_cast<size_t>(n + j)] = a.recv_counts[j];
       mine[static_cast<size_t>(2 * n + j)] = a.recv_displs[j];
     }
+    mine[words - 1] = a.recv && ctx.addressable(a.recv, extent);
     char* ws = ctx.workspace();
     ctx.barrier(a);  // every member is in the call: its workspace and receive buffer are free
     for (int j = 0; j < n; ++j)
@@ -94,17 +120,18 @@ class CopyAlgorithm final : public CollAlgorithm {
                                      static_cast<size_t>(table * n + j)]);
     };
     size_t longest = 0;
-    for (int i = 0; i < n; ++i)
+    bool in_place = true;
+    for (int i = 0; i < n; ++i) {
+      in_place = in_place && all[static_cast<size_t>(i) * words + words - 1] != 0;
       for (int j = 0; j < n; ++j) {
         SYMCOMM_REQUIRE(at(i, 0, j) == at(j, 1, i), symcommInvalidArgument,
                         "all-to-all-v: member %d sends %zu elements to member %d, which expects %zu",
                         i, at(i, 0, j), j, at(j, 1, i));
         longest = std::max(longest, at(i, 0, j) * a.elem);
       }
+    }
     auto send_of = [&](int j) { return a.send + a.send_displs[j] * a.elem; };
-    size_t extent = 0;
-    for (int j = 0; j < n; ++j) extent = std::max(extent, (a.recv_displs[j] + a.recv_counts[j]) * a.elem);
-    if (ctx.addressable(a.recv, extent)) {
+    if (in_place) {
       for (int j = 0; j < n; ++j)
         if (a.send_counts[j])
           put(a, ctx, ctx.on(a, a.recv + at(j, 2, a.me) * a.elem, j), send_of(j),

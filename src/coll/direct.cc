@@ -25,7 +25,8 @@ class DirectAlgorithm final : public CollAlgorithm {
   const char* name() const override { return "direct"; }
 
   bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    return moves_data(a) && ctx.reaches_team(a) && ctx.addressable(a.recv, recv_bytes(a));
+    return moves_data(a) && ctx.reaches_team(a) &&
+           (a.query ? a.symmetric : ctx.addressable(a.recv, recv_bytes(a)));
   }
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {

@@ -43,6 +43,10 @@ class ScopedEnv {
 uint64_t agree(uint64_t value);
 // True on every rank iff `ok` on every rank.
 bool all_ok(bool ok);
+// Whether `why` (an algorithm's refusal) says that NCCL cannot run here: not loadable, or the
+// host memory space. The only refusal the collective tests accept from an algorithm that
+// should otherwise run.
+bool nccl_missing(const std::string& why);
 
 // pattern(who, what, index): the byte rank `who` writes at `index` of allocation `what`.
 
