@@ -95,7 +95,7 @@ bool CollContext::reaches_team(const CollArgs& a) const {
 }
 
 bool CollContext::addressable(const void* p, size_t bytes) const {
-  if (heap_.contains(p)) return heap_.offset_of(p) + bytes <= heap_.mapped();
+  if (heap_.contains(p)) return bytes <= heap_.mapped() - heap_.offset_of(p);
   return registrations_.find(p, bytes) != nullptr;
 }
 
