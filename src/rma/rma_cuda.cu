@@ -49,15 +49,14 @@ static const EnumParam kWaitEngine(
     "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
     "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only), which "
     "neither a timeout nor an abort can end: refused unless SYMCOMM_WAIT_TIMEOUT=0");
-// A one-thread kernel beats cuStreamWriteValue64 in the on-stream ping-pong of 9 of the 10
-// committed 4 x H200 runs, by 0.1-2 us (bench/results/h200x4/rma_*.jsonl up to commit
-// b14453f: symcomm:stream_kernel_signal, a kernel signal and wait, against
-// symcomm:stream_kernel_wait, then a memop signal and a kernel wait: 3.47 against 5.51 us in
-// rma_b14453f, 3.99 against 5.12 in rma_497fdd2; a tie, 5.37 against 5.29, in rma_040f7b6).
-// The memop needs no SM: for signals queued behind work that holds every SM.
+// cuStreamWriteValue64 needs no SM (a signal queued behind work that holds every SM still
+// goes out) and is as fast as a one-thread kernel: 2.81 against 2.85 us one way in the
+// on-stream ping-pong, twice each (bench/results/h200x4/rma_signal_{memop,kernel}_6165753.jsonl,
+// symcomm:stream_kernel_wait). Earlier runs, whose first communicator measured ran cold (no
+// warm-up before commit 6165753), seemed to favour the kernel.
 static const EnumParam kSignalEngine(
-    "SYMCOMM_SIGNAL_ENGINE", "kernel", "kernel|memop",
-    "on-stream SET signals: a one-thread kernel, or cuStreamWriteValue64 (no SM)");
+    "SYMCOMM_SIGNAL_ENGINE", "memop", "kernel|memop",
+    "on-stream SET signals: cuStreamWriteValue64 (no SM) or a one-thread kernel");
 
 
 namespace {
