@@ -7,7 +7,7 @@
 // a ring of kDepth slots in r's memory that s writes, a `posted` counter in r's memory (the
 // chunks s has written so far, ever) and an `acked` counter in s's memory (the chunks r has
 // finished reading, ever). A sender writes chunk g into slot g % kDepth once acked >= g + 1
-// - kDepth, then (a release fence, fence_release) stores posted = g + 1; the receiver waits (acquire loads)
+// - kDepth, then (fence.sc.sys) stores posted = g + 1; the receiver waits (acquire loads)
 // for posted >= g + 1, reads the slot and stores acked = g + 1 (no fence: see
 // acknowledge()). Each side keeps how many chunks it has sent / consumed per channel in its
 // own memory, so the counters only grow: no reset between calls, back-to-back calls need no
@@ -171,12 +171,12 @@ __device__ __forceinline__ bool block_wait(const Plan& p, const uint64_t* word, 
 }
 
 // Publishes `value` in `word` (a peer's) after everything the block did before: the
-// pattern of cooperative groups' grid barrier (bar.sync, then a release fence and the store in
+// pattern of cooperative groups' grid barrier (bar.sync, then a fence.sc and the store in
 // one thread), which is what the device API's put_signal_block uses too.
 __device__ __forceinline__ void post(uint64_t* word, uint64_t value) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    detail::fence_release();
+    __threadfence_system();
     detail::store_relaxed(word, value);
   }
 }

@@ -41,7 +41,7 @@
 // ranks are made in the same order on both (as always).
 //
 // Ordering. A signal is the pattern of barrier_block: __syncthreads, then the signalling
-// thread's release fence (fence_release), then a relaxed system-scope store; a wait is an acquire poll by
+// thread's fence.sc.sys, then a relaxed system-scope store; a wait is an acquire poll by
 // one thread per member, then __syncthreads. So READY publishes the stage_in copy (and the
 // stream's earlier writes of send, which precede the kernel), and DONE publishes the
 // stores of shot 2 and follows every load of shot 1 (values in registers, stored, before
@@ -216,7 +216,7 @@ __device__ __forceinline__ int exchange(const Plan& p, Flag kind, int b, uint64_
   const int m = static_cast<int>(threadIdx.x);
   if (m < p.n && m != p.me) {
     const uint64_t g = g0[m] + r + 1;
-    detail::fence_release();
+    __threadfence_system();
     detail::store_relaxed(flag(p.flags_on[m], p, kind, b, p.comm.rank), g);
     rc = detail::wait_local(p.comm, flag(p.flags, p, kind, b, p.world[m]), symcommCmpGe, g);
   }

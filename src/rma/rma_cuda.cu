@@ -70,7 +70,7 @@ __global__ void copy_kernel(char* dst, const char* src, size_t bytes) {
 
 __global__ void signal_kernel(uint64_t* sig, uint64_t value, symcommSignalOp_t op) {
   pdl_begin();
-  detail::fence_release();  // what the stream did before is visible first
+  __threadfence_system();  // what the stream did before is visible first
   detail::signal_update(sig, value, op);
 }
 
@@ -324,7 +324,7 @@ void by_element(size_t elem, const char* what, F&& f) {
 // This rank arrives at its team's barrier `e` (as barrier_block does): the writes that
 // precede the caller's fence go before the stores of the members' slots.
 __device__ __forceinline__ void barrier_arrive(const DeviceComm& c, uint64_t e) {
-  detail::fence_release();
+  __threadfence_system();
   const size_t slot = reinterpret_cast<char*>(c.barrier_slots + c.rank) - c.base;
   for (int t = 0; t < c.team_size; ++t)
     detail::store_relaxed(reinterpret_cast<uint64_t*>(detail::window(c, t) + slot), e);
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
   }
   __syncthreads();  // every thread's copies precede thread 0's fence
   if (threadIdx.x != 0) return;
-  detail::fence_release();
+  __threadfence_system();
   if (atomicAdd(&tickets[1], 1u) != gridDim.x - 1) return;
   const bool failed = *static_cast<volatile uint32_t*>(tickets + 2) != 0;
   tickets[0] = tickets[1] = tickets[2] = 0;

@@ -48,7 +48,6 @@ T* remote(const DeviceComm& c, T* p, int pe) {
   const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
   return reinterpret_cast<T*>(c.peer_base[pe] + off);
 }
-void fence_release() { std::atomic_thread_fence(std::memory_order_acq_rel); }
 void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 int wait_local(const DeviceComm&, const uint64_t* word, symcommCmp_t, uint64_t value) {
   const auto start = std::chrono::steady_clock::now();

@@ -45,6 +45,7 @@
 
 namespace {
 
+void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <typename W>
 W __ldcg(const W* p) { return *p; }
 
@@ -52,9 +53,8 @@ W __ldcg(const W* p) { return *p; }
 
 namespace symcomm {
 namespace detail {
-// With the fence before it (fence_release), a release: what the block wrote before the signal is visible to
+// With the fence before it, a release: what the block wrote before the signal is visible to
 // the thread whose acquire poll sees it.
-void fence_release() { std::atomic_thread_fence(std::memory_order_acq_rel); }
 void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 // As device_impl.cuh's: acquire polls, the abort flag and the bound looked at now and then.
 int wait_local(const DeviceComm& c, const uint64_t* word, symcommCmp_t cmp, uint64_t value) {

@@ -16,21 +16,6 @@ __device__ __forceinline__ uint64_t load_acquire(const uint64_t* p) {
   return v;
 }
 
-// The release fence before a signal: the calling thread's earlier reads and writes, and
-// those of other threads it synchronized with first (bar.sync, an observed signal), are
-// visible to any thread that observes a later store of this thread with an acquire load.
-// fence.acq_rel.sys is the release fence of the PTX memory model's release pattern
-// (cumulative); fence.sc.sys (__threadfence_system) adds only a total order of fences, which
-// no pattern here relies on (every pattern is message passing: data, fence, signal; acquire
-// poll, data). Build with -DSYMCOMM_FENCE_SC=1 to get fence.sc.sys back.
-__device__ __forceinline__ void fence_release() {
-#if defined(SYMCOMM_FENCE_SC) && SYMCOMM_FENCE_SC
-  __threadfence_system();
-#else
-  asm volatile("fence.acq_rel.sys;" ::: "memory");
-#endif
-}
-
 // A relaxed system-scope store, no fence of its own (a fence.sys costs over half a
 // microsecond): signals use it after the fence that orders their data, where one is needed.
 __device__ __forceinline__ void store_relaxed(uint64_t* p, uint64_t v) {
@@ -274,7 +259,7 @@ __device__ __forceinline__ void put_signal(const DeviceComm& c, void* dst, const
                                            size_t bytes, uint64_t* sig, uint64_t value,
                                            symcommSignalOp_t op, int pe) {
   detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
-  detail::fence_release();
+  __threadfence_system();
   detail::signal_update(detail::remote(c, sig, pe), value, op);
 }
 
@@ -285,7 +270,7 @@ __device__ __forceinline__ void put_signal_warp(const DeviceComm& c, void* dst, 
   detail::copy(detail::remote(c, dst, pe), src, bytes, lane, 32);
   __syncwarp();  // every lane's stores happen before lane 0's fence
   if (lane == 0) {
-    detail::fence_release();
+    __threadfence_system();
     detail::signal_update(detail::remote(c, sig, pe), value, op);
   }
   __syncwarp();
@@ -298,7 +283,7 @@ __device__ __forceinline__ void put_signal_block(const DeviceComm& c, void* dst,
   detail::copy(detail::remote(c, dst, pe), src, bytes, tid, detail::block_threads());
   __syncthreads();  // every thread's stores happen before thread 0's fence
   if (tid == 0) {
-    detail::fence_release();
+    __threadfence_system();
     detail::signal_update(detail::remote(c, sig, pe), value, op);
   }
   __syncthreads();
@@ -320,19 +305,19 @@ __device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint
 
 // --- Ordering and completion ------------------------------------------------------------------
 
-__device__ __forceinline__ void fence(const DeviceComm&) { detail::fence_release(); }
-__device__ __forceinline__ void quiet(const DeviceComm&) { detail::fence_release(); }
+__device__ __forceinline__ void fence(const DeviceComm&) { __threadfence_system(); }
+__device__ __forceinline__ void quiet(const DeviceComm&) { __threadfence_system(); }
 
 // As quiet_block, at warp scope: __syncwarp also orders memory among the lanes.
 __device__ __forceinline__ void quiet_warp(const DeviceComm&) {
   __syncwarp();
-  if (detail::lane_id() == 0) detail::fence_release();
+  if (detail::lane_id() == 0) __threadfence_system();
   __syncwarp();
 }
 
 __device__ __forceinline__ void quiet_block(const DeviceComm&) {
   __syncthreads();
-  if (detail::block_thread() == 0) detail::fence_release();
+  if (detail::block_thread() == 0) __threadfence_system();
   __syncthreads();
 }
 
@@ -363,12 +348,12 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
   }
   if (tid == 0) result = 0;
   // The block's earlier writes precede, through this bar.sync, the fence of each signalling
-  // thread (bar.sync then the release fence then the store: cooperative groups' grid-barrier
+  // thread (bar.sync then fence.sc.sys then the store: cooperative groups' grid-barrier
   // pattern). With up to 32 members they are all in warp 0, whose fences run together.
   __syncthreads();
   const uint64_t e = epoch;
   const size_t slot = reinterpret_cast<char*>(c.barrier_slots + c.rank) - c.base;
-  if (static_cast<int>(tid) < n) detail::fence_release();
+  if (static_cast<int>(tid) < n) __threadfence_system();
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
     char* w = t == static_cast<int>(tid) ? mine : detail::window(c, t);
     detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), e);
