@@ -32,9 +32,9 @@ const std::vector<SelectionRow>& selection_table() {
   // tools/probe/ce_a2a.cu) and for reductions, whose twoshot traffic per rank does not grow
   // with the team (ll's one shot does: its bounds are halved); large broadcasts and
   // reduce-scatters go to NCCL as on 4 ranks, where sm was 0.43-0.70x NCCL past its rows
-  // (sm's broadcast bound is halved: the root sends 7 copies instead of 3). Everything else, and calls
-  // whose row names an algorithm that cannot run (no NCCL), fall through to the registry
-  // order ("sm" on GPUs, "copy" in the host space).
+  // (sm's broadcast bound is halved: the root sends 7 copies instead of 3). Everything else,
+  // and calls whose row names an algorithm that cannot run (no NCCL), fall through to the
+  // registry order ("sm" on GPUs, "copy" in the host space).
   static const char* const kRun4 =
       "bench/results/h200x4/coll_a45e7a6.jsonl (2026-11-21, commit a45e7a6)";
   static const char* const kSym4 =
