@@ -1,5 +1,5 @@
-// The "sm" algorithm: every collective is one kernel (two for a large all-reduce and for
-// all-to-all-v with counts on the device) whose blocks move the data with SM loads and
+// The "sm" algorithm: every collective is one kernel (two for a large all-reduce or
+// broadcast) whose blocks move the data with SM loads and
 // stores through per-pair channels. GPUs only; the code between the "sm protocol" markers
 // also runs on the host in tests/unit/sm_emulation.cc.
 //
@@ -103,13 +103,21 @@ struct Plan {
   uint64_t red_len, red_own, red_out;  // reductions: length, own data at send + red_own,
                                        // result at recv + red_out
   // All-to-all-v with counts in device memory (then the lengths and offsets above are not
-  // used): elements per member and their send offsets, what each member sends here (from
-  // the counts' exchange), where those blocks start here (written), recv's capacity.
+  // used; see the "Counts on the device" section): elements per member and their send
+  // offsets; what each member sent here and where its block starts (both written); recv's
+  // capacity in elements; bytes per element.
   const uint64_t* dev_send_counts;
   const uint64_t* dev_send_displs;
-  const uint64_t* dev_recv_counts;
+  uint64_t* dev_recv_counts;
   uint64_t* dev_recv_displs;
-  uint64_t capacity, elem;  // elements of recv; bytes per element
+  uint64_t capacity, elem;
+  // This rank's area, local: the count each world rank sent here in this call, the call
+  // (epoch) in which it was stored there, the number of calls so far, and blocks finished.
+  uint64_t* dc_count;
+  uint64_t* dc_ready;
+  uint64_t* dc_epoch;
+  uint64_t* dc_finished;
+  int blocks;             // the grid (grid_blocks)
 };
 
 // How a message of `len` bytes between two members travels: both sides derive it from len.
@@ -119,40 +127,15 @@ SYMCOMM_SM_HD inline ChunkPlan pair_plan(const Plan& p, uint64_t len) {
   return chunk_plan(len, p.slot, len >= p.large_from ? p.max_channels_large : p.max_channels);
 }
 
-// What this rank sends to member j and receives from it, and this rank's own part: from
-// the plan, or (counts on the device) from device memory. A block from member j lands at the
-// sum of the earlier members' counts; one that would not fit in the capacity is dropped
-// whole (its chunks are still received, and acknowledged, so the counters stay in step).
+// What this rank sends to member j or receives from it: `len` bytes at `off` in send or
+// recv, after a header of `head` bytes (counts on the device: see below) that travels first
+// in the same chunks, as if the message were head + len bytes long.
 struct Transfer {
-  uint64_t len, off;  // bytes, and their offset in send (sending) or recv (receiving)
+  uint64_t len, off;
   bool keep;          // receiving: copy the bytes out (false: drop them)
+  uint64_t head;      // 0, or kHead: the first chunk starts with the count
+  uint64_t count;     // sending with a header: the count it carries
 };
-
-__device__ __forceinline__ Transfer sending(const Plan& p, int j) {
-  if (!p.dev_send_counts) return {p.send_len[j], p.send_off[j], true};
-  if (j == p.me) return {0, 0, true};
-  return {p.dev_send_counts[j] * p.elem, p.dev_send_displs[j] * p.elem, true};
-}
-
-__device__ __forceinline__ Transfer receiving(const Plan& p, int j) {
-  if (!p.dev_send_counts) return {p.recv_len[j], p.recv_off[j], true};
-  uint64_t at = 0;
-  for (int i = 0; i < j; ++i) at += p.dev_recv_counts[i];
-  const uint64_t count = p.dev_recv_counts[j];
-  const bool fits = at + count <= p.capacity;
-  return {j == p.me ? 0 : count * p.elem, at * p.elem, fits};
-}
-
-__device__ __forceinline__ Transfer own_part(const Plan& p, uint64_t* src) {
-  if (!p.dev_send_counts) {
-    *src = p.self_src;
-    return {p.self_len, p.self_dst, true};
-  }
-  Transfer t = receiving(p, p.me);
-  *src = p.dev_send_displs[p.me] * p.elem;
-  t.len = t.keep ? p.dev_send_counts[p.me] * p.elem : 0;
-  return t;
-}
 
 __device__ __forceinline__ int index(const Plan&, int world, int c) {
   return world * kChannels + c;
@@ -191,9 +174,24 @@ __device__ __forceinline__ void acknowledge(uint64_t* word, uint64_t value) {
   if (threadIdx.x == 0) detail::store_relaxed(word, value);
 }
 
-__device__ void send_to(const Plan& p, int j, int c) {
-  const Transfer t = sending(p, j);
-  const ChunkPlan cp = pair_plan(p, t.len);
+// Chunk i of a message (len bytes after a header of `head`) in its slot, thread by thread.
+__device__ __forceinline__ void pack_chunk(char* slot, const char* src, const Transfer& t,
+                                           uint64_t i, const ChunkPlan& cp) {
+  const uint64_t off = i * cp.size, len = min(cp.size, t.head + t.len - off);
+  const uint64_t skip = i == 0 ? t.head : 0;  // header bytes in this chunk
+  if (skip != 0 && threadIdx.x == 0) *reinterpret_cast<uint64_t*>(slot) = t.count;
+  detail::copy(slot + skip, src + off + skip - t.head, len - skip, threadIdx.x, blockDim.x);
+}
+
+__device__ __forceinline__ void unpack_chunk(char* dst, const char* slot, const Transfer& t,
+                                             uint64_t i, const ChunkPlan& cp) {
+  const uint64_t off = i * cp.size, len = min(cp.size, t.head + t.len - off);
+  const uint64_t skip = i == 0 ? t.head : 0;
+  detail::copy(dst + off + skip - t.head, slot + skip, len - skip, threadIdx.x, blockDim.x);
+}
+
+__device__ void send_to(const Plan& p, const Transfer& t, int j, int c) {
+  const ChunkPlan cp = pair_plan(p, t.head + t.len);
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* sent = p.sent + index(p, w, c);
@@ -204,8 +202,7 @@ __device__ void send_to(const Plan& p, int j, int c) {
   uint64_t g = base;
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
     if (g >= kDepth && !block_wait(p, p.acked + index(p, w, c), g + 1 - kDepth)) return;
-    const uint64_t off = i * cp.size, len = min(cp.size, t.len - off);
-    detail::copy(slot_of(p, ring, me, c, g), src + off, len, threadIdx.x, blockDim.x);
+    pack_chunk(slot_of(p, ring, me, c, g), src, t, i, cp);
     post(posted, g + 1);
   }
   if (threadIdx.x == 0) *sent = g;
@@ -218,10 +215,8 @@ __device__ void send_to(const Plan& p, int j, int c) {
   }
 }
 
-__device__ void receive_from(const Plan& p, int j, int c) {
-  const Transfer t = receiving(p, j);
-  if (p.dev_recv_displs && c == 0 && threadIdx.x == 0) p.dev_recv_displs[j] = t.off / p.elem;
-  const ChunkPlan cp = pair_plan(p, t.len);
+__device__ void receive_from(const Plan& p, const Transfer& t, int j, int c) {
+  const ChunkPlan cp = pair_plan(p, t.head + t.len);
   if (c >= cp.channels) return;
   const int w = p.world[j], me = p.comm.rank;
   uint64_t* consumed = p.consumed + index(p, w, c);
@@ -231,8 +226,7 @@ __device__ void receive_from(const Plan& p, int j, int c) {
   uint64_t g = base;
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
     if (!block_wait(p, p.posted + index(p, w, c), g + 1)) return;
-    const uint64_t off = i * cp.size, len = min(cp.size, t.len - off);
-    if (t.keep) detail::copy(dst + off, slot_of(p, p.ring, w, c, g), len, threadIdx.x, blockDim.x);
+    if (t.keep) unpack_chunk(dst, slot_of(p, p.ring, w, c, g), t, i, cp);
     acknowledge(acked, g + 1);
   }
   if (threadIdx.x == 0) *consumed = g;
@@ -339,30 +333,130 @@ __device__ void reduce_channel(const Plan& p, int c, int r) {
   }
 }
 
+// This rank's own part, piece `part` of self_blocks: len bytes from send + src to recv + dst.
+__device__ void copy_own(const Plan& p, uint64_t src, uint64_t dst, uint64_t len, int part) {
+  const uint64_t piece = (len + p.self_blocks - 1) / p.self_blocks / 16 * 16 + 16;
+  const uint64_t off = static_cast<uint64_t>(part) * piece;
+  if (off < len)
+    detail::copy(p.recv + dst + off, p.send + src + off, min(piece, len - off), threadIdx.x,
+                 blockDim.x);
+}
+
+// ---- Counts on the device (all-to-all-v for MoE routing) ----------------------------------
+// One kernel, nothing known on the host. A message starts with a header of kHead bytes, the
+// count of elements, in its first chunk (on channel 0), so a pair's chunk plan is that of
+// kHead + bytes: the sender knows it, and the receiver learns it from the header. Where a
+// block lands in recv (the sum of the earlier members' counts) needs the counts from every
+// member, so the rank's receivers share them through a table in its area: the block that
+// receives channel 0 from member j stores the count in dc_count[j's world rank] and the
+// call's epoch in dc_ready[...] (the block for this rank's own part stores its own count);
+// then every receiving block waits for the entries of members 0 .. j and sums them. The
+// epoch is the rank's count of such calls: every block reads dc_epoch on entry, and the last
+// block to finish (dc_finished) advances it, so the next call (which starts after this one:
+// stream order, or griddepcontrol.wait under PDL) uses the next value and the table needs no
+// reset. These calls on a communicator must therefore be stream-ordered on each rank, as
+// every sm collective's are. A block from member j that does not fit in the capacity is
+// dropped whole (its chunks are still received and acknowledged, so the counters stay in
+// step). Blocks publish their entry before they wait for others: no cycle.
+constexpr uint64_t kHead = 16;
+
+__device__ __forceinline__ void publish_count(const Plan& p, int j, uint64_t count, uint64_t epoch) {
+  const int w = p.world[j];
+  p.dc_count[w] = count;
+  __threadfence();
+  detail::store_relaxed(p.dc_ready + w, epoch);
+}
+
+// Waits for the counts of members 0 .. j; what member j's block holds and where it lands.
+// False if a wait failed.
+__device__ bool arrival(const Plan& p, int j, uint64_t epoch, Transfer* t) {
+  __shared__ uint64_t at, count;
+  int rc = 0;
+  if (threadIdx.x == 0) {
+    at = 0;
+    for (int m = 0; m <= j && rc == 0; ++m) {
+      const int w = p.world[m];
+      rc = detail::wait_local(p.comm, p.dc_ready + w, symcommCmpGe, epoch);
+      if (rc == 0 && m < j) at += p.dc_count[w];
+    }
+    if (rc == 0) count = p.dc_count[p.world[j]];
+  }
+  if (__syncthreads_or(rc)) return false;
+  *t = {count * p.elem, at * p.elem, at + count <= p.capacity, kHead, 0};
+  return true;
+}
+
+__device__ void device_counts_block(const Plan& p) {
+  __shared__ uint64_t epoch;
+  if (threadIdx.x == 0) epoch = *reinterpret_cast<volatile uint64_t*>(p.dc_epoch) + 1;
+  __syncthreads();
+  const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
+  Transfer t{};
+  if (b < peers * ch) {  // receiving from member j on channel c
+    const int j = (p.me - 1 - b / ch + p.n) % p.n, c = b % ch;
+    if (c == 0) {  // the header: chunk 0 on channel 0
+      const int w = p.world[j];
+      const uint64_t g = p.consumed[index(p, w, 0)];
+      if (block_wait(p, p.posted + index(p, w, 0), g + 1)) {
+        if (threadIdx.x == 0)
+          publish_count(p, j, *reinterpret_cast<const uint64_t*>(slot_of(p, p.ring, w, 0, g)), epoch);
+        if (arrival(p, j, epoch, &t)) {
+          if (threadIdx.x == 0) {
+            p.dev_recv_counts[j] = t.len / p.elem;
+            p.dev_recv_displs[j] = t.off / p.elem;
+          }
+          receive_from(p, t, j, c);
+        }
+      }
+    } else if (arrival(p, j, epoch, &t)) {
+      receive_from(p, t, j, c);
+    }
+  } else if (b < 2 * peers * ch) {  // sending to member j on channel c
+    const int s = b - peers * ch, j = (p.me + 1 + s / ch) % p.n;
+    const uint64_t count = p.dev_send_counts[j];
+    send_to(p, {count * p.elem, p.dev_send_displs[j] * p.elem, true, kHead, count}, j, s % ch);
+  } else {  // this rank's own part
+    const int part = b - 2 * peers * ch;
+    const uint64_t count = p.dev_send_counts[p.me];
+    if (part == 0 && threadIdx.x == 0) publish_count(p, p.me, count, epoch);
+    if (arrival(p, p.me, epoch, &t)) {
+      if (part == 0 && threadIdx.x == 0) {
+        p.dev_recv_counts[p.me] = count;
+        p.dev_recv_displs[p.me] = t.off / p.elem;
+      }
+      if (t.keep) copy_own(p, p.dev_send_displs[p.me] * p.elem, t.off, t.len, part);
+    }
+  }
+  // The last block to get here (every block has read dc_epoch by then) advances it.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    auto* finished = reinterpret_cast<unsigned long long*>(p.dc_finished);
+    if (atomicAdd(finished, 1ull) + 1 == static_cast<unsigned long long>(p.blocks)) {
+      atomicExch(finished, 0ull);
+      detail::store_relaxed(p.dc_epoch, epoch);
+    }
+  }
+}
+
 // Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
 // channel alone for reducing receivers and the own part).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Plan p) {
   pdl_begin();
+  if (p.dev_send_counts) return device_counts_block(p);
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
   const int receivers = p.reduce ? ch * p.red_blocks : peers * ch;
   if (b < receivers) {
     if (p.reduce) return reduce_channel<T>(p, b / p.red_blocks, b % p.red_blocks);
-    return receive_from(p, (p.me - 1 - b / ch + p.n) % p.n, b % ch);
+    const int j = (p.me - 1 - b / ch + p.n) % p.n;
+    return receive_from(p, {p.recv_len[j], p.recv_off[j], true, 0, 0}, j, b % ch);
   }
   if (b < receivers + peers * ch) {
-    const int s = b - receivers;
-    return send_to(p, (p.me + 1 + s / ch) % p.n, s % ch);
+    const int j = (p.me + 1 + (b - receivers) / ch) % p.n;
+    return send_to(p, {p.send_len[j], p.send_off[j], true, 0, 0}, j, (b - receivers) % ch);
   }
-  const int part = b - receivers - peers * ch;  // this rank's own part, in self_blocks pieces
-  uint64_t src = 0;
-  const Transfer t = own_part(p, &src);
-  if (p.dev_recv_displs && part == 0 && threadIdx.x == 0) p.dev_recv_displs[p.me] = t.off / p.elem;
-  const uint64_t piece = (t.len + p.self_blocks - 1) / p.self_blocks / 16 * 16 + 16;
-  const uint64_t off = static_cast<uint64_t>(part) * piece;
-  if (off < t.len)
-    detail::copy(p.recv + t.off + off, p.send + src + off, min(piece, t.len - off), threadIdx.x,
-                 blockDim.x);
+  copy_own(p, p.self_src, p.self_dst, p.self_len, b - receivers - peers * ch);
 }
 
 // Sizes the grid of a plan (filling p.channels and p.self_blocks): receivers, senders, then
@@ -372,7 +466,7 @@ inline int grid_blocks(Plan& p) {
   if (p.dev_send_counts) {  // lengths unknown here: every channel, every own-part block
     p.channels = p.n > 1 ? std::max(p.max_channels, p.max_channels_large) : 0;
     p.self_blocks = kSelfBlocks;
-    return 2 * (p.n - 1) * p.channels + p.self_blocks;
+    return p.blocks = 2 * (p.n - 1) * p.channels + p.self_blocks;
   }
   int ch = 0;
   for (int j = 0; j < p.n; ++j)
@@ -388,14 +482,15 @@ inline int grid_blocks(Plan& p) {
   const uint64_t chunk = std::min(pair_plan(p, p.red_len).size, p.red_len);
   p.red_blocks = static_cast<int>(std::min<uint64_t>(std::max(p.n - 1, 1), std::max<uint64_t>(chunk / kMinSlice, 1)));
   const int receivers = p.reduce ? p.channels * p.red_blocks : (p.n - 1) * p.channels;
-  return receivers + (p.n - 1) * p.channels + p.self_blocks;
+  return p.blocks = receivers + (p.n - 1) * p.channels + p.self_blocks;
 }
 
 // The layout of a rank's area: [nranks][kChannels] words of posted, acked, sent and consumed
-// counters, kChannels words each of done and expect, kChannels * kDepth of reduced, then
-// the rings.
+// counters, kChannels words each of done and expect, kChannels * kDepth of reduced, nranks
+// each of dc_count and dc_ready, dc_epoch, dc_finished, then the rings.
 inline size_t flags_bytes(int nranks) {
-  return (sizeof(uint64_t) * ((4 * static_cast<size_t>(nranks) + 2) * kChannels + kChannels * kDepth) + 255) / 256 * 256;
+  const size_t n = static_cast<size_t>(nranks);
+  return (sizeof(uint64_t) * ((4 * n + 2) * kChannels + kChannels * kDepth + 2 * n + 2) + 255) / 256 * 256;
 }
 
 inline void point_at_area(Plan& p, char* area, int nranks) {
@@ -408,6 +503,10 @@ inline void point_at_area(Plan& p, char* area, int nranks) {
   p.done = flags + 4 * words;
   p.expect = p.done + kChannels;
   p.reduced = p.expect + kChannels;
+  p.dc_count = p.reduced + kChannels * kDepth;
+  p.dc_ready = p.dc_count + nranks;
+  p.dc_epoch = p.dc_ready + nranks;
+  p.dc_finished = p.dc_epoch + 1;
   p.ring = area + flags_bytes(nranks);
 }
 // The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast): what
@@ -555,28 +654,17 @@ inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
   }
   return 2;
 }
-// All-to-all-v with counts in device memory: two kernels. The first is an all-to-all of one
-// count per pair (send_counts to recv_counts: every member learns what it will receive);
-// the second moves the blocks, each side reading the lengths from device memory. Both are
-// captured by value in a graph and read the counts when they run.
-inline void device_counts_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
-  CollArgs counts = a;
-  counts.op = CollOp::AllToAll;
-  counts.send = reinterpret_cast<const char*>(a.send_counts);
-  counts.recv = reinterpret_cast<char*>(const_cast<size_t*>(a.recv_counts));
-  counts.count = 1;
-  counts.elem = sizeof(uint64_t);
-  out[0] = base;
-  out[0].send = counts.send;
-  out[0].recv = counts.recv;
-  move_plan(out[0], counts);
-  out[1] = base;
-  out[1].dev_send_counts = reinterpret_cast<const uint64_t*>(a.send_counts);
-  out[1].dev_send_displs = reinterpret_cast<const uint64_t*>(a.send_displs);
-  out[1].dev_recv_counts = reinterpret_cast<const uint64_t*>(a.recv_counts);
-  out[1].dev_recv_displs = reinterpret_cast<uint64_t*>(const_cast<size_t*>(a.recv_displs));
-  out[1].capacity = a.count;
-  out[1].elem = a.elem;
+// All-to-all-v with counts in device memory: one kernel (see "Counts on the device"), which
+// reads the counts when it runs, so a graph replays it with the counts of the moment.
+inline Plan device_counts_plan(const Plan& base, const CollArgs& a) {
+  Plan p = base;
+  p.dev_send_counts = reinterpret_cast<const uint64_t*>(a.send_counts);
+  p.dev_send_displs = reinterpret_cast<const uint64_t*>(a.send_displs);
+  p.dev_recv_counts = reinterpret_cast<uint64_t*>(const_cast<size_t*>(a.recv_counts));
+  p.dev_recv_displs = reinterpret_cast<uint64_t*>(const_cast<size_t*>(a.recv_displs));
+  p.capacity = a.count;
+  p.elem = a.elem;
+  return p;
 }
 // END sm protocol
 
@@ -646,9 +734,8 @@ class SmAlgorithm final : public CollAlgorithm {
       return;
     }
     if (a.counts_on_device) {
-      Plan plans[2];
-      device_counts_plans(p, a, plans);
-      for (Plan& q : plans) launch(a, s, q);
+      Plan q = device_counts_plan(p, a);
+      launch(a, s, q);
       return;
     }
     Plan plans[2];

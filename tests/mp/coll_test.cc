@@ -427,52 +427,83 @@ class Coll : public ::testing::TestWithParam<std::string> {
     release(send, false);
     release(recv, sym);
   }
+  // One all-to-all-v with counts in device memory: its buffers (send, a poisoned recv, and
+  // the four count arrays: send counts, send displacements, then recv counts and recv
+  // displacements, poisoned) and what it should produce.
+  struct DeviceCountsCall {
+    VLayout v;
+    uint64_t seed = 0;
+    size_t capacity = 0;
+    void* send = nullptr;
+    void* recv = nullptr;
+    size_t* counts = nullptr;
+  };
+  DeviceCountsCall device_counts_setup(const Type& t, size_t max_count, uint64_t seed) {
+    DeviceCountsCall d;
+    d.v = random_layout(seed + 77 + max_count, n_, max_count);
+    d.seed = seed;
+    const size_t nn = static_cast<size_t>(n_);
+    const std::vector<size_t> sc = d.v.sends(me_), sd = d.v.sdispls(me_), rc = d.v.receives(me_);
+    size_t total = 0;
+    for (size_t c : rc) total += c;
+    d.capacity = total - total / 3;  // the last blocks may not fit
+    const size_t se = VLayout::extent(sd, sc) + 1;
+    d.send = buffer(se * t.size, false);
+    d.recv = buffer((d.capacity + 1) * t.size, false);
+    d.counts = static_cast<size_t*>(buffer(4 * nn * sizeof(size_t), false));
+    std::vector<size_t> host(4 * nn, 12345);
+    std::copy(sc.begin(), sc.end(), host.begin());
+    std::copy(sd.begin(), sd.end(), host.begin() + static_cast<long>(nn));
+    put(d.counts, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(host.data()),
+                                       reinterpret_cast<uint8_t*>(host.data() + host.size())));
+    put(d.send, make(t, seed, me_, 0, se));
+    poison(d.recv, (d.capacity + 1) * t.size);
+    return d;
+  }
+  symcommResult_t device_counts_run(const DeviceCountsCall& d, const Type& t) {
+    const size_t nn = static_cast<size_t>(n_);
+    return symcommAllToAllvDeviceOnStream(comm_, SYMCOMM_TEAM_WORLD, d.send, d.counts,
+                                          d.counts + nn, d.recv, d.capacity, d.counts + 2 * nn,
+                                          d.counts + 3 * nn, t.id, algo_, stream_);
+  }
+  // The blocks arrive packed in team-rank order, blocks beyond the capacity are dropped whole,
+  // and the counts and displacements written are the senders'.
+  void device_counts_check(const DeviceCountsCall& d, const Type& t) {
+    const size_t nn = static_cast<size_t>(n_), m = static_cast<size_t>(me_);
+    std::vector<uint8_t> raw = fetch(d.counts, 4 * nn * sizeof(size_t));
+    const size_t* got_counts = reinterpret_cast<const size_t*>(raw.data()) + 2 * nn;
+    const size_t* got_displs = got_counts + nn;
+    std::vector<uint8_t> want((d.capacity + 1) * t.size, 0xAB);
+    size_t at = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      const size_t ci = d.v.counts[i][m];
+      EXPECT_EQ(got_counts[i], ci) << "count from " << i;
+      EXPECT_EQ(got_displs[i], at) << "displacement of " << i;
+      if (at + ci <= d.capacity) {
+        auto part = make(t, d.seed, static_cast<int>(i), d.v.sdispls(static_cast<int>(i))[m], ci);
+        std::copy(part.begin(), part.end(), want.begin() + static_cast<long>(at * t.size));
+      }
+      at += ci;
+    }
+    EXPECT_EQ(differences(fetch(d.recv, want.size()), want, t.size), "");
+  }
+  void device_counts_release(const DeviceCountsCall& d) {
+    release(d.send, false);
+    release(d.recv, false);
+    release(d.counts, false);
+  }
   // All-to-all-v with counts in device memory (sm, and the automatic choice on GPUs): the
   // counts travel on the device, the blocks arrive packed in team-rank order, and blocks
   // beyond the capacity are dropped whole. Elsewhere it is refused (checked); false then.
   bool device_counts_case(const Type& t, size_t max_count) {
     SCOPED_TRACE(std::string(t.name) + " max count " + std::to_string(max_count));
-    const VLayout v = random_layout(seed_ + 77 + max_count, n_, max_count);
-    const size_t nn = static_cast<size_t>(n_), m = static_cast<size_t>(me_);
-    const std::vector<size_t> sc = v.sends(me_), sd = v.sdispls(me_), rc_ = v.receives(me_);
-    size_t total = 0;
-    for (size_t c : rc_) total += c;
-    const size_t capacity = total - total / 3;  // the last blocks may not fit
-    const size_t se = VLayout::extent(sd, sc) + 1;
-    void* send = buffer(se * t.size, false);
-    void* recv = buffer((capacity + 1) * t.size, false);
-    void* counts = buffer(4 * nn * sizeof(size_t), false);  // send counts, displs; recv counts, displs
-    std::vector<size_t> host(4 * nn, 12345);
-    std::copy(sc.begin(), sc.end(), host.begin());
-    std::copy(sd.begin(), sd.end(), host.begin() + static_cast<long>(nn));
-    put(counts, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(host.data()),
-                                     reinterpret_cast<uint8_t*>(host.data() + host.size())));
-    put(send, make(t, seed_, me_, 0, se));
-    poison(recv, (capacity + 1) * t.size);
-    auto* c = static_cast<size_t*>(counts);
+    const DeviceCountsCall d = device_counts_setup(t, max_count, seed_);
     EXPECT_EQ(symcommHostBarrier(comm_), symcommSuccess);
-    const symcommResult_t rc = symcommAllToAllvDeviceOnStream(
-        comm_, SYMCOMM_TEAM_WORLD, send, c, c + nn, recv, capacity, c + 2 * nn, c + 3 * nn, t.id,
-        algo_, stream_);
+    const symcommResult_t rc = device_counts_run(d, t);
     const bool runs = !refuses(Op::AllToAllvDevice, false);
     if (runs) {
       EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
-      std::vector<uint8_t> raw = fetch(counts, 4 * nn * sizeof(size_t));
-      const size_t* got_counts = reinterpret_cast<const size_t*>(raw.data()) + 2 * nn;
-      const size_t* got_displs = got_counts + nn;
-      std::vector<uint8_t> want((capacity + 1) * t.size, 0xAB);
-      size_t at = 0;
-      for (size_t i = 0; i < nn; ++i) {
-        const size_t ci = v.counts[i][m];
-        EXPECT_EQ(got_counts[i], ci) << "count from " << i;
-        EXPECT_EQ(got_displs[i], at) << "displacement of " << i;
-        if (at + ci <= capacity) {
-          auto part = make(t, seed_, static_cast<int>(i), v.sdispls(static_cast<int>(i))[m], ci);
-          std::copy(part.begin(), part.end(), want.begin() + static_cast<long>(at * t.size));
-        }
-        at += ci;
-      }
-      EXPECT_EQ(differences(fetch(recv, want.size()), want, t.size), "");
+      device_counts_check(d, t);
     } else {  // copy, nccl, ll and ce need the counts on the host
       EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
       if (std::string(algo_) == "ce") {  // says why
@@ -482,9 +513,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
     }
     mp::sync(stream_);
     EXPECT_EQ(symcommHostBarrier(comm_), symcommSuccess);
-    release(send, false);
-    release(recv, false);
-    release(counts, false);
+    device_counts_release(d);
     return runs;
   }
 
@@ -983,6 +1012,46 @@ TEST_P(Coll, AllToAllvWithCountsOnTheDevice) {
   for (const Type& t : kTypes)
     for (size_t max_count : kCounts)
       if (!device_counts_case(t, max_count)) return;  // refused (checked): once is enough
+}
+
+// Six all-to-all-vs with counts on the device, each with counts, sizes and data of its own,
+// and an all-to-all between each two, back to back on one stream without a host
+// synchronisation: each call must take its counts, not a neighbour's (the table of counts
+// in the sm area and its epoch), and the data of its own send buffer.
+TEST_P(Coll, AllToAllvWithCountsOnTheDeviceBackToBack) {
+  if (refuses(Op::AllToAllvDevice, false)) GTEST_SKIP() << algo_ << " refuses counts on the device";
+  const Type& t = kTypes[1];  // int32
+  const size_t nb = 3000 * t.size * static_cast<size_t>(n_);
+  std::vector<DeviceCountsCall> calls;
+  std::vector<void*> a2a_send, a2a_recv;
+  for (uint64_t k = 0; k < 6; ++k) {
+    calls.push_back(device_counts_setup(t, std::vector<size_t>{0, 9, 5000, 70000, 1, 300}[k], seed_ + 100 * k));
+    a2a_send.push_back(buffer(nb, false));
+    put(a2a_send.back(), make(t, seed_ + k, me_, 0, nb / t.size));
+    a2a_recv.push_back(buffer(nb, true));
+    poison(a2a_recv.back(), nb);
+  }
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  for (size_t k = 0; k < 6; ++k) {
+    SC_OK(device_counts_run(calls[k], t));
+    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, a2a_send[k], a2a_recv[k], 3000,
+                                  t.id, algo_, stream_));
+  }
+  for (size_t k = 0; k < 6; ++k) {
+    SCOPED_TRACE("call " + std::to_string(k));
+    device_counts_check(calls[k], t);
+    const std::vector<uint8_t> got = fetch(a2a_recv[k], nb);
+    for (int i = 0; i < n_; ++i) {
+      const std::vector<uint8_t> want = make(t, seed_ + k, i, 3000 * static_cast<size_t>(me_), 3000);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + static_cast<long>(static_cast<size_t>(i) * 3000 * t.size)))
+          << "all-to-all block from " << i;
+    }
+  }
+  SC_OK(symcommHostBarrier(comm_));
+  for (const DeviceCountsCall& d : calls) device_counts_release(d);
+  for (void* p : a2a_send) release(p, false);
+  for (void* p : a2a_recv) release(p, true);
 }
 
 // Every operation captured once in a CUDA graph, on plain and on symmetric receive buffers,

@@ -293,7 +293,8 @@ TEST(SmEmulation, ReductionsOnTwoToFourRanks) {
 
 // All-to-all-v with counts in device memory (here: host memory): the counts' exchange,
 // blocks packed in team-rank order, and blocks beyond the capacity dropped whole, between
-// all-to-alls on the same counters.
+// all-to-alls on the same counters; one kernel per call, so the table of counts and its
+// epoch carry over between calls.
 TEST(SmEmulation, AllToAllvWithCountsOnTheDevice) {
   std::mt19937_64 rng(9);
   for (int n = 2; n <= 4; ++n) {
@@ -309,7 +310,7 @@ TEST(SmEmulation, AllToAllvWithCountsOnTheDevice) {
           rd(nn, std::vector<size_t>(nn, 99));
       std::vector<std::vector<char>> send(nn), recv(nn);
       std::vector<size_t> capacity(nn);
-      std::vector<Plan> exchange, data;
+      std::vector<Plan> calls;
       for (size_t m = 0; m < nn; ++m) {
         size_t at = 7;  // gaps between the send blocks
         for (size_t j = 0; j < nn; ++j) {
@@ -331,13 +332,9 @@ TEST(SmEmulation, AllToAllvWithCountsOnTheDevice) {
         a.send_displs = sd[m].data();
         a.recv_counts = rc[m].data();
         a.recv_displs = rd[m].data();
-        Plan plans[2];
-        device_counts_plans(emu.base(a), a, plans);
-        exchange.push_back(plans[0]);
-        data.push_back(plans[1]);
+        calls.push_back(device_counts_plan(emu.base(a), a));
       }
-      emu.run(exchange);
-      emu.run(data);
+      emu.run(calls);
       for (size_t m = 0; m < nn; ++m) {
         std::vector<char> want(recv[m].size(), static_cast<char>(0xAB));
         size_t at = 0;
