@@ -439,12 +439,19 @@ __device__ void device_counts_block(const Plan& p) {
   }
 }
 
-// Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
-// channel alone for reducing receivers and the own part).
-template <typename T>
-__global__ void __launch_bounds__(kThreads) sm_kernel(const __grid_constant__ Plan p) {
+// A kernel of its own, so that its registers do not count against sm_kernel's.
+__global__ void __launch_bounds__(kThreads, 2) sm_counts_kernel(const __grid_constant__ Plan p) {
   pdl_begin();
-  if (p.dev_send_counts) return device_counts_block(p);
+  device_counts_block(p);
+}
+
+// Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
+// channel alone for reducing receivers and the own part). Two blocks per SM (at most 64
+// registers a thread): 264 resident blocks on an H200, which the largest grids need
+// (2 x 7 x 14 + 8 = 204 for 8 ranks with SYMCOMM_COLL_SM_BLOCKS_LARGE=96).
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2) sm_kernel(const __grid_constant__ Plan p) {
+  pdl_begin();
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
   const int receivers = p.reduce ? ch * p.red_blocks : peers * ch;
   if (b < receivers) {
@@ -675,10 +682,15 @@ uint64_t ring_bytes(int nranks, uint64_t slot) {
 
 struct SmState final : CounterState {
   uint64_t slot = 0;
+  int resident_counts = 0;  // blocks of sm_counts_kernel the GPU holds
 };
 
-// The kernel instance for element type T (resident_launch.cuh).
+// The kernel instance for element type T (resident_launch.cuh), and the one kernel for
+// counts on the device.
 constexpr auto kernel_of = [](auto zero) { return sm_kernel<decltype(zero)>; };
+constexpr auto counts_kernel_of = [](auto) { return sm_counts_kernel; };
+
+constexpr const char* kRemedy = "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_BLOCKS_LARGE";
 
 class SmAlgorithm final : public CollAlgorithm {
  public:
@@ -720,6 +732,7 @@ class SmAlgorithm final : public CollAlgorithm {
     s->slot = slot;
     const size_t bytes = flags_bytes(nranks) + ring_bytes(nranks, slot);
     s->resident = resident_blocks(kernel_of, kThreads);
+    s->resident_counts = resident_blocks(counts_kernel_of, kThreads);
     ctx.place_counters(*s, bytes, flags_bytes(nranks));
     return s;
   }
@@ -735,7 +748,8 @@ class SmAlgorithm final : public CollAlgorithm {
     }
     if (a.counts_on_device) {
       Plan q = device_counts_plan(p, a);
-      launch(a, s, q);
+      launch_resident(counts_kernel_of, q, grid_blocks(q), kThreads, s.resident_counts, false,
+                      a.type, static_cast<cudaStream_t>(a.stream), "sm", kRemedy);
       return;
     }
     Plan plans[2];
@@ -773,8 +787,7 @@ class SmAlgorithm final : public CollAlgorithm {
     const int blocks = grid_blocks(p);
     if (blocks == 0) return;
     launch_resident(kernel_of, p, blocks, kThreads, s.resident, p.reduce, a.type,
-                    static_cast<cudaStream_t>(a.stream), "sm",
-                    "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_BLOCKS_LARGE");
+                    static_cast<cudaStream_t>(a.stream), "sm", kRemedy);
   }
 
 };

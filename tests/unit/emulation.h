@@ -26,7 +26,7 @@
 #define __forceinline__ inline
 #endif
 #undef __launch_bounds__
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 
 // A kernel's wait for the one before it on the stream (base/launch.cuh): the emulations run
 // one kernel at a time, so there is nothing to wait for.

@@ -120,7 +120,10 @@ class Emulator {
       for (int b = 0, nb = grid_blocks(p); b < nb; ++b)
         blocks.emplace_back([&p, b] {
           blockIdx.x = static_cast<unsigned>(b);
-          sm_kernel<T>(p);
+          if (p.dev_send_counts)
+            sm_counts_kernel(p);
+          else
+            sm_kernel<T>(p);
         });
     for (std::thread& t : blocks) t.join();
   }
