@@ -112,11 +112,12 @@ struct Plan {
   uint64_t* dev_recv_displs;
   uint64_t capacity, elem;
   // This rank's area, local: the count each world rank sent here in this call, the call
-  // (epoch) in which it was stored there, the number of calls so far, and blocks finished.
+  // (epoch) in which it was stored there, the number of calls so far, and the blocks of
+  // this call that have read that number.
   uint64_t* dc_count;
   uint64_t* dc_ready;
   uint64_t* dc_epoch;
-  uint64_t* dc_finished;
+  uint64_t* dc_readers;
   int blocks;             // the grid (grid_blocks)
 };
 
@@ -349,16 +350,30 @@ __device__ void copy_own(const Plan& p, uint64_t src, uint64_t dst, uint64_t len
 // block lands in recv (the sum of the earlier members' counts) needs the counts from every
 // member, so the rank's receivers share them through a table in its area: the block that
 // receives channel 0 from member j stores the count in dc_count[j's world rank] and the
-// call's epoch in dc_ready[...] (the block for this rank's own part stores its own count);
-// then every receiving block waits for the entries of members 0 .. j and sums them. The
-// epoch is the rank's count of such calls: every block reads dc_epoch on entry, and the last
-// block to finish (dc_finished) advances it, so the next call (which starts after this one:
-// stream order, or griddepcontrol.wait under PDL) uses the next value and the table needs no
-// reset. These calls on a communicator must therefore be stream-ordered on each rank, as
-// every sm collective's are. A block from member j that does not fit in the capacity is
-// dropped whole (its chunks are still received and acknowledged, so the counters stay in
-// step). Blocks publish their entry before they wait for others: no cycle.
+// call's epoch in dc_ready[...] (the first block of this rank's own part stores its own
+// count); then every receiving block waits for the entries of members 0 .. j, one thread
+// each, and sums them. Blocks publish their entry before they wait for others: no cycle.
+//
+// The epoch is the rank's count of such calls, so the table needs no reset. Every block
+// that receives (or copies the own part) reads dc_epoch on entry and counts itself in
+// dc_readers; the last own-part block, once every such block has, resets dc_readers and
+// advances dc_epoch, and the next call starts after this one (stream order, or
+// griddepcontrol.wait under PDL). These calls on a communicator must therefore be
+// stream-ordered on each rank, as every sm collective's are. Senders never read the epoch.
+//
+// A block from member j that does not fit in the capacity is dropped whole (its chunks are
+// still received and acknowledged, so the counters stay in step).
 constexpr uint64_t kHead = 16;
+
+// The call's epoch into `epoch` (shared), read by the block's last thread so that it
+// overlaps with what thread 0 waits for; visible to the block after its next barrier. An
+// acquire load: the count in dc_readers cannot become visible before the read.
+__device__ __forceinline__ void read_epoch(const Plan& p, uint64_t* epoch) {
+  if (threadIdx.x == blockDim.x - 1) {
+    *epoch = detail::load_acquire(p.dc_epoch) + 1;
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.dc_readers), 1ull);
+  }
+}
 
 __device__ __forceinline__ void publish_count(const Plan& p, int j, uint64_t count, uint64_t epoch) {
   const int w = p.world[j];
@@ -367,75 +382,69 @@ __device__ __forceinline__ void publish_count(const Plan& p, int j, uint64_t cou
   detail::store_relaxed(p.dc_ready + w, epoch);
 }
 
-// Waits for the counts of members 0 .. j; what member j's block holds and where it lands.
-// False if a wait failed.
+// Waits for the counts of members 0 .. j (thread m for member m); what member j's block
+// holds and where it lands. False if a wait failed.
 __device__ bool arrival(const Plan& p, int j, uint64_t epoch, Transfer* t) {
-  __shared__ uint64_t at, count;
+  __shared__ uint64_t count[kMaxTeam];
   int rc = 0;
-  if (threadIdx.x == 0) {
-    at = 0;
-    for (int m = 0; m <= j && rc == 0; ++m) {
-      const int w = p.world[m];
-      rc = detail::wait_local(p.comm, p.dc_ready + w, symcommCmpGe, epoch);
-      if (rc == 0 && m < j) at += p.dc_count[w];
-    }
-    if (rc == 0) count = p.dc_count[p.world[j]];
+  for (int m = static_cast<int>(threadIdx.x); m <= j; m += static_cast<int>(blockDim.x)) {
+    const int w = p.world[m];
+    rc |= detail::wait_local(p.comm, p.dc_ready + w, symcommCmpGe, epoch);
+    count[m] = rc == 0 ? p.dc_count[w] : 0;
   }
   if (__syncthreads_or(rc)) return false;
-  *t = {count * p.elem, at * p.elem, at + count <= p.capacity, kHead, 0};
+  uint64_t at = 0;
+  for (int m = 0; m < j; ++m) at += count[m];
+  *t = {count[j] * p.elem, at * p.elem, at + count[j] <= p.capacity, kHead, 0};
   return true;
 }
 
 __device__ void device_counts_block(const Plan& p) {
   __shared__ uint64_t epoch;
-  if (threadIdx.x == 0) epoch = *reinterpret_cast<volatile uint64_t*>(p.dc_epoch) + 1;
-  __syncthreads();
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
   Transfer t{};
   if (b < peers * ch) {  // receiving from member j on channel c
     const int j = (p.me - 1 - b / ch + p.n) % p.n, c = b % ch;
+    read_epoch(p, &epoch);
     if (c == 0) {  // the header: chunk 0 on channel 0
       const int w = p.world[j];
       const uint64_t g = p.consumed[index(p, w, 0)];
-      if (block_wait(p, p.posted + index(p, w, 0), g + 1)) {
-        if (threadIdx.x == 0)
-          publish_count(p, j, *reinterpret_cast<const uint64_t*>(slot_of(p, p.ring, w, 0, g)), epoch);
-        if (arrival(p, j, epoch, &t)) {
-          if (threadIdx.x == 0) {
-            p.dev_recv_counts[j] = t.len / p.elem;
-            p.dev_recv_displs[j] = t.off / p.elem;
-          }
-          receive_from(p, t, j, c);
-        }
-      }
-    } else if (arrival(p, j, epoch, &t)) {
-      receive_from(p, t, j, c);
+      if (!block_wait(p, p.posted + index(p, w, 0), g + 1)) return;
+      if (threadIdx.x == 0)
+        publish_count(p, j, *reinterpret_cast<const uint64_t*>(slot_of(p, p.ring, w, 0, g)), epoch);
+    } else {
+      __syncthreads();  // epoch
     }
-  } else if (b < 2 * peers * ch) {  // sending to member j on channel c
+    if (!arrival(p, j, epoch, &t)) return;
+    if (c == 0 && threadIdx.x == 0) {
+      p.dev_recv_counts[j] = t.len / p.elem;
+      p.dev_recv_displs[j] = t.off / p.elem;
+    }
+    return receive_from(p, t, j, c);
+  }
+  if (b < 2 * peers * ch) {  // sending to member j on channel c
     const int s = b - peers * ch, j = (p.me + 1 + s / ch) % p.n;
     const uint64_t count = p.dev_send_counts[j];
-    send_to(p, {count * p.elem, p.dev_send_displs[j] * p.elem, true, kHead, count}, j, s % ch);
-  } else {  // this rank's own part
-    const int part = b - 2 * peers * ch;
-    const uint64_t count = p.dev_send_counts[p.me];
-    if (part == 0 && threadIdx.x == 0) publish_count(p, p.me, count, epoch);
-    if (arrival(p, p.me, epoch, &t)) {
-      if (part == 0 && threadIdx.x == 0) {
-        p.dev_recv_counts[p.me] = count;
-        p.dev_recv_displs[p.me] = t.off / p.elem;
-      }
-      if (t.keep) copy_own(p, p.dev_send_displs[p.me] * p.elem, t.off, t.len, part);
-    }
+    return send_to(p, {count * p.elem, p.dev_send_displs[j] * p.elem, true, kHead, count}, j, s % ch);
   }
-  // The last block to get here (every block has read dc_epoch by then) advances it.
+  // This rank's own part; its last block advances the epoch.
+  const int part = b - 2 * peers * ch;
+  read_epoch(p, &epoch);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    auto* finished = reinterpret_cast<unsigned long long*>(p.dc_finished);
-    if (atomicAdd(finished, 1ull) + 1 == static_cast<unsigned long long>(p.blocks)) {
-      atomicExch(finished, 0ull);
-      detail::store_relaxed(p.dc_epoch, epoch);
+  const uint64_t count = p.dev_send_counts[p.me];
+  if (part == 0 && threadIdx.x == 0) publish_count(p, p.me, count, epoch);
+  if (arrival(p, p.me, epoch, &t)) {
+    if (part == 0 && threadIdx.x == 0) {
+      p.dev_recv_counts[p.me] = count;
+      p.dev_recv_displs[p.me] = t.off / p.elem;
     }
+    if (t.keep) copy_own(p, p.dev_send_displs[p.me] * p.elem, t.off, t.len, part);
+  }
+  if (part == p.self_blocks - 1 && threadIdx.x == 0 &&
+      detail::wait_local(p.comm, p.dc_readers, symcommCmpGe,
+                         static_cast<uint64_t>(peers * ch + p.self_blocks)) == 0) {
+    detail::store_relaxed(p.dc_readers, 0);
+    detail::store_relaxed(p.dc_epoch, epoch);
   }
 }
 
@@ -494,7 +503,7 @@ inline int grid_blocks(Plan& p) {
 
 // The layout of a rank's area: [nranks][kChannels] words of posted, acked, sent and consumed
 // counters, kChannels words each of done and expect, kChannels * kDepth of reduced, nranks
-// each of dc_count and dc_ready, dc_epoch, dc_finished, then the rings.
+// each of dc_count and dc_ready, dc_epoch, dc_readers, then the rings.
 inline size_t flags_bytes(int nranks) {
   const size_t n = static_cast<size_t>(nranks);
   return (sizeof(uint64_t) * ((4 * n + 2) * kChannels + kChannels * kDepth + 2 * n + 2) + 255) / 256 * 256;
@@ -513,7 +522,7 @@ inline void point_at_area(Plan& p, char* area, int nranks) {
   p.dc_count = p.reduced + kChannels * kDepth;
   p.dc_ready = p.dc_count + nranks;
   p.dc_epoch = p.dc_ready + nranks;
-  p.dc_finished = p.dc_epoch + 1;
+  p.dc_readers = p.dc_epoch + 1;
   p.ring = area + flags_bytes(nranks);
 }
 // The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast): what

@@ -49,6 +49,7 @@ T* remote(const DeviceComm& c, T* p, int pe) {
   return reinterpret_cast<T*>(c.peer_base[pe] + off);
 }
 void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 int wait_local(const DeviceComm&, const uint64_t* word, symcommCmp_t, uint64_t value) {
   const auto start = std::chrono::steady_clock::now();
   while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value) {
