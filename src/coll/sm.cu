@@ -111,12 +111,7 @@ struct Plan {
   uint64_t* dev_recv_counts;
   uint64_t* dev_recv_displs;
   uint64_t capacity, elem;
-  // This rank's area, local: the count each world rank sent here in this call, the call
-  // (epoch) in which it was stored there, the number of calls so far, and the blocks of
-  // this call that have read that number.
-  uint64_t* dc_count;
-  uint64_t* dc_ready;
-  uint64_t* dc_epoch;
+  // This rank's area, local: blocks that have read the headers, kCallWeight per call.
   uint64_t* dc_readers;
   int blocks;             // the grid (grid_blocks)
 };
@@ -136,6 +131,7 @@ struct Transfer {
   bool keep;          // receiving: copy the bytes out (false: drop them)
   uint64_t head;      // 0, or kHead: the first chunk starts with the count
   uint64_t count;     // sending with a header: the count it carries
+  uint64_t hold;      // receiving: acknowledge chunk 0 only once dc_readers reaches this
 };
 
 __device__ __forceinline__ int index(const Plan&, int world, int c) {
@@ -228,6 +224,7 @@ __device__ void receive_from(const Plan& p, const Transfer& t, int j, int c) {
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
     if (!block_wait(p, p.posted + index(p, w, c), g + 1)) return;
     if (t.keep) unpack_chunk(dst, slot_of(p, p.ring, w, c, g), t, i, cp);
+    if (i == 0 && t.hold != 0 && !block_wait(p, p.dc_readers, t.hold)) return;
     acknowledge(acked, g + 1);
   }
   if (threadIdx.x == 0) *consumed = g;
@@ -347,105 +344,87 @@ __device__ void copy_own(const Plan& p, uint64_t src, uint64_t dst, uint64_t len
 // One kernel, nothing known on the host. A message starts with a header of kHead bytes, the
 // count of elements, in its first chunk (on channel 0), so a pair's chunk plan is that of
 // kHead + bytes: the sender knows it, and the receiver learns it from the header. Where a
-// block lands in recv (the sum of the earlier members' counts) needs the counts from every
-// member, so the rank's receivers share them through a table in its area: the block that
-// receives channel 0 from member j stores the count in dc_count[j's world rank] and the
-// call's epoch in dc_ready[...] (the first block of this rank's own part stores its own
-// count); then every receiving block waits for the entries of members 0 .. j, one thread
-// each, and sums them. Blocks publish their entry before they wait for others: no cycle.
+// block lands in recv is the sum of the earlier members' counts, so every receiving block
+// (and every block of the own part) reads the headers of members 0 .. j itself, one thread
+// each, from the ring: member m's is in the slot of chunk consumed[m][0] of channel 0, once
+// posted[m][0] passes it.
 //
-// The epoch is the rank's count of such calls, so the table needs no reset. Every block
-// that receives (or copies the own part) reads dc_epoch on entry and counts itself in
-// dc_readers; the last own-part block, once every such block has, resets dc_readers and
-// advances dc_epoch, and the next call starts after this one (stream order, or
-// griddepcontrol.wait under PDL). These calls on a communicator must therefore be
-// stream-ordered on each rank, as every sm collective's are. Senders never read the epoch.
+// Those reads must happen before the block that receives channel 0 from m acknowledges that
+// chunk (the sender may then overwrite the slot) and advances consumed[m][0]. So each
+// reading block, once it has read, adds 1 to dc_readers, and the last own-part block adds
+// kCallWeight minus the number of readers as well: every call raises dc_readers by exactly
+// kCallWeight, and a channel-0 receiver that reads dc_readers = v before it adds its own 1
+// waits for (v / kCallWeight + 1) x kCallWeight before it acknowledges chunk 0. Nothing is
+// reset between calls; a reader reads the slots before it counts itself, and the header
+// chunks do not wait for any acknowledgement of this call: no cycle. Like every sm
+// collective, these calls must be stream-ordered on each rank.
 //
 // A block from member j that does not fit in the capacity is dropped whole (its chunks are
 // still received and acknowledged, so the counters stay in step).
 constexpr uint64_t kHead = 16;
+constexpr uint64_t kCallWeight = uint64_t{1} << 20;  // more than any grid's blocks
 
-// The call's epoch into `epoch` (shared), read by the block's last thread so that it
-// overlaps with what thread 0 waits for; visible to the block after its next barrier. An
-// acquire load: the count in dc_readers cannot become visible before the read.
-__device__ __forceinline__ void read_epoch(const Plan& p, uint64_t* epoch) {
-  if (threadIdx.x == blockDim.x - 1) {
-    *epoch = detail::load_acquire(p.dc_epoch) + 1;
-    atomicAdd(reinterpret_cast<unsigned long long*>(p.dc_readers), 1ull);
-  }
-}
-
-__device__ __forceinline__ void publish_count(const Plan& p, int j, uint64_t count, uint64_t epoch) {
-  const int w = p.world[j];
-  p.dc_count[w] = count;
-  __threadfence();
-  detail::store_relaxed(p.dc_ready + w, epoch);
-}
-
-// Waits for the counts of members 0 .. j (thread m for member m); what member j's block
-// holds and where it lands. False if a wait failed.
-__device__ bool arrival(const Plan& p, int j, uint64_t epoch, Transfer* t) {
+// Waits for the headers of members 0 .. j (thread m for member m; this rank's own count is
+// in its send counts); what member j's block holds and where it lands, and (for `last`,
+// the last own-part block) the complement of the call's readers. False if a wait failed.
+__device__ bool read_counts(const Plan& p, int j, bool last, Transfer* t) {
   __shared__ uint64_t count[kMaxTeam];
   int rc = 0;
   for (int m = static_cast<int>(threadIdx.x); m <= j; m += static_cast<int>(blockDim.x)) {
+    if (m == p.me) {
+      count[m] = p.dev_send_counts[m];
+      continue;
+    }
     const int w = p.world[m];
-    rc |= detail::wait_local(p.comm, p.dc_ready + w, symcommCmpGe, epoch);
-    count[m] = rc == 0 ? p.dc_count[w] : 0;
+    const uint64_t g = p.consumed[index(p, w, 0)];
+    rc |= detail::wait_local(p.comm, p.posted + index(p, w, 0), symcommCmpGe, g + 1);
+    count[m] = rc == 0 ? *reinterpret_cast<const uint64_t*>(slot_of(p, p.ring, w, 0, g)) : 0;
   }
-  if (__syncthreads_or(rc)) return false;
+  if (__syncthreads_or(rc)) return false;  // every read above has returned
+  if (threadIdx.x == 0) {
+    const uint64_t readers = static_cast<uint64_t>((p.n - 1) * p.channels + p.self_blocks);
+    __threadfence();
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.dc_readers),
+              static_cast<unsigned long long>(last ? 1 + kCallWeight - readers : 1));
+  }
   uint64_t at = 0;
   for (int m = 0; m < j; ++m) at += count[m];
-  *t = {count[j] * p.elem, at * p.elem, at + count[j] <= p.capacity, kHead, 0};
+  *t = {count[j] * p.elem, at * p.elem, at + count[j] <= p.capacity, kHead, 0, 0};
   return true;
 }
 
 __device__ void device_counts_block(const Plan& p) {
-  __shared__ uint64_t epoch;
   const int b = static_cast<int>(blockIdx.x), peers = p.n - 1, ch = p.channels;
   Transfer t{};
   if (b < peers * ch) {  // receiving from member j on channel c
     const int j = (p.me - 1 - b / ch + p.n) % p.n, c = b % ch;
-    read_epoch(p, &epoch);
-    if (c == 0) {  // the header: chunk 0 on channel 0
-      const int w = p.world[j];
-      const uint64_t g = p.consumed[index(p, w, 0)];
-      if (!block_wait(p, p.posted + index(p, w, 0), g + 1)) return;
-      if (threadIdx.x == 0)
-        publish_count(p, j, *reinterpret_cast<const uint64_t*>(slot_of(p, p.ring, w, 0, g)), epoch);
-    } else {
-      __syncthreads();  // epoch
-    }
-    if (!arrival(p, j, epoch, &t)) return;
-    if (c == 0 && threadIdx.x == 0) {
-      p.dev_recv_counts[j] = t.len / p.elem;
-      p.dev_recv_displs[j] = t.off / p.elem;
+    // Channel 0 holds its acknowledgement of chunk 0 for this call's readers.
+    __shared__ uint64_t hold;
+    if (c == 0 && threadIdx.x == 0)
+      hold = (detail::load_acquire(p.dc_readers) / kCallWeight + 1) * kCallWeight;
+    if (!read_counts(p, j, false, &t)) return;
+    if (c == 0) {
+      t.hold = hold;
+      if (threadIdx.x == 0) {
+        p.dev_recv_counts[j] = t.len / p.elem;
+        p.dev_recv_displs[j] = t.off / p.elem;
+      }
     }
     return receive_from(p, t, j, c);
   }
   if (b < 2 * peers * ch) {  // sending to member j on channel c
     const int s = b - peers * ch, j = (p.me + 1 + s / ch) % p.n;
     const uint64_t count = p.dev_send_counts[j];
-    return send_to(p, {count * p.elem, p.dev_send_displs[j] * p.elem, true, kHead, count}, j, s % ch);
+    return send_to(p, {count * p.elem, p.dev_send_displs[j] * p.elem, true, kHead, count, 0}, j,
+                   s % ch);
   }
-  // This rank's own part; its last block advances the epoch.
-  const int part = b - 2 * peers * ch;
-  read_epoch(p, &epoch);
-  __syncthreads();
-  const uint64_t count = p.dev_send_counts[p.me];
-  if (part == 0 && threadIdx.x == 0) publish_count(p, p.me, count, epoch);
-  if (arrival(p, p.me, epoch, &t)) {
-    if (part == 0 && threadIdx.x == 0) {
-      p.dev_recv_counts[p.me] = count;
-      p.dev_recv_displs[p.me] = t.off / p.elem;
-    }
-    if (t.keep) copy_own(p, p.dev_send_displs[p.me] * p.elem, t.off, t.len, part);
+  const int part = b - 2 * peers * ch;  // this rank's own part
+  if (!read_counts(p, p.me, part == p.self_blocks - 1, &t)) return;
+  if (part == 0 && threadIdx.x == 0) {
+    p.dev_recv_counts[p.me] = t.len / p.elem;
+    p.dev_recv_displs[p.me] = t.off / p.elem;
   }
-  if (part == p.self_blocks - 1 && threadIdx.x == 0 &&
-      detail::wait_local(p.comm, p.dc_readers, symcommCmpGe,
-                         static_cast<uint64_t>(peers * ch + p.self_blocks)) == 0) {
-    detail::store_relaxed(p.dc_readers, 0);
-    detail::store_relaxed(p.dc_epoch, epoch);
-  }
+  if (t.keep) copy_own(p, p.dev_send_displs[p.me] * p.elem, t.off, t.len, part);
 }
 
 // A kernel of its own, so that its registers do not count against sm_kernel's.
@@ -466,11 +445,11 @@ __global__ void __launch_bounds__(kThreads, 2) sm_kernel(const __grid_constant__
   if (b < receivers) {
     if (p.reduce) return reduce_channel<T>(p, b / p.red_blocks, b % p.red_blocks);
     const int j = (p.me - 1 - b / ch + p.n) % p.n;
-    return receive_from(p, {p.recv_len[j], p.recv_off[j], true, 0, 0}, j, b % ch);
+    return receive_from(p, {p.recv_len[j], p.recv_off[j], true, 0, 0, 0}, j, b % ch);
   }
   if (b < receivers + peers * ch) {
     const int j = (p.me + 1 + (b - receivers) / ch) % p.n;
-    return send_to(p, {p.send_len[j], p.send_off[j], true, 0, 0}, j, (b - receivers) % ch);
+    return send_to(p, {p.send_len[j], p.send_off[j], true, 0, 0, 0}, j, (b - receivers) % ch);
   }
   copy_own(p, p.self_src, p.self_dst, p.self_len, b - receivers - peers * ch);
 }
@@ -503,10 +482,10 @@ inline int grid_blocks(Plan& p) {
 
 // The layout of a rank's area: [nranks][kChannels] words of posted, acked, sent and consumed
 // counters, kChannels words each of done and expect, kChannels * kDepth of reduced, nranks
-// each of dc_count and dc_ready, dc_epoch, dc_readers, then the rings.
+// dc_readers, then the rings.
 inline size_t flags_bytes(int nranks) {
   const size_t n = static_cast<size_t>(nranks);
-  return (sizeof(uint64_t) * ((4 * n + 2) * kChannels + kChannels * kDepth + 2 * n + 2) + 255) / 256 * 256;
+  return (sizeof(uint64_t) * ((4 * n + 2) * kChannels + kChannels * kDepth + 1) + 255) / 256 * 256;
 }
 
 inline void point_at_area(Plan& p, char* area, int nranks) {
@@ -519,10 +498,7 @@ inline void point_at_area(Plan& p, char* area, int nranks) {
   p.done = flags + 4 * words;
   p.expect = p.done + kChannels;
   p.reduced = p.expect + kChannels;
-  p.dc_count = p.reduced + kChannels * kDepth;
-  p.dc_ready = p.dc_count + nranks;
-  p.dc_epoch = p.dc_ready + nranks;
-  p.dc_readers = p.dc_epoch + 1;
+  p.dc_readers = p.reduced + kChannels * kDepth;
   p.ring = area + flags_bytes(nranks);
 }
 // The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast): what
