@@ -19,7 +19,10 @@
 // (n-1)/n (alltoall, allgather, reducescatter), 2(n-1)/n (allreduce) or 1 (broadcast).
 // Reductions are float32 sums (dtype "f32"); data movement moves float32 elements too and is
 // recorded with dtype "bytes". NCCL has no all-to-all(v): its baseline for the three forms is
-// nccl-tests' grouped ncclSend/ncclRecv (for the v forms, with the same host counts).
+// nccl-tests' grouped ncclSend/ncclRecv (for the v forms, with the same host counts: "vs
+// nccl" compares with that). NCCL cannot read counts on the device, so alltoallv_device has
+// a second NCCL line, "nccl:counts_to_host", which does what its callers do (MoE layers
+// built on NCCL): exchange the counts, copy them to the host, synchronise, then send/recv.
 //
 // barrier (no size: bytes 0, no bandwidth): time per barrier of symcommBarrierOnStream over
 // the world team (impl "symcomm:kernel", run when --impls names auto or nothing), against
@@ -246,6 +249,10 @@ struct Impl {
   std::string name;       // "nccl", "symcomm:auto", "symcomm:<algorithm>"
   const char* algorithm;  // symcomm's argument (NULL: auto)
   bool nccl;
+  // All-to-all-v with counts on the device, NCCL as its callers run it: the counts exchanged
+  // (grouped send/recv of one count per pair), copied to the host, the stream synchronised,
+  // then the blocks. ("nccl" alone is given the counts on the host: its best case.)
+  bool counts_to_host = false;
 };
 
 struct Buffers {
@@ -277,6 +284,7 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
   cudaStream_t s = ctx.stream;
   const size_t n = static_cast<size_t>(ctx.nranks);
   const size_t *sc = b.v.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;  // host arrays
+  std::vector<size_t> packed;
   if (impl.nccl) {
     ncclComm_t c = ctx.nccl;
     switch (op.op) {
@@ -284,6 +292,23 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
       case Op::AllToAllv:
       case Op::AllToAllvDevice: {  // grouped send/recv; the v forms with the host counts
         const bool v = op.op != Op::AllToAll;
+        if (impl.counts_to_host) {
+          static size_t* pinned = nullptr;  // the received counts on the host (n <= 1024)
+          if (!pinned) BENCH_CUDA(cudaMallocHost(&pinned, 1024 * sizeof(size_t)));
+          BENCH_NCCL(ncclGroupStart());
+          for (size_t j = 0; j < n; ++j) {
+            BENCH_NCCL(ncclSend(b.dev_v + j, sizeof(size_t), ncclUint8, static_cast<int>(j), c, s));
+            BENCH_NCCL(ncclRecv(b.dev_v + 2 * n + j, sizeof(size_t), ncclUint8, static_cast<int>(j), c, s));
+          }
+          BENCH_NCCL(ncclGroupEnd());
+          BENCH_CUDA(cudaMemcpyAsync(pinned, b.dev_v + 2 * n, n * sizeof(size_t),
+                                     cudaMemcpyDeviceToHost, s));
+          BENCH_CUDA(cudaStreamSynchronize(s));
+          rc = pinned;
+          packed.assign(n, 0);  // blocks packed in rank order, as symcomm's
+          for (size_t j = 1; j < n; ++j) packed[j] = packed[j - 1] + rc[j - 1];
+          rd = packed.data();
+        }
         BENCH_NCCL(ncclGroupStart());
         for (size_t j = 0; j < n; ++j) {
           const int peer = static_cast<int>(j);
@@ -682,6 +707,8 @@ int run_coll(Context& ctx) {
   // NCCL first, so that every symcomm line can say how it compares.
   std::vector<Impl> impls;
   if (wanted(c.impls, "nccl")) impls.push_back({"nccl", nullptr, true});
+  if (wanted(c.impls, "nccl"))
+    impls.push_back({"nccl:counts_to_host", nullptr, true, true});
   if (wanted(c.impls, "symcomm:auto")) impls.push_back({"symcomm:auto", nullptr, false});
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
     if (const char* a = symcommCollAlgorithmName(i); a && wanted(c.impls, std::string("symcomm:") + a))
@@ -739,6 +766,7 @@ int run_coll(Context& ctx) {
       if (op.alltoall()) set_counts(b, count, n);
       double nccl_us = -1;
       for (const Impl& impl : barrier ? barrier_impls : impls) {
+        if (impl.counts_to_host && op.op != Op::AllToAllvDevice) continue;
         std::string why;
         if (barrier ? !check_barrier(ctx, b, words, op, impl, ++iteration, &why)
                     : !check(ctx, b, op, impl, count, bytes, ++iteration, &why)) {
@@ -751,7 +779,7 @@ int run_coll(Context& ctx) {
           if (run_once(ctx, b, op, impl, count, c.root) != symcommSuccess)
             die(point_name(op, impl, bytes, count).c_str(), symcommGetLastError(), __FILE__, __LINE__);
         });
-        if (impl.nccl) nccl_us = t.us;
+        if (impl.nccl && !impl.counts_to_host) nccl_us = t.us;  // the reference: NCCL's best
         report(ctx, op, impl, b, bytes, barrier && impl.nccl ? 1 : count, t, nccl_us);
         ++points;
       }

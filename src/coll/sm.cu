@@ -222,7 +222,8 @@ __device__ void receive_from(const Plan& p, const Transfer& t, int j, int c) {
   char* dst = p.recv + t.off;
   uint64_t g = base;
   for (uint64_t i = static_cast<uint64_t>(c); i < cp.count; i += static_cast<uint64_t>(cp.channels), ++g) {
-    if (!block_wait(p, p.posted + index(p, w, c), g + 1)) return;
+    // (A header's chunk, which carries `hold`, was awaited already: see read_counts.)
+    if (!(i == 0 && t.hold != 0) && !block_wait(p, p.posted + index(p, w, c), g + 1)) return;
     if (t.keep) unpack_chunk(dst, slot_of(p, p.ring, w, c, g), t, i, cp);
     if (i == 0 && t.hold != 0 && !block_wait(p, p.dc_readers, t.hold)) return;
     acknowledge(acked, g + 1);
