@@ -432,18 +432,26 @@ class Coll : public ::testing::TestWithParam<std::string> {
   // displacements, poisoned) and what it should produce.
   struct DeviceCountsCall {
     VLayout v;
+    symcommTeam_t team = SYMCOMM_TEAM_WORLD;
+    int n = 0, me = 0;  // the team's size, this rank's team rank
     uint64_t seed = 0;
     size_t capacity = 0;
     void* send = nullptr;
     void* recv = nullptr;
     size_t* counts = nullptr;
   };
-  DeviceCountsCall device_counts_setup(const Type& t, size_t max_count, uint64_t seed) {
+  // On `team` (of n members, this rank's team rank me): the world by default.
+  DeviceCountsCall device_counts_setup(const Type& t, size_t max_count, uint64_t seed,
+                                       symcommTeam_t team = SYMCOMM_TEAM_WORLD, int n = -1,
+                                       int me = -1) {
     DeviceCountsCall d;
-    d.v = random_layout(seed + 77 + max_count, n_, max_count);
+    d.team = team;
+    d.n = n < 0 ? n_ : n;
+    d.me = me < 0 ? me_ : me;
+    d.v = random_layout(seed + 77 + max_count, d.n, max_count);
     d.seed = seed;
-    const size_t nn = static_cast<size_t>(n_);
-    const std::vector<size_t> sc = d.v.sends(me_), sd = d.v.sdispls(me_), rc = d.v.receives(me_);
+    const size_t nn = static_cast<size_t>(d.n);
+    const std::vector<size_t> sc = d.v.sends(d.me), sd = d.v.sdispls(d.me), rc = d.v.receives(d.me);
     size_t total = 0;
     for (size_t c : rc) total += c;
     d.capacity = total - total / 3;  // the last blocks may not fit
@@ -456,20 +464,20 @@ class Coll : public ::testing::TestWithParam<std::string> {
     std::copy(sd.begin(), sd.end(), host.begin() + static_cast<long>(nn));
     put(d.counts, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(host.data()),
                                        reinterpret_cast<uint8_t*>(host.data() + host.size())));
-    put(d.send, make(t, seed, me_, 0, se));
+    put(d.send, make(t, seed, d.me, 0, se));
     poison(d.recv, (d.capacity + 1) * t.size);
     return d;
   }
   symcommResult_t device_counts_run(const DeviceCountsCall& d, const Type& t) {
-    const size_t nn = static_cast<size_t>(n_);
-    return symcommAllToAllvDeviceOnStream(comm_, SYMCOMM_TEAM_WORLD, d.send, d.counts,
+    const size_t nn = static_cast<size_t>(d.n);
+    return symcommAllToAllvDeviceOnStream(comm_, d.team, d.send, d.counts,
                                           d.counts + nn, d.recv, d.capacity, d.counts + 2 * nn,
                                           d.counts + 3 * nn, t.id, algo_, stream_);
   }
   // The blocks arrive packed in team-rank order, blocks beyond the capacity are dropped whole,
   // and the counts and displacements written are the senders'.
   void device_counts_check(const DeviceCountsCall& d, const Type& t) {
-    const size_t nn = static_cast<size_t>(n_), m = static_cast<size_t>(me_);
+    const size_t nn = static_cast<size_t>(d.n), m = static_cast<size_t>(d.me);
     std::vector<uint8_t> raw = fetch(d.counts, 4 * nn * sizeof(size_t));
     const size_t* got_counts = reinterpret_cast<const size_t*>(raw.data()) + 2 * nn;
     const size_t* got_displs = got_counts + nn;
@@ -1052,6 +1060,34 @@ TEST_P(Coll, AllToAllvWithCountsOnTheDeviceBackToBack) {
   for (const DeviceCountsCall& d : calls) device_counts_release(d);
   for (void* p : a2a_send) release(p, false);
   for (void* p : a2a_recv) release(p, true);
+}
+
+// Counts on the device on a team whose team ranks are not its world ranks (the even
+// ranks), alternating with calls on the world, back to back on one stream: the members'
+// headers are found by world rank, and the channel counters and the readers' counter stay
+// in step although the odd ranks make fewer calls.
+TEST_P(Coll, AllToAllvWithCountsOnTheDeviceOnATeam) {
+  if (refuses(Op::AllToAllvDevice, false)) GTEST_SKIP() << algo_ << " refuses counts on the device";
+  symcommTeam_t even;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n_ + 1) / 2, &even));
+  const Type& t = kTypes[6];
+  std::vector<DeviceCountsCall> calls;
+  for (uint64_t k = 0; k < 4; ++k) {
+    const bool on_even = k % 2 == 0;
+    if (on_even && even == SYMCOMM_TEAM_INVALID) continue;
+    calls.push_back(on_even ? device_counts_setup(t, 3000 + 500 * k, seed_ + k, even, (n_ + 1) / 2, me_ / 2)
+                            : device_counts_setup(t, 3000 + 500 * k, seed_ + k));
+  }
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  for (const DeviceCountsCall& d : calls) SC_OK(device_counts_run(d, t));
+  for (const DeviceCountsCall& d : calls) {
+    SCOPED_TRACE(d.team == SYMCOMM_TEAM_WORLD ? "world" : "even team");
+    device_counts_check(d, t);
+  }
+  SC_OK(symcommHostBarrier(comm_));
+  for (const DeviceCountsCall& d : calls) device_counts_release(d);
+  if (even != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, even));
 }
 
 // Every operation captured once in a CUDA graph, on plain and on symmetric receive buffers,
