@@ -51,16 +51,23 @@ struct State {        // device memory, one per rank
   unsigned long long bad;  // wrong values seen, all steps
 };
 
-// One thread: counts per destination, their displacements, and the cursors for the scatter.
+// One block: counts per destination (shared-memory atomics), then their displacements and
+// the cursors for the scatter.
 __global__ void plan_routes(State* s, int me, int nranks, size_t tokens, size_t hidden) {
-  size_t count[kMaxRanks] = {};
-  for (size_t t = 0; t < tokens; ++t) ++count[route(s->step, me, t, nranks)];
-  size_t at = 0;
-  for (int j = 0; j < nranks; ++j) {
-    s->send_counts[j] = count[j] * hidden;
-    s->send_displs[j] = at * hidden;
-    s->tokens_to[j] = at;  // cursor: the next free token slot of block j
-    at += count[j];
+  __shared__ unsigned long long count[kMaxRanks];
+  for (int j = threadIdx.x; j < nranks; j += blockDim.x) count[j] = 0;
+  __syncthreads();
+  for (size_t t = threadIdx.x; t < tokens; t += blockDim.x)
+    atomicAdd(&count[route(s->step, me, t, nranks)], 1ull);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    size_t at = 0;
+    for (int j = 0; j < nranks; ++j) {
+      s->send_counts[j] = count[j] * hidden;
+      s->send_displs[j] = at * hidden;
+      s->tokens_to[j] = at;  // cursor: the next free token slot of block j
+      at += count[j];
+    }
   }
 }
 
@@ -176,7 +183,7 @@ int main(int argc, char** argv) {
   size_t* const back_displs = field(offsetof(State, back_displs));
   // One step, enqueued on `stream`: route, dispatch, expert, combine, check, next step.
   auto step = [&] {
-    plan_routes<<<1, 1, 0, stream>>>(s, me, nranks, tokens, hidden);
+    plan_routes<<<1, 1024, 0, stream>>>(s, me, nranks, tokens, hidden);
     scatter<<<512, 256, 0, stream>>>(s, x, send, pos, me, nranks, tokens, hidden);
     CHECK_SC(symcommAllToAllvDeviceOnStream(comm, SYMCOMM_TEAM_WORLD, send, send_counts,
                                             send_displs, recv, n * elems, recv_counts,
