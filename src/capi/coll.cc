@@ -126,18 +126,18 @@ std::pair<size_t, size_t> check_v(int n, const size_t* sendcounts, const size_t*
 }
 
 // Device all-to-all-v: the kernels read and write the count arrays, which must be memory
-// this rank's GPU can access (not pageable host memory) and aligned. The counts themselves
-// are on the device: the host cannot check them (symcomm.h says what the call trusts).
+// this rank's GPU can access (Space::device_access_problem: not pageable host memory, not
+// another GPU's) and aligned. The counts themselves are on the device: the host cannot check
+// them (symcomm.h says what the call trusts).
 void check_device_counts(symcommComm& c, const size_t* const* v) {
   static const char* const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
   for (int k = 0; k < 4; ++k) {
     require_aligned(v[k], sizeof(size_t), names[k]);
-    if (c.space_kind != symcommSpaceCuda) continue;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, v[k]) != cudaSuccess) (void)cudaGetLastError();
-    SYMCOMM_REQUIRE(attr.type != cudaMemoryTypeUnregistered, symcommInvalidArgument,
-                    "%s %p is not memory the GPU can access (pageable host memory?): the counts "
-                    "of this call are read and written on the device", names[k], v[k]);
+    if (c.heap->contains(v[k])) continue;
+    const std::string problem = c.space->device_access_problem(v[k]);
+    SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument,
+                    "%s is not memory the GPU can access (the counts of this call are read and "
+                    "written on the device): %s", names[k], problem.c_str());
   }
 }
 

@@ -38,8 +38,12 @@ class NcclAlgorithm final : public CollAlgorithm {
     if (std::string why = nccl_team_problem(ctx.topology(), a.team); !why.empty()) return why;
     const Heap& heap = const_cast<CollContext&>(ctx).heap();
     const bool reads_send = a.op != CollOp::Broadcast || a.me == a.root;
-    if ((reads_send && !nccl_can_access(heap, a.send)) || !nccl_can_access(heap, a.recv))
-      return "NCCL kernels cannot access pageable host memory (send or recv)";
+    // What NCCL's kernels on this rank's GPU cannot reach (NULL: nothing to pass).
+    auto problem = [&](const void* p) {
+      return !p || heap.contains(p) ? std::string() : heap.space().device_access_problem(p);
+    };
+    if (std::string why = reads_send ? problem(a.send) : ""; !why.empty()) return "send " + why;
+    if (std::string why = problem(a.recv); !why.empty()) return "recv " + why;
     return "";
   }
 

@@ -178,16 +178,6 @@ void nccl_group(const NcclLib& lib, const std::function<void()>& body) {
   SYMCOMM_NCCL(lib, ncclGroupEnd());
 }
 
-bool nccl_can_access(const Heap& heap, const void* p) {
-  if (!p || heap.contains(p)) return true;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // clears the (non-sticky) error it recorded
-    return false;
-  }
-  return attr.type != cudaMemoryTypeUnregistered;
-}
-
 }  // namespace symcomm
 
 #endif  // SYMCOMM_HAVE_NCCL

@@ -77,10 +77,6 @@ NcclComms& nccl_comms(CollContext& ctx);
 // Runs `body` between ncclGroupStart and ncclGroupEnd (the group is ended if it throws).
 void nccl_group(const NcclLib& lib, const std::function<void()>& body);
 
-// Whether NCCL kernels can read and write `p`: symmetric heap, device, managed or pinned
-// host memory (not pageable host memory). nullptr counts as accessible (nothing is read).
-bool nccl_can_access(const Heap& heap, const void* p);
-
 }  // namespace symcomm
 
 #endif  // SYMCOMM_HAVE_NCCL

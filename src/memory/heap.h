@@ -42,6 +42,7 @@ class Heap {
   const std::vector<char*>& windows() const { return windows_; }
   size_t mapped() const { return allocator_.capacity(); }
   size_t max_bytes() const { return max_; }
+  const Space& space() const { return space_; }
 
  private:
   struct Chunk {

@@ -11,6 +11,11 @@ namespace symcomm {
 static const EnumParam kSpace("SYMCOMM_MEMORY_SPACE", "auto", "auto|cuda|host",
                               "where the symmetric heap lives (auto: cuda if a GPU is present)");
 
+void Space::check_device_accessible(const void* ptr, const char* what) const {
+  const std::string problem = device_access_problem(ptr);
+  SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument, "%s %s", what, problem.c_str());
+}
+
 const char* space_name(symcommMemorySpace_t space) {
   switch (space) {
     case symcommSpaceAuto: return "auto";

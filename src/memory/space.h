@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "bootstrap/socket.h"
 #include "symcomm/symcomm.h"
@@ -57,11 +58,14 @@ class Space {
   virtual void close_buffer(char* base);
   // Waits until this process's work on its device has completed (nothing on the host).
   virtual void synchronize() {}
-  // Throws symcommInvalidArgument, naming `what` ("input"), where this rank's device cannot
-  // load from and store to `ptr` at that address: a buffer of the application's that an
-  // operation's kernels or copy engines will touch (pageable host memory in the cuda space).
-  // Accepts everything by default, as the host space must: all its memory is host memory.
-  virtual void check_device_accessible(const void* /*ptr*/, const char* /*what*/) const {}
+  // Why this rank's device cannot load from and store to `ptr` at that address ("" where it
+  // can): a buffer of the application's that an operation's kernels or copy engines will
+  // touch (pageable host memory in the cuda space, or another GPU's memory). Accepts
+  // everything by default, as the host space must: all its memory is host memory.
+  virtual std::string device_access_problem(const void* /*ptr*/) const { return ""; }
+  // Throws symcommInvalidArgument, naming `what` ("input"), where device_access_problem
+  // finds one.
+  void check_device_accessible(const void* ptr, const char* what) const;
 };
 
 std::unique_ptr<Space> make_host_space();

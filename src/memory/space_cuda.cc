@@ -205,25 +205,25 @@ class CudaSpace final : public Space {
   // host memory that the GPU reaches at the same address. Pageable memory is refused even
   // where the GPU could reach it (HMM, ATS): copy engines would stage it through the host,
   // and whether kernels may touch it depends on the system, not on the program.
-  void check_device_accessible(const void* ptr, const char* what) const override {
+  std::string device_access_problem(const void* ptr) const override {
     cudaPointerAttributes attr{};
     {
       RelaxedCapture relaxed;  // the caller may be capturing a graph
       DeviceScope guard(device_);
       if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) (void)cudaGetLastError();
     }
-    const bool ok = attr.type == cudaMemoryTypeManaged ||
-                    (attr.type == cudaMemoryTypeDevice && attr.device == device_) ||
-                    (attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr);
-    SYMCOMM_REQUIRE(ok, symcommInvalidArgument,
-                    "%s %p is %s, which this rank's GPU %d does not access at that address: "
-                    "pass memory of this GPU (symcommMalloc, cudaMalloc), managed memory, or "
-                    "pinned host memory (cudaMallocHost, cudaHostRegister)",
-                    what, ptr,
-                    attr.type == cudaMemoryTypeDevice ? "memory of another GPU"
-                    : attr.type == cudaMemoryTypeHost ? "pinned host memory not mapped for it"
-                                                      : "pageable host memory",
-                    device_);
+    if (attr.type == cudaMemoryTypeManaged ||
+        (attr.type == cudaMemoryTypeDevice && attr.device == device_) ||
+        (attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr))
+      return "";
+    return format("%p is %s, which this rank's GPU %d does not access at that address: pass "
+                  "memory of this GPU (symcommMalloc, cudaMalloc), managed memory, or pinned "
+                  "host memory (cudaMallocHost, cudaHostRegister)",
+                  ptr,
+                  attr.type == cudaMemoryTypeDevice ? "memory of another GPU"
+                  : attr.type == cudaMemoryTypeHost ? "pinned host memory not mapped for it"
+                                                    : "pageable host memory",
+                  device_);
   }
 
   void close_buffer(char* base) override {

@@ -9,6 +9,8 @@
 // other (each naming its own node) run every operation and a decomposition on NCCL. (The
 // coll and decomp suites also run every test on "nccl" and "nccl_pipelined", as on every
 // registered algorithm and backend.)
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -252,6 +254,47 @@ TEST_F(NcclGpu, EveryOperationTypeAndReductionMatchesCopy) {
             compare(op, SYMCOMM_TEAM_WORLD, n, me, t, red, count, true);
         }
       }
+}
+
+// Buffers NCCL's kernels on this rank's GPU cannot reach are refused before anything is
+// enqueued, naming the buffer and why: pageable host memory, and (with two GPUs or more
+// visible) another GPU's memory.
+TEST_F(NcclGpu, RefusesBuffersItsKernelsCannotReach) {
+  const size_t count = 64, bytes = count * sizeof(float) * static_cast<size_t>(mp::nranks());
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
+  std::vector<float> pageable(bytes / sizeof(float), 1.0f);
+  SC_FAILS(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, pageable.data(), dev, count,
+                                    symcommFloat32, symcommSum, "nccl", stream_),
+           symcommNotSupported);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "send 0x"), nullptr) << symcommGetLastError();
+  EXPECT_NE(std::strstr(symcommGetLastError(), "pageable host memory"), nullptr)
+      << symcommGetLastError();
+  SC_FAILS(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, dev, pageable.data(), count,
+                                    symcommFloat32, "nccl", stream_),
+           symcommNotSupported);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "recv 0x"), nullptr) << symcommGetLastError();
+  int devices = 0, mine = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  ASSERT_EQ(cudaGetDevice(&mine), cudaSuccess);
+  if (devices > 1) {
+    void* other = nullptr;
+    ASSERT_EQ(cudaSetDevice((mine + 1) % devices), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&other, bytes), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(mine), cudaSuccess);
+    SC_FAILS(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, dev, other, count,
+                                      symcommFloat32, symcommSum, "nccl", stream_),
+             symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "memory of another GPU"), nullptr)
+        << symcommGetLastError();
+    ASSERT_EQ(cudaFree(other), cudaSuccess);
+  }
+  // The same buffers that NCCL can reach run (a check that the refusals above are about the
+  // buffers, not the call).
+  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, dev, dev, count, symcommFloat32,
+                                 symcommSum, "nccl", stream_));
+  mp::sync(stream_);
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 
 TEST_F(NcclGpu, StridedTeamMatchesCopy) {
