@@ -295,64 +295,75 @@ TEST(SmEmulation, ReductionsOnTwoToFourRanks) {
   }
 }
 
-// All-to-all-v with counts in device memory (here: host memory): the counts' exchange,
-// blocks packed in team-rank order, and blocks beyond the capacity dropped whole, between
-// all-to-alls on the same counters; one kernel per call, so the table of counts and its
-// epoch carry over between calls.
+// One all-to-all-v with counts in device memory (here: host memory) on `team` of the
+// emulator's ranks, random counts below one of a few bounds (zeros included), half the time
+// with a capacity too small for every block: blocks packed in team-rank order, those beyond
+// the capacity dropped whole, the counts and displacements written.
+void device_counts_call(Emulator& emu, Team team, std::mt19937_64& rng) {
+  const int n = team.size;
+  const size_t most = std::vector<size_t>{0, 3, 5000, 70000}[rng() % 4];
+  SCOPED_TRACE(testing::Message() << "team of " << n << " from " << team.start << " by "
+                                  << team.stride << ", counts up to " << most);
+  const size_t nn = static_cast<size_t>(n);
+  std::vector<std::vector<size_t>> counts(nn, std::vector<size_t>(nn));
+  for (auto& row : counts)
+    for (size_t& c : row) c = rng() % 4 == 0 ? 0 : rng() % (most + 1);
+  std::vector<std::vector<size_t>> sc(nn), sd(nn), rc(nn, std::vector<size_t>(nn, 99)),
+      rd(nn, std::vector<size_t>(nn, 99));
+  std::vector<std::vector<char>> send(nn), recv(nn);
+  std::vector<size_t> capacity(nn);
+  std::vector<Plan> calls;
+  for (size_t m = 0; m < nn; ++m) {
+    size_t at = 7;  // gaps between the send blocks
+    for (size_t j = 0; j < nn; ++j) {
+      sc[m].push_back(counts[m][j]);
+      sd[m].push_back(at);
+      at += counts[m][j] + 5;
+    }
+    send[m] = random_bytes(rng, at);
+    size_t total = 0;
+    for (size_t i = 0; i < nn; ++i) total += counts[i][m];
+    capacity[m] = rng() % 2 ? total : total / 2;  // half the time, some blocks are dropped
+    recv[m].assign(capacity[m] + 1, static_cast<char>(0xAB));
+  }
+  for (int me = 0; me < n; ++me) {
+    const size_t m = static_cast<size_t>(me);
+    CollArgs a = args(CollOp::AllToAllv, n, me, send[m].data(), recv[m].data(), capacity[m]);
+    a.team = team;
+    a.counts_on_device = true;
+    a.send_counts = sc[m].data();
+    a.send_displs = sd[m].data();
+    a.recv_counts = rc[m].data();
+    a.recv_displs = rd[m].data();
+    calls.push_back(device_counts_plan(emu.base(a), a));
+  }
+  emu.run(calls);
+  for (size_t m = 0; m < nn; ++m) {
+    std::vector<char> want(recv[m].size(), static_cast<char>(0xAB));
+    size_t at = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      EXPECT_EQ(rc[m][i], counts[i][m]) << "member " << m << ", count from " << i;
+      EXPECT_EQ(rd[m][i], at) << "member " << m << ", displacement of " << i;
+      if (at + counts[i][m] <= capacity[m])
+        std::copy(send[i].begin() + static_cast<long>(sd[i][m]),
+                  send[i].begin() + static_cast<long>(sd[i][m] + counts[i][m]),
+                  want.begin() + static_cast<long>(at));
+      at += counts[i][m];
+    }
+    EXPECT_TRUE(recv[m] == want) << "member " << m;
+  }
+}
+
+// All-to-all-v with counts on the device on the world, between all-to-alls on the same
+// counters: one kernel per call, whose channel and readers' counters carry over.
 TEST(SmEmulation, AllToAllvWithCountsOnTheDevice) {
   std::mt19937_64 rng(9);
   for (int n = 2; n <= 4; ++n) {
     Emulator emu(n);
     for (int call = 0; call < 24; ++call) {
-      const size_t most = std::vector<size_t>{0, 3, 5000, 70000}[rng() % 4];
-      SCOPED_TRACE(testing::Message() << n << " ranks, call " << call << ", counts up to " << most);
+      SCOPED_TRACE(testing::Message() << n << " ranks, call " << call);
+      device_counts_call(emu, Team{0, 1, n}, rng);
       const size_t nn = static_cast<size_t>(n);
-      std::vector<std::vector<size_t>> counts(nn, std::vector<size_t>(nn));
-      for (auto& row : counts)
-        for (size_t& c : row) c = rng() % 4 == 0 ? 0 : rng() % (most + 1);
-      std::vector<std::vector<size_t>> sc(nn), sd(nn), rc(nn, std::vector<size_t>(nn, 99)),
-          rd(nn, std::vector<size_t>(nn, 99));
-      std::vector<std::vector<char>> send(nn), recv(nn);
-      std::vector<size_t> capacity(nn);
-      std::vector<Plan> calls;
-      for (size_t m = 0; m < nn; ++m) {
-        size_t at = 7;  // gaps between the send blocks
-        for (size_t j = 0; j < nn; ++j) {
-          sc[m].push_back(counts[m][j]);
-          sd[m].push_back(at);
-          at += counts[m][j] + 5;
-        }
-        send[m] = random_bytes(rng, at);
-        size_t total = 0;
-        for (size_t i = 0; i < nn; ++i) total += counts[i][m];
-        capacity[m] = rng() % 2 ? total : total / 2;  // half the time, some blocks are dropped
-        recv[m].assign(capacity[m] + 1, static_cast<char>(0xAB));
-      }
-      for (int me = 0; me < n; ++me) {
-        const size_t m = static_cast<size_t>(me);
-        CollArgs a = args(CollOp::AllToAllv, n, me, send[m].data(), recv[m].data(), capacity[m]);
-        a.counts_on_device = true;
-        a.send_counts = sc[m].data();
-        a.send_displs = sd[m].data();
-        a.recv_counts = rc[m].data();
-        a.recv_displs = rd[m].data();
-        calls.push_back(device_counts_plan(emu.base(a), a));
-      }
-      emu.run(calls);
-      for (size_t m = 0; m < nn; ++m) {
-        std::vector<char> want(recv[m].size(), static_cast<char>(0xAB));
-        size_t at = 0;
-        for (size_t i = 0; i < nn; ++i) {
-          EXPECT_EQ(rc[m][i], counts[i][m]) << "rank " << m << ", count from " << i;
-          EXPECT_EQ(rd[m][i], at) << "rank " << m << ", displacement of " << i;
-          if (at + counts[i][m] <= capacity[m])
-            std::copy(send[i].begin() + static_cast<long>(sd[i][m]),
-                      send[i].begin() + static_cast<long>(sd[i][m] + counts[i][m]),
-                      want.begin() + static_cast<long>(at));
-          at += counts[i][m];
-        }
-        EXPECT_TRUE(recv[m] == want) << "rank " << m;
-      }
       if (HasFailure()) return;
       // An all-to-all on the same counters between the calls.
       std::vector<Plan> plans;
@@ -370,6 +381,22 @@ TEST(SmEmulation, AllToAllvWithCountsOnTheDevice) {
                                  r2[m].begin() + static_cast<long>((i + 1) * 3000),
                                  s2[i].begin() + static_cast<long>(m * 3000)));
     }
+  }
+}
+
+// The same on teams whose ranks are not world ranks, in turn with the world and each other
+// on one set of counters (5 emulated ranks): the members' headers are found by world rank,
+// and ranks that sit a call out keep their counters in step.
+TEST(SmEmulation, AllToAllvWithCountsOnTheDeviceOnTeams) {
+  std::mt19937_64 rng(13);
+  Emulator emu(5);
+  // (The last, in reverse order, which no split makes: the kernels know members only through
+  // their world ranks.)
+  const Team teams[] = {{0, 2, 3}, {1, 2, 2}, {0, 1, 5}, {1, 1, 4}, {4, 1, 1}, {3, -1, 3}};
+  for (int call = 0; call < 30; ++call) {
+    SCOPED_TRACE(testing::Message() << "call " << call);
+    device_counts_call(emu, teams[rng() % std::size(teams)], rng);
+    if (HasFailure()) return;
   }
 }
 
