@@ -1689,6 +1689,53 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
   }
 }
 
+// All-to-all-v with counts on the device that only rank 0 calls: its blocks' waits for the
+// members' headers end at SYMCOMM_WAIT_TIMEOUT, the next call says so, and sm refuses calls
+// on the communicator from then on (the other algorithms still run).
+TEST(CollLimits, CountsOnTheDeviceWaitEndsAtTheTimeout) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "counts on the device: the cuda space";
+  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommStream_t stream = mp::new_stream();
+  const size_t n = static_cast<size_t>(mp::nranks()), count = 100;
+  void* send = mp::local_alloc(n * count * 4);
+  void* recv = mp::local_alloc(n * count * 4);
+  auto* counts = static_cast<size_t*>(mp::local_alloc(4 * n * sizeof(size_t)));
+  std::vector<size_t> host(4 * n);
+  for (size_t j = 0; j < n; ++j) {
+    host[j] = count;
+    host[n + j] = j * count;
+  }
+  mp::store(counts, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(host.data()),
+                                         reinterpret_cast<uint8_t*>(host.data() + host.size())));
+  if (mp::rank() == 0) {  // the others never call
+    const auto t0 = std::chrono::steady_clock::now();
+    SC_OK(symcommAllToAllvDeviceOnStream(comm, SYMCOMM_TEAM_WORLD, send, counts, counts + n, recv,
+                                         n * count, counts + 2 * n, counts + 3 * n, symcommInt32,
+                                         "sm", stream));
+    mp::sync(stream);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+    SC_FAILS(symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
+                                     "sm", stream),
+             symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "cannot run on this communicator any more"),
+              nullptr)
+        << symcommGetLastError();
+    mp::sync(stream);
+  }
+  EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+  SC_OK(symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32, "copy",
+                                stream));
+  mp::sync(stream);
+  mp::local_free(send);
+  mp::local_free(recv);
+  mp::local_free(counts);
+  mp::free_stream(stream);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 // SYMCOMM_COLL_CE_STREAMS (read when a communicator is created): 1 (the default) issues the
 // copies to peers on the caller's stream, 2 spreads them over side streams; a value out of
 // range leaves the communicator without ce, which says why.
