@@ -375,8 +375,10 @@ symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team,
  * written) is what member i sent here and rdispls[i] (device, written) where its block
  * starts. A block that does not fit in recv_capacity is dropped whole (recvcounts still
  * counts it; compare rdispls[i] + recvcounts[i] with the capacity on the device). Nothing is
- * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" only (cuda space).
- * The four arrays must be memory the GPU can access (checked: not pageable host memory),
+ * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" in the cuda space;
+ * in the host space, where all memory is the host's, "copy" runs it with the same results
+ * (so that programs and their tests run in CI). The four arrays must be memory the GPU can
+ * access (checked: not pageable host memory, not another GPU's),
  * 8-byte aligned, and apart from send and recv. Not checked, since the counts are only on
  * the device: that send holds sdispls[j] + sendcounts[j] elements and that those blocks do
  * not overlap recv; such errors corrupt memory as they would in a kernel of the caller's. */

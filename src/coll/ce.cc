@@ -565,7 +565,7 @@ class CeAlgorithm final : public CollAlgorithm {
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
     if (ctx.space() != symcommSpaceCuda)
       return "it needs the cuda memory space (copy engines and stream memory operations)";
-    if (a.counts_on_device) return "all-to-all-v with counts on the device is sm only";
+    if (a.counts_on_device) return kCountsOnTheDevice;
     if (!ctx.has_state(this)) return "the communicator has no ce state";
     const CeState& s = const_cast<CollContext&>(ctx).state<CeState>(this);
     if (!s.problem().empty()) return s.problem();

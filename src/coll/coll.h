@@ -155,6 +155,10 @@ class CollAlgorithm {
   virtual bool capturable(const CollArgs&, CollContext&) const { return true; }
 };
 
+// Why an algorithm other than sm and copy refuses all-to-all-v with counts on the device.
+constexpr const char* kCountsOnTheDevice =
+    "all-to-all-v with counts on the device is sm's on GPUs and copy's in the host space";
+
 // The registry: every algorithm, in the order the selection prefers them.
 const std::vector<CollAlgorithm*>& coll_algorithms();
 // `requested` (a name, or NULL/"auto" for SYMCOMM_COLL_ALGO and then the selection table).

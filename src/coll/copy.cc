@@ -4,6 +4,8 @@
 // member: a barrier (the previous piece's slots are free), the puts, a barrier (every
 // member's piece arrived), then local copies or a local reduction out of the slots.
 // Works in both memory spaces; the reference the faster algorithms are checked against.
+// All-to-all-v with counts "on the device" only in the host space, where that memory is the
+// host's (on GPUs it is sm's: copy would have to synchronise the stream to read them).
 #include <algorithm>
 #include <vector>
 
@@ -19,8 +21,14 @@ class CopyAlgorithm final : public CollAlgorithm {
   const char* name() const override { return "copy"; }
 
   bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (a.counts_on_device) return false;  // the counts must be on the host
+    if (a.counts_on_device && ctx.space() != symcommSpaceHost) return false;
     return ctx.reaches_team(a);
+  }
+
+  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
+    if (a.counts_on_device && ctx.space() != symcommSpaceHost)
+      return kCountsOnTheDevice;
+    return "";
   }
 
   // All-to-all-v reads the counts back on the host (gather_v), which a stream being captured
@@ -35,7 +43,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       SYMCOMM_REQUIRE(!capturing(a, ctx), symcommNotSupported,
                       "copy's all-to-all-v synchronises the stream to read the counts of every "
                       "member: it cannot be captured in a CUDA graph (use sm, nccl or ll)");
-      return gather_v(a, ctx);
+      return a.counts_on_device ? device_counts(a, ctx) : gather_v(a, ctx);
     }
     const size_t block = a.count * a.elem;  // bytes of one block (see each operation)
     if (block == 0) return;
@@ -151,6 +159,54 @@ class CopyAlgorithm final : public CollAlgorithm {
         if (size_t len = piece(a.recv_counts[i] * a.elem))
           put(a, ctx, a.recv + a.recv_displs[i] * a.elem + off, ws + static_cast<size_t>(i) * slot, len);
     }
+  }
+
+  // All-to-all-v with counts in (host space) device memory, with sm's semantics: blocks land
+  // packed in team-rank order, one that does not fit in the capacity (a.count elements) is
+  // dropped whole, and recv_counts / recv_displs are written. Every member puts its send
+  // counts and capacity into every member's workspace, so that each knows every block's
+  // place and fate; then gather_v moves what fits.
+  void device_counts(const CollArgs& a, CollContext& ctx) {
+    const int n = a.team.size;
+    const size_t nn = static_cast<size_t>(n), words = nn + 1, row = words * sizeof(uint64_t);
+    SYMCOMM_REQUIRE(row * nn <= ctx.workspace_bytes(), symcommOutOfMemory,
+                    "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for the counts of a team of %d",
+                    ctx.workspace_bytes(), n);
+    std::vector<uint64_t> mine(words), all(words * nn);
+    std::copy(a.send_counts, a.send_counts + n, mine.begin());
+    mine[nn] = a.count;
+    char* ws = ctx.workspace();
+    ctx.barrier(a);  // every member is in the call: its workspace is free
+    for (int j = 0; j < n; ++j)
+      put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * row, j), mine.data(), row);
+    ctx.barrier(a);
+    ctx.backend().get(all.data(), ws, row * nn, symcommEngineCe, a.stream);
+    ctx.backend().synchronize(a.stream);
+    // Whether member i's block for member j fits there: the table is the same everywhere.
+    auto count = [&](int i, int j) { return static_cast<size_t>(all[static_cast<size_t>(i) * words + static_cast<size_t>(j)]); };
+    auto place = [&](int i, int j) {
+      size_t at = 0;
+      for (int k = 0; k < i; ++k) at += count(k, j);
+      return at;
+    };
+    auto fits = [&](int i, int j) {
+      return place(i, j) + count(i, j) <= all[static_cast<size_t>(j) * words + nn];
+    };
+    std::vector<size_t> sends(nn), receives(nn), displs(nn);
+    for (int k = 0; k < n; ++k) {
+      const size_t j = static_cast<size_t>(k);
+      sends[j] = fits(a.me, k) ? count(a.me, k) : 0;
+      receives[j] = fits(k, a.me) ? count(k, a.me) : 0;
+      displs[j] = place(k, a.me);
+      const_cast<size_t*>(a.recv_counts)[j] = count(k, a.me);  // outputs (CollArgs)
+      const_cast<size_t*>(a.recv_displs)[j] = displs[j];
+    }
+    CollArgs b = a;
+    b.counts_on_device = false;
+    b.send_counts = sends.data();
+    b.recv_counts = receives.data();
+    b.recv_displs = displs.data();
+    gather_v(b, ctx);  // its first barrier: every member has read the table above
   }
 
   void broadcast(const CollArgs& a, CollContext& ctx, size_t block) {

@@ -28,7 +28,7 @@ class NcclAlgorithm final : public CollAlgorithm {
   }
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (a.counts_on_device) return "all-to-all-v with counts on the device is sm only";
+    if (a.counts_on_device) return kCountsOnTheDevice;
     if (ctx.space() != symcommSpaceCuda) return "NCCL runs in the cuda memory space only";
     const NcclLib* lib = NcclLib::get();
     if (!lib) return nccl_unavailable_reason();

@@ -318,8 +318,8 @@ class Coll : public ::testing::TestWithParam<std::string> {
   bool refuses(Op op, bool symmetric, bool captured = false) const {
     const std::string a = algo_;
     const bool reduction = op == Op::ReduceScatter || op == Op::AllReduce;
-    if (op == Op::AllToAllvDevice)
-      return !((a == "sm" || a == "auto") && mp::space() == symcommSpaceCuda);
+    if (op == Op::AllToAllvDevice)  // sm on GPUs, copy in the host space
+      return !(a == "auto" || a == (mp::space() == symcommSpaceCuda ? "sm" : "copy"));
     if (a == "twoshot") return !reduction;
     if (moves_only_) return reduction || op == Op::AllToAllv || !symmetric;
     return a == "copy" && captured && op == Op::AllToAllv;
@@ -512,11 +512,11 @@ class Coll : public ::testing::TestWithParam<std::string> {
     if (runs) {
       EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
       device_counts_check(d, t);
-    } else {  // copy, nccl, ll and ce need the counts on the host
+    } else {  // sm on GPUs and copy in the host space only
       EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
-      if (std::string(algo_) == "ce") {  // says why
-        EXPECT_NE(std::strstr(symcommGetLastError(), "counts on the device is sm only"), nullptr)
-            << symcommGetLastError();
+      if (std::string(algo_) == "ce" || std::string(algo_) == "copy") {  // says why
+        EXPECT_NE(std::strstr(symcommGetLastError(), "counts on the device is sm's on GPUs"),
+                  nullptr) << symcommGetLastError();
       }
     }
     mp::sync(stream_);
@@ -1374,7 +1374,8 @@ TEST_P(Coll, BadArguments) {
   EXPECT_NE(std::string(symcommGetLastError()).find("recvcounts[" + std::to_string(nn - 1) + "]"),
             std::string::npos) << symcommGetLastError();
   // Counts on the device: 8-byte aligned, and in memory the GPU can access (the host's
-  // pageable memory is refused in the cuda space; the host space has no such call at all).
+  // pageable memory is refused in the cuda space; in the host space, all memory is the
+  // host's, and copy and auto run the call: here with zero counts, moving nothing).
   std::vector<size_t> host_counts(4 * nn, 0);
   size_t* hc = host_counts.data();
   auto* odd = reinterpret_cast<size_t*>(ca + 4);
@@ -1383,12 +1384,17 @@ TEST_P(Coll, BadArguments) {
   EXPECT_NE(std::strstr(symcommGetLastError(), "is not aligned to 8 bytes"), nullptr)
       << symcommGetLastError();
   const bool cuda = mp::space() == symcommSpaceCuda;
-  SC_FAILS(symcommAllToAllvDeviceOnStream(comm_, w, a, hc, hc + nn, b, 10, hc + 2 * nn, hc + 3 * nn,
-                                          symcommFloat32, algo_, stream_),
-           cuda ? symcommInvalidArgument : symcommNotSupported);
+  const symcommResult_t host_rc = symcommAllToAllvDeviceOnStream(
+      comm_, w, a, hc, hc + nn, b, 10, hc + 2 * nn, hc + 3 * nn, symcommFloat32, algo_, stream_);
   if (cuda) {
+    EXPECT_EQ(host_rc, symcommInvalidArgument);
     EXPECT_NE(std::strstr(symcommGetLastError(), "not memory the GPU can access"), nullptr)
         << symcommGetLastError();
+  } else if (refuses(Op::AllToAllvDevice, false)) {
+    EXPECT_EQ(host_rc, symcommNotSupported) << symcommGetLastError();
+  } else {
+    EXPECT_EQ(host_rc, symcommSuccess) << symcommGetLastError();
+    EXPECT_EQ(host_counts[2 * nn], 0u);  // what member 0 sent here (written)
   }
   ASSERT_GE(symcommCollAlgorithmCount(), 2);
   EXPECT_STREQ(symcommCollAlgorithmName(0), "sm");
