@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -1660,6 +1661,18 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
 // next call; after it the algorithm refuses every call on that communicator, rather than
 // run with counters that no longer agree with the peers' (a later wait could pass on a
 // stale signal). Other algorithms, and a fresh communicator, still run.
+// After a wait of an algorithm's timed out on this rank: the next call reports it, and
+// `again` (a call of that algorithm) is refused for good.
+void expect_refused_after_timeout(symcommComm_t comm, symcommStream_t stream,
+                                  const std::function<symcommResult_t()>& again) {
+  mp::sync(stream);
+  SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+  SC_FAILS(again(), symcommTimeout);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "cannot run on this communicator any more"), nullptr)
+      << symcommGetLastError();
+  mp::sync(stream);
+}
+
 TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "sm, ll and twoshot run in the cuda space";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
@@ -1672,17 +1685,12 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
     void* buf = nullptr;
     SC_OK(symcommMalloc(comm, count * 4, &buf));
     if (mp::rank() == 0) {  // the others never call: rank 0's waits time out
-      SC_OK(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
-                                     symcommSum, algo, stream));
-      mp::sync(stream);
-      SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
-      SC_FAILS(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
-                                        symcommSum, algo, stream),
-               symcommTimeout);
-      EXPECT_NE(std::strstr(symcommGetLastError(), "cannot run on this communicator any more"),
-                nullptr)
-          << symcommGetLastError();
-      mp::sync(stream);
+      auto call = [&] {
+        return symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
+                                        symcommSum, algo, stream);
+      };
+      SC_OK(call());
+      expect_refused_after_timeout(comm, stream, call);
     }
     EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
     // Every rank: the other algorithms still run on this communicator.
@@ -1720,16 +1728,11 @@ TEST(CollLimits, CountsOnTheDeviceWaitEndsAtTheTimeout) {
     SC_OK(symcommAllToAllvDeviceOnStream(comm, SYMCOMM_TEAM_WORLD, send, counts, counts + n, recv,
                                          n * count, counts + 2 * n, counts + 3 * n, symcommInt32,
                                          "sm", stream));
-    mp::sync(stream);
+    expect_refused_after_timeout(comm, stream, [&] {
+      return symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
+                                     "sm", stream);
+    });
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
-    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
-    SC_FAILS(symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
-                                     "sm", stream),
-             symcommTimeout);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "cannot run on this communicator any more"),
-              nullptr)
-        << symcommGetLastError();
-    mp::sync(stream);
   }
   EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
   SC_OK(symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32, "copy",
