@@ -182,8 +182,11 @@ class CopyAlgorithm final : public CollAlgorithm {
     ctx.barrier(a);
     ctx.backend().get(all.data(), ws, row * nn, symcommEngineCe, a.stream);
     ctx.backend().synchronize(a.stream);
-    // Whether member i's block for member j fits there: the table is the same everywhere.
-    auto count = [&](int i, int j) { return static_cast<size_t>(all[static_cast<size_t>(i) * words + static_cast<size_t>(j)]); };
+    // What member i sends member j, where it lands there, and whether it fits there (the
+    // table is the same on every member, so all agree).
+    auto count = [&](int i, int j) {
+      return static_cast<size_t>(all[static_cast<size_t>(i) * words + static_cast<size_t>(j)]);
+    };
     auto place = [&](int i, int j) {
       size_t at = 0;
       for (int k = 0; k < i; ++k) at += count(k, j);
