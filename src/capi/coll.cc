@@ -1,6 +1,4 @@
 // Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
