@@ -412,13 +412,13 @@ std::unique_ptr<Call> random_call(std::mt19937_64& rng, Team team, CollOp op) {
 const CollOp kOps[] = {CollOp::AllGather, CollOp::AllToAll, CollOp::AllToAllv, CollOp::Broadcast,
                        CollOp::ReduceScatter, CollOp::AllReduce};
 
-// Every operation on 2 to 5 ranks, four calls per batch back to back on each rank's stream,
-// the counters carried from batch to batch.
+// Every operation on 2 to 5 and 8 ranks, four calls per batch back to back on each rank's
+// stream, the counters carried from batch to batch.
 TEST(LlEmulation, EveryCollectiveBackToBack) {
   std::mt19937_64 rng(17);
-  for (int n = 2; n <= 5; ++n) {
+  for (int n : {2, 3, 4, 5, 8}) {
     Emulator emu(n, n == 4 ? 4 : 3, 8);
-    for (int batch = 0; batch < 12; ++batch) {
+    for (int batch = 0; batch < (n == 8 ? 6 : 12); ++batch) {
       Batch b(emu, rng);
       for (int k = 0; k < 4; ++k) b.add(random_call(rng, Team{0, 1, n}, kOps[(batch * 4 + k) % 6]));
       b.run_and_check();
