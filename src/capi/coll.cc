@@ -1,9 +1,11 @@
 // Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "capi/guard.h"
+#include "coll/agreement.h"
 #include "coll/selection.h"
 
 using namespace symcomm;
@@ -54,14 +56,12 @@ CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
   return a;
 }
 
-// Checks what every collective shares and runs it. `send_elems`/`recv_elems`: this rank's
-// buffer sizes; `exact_in_place`: send == recv is allowed (other overlaps never are).
-void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
-         size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
-         const char* algorithm, symcommStream_t stream, size_t send_elems, size_t recv_elems,
-         bool exact_in_place, const size_t* const* v = nullptr, bool counts_on_device = false) {
-  symcommComm& c = checked(comm);
-  CollArgs a = base_args(c, op, team, count, type, redop, root, stream);
+// Fills in a's buffers after checking them (see run()).
+void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, size_t send_elems,
+                   size_t recv_elems, bool exact_in_place, const size_t* const* v,
+                   bool counts_on_device) {
+  const CollOp op = a.op;
+  const int root = a.root;
   const size_t sb = send_elems * a.elem, rb = recv_elems * a.elem;
   const bool reads_send = op != CollOp::Broadcast || a.me == root;
   if (sb && reads_send) {
@@ -89,7 +89,59 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
     a.recv_displs = v[3];
     a.counts_on_device = counts_on_device;
   }
-  choose_algorithm(a, *c.coll, algorithm).run(a, *c.coll);
+}
+
+// With SYMCOMM_COLL_CHECK: `prepare` (the call's checks and the choice of algorithm) and the
+// members' agreement on the call (coll/agreement.h). A member whose checks refused the call
+// takes part all the same, so that every member fails at once: it throws its own error, the
+// others one that quotes it.
+void agreed(symcommComm& c, symcommTeam_t team, const CollArgs& a, CollAlgorithm* const& chosen,
+            const std::function<void()>& prepare) {
+  CollArgs who{};
+  who.team_id = team;
+  who.team = c.rma->teams().get(team);
+  who.me = who.team.index_of(c.topology.rank);
+  SYMCOMM_REQUIRE(who.me >= 0, symcommInvalidArgument, "rank %d is not a member of team %d",
+                  c.topology.rank, team);
+  std::exception_ptr refusal;
+  std::string text;
+  try {
+    prepare();
+    text = chosen->name();
+  } catch (const std::exception& e) {
+    refusal = std::current_exception();
+    text = e.what();
+  }
+  try {
+    check_agreement(refusal ? who : a, text, refusal != nullptr, *c.coll);
+  } catch (...) {
+    if (refusal) std::rethrow_exception(refusal);
+    throw;
+  }
+}
+
+// Checks what every collective shares and runs it. `extents()`: this rank's send and
+// receive buffer sizes in elements, after the checks that give them (a pair);
+// `exact_in_place`: send == recv is allowed (other overlaps never are).
+template <typename Extents>
+void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, void* recv,
+         size_t count, symcommDataType_t type, symcommRedOp_t redop, int root,
+         const char* algorithm, symcommStream_t stream, const Extents& extents,
+         bool exact_in_place, const size_t* const* v = nullptr, bool counts_on_device = false) {
+  symcommComm& c = checked(comm);
+  CollArgs a{};
+  CollAlgorithm* chosen = nullptr;
+  auto prepare = [&] {
+    a = base_args(c, op, team, count, type, redop, root, stream);
+    const auto [send_elems, recv_elems] = extents();
+    check_buffers(c, a, send, recv, send_elems, recv_elems, exact_in_place, v, counts_on_device);
+    chosen = &choose_algorithm(a, *c.coll, algorithm);
+  };
+  if (c.coll->check_calls())
+    agreed(c, team, a, chosen, prepare);
+  else
+    prepare();
+  chosen->run(a, *c.coll);
 }
 
 // Host all-to-all-v: every count and extent fits (no overflow, in elements and in bytes), and
@@ -153,15 +205,14 @@ extern "C" symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommT
                                                     symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllGatherOnStream", team, count, type, algorithm); },
                  [&] {
-    int n = 0;
-    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
-                    symcommInvalidArgument, "team %d does not exist", team);
-    // In place: send is this rank's block of recv.
-    bool in_place = recv && send == static_cast<char*>(recv) + count * type_size(type) *
-                                       static_cast<size_t>(checked(comm).rma->teams().get(team)
-                                                               .index_of(checked(comm).topology.rank));
     run(comm, CollOp::AllGather, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
-        in_place ? 0 : count, count * static_cast<size_t>(n), false);
+        [&]() -> std::pair<size_t, size_t> {
+          const Team t = checked(comm).rma->teams().get(team);
+          // In place: send is this rank's block of recv.
+          const bool in_place = recv && send == static_cast<char*>(recv) + count * type_size(type) *
+                                                    static_cast<size_t>(t.index_of(checked(comm).topology.rank));
+          return {in_place ? 0 : count, count * static_cast<size_t>(t.size)};
+        }, false);
   });
 }
 
@@ -171,11 +222,11 @@ extern "C" symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTe
                                                    symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllToAllOnStream", team, count, type, algorithm); },
                  [&] {
-    int n = 0;
-    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
-                    symcommInvalidArgument, "team %d does not exist", team);
     run(comm, CollOp::AllToAll, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
-        count * static_cast<size_t>(n), count * static_cast<size_t>(n), false);
+        [&]() -> std::pair<size_t, size_t> {
+          const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
+          return {count * n, count * n};
+        }, false);
   });
 }
 
@@ -185,18 +236,16 @@ extern "C" symcommResult_t symcommAllToAllvOnStream(
     symcommDataType_t type, const char* algorithm, symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllToAllvOnStream", team, 0, type, algorithm); },
                  [&] {
-    int n = 0;
-    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
-                    symcommInvalidArgument, "team %d does not exist", team);
-    SYMCOMM_REQUIRE_ARG(sendcounts);
-    SYMCOMM_REQUIRE_ARG(sdispls);
-    SYMCOMM_REQUIRE_ARG(recvcounts);
-    SYMCOMM_REQUIRE_ARG(rdispls);
-    const auto [send_elems, recv_elems] =
-        check_v(n, sendcounts, sdispls, recvcounts, rdispls, type);
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
     run(comm, CollOp::AllToAllv, team, send, recv, 0, type, symcommSum, 0, algorithm, stream,
-        send_elems, recv_elems, false, v);
+        [&] {
+          SYMCOMM_REQUIRE_ARG(sendcounts);
+          SYMCOMM_REQUIRE_ARG(sdispls);
+          SYMCOMM_REQUIRE_ARG(recvcounts);
+          SYMCOMM_REQUIRE_ARG(rdispls);
+          return check_v(checked(comm).rma->teams().get(team).size, sendcounts, sdispls,
+                         recvcounts, rdispls, type);
+        }, false, v);
   });
 }
 
@@ -206,17 +255,19 @@ extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
     symcommDataType_t type, const char* algorithm, symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllToAllvDeviceOnStream", team, recv_capacity,
                                        type, algorithm); }, [&] {
-    SYMCOMM_REQUIRE_ARG(send);
-    SYMCOMM_REQUIRE_ARG(sendcounts);
-    SYMCOMM_REQUIRE_ARG(sdispls);
-    SYMCOMM_REQUIRE_ARG(recvcounts);
-    SYMCOMM_REQUIRE_ARG(rdispls);
-    require_aligned(send, type_size(type), "send");
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
-    check_device_counts(checked(comm), v);
-    // The extents are on the device: only recv's capacity is checked against send here.
     run(comm, CollOp::AllToAllv, team, send, recv, recv_capacity, type, symcommSum, 0, algorithm,
-        stream, 0, recv_capacity, false, v, true);
+        stream, [&]() -> std::pair<size_t, size_t> {
+          SYMCOMM_REQUIRE_ARG(send);
+          SYMCOMM_REQUIRE_ARG(sendcounts);
+          SYMCOMM_REQUIRE_ARG(sdispls);
+          SYMCOMM_REQUIRE_ARG(recvcounts);
+          SYMCOMM_REQUIRE_ARG(rdispls);
+          require_aligned(send, type_size(type), "send");
+          check_device_counts(checked(comm), v);
+          // The extents are on the device: only recv's capacity is checked against send here.
+          return {0, recv_capacity};
+        }, false, v, true);
   });
 }
 
@@ -227,11 +278,11 @@ extern "C" symcommResult_t symcommReduceScatterOnStream(symcommComm_t comm, symc
                                                         symcommStream_t stream) {
   return guarded([&] { return describe("symcommReduceScatterOnStream", team, recvcount, type,
                                        algorithm); }, [&] {
-    int n = 0;
-    SYMCOMM_REQUIRE(symcommTeamSize(comm, team, &n) == symcommSuccess && n > 0,
-                    symcommInvalidArgument, "team %d does not exist", team);
     run(comm, CollOp::ReduceScatter, team, send, recv, recvcount, type, op, 0, algorithm, stream,
-        recvcount * static_cast<size_t>(n), recvcount, false);
+        [&]() -> std::pair<size_t, size_t> {
+          const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
+          return {recvcount * n, recvcount};
+        }, false);
   });
 }
 
@@ -242,8 +293,8 @@ extern "C" symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommT
                                                     symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllReduceOnStream", team, count, type, algorithm); },
                  [&] {
-    run(comm, CollOp::AllReduce, team, send, recv, count, type, op, 0, algorithm, stream, count,
-        count, true);
+    run(comm, CollOp::AllReduce, team, send, recv, count, type, op, 0, algorithm, stream,
+        [&] { return std::pair<size_t, size_t>{count, count}; }, true);
   });
 }
 
@@ -255,7 +306,7 @@ extern "C" symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommT
   return guarded([&] { return describe("symcommBroadcastOnStream", team, count, type, algorithm) +
                               format(" root=%d", root); }, [&] {
     run(comm, CollOp::Broadcast, team, send, recv, count, type, symcommSum, root, algorithm,
-        stream, count, count, true);
+        stream, [&] { return std::pair<size_t, size_t>{count, count}; }, true);
   });
 }
 

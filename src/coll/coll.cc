@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/param.h"
+#include "coll/agreement.h"
 #include "coll/selection.h"
 
 namespace symcomm {
@@ -60,7 +61,8 @@ size_t CollArgs::bytes_per_rank() const {
 CollContext::CollContext(const Topology& topology, Heap& heap,
                          const Registrations& registrations, Rma& rma,
                          symcommMemorySpace_t space)
-    : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), space_(space) {
+    : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), space_(space),
+      check_calls_(coll_check_requested()) {
   size_t bytes = kWorkspace.get();
   if (bytes == 0) {
     // The default leaves most of a small heap (SYMCOMM_HEAP_MAX) to the application.

@@ -83,6 +83,7 @@ class CollContext {
   CollContext(const Topology& topology, Heap& heap, const Registrations& registrations, Rma& rma,
               symcommMemorySpace_t space);
   const Topology& topology() const { return topology_; }
+  const Registrations& registrations() const { return registrations_; }
   Heap& heap() { return heap_; }
   const Heap& heap() const { return heap_; }
   symcommMemorySpace_t space() const { return space_; }
@@ -121,6 +122,10 @@ class CollContext {
   T& state(const CollAlgorithm* algorithm) {
     return static_cast<T&>(*states_.at(algorithm));
   }
+  // SYMCOMM_COLL_CHECK, as read when the communicator was made (coll/agreement.h).
+  bool check_calls() const { return check_calls_; }
+  // Counts a checked call on team `team`: its number, from 1 (for the check's message).
+  uint64_t count_checked_call(symcommTeam_t team) { return ++checked_calls_[team]; }
   // The communicator lost a peer: every algorithm state's abort() (any thread).
   void abort() {
     for (auto& [algorithm, s] : states_) s->abort();
@@ -135,6 +140,8 @@ class CollContext {
   char* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<const CollAlgorithm*, std::unique_ptr<AlgorithmState>> states_;
+  bool check_calls_ = false;
+  std::map<symcommTeam_t, uint64_t> checked_calls_;
 };
 
 class CollAlgorithm {

@@ -86,6 +86,7 @@ const Registration* Registrations::add(void* ptr, size_t bytes) {
     throw;
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  reg->serial = made_++;
   uses_[reg.get()] = std::move(used);
   live_.push_back(std::move(reg));
   SYMCOMM_DEBUG("registered [%p, +%zu)", ptr, bytes);

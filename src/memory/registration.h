@@ -26,6 +26,9 @@ struct Registration {
   // address: a pointer at the same offset in every rank's buffer is then aligned alike to
   // it, so that decisions made from this rank's alignment are the same on every rank.
   size_t alike = 256;
+  // Registrations made on this communicator before this one: the same on every rank (they
+  // are made collectively, in the same order), so it names the registration across ranks.
+  uint64_t serial = 0;
 };
 
 class Registrations {
@@ -58,6 +61,7 @@ class Registrations {
   const Heap& heap_;
   mutable std::mutex mutex_;  // lookups may come from any thread
   std::vector<std::unique_ptr<Registration>> live_;
+  uint64_t made_ = 0;  // registrations made so far (each one's serial)
   // Opened allocations: (pe, handle bytes) -> (base, references); and per registration and
   // pe the base its address came from.
   struct Opened {

@@ -736,14 +736,6 @@ TEST(Decomp, TransposeWithoutItsPeersTimesOut) {
 }
 
 // Expects `call` to fail with `code` and a last-error message that holds every one of `parts`.
-#define SC_FAILS_SAYING(call, code, ...)                                                  \
-  do {                                                                                    \
-    SC_FAILS(call, code);                                                                 \
-    const std::string said_ = symcommGetLastError();                                      \
-    for (const std::string& part_ : std::initializer_list<std::string>{__VA_ARGS__})      \
-      EXPECT_NE(said_.find(part_), std::string::npos) << "no \"" << part_ << "\" in " << said_; \
-  } while (0)
-
 // Every failure below is this rank's own (nothing collective has begun), so each rank fails
 // the same way.
 TEST(Decomp, TransposeBadArguments) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -99,4 +100,13 @@ void write_u64(void* p, uint64_t v);
     symcommResult_t sc_rc_ = (call);                                                      \
     EXPECT_EQ(sc_rc_, code) << #call << " returned " << symcommGetErrorString(sc_rc_)     \
                             << ": " << symcommGetLastError();                             \
+  } while (0)
+// Expects `call` to fail with `code` and an error message that contains every one of the
+// strings that follow.
+#define SC_FAILS_SAYING(call, code, ...)                                                  \
+  do {                                                                                    \
+    SC_FAILS(call, code);                                                                 \
+    const std::string said_ = symcommGetLastError();                                      \
+    for (const std::string& part_ : std::initializer_list<std::string>{__VA_ARGS__})      \
+      EXPECT_NE(said_.find(part_), std::string::npos) << "no \"" << part_ << "\" in " << said_; \
   } while (0)

@@ -1,0 +1,267 @@
+// SYMCOMM_COLL_CHECK: see agreement.h. Every member sends a record of its call to team rank
+// 0 under the team's tag (bootstrap messages under one tag between two ranks arrive in
+// order, so the k-th checked call of each member meets the k-th of team rank 0); team rank
+// 0 compares each with its own and answers every member with one verdict, "" or the
+// message that every member throws.
+#include "coll/agreement.h"
+
+#include <cstring>
+#include <vector>
+
+#include "base/param.h"
+#include "bootstrap/bootstrap.h"
+
+namespace symcomm {
+
+namespace {
+
+const BoolParam kCollCheck(
+    "SYMCOMM_COLL_CHECK", "0",
+    "check before every collective that the members of its team agree on it (operation, type, "
+    "count, reduction, root, kind and offset of symmetric buffers, the algorithm chosen, "
+    "all-to-all-v host counts pairwise): a host round trip through the bootstrap per call, for "
+    "debugging; read when a communicator is created");
+
+constexpr uint64_t kCheckTag = uint64_t{0x4343} << 48;  // "CC", then the team id
+
+// Where a buffer is, comparably across ranks.
+enum class Kind : int32_t {
+  kUnused,      // not read or empty: agrees with anything
+  kPlain,       // not addressable by peers: no offset to agree on
+  kHeap,        // symmetric: heap offset
+  kRegistered,  // registration `serial`, offset in it
+  kInRecv,      // inside recv (in place): offset from recv, less this rank's block for all-gather
+};
+
+struct Place {
+  Kind kind = Kind::kUnused;
+  uint64_t serial = 0, offset = 0;
+};
+
+// The fixed part of a member's record; the algorithm (or why none could run, or why the
+// call was refused) and, for host all-to-all-v, the 2 n counts follow it.
+struct Head {
+  int32_t refused;  // the call's arguments were refused on this member (the text says why)
+  int32_t op, type, redop, root, counts_on_device, symmetric;
+  uint64_t count;
+  Place send, recv;
+  uint32_t text_bytes, counts;
+};
+
+Place place_of(const CollContext& ctx, const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return {};
+  if (ctx.heap().contains(p)) return {Kind::kHeap, 0, ctx.heap().offset_of(p)};
+  if (const Registration* r = ctx.registrations().find(p, bytes))
+    return {Kind::kRegistered, r->serial, static_cast<uint64_t>(static_cast<const char*>(p) - r->ptr)};
+  return {Kind::kPlain, 0, 0};
+}
+
+// This rank's send and receive extents in bytes, as the C API sizes them.
+void extents(const CollArgs& a, size_t* send, size_t* recv) {
+  const size_t n = static_cast<size_t>(a.team.size), block = a.count * a.elem;
+  switch (a.op) {
+    case CollOp::AllGather: *send = block; *recv = n * block; return;
+    case CollOp::AllToAll: *send = *recv = n * block; return;
+    case CollOp::ReduceScatter: *send = n * block; *recv = block; return;
+    case CollOp::AllReduce: *send = *recv = block; return;
+    case CollOp::Broadcast: *send = a.me == a.root ? block : 0; *recv = block; return;
+    case CollOp::AllToAllv: *send = *recv = 1; return;  // where they start is what matters
+  }
+}
+
+std::string record(const CollArgs& a, const std::string& text, bool refused,
+                   const CollContext& ctx) {
+  Head h{};
+  h.refused = refused;
+  std::vector<uint64_t> counts;
+  if (!refused) {
+    h.op = static_cast<int32_t>(a.op);
+    h.type = static_cast<int32_t>(a.type);
+    h.redop = static_cast<int32_t>(a.redop);
+    h.root = a.root;
+    h.counts_on_device = a.counts_on_device;
+    h.symmetric = a.symmetric;
+    h.count = a.count;
+    size_t sb = 0, rb = 0;
+    extents(a, &sb, &rb);
+    h.recv = place_of(ctx, a.recv, rb);
+    const char* s = a.send;
+    if (s && a.recv && rb && s >= a.recv && s < a.recv + rb) {
+      uint64_t off = static_cast<uint64_t>(s - a.recv);
+      if (a.op == CollOp::AllGather) off -= static_cast<uint64_t>(a.me) * a.count * a.elem;
+      h.send = {Kind::kInRecv, 0, off};
+    } else {
+      h.send = place_of(ctx, s, sb);
+    }
+    if (a.op == CollOp::AllToAllv && !a.counts_on_device) {
+      counts.assign(a.send_counts, a.send_counts + a.team.size);
+      counts.insert(counts.end(), a.recv_counts, a.recv_counts + a.team.size);
+    }
+  }
+  h.text_bytes = static_cast<uint32_t>(text.size());
+  h.counts = static_cast<uint32_t>(counts.size());
+  std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+  out += text;
+  out.append(reinterpret_cast<const char*>(counts.data()), counts.size() * sizeof(uint64_t));
+  return out;
+}
+
+struct Parsed {
+  Head head;
+  std::string text;
+  std::vector<uint64_t> counts;  // send counts, then receive counts
+};
+
+Parsed parse(const std::string& r, int member) {
+  Parsed p{};
+  SYMCOMM_REQUIRE(r.size() >= sizeof p.head, symcommInternalError,
+                  "SYMCOMM_COLL_CHECK: team rank %d's record has %zu bytes", member, r.size());
+  std::memcpy(&p.head, r.data(), sizeof p.head);
+  const size_t want = sizeof p.head + p.head.text_bytes + p.head.counts * sizeof(uint64_t);
+  SYMCOMM_REQUIRE(r.size() == want, symcommInternalError,
+                  "SYMCOMM_COLL_CHECK: team rank %d's record has %zu bytes, not %zu", member,
+                  r.size(), want);
+  p.text = r.substr(sizeof p.head, p.head.text_bytes);
+  p.counts.resize(p.head.counts);
+  std::memcpy(p.counts.data(), r.data() + sizeof p.head + p.head.text_bytes,
+              p.counts.size() * sizeof(uint64_t));
+  return p;
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kUnused: return "unused";
+    case Kind::kPlain: return "not symmetric";
+    case Kind::kHeap: return "symmetric";
+    case Kind::kRegistered: return "registered";
+    case Kind::kInRecv: return "in recv";
+  }
+  return "?";
+}
+
+std::string place_text(const Place& p) {
+  switch (p.kind) {
+    case Kind::kHeap: return format("at heap offset %llu", static_cast<unsigned long long>(p.offset));
+    case Kind::kRegistered:
+      return format("at offset %llu of registration %llu", static_cast<unsigned long long>(p.offset),
+                    static_cast<unsigned long long>(p.serial));
+    case Kind::kInRecv:
+      return format("in recv at offset %llu (less this member's block for all-gather)",
+                    static_cast<unsigned long long>(p.offset));
+    default: return kind_name(p.kind);
+  }
+}
+
+bool places_agree(const Place& x, const Place& y) {
+  if (x.kind == Kind::kUnused || y.kind == Kind::kUnused) return true;
+  if (x.kind != y.kind) return false;
+  return x.kind == Kind::kPlain || (x.serial == y.serial && x.offset == y.offset);
+}
+
+// "" where member m's record agrees with team rank 0's, else what differs. `who(m)` names
+// a member.
+template <typename Who>
+std::string compare(const Parsed& zero, const Parsed& mine, int m, Who who) {
+  const Head &x = zero.head, &y = mine.head;
+  auto differ = [&](const char* what, const std::string& vm, const std::string& v0) {
+    return format("%s passes %s %s, %s passes %s", who(m).c_str(), what, vm.c_str(),
+                  who(0).c_str(), v0.c_str());
+  };
+  auto num = [](long long v) { return format("%lld", v); };
+  if (y.op != x.op)
+    return differ("operation", coll_op_name(static_cast<CollOp>(y.op)),
+                  coll_op_name(static_cast<CollOp>(x.op)));
+  const auto op = static_cast<CollOp>(x.op);
+  if (y.type != x.type) return differ("type", num(y.type), num(x.type));
+  if (op == CollOp::AllToAllv && y.counts_on_device != x.counts_on_device)
+    return differ("counts", y.counts_on_device ? "on the device" : "on the host",
+                  x.counts_on_device ? "on the device" : "on the host");
+  if (op != CollOp::AllToAllv && y.count != x.count)
+    return differ("count", num(static_cast<long long>(y.count)), num(static_cast<long long>(x.count)));
+  if ((op == CollOp::AllReduce || op == CollOp::ReduceScatter) && y.redop != x.redop)
+    return differ("reduction", num(y.redop), num(x.redop));
+  if (op == CollOp::Broadcast && y.root != x.root) return differ("root", num(y.root), num(x.root));
+  if (y.symmetric != x.symmetric)
+    return differ("buffers that are", y.symmetric ? "symmetric (or registered)" : "not symmetric",
+                  x.symmetric ? "symmetric (or registered)" : "not symmetric");
+  if (!places_agree(y.recv, x.recv)) return differ("recv", place_text(y.recv), place_text(x.recv));
+  if (!places_agree(y.send, x.send)) return differ("send", place_text(y.send), place_text(x.send));
+  if (mine.text != zero.text) return differ("algorithm", mine.text, zero.text);
+  return "";
+}
+
+// Host all-to-all-v: recvcounts[i] of member j against sendcounts[j] of member i.
+template <typename Who>
+std::string compare_counts(const std::vector<Parsed>& all, Who who) {
+  const size_t n = all.size();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      const uint64_t sent = all[i].counts[j], expected = all[j].counts[n + i];
+      if (sent != expected)
+        return format("%s sends sendcounts[%zu] = %llu elements to team rank %zu, whose "
+                      "recvcounts[%zu] is %llu", who(static_cast<int>(i)).c_str(), j,
+                      static_cast<unsigned long long>(sent), j, i,
+                      static_cast<unsigned long long>(expected));
+    }
+  return "";
+}
+
+}  // namespace
+
+bool coll_check_requested() { return kCollCheck.get(); }
+
+void check_agreement(const CollArgs& a, const std::string& text, bool refused, CollContext& ctx) {
+  const int n = a.team.size;
+  if (n <= 1) return;
+  Bootstrap& bs = ctx.rma().bootstrap();
+  const uint64_t tag = kCheckTag ^ static_cast<uint64_t>(static_cast<uint32_t>(a.team_id));
+  const uint64_t call = ctx.count_checked_call(a.team_id);
+  const std::string mine = record(a, text, refused, ctx);
+  const int zero = a.team.world_of(0);
+  std::string verdict;
+  // A record or a verdict that does not come within SYMCOMM_BOOTSTRAP_TIMEOUT.
+  auto receive = [&](int m, const char* what) {
+    try {
+      return bs.recv_from(a.team.world_of(m), tag);
+    } catch (const Error& e) {
+      if (e.code() != symcommTimeout) throw;
+      throw Error(symcommTimeout,
+                  format("SYMCOMM_COLL_CHECK: team rank %d (rank %d) of team %d sent no %s for "
+                         "call %llu within SYMCOMM_BOOTSTRAP_TIMEOUT (%s): %s", m,
+                         a.team.world_of(m), a.team_id, what,
+                         static_cast<unsigned long long>(call),
+                         m == 0 ? "it waits for a member that did not make the call"
+                                : "it did not make the call, or made the team's calls in "
+                                  "another order",
+                         e.what()));
+    }
+  };
+  if (a.me != 0) {
+    bs.send_to(zero, tag, mine);
+    verdict = receive(0, "verdict");
+  } else {
+    std::vector<Parsed> all;
+    all.push_back(parse(mine, 0));
+    for (int m = 1; m < n; ++m) all.push_back(parse(receive(m, "record"), m));
+    auto who = [&](int m) { return format("team rank %d (rank %d)", m, a.team.world_of(m)); };
+    for (int m = 0; m < n && verdict.empty(); ++m)
+      if (all[static_cast<size_t>(m)].head.refused)
+        verdict = format("%s refused the call: %s", who(m).c_str(),
+                         all[static_cast<size_t>(m)].text.c_str());
+    for (int m = 1; m < n && verdict.empty(); ++m)
+      verdict = compare(all[0], all[static_cast<size_t>(m)], m, who);
+    bool paired = true;  // every member sent 2 n counts (else a difference was found above)
+    for (const Parsed& p : all) paired &= p.counts.size() == 2 * static_cast<size_t>(n);
+    if (verdict.empty() && paired) verdict = compare_counts(all, who);
+    if (!verdict.empty())
+      verdict = format("SYMCOMM_COLL_CHECK: the members of team %d disagree on their call %llu "
+                       "(%s on team rank 0): %s", a.team_id, static_cast<unsigned long long>(call),
+                       all[0].head.refused ? "refused"
+                                           : coll_op_name(static_cast<CollOp>(all[0].head.op)),
+                       verdict.c_str());
+    for (int m = 1; m < n; ++m) bs.send_to(a.team.world_of(m), tag, verdict);
+  }
+  if (!verdict.empty()) throw Error(symcommInvalidUsage, verdict);
+}
+
+}  // namespace symcomm

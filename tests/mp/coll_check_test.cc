@@ -1,0 +1,193 @@
+// SYMCOMM_COLL_CHECK=1 (src/coll/agreement.h): before a collective runs, the members of its
+// team compare their calls. Here the last rank of the world (or of a team) makes a call that
+// differs from the others' in one field at a time: every member must fail with
+// symcommInvalidUsage and a message naming the field, both values and both ranks, nothing
+// may run, and calls that agree must still run and give the right data afterwards (the
+// members' records stay paired call by call). Runs in both memory spaces, with the "copy"
+// algorithm (both spaces) unless a case is about the algorithm.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mp.h"
+
+namespace {
+
+constexpr size_t kCount = 64;  // elements of int32 per block
+
+class CollCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    check_ = std::make_unique<mp::ScopedEnv>("SYMCOMM_COLL_CHECK", "1");
+    comm_ = mp::new_comm();
+    ASSERT_NE(comm_, nullptr);
+    n_ = mp::nranks();
+    me_ = mp::rank();
+    last_ = me_ == n_ - 1;
+    stream_ = mp::new_stream();
+    const size_t bytes = bytes_per_buffer();
+    for (void*& p : sym_) SC_OK(symcommMalloc(comm_, bytes, &p));
+    local_ = mp::local_alloc(bytes);
+  }
+  void TearDown() override {
+    for (void* p : sym_) EXPECT_EQ(symcommFree(comm_, p), symcommSuccess) << symcommGetLastError();
+    mp::local_free(local_);
+    mp::free_stream(stream_);
+    EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+  }
+  size_t bytes_per_buffer() const { return kCount * sizeof(int32_t) * static_cast<size_t>(n_); }
+
+  // An all-gather of kCount int32 per member, this rank's block i holding me * 1000 + i,
+  // checked: the calls that agree still run, with the right result.
+  void expect_all_gather_runs(symcommTeam_t team, int members, int my_team_rank) {
+    std::vector<int32_t> mine(kCount), got(kCount * static_cast<size_t>(members));
+    for (size_t i = 0; i < kCount; ++i) mine[i] = my_team_rank * 1000 + static_cast<int32_t>(i);
+    mp::copy_from_host(sym_[0], mine.data(), kCount * sizeof(int32_t));
+    SC_OK(symcommAllGatherOnStream(comm_, team, sym_[0], sym_[1], kCount, symcommInt32, "copy",
+                                   stream_));
+    mp::sync(stream_);
+    mp::copy_to_host(got.data(), sym_[1], got.size() * sizeof(int32_t));
+    for (int r = 0; r < members; ++r)
+      for (size_t i = 0; i < kCount; ++i)
+        ASSERT_EQ(got[static_cast<size_t>(r) * kCount + i], r * 1000 + static_cast<int32_t>(i))
+            << "block of team rank " << r << ", element " << i;
+  }
+
+  std::unique_ptr<mp::ScopedEnv> check_;
+  symcommComm_t comm_ = nullptr;
+  int n_ = 0, me_ = 0;
+  bool last_ = false;
+  symcommStream_t stream_ = nullptr;
+  void* sym_[3] = {};
+  void* local_ = nullptr;
+};
+
+// One field differs on the last rank: every member fails the same way; then a call that
+// agrees runs.
+TEST_F(CollCheck, EveryMemberFailsWhereOneDiffers) {
+  const std::string last = "team rank " + std::to_string(n_ - 1) + " (rank " + std::to_string(n_ - 1) + ")";
+  const std::string zero = "team rank 0 (rank 0)";
+  void* send = sym_[0];
+  void* recv = sym_[1];
+  SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv,
+                                           last_ ? kCount - 1 : kCount, symcommInt32, "copy",
+                                           stream_),
+                  symcommInvalidUsage, "SYMCOMM_COLL_CHECK", "disagree on their call 1",
+                  last + " passes count " + std::to_string(kCount - 1),
+                  zero + " passes " + std::to_string(kCount));
+  SC_FAILS_SAYING(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount,
+                                           last_ ? symcommFloat32 : symcommInt32,
+                                           last_ ? symcommMax : symcommSum, "copy", stream_),
+                  symcommInvalidUsage, "call 2", last + " passes type");
+  SC_FAILS_SAYING(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount,
+                                           symcommInt32, last_ ? symcommMax : symcommSum, "copy",
+                                           stream_),
+                  symcommInvalidUsage, last + " passes reduction 2", zero + " passes 0");
+  SC_FAILS_SAYING(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount,
+                                           symcommInt32, last_ ? n_ - 1 : 0, "copy", stream_),
+                  symcommInvalidUsage, last + " passes root " + std::to_string(n_ - 1));
+  // Another symmetric object as recv: peers would write it at the wrong offset.
+  SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, last_ ? sym_[2] : recv,
+                                           kCount, symcommInt32, "copy", stream_),
+                  symcommInvalidUsage, last + " passes recv at heap offset", zero + " passes at heap offset");
+  // A plain recv where the others pass a symmetric one.
+  SC_FAILS_SAYING(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, last_ ? local_ : recv,
+                                          kCount, symcommInt32, "copy", stream_),
+                  symcommInvalidUsage, last + " passes buffers that are not symmetric",
+                  zero + " passes symmetric (or registered)");
+  // Another operation altogether.
+  SC_FAILS_SAYING(last_ ? symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount / 4,
+                                                  symcommInt32, "copy", stream_)
+                        : symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount,
+                                                   symcommInt32, "copy", stream_),
+                  symcommInvalidUsage, last + " passes operation alltoall", zero + " passes allgather");
+  // The algorithm: "direct" on the last rank ("copy" elsewhere), which both spaces run.
+  SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount,
+                                           symcommInt32, last_ ? "direct" : "copy", stream_),
+                  symcommInvalidUsage, last + " passes algorithm direct", zero + " passes copy");
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+}
+
+// A member that refuses its own arguments (recv NULL) still takes part: it fails with its
+// own error, the others with one that quotes it; nobody waits for a call that never comes.
+TEST_F(CollCheck, ARefusalOnOneMemberFailsEveryMember) {
+  const symcommResult_t rc = symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0],
+                                                      last_ ? nullptr : sym_[1], kCount,
+                                                      symcommInt32, "copy", stream_);
+  const std::string said = symcommGetLastError();
+  if (last_) {
+    EXPECT_EQ(rc, symcommInvalidArgument) << said;
+    EXPECT_NE(said.find("recv is NULL"), std::string::npos) << said;
+  } else {
+    EXPECT_EQ(rc, symcommInvalidUsage) << said;
+    EXPECT_NE(said.find("team rank " + std::to_string(n_ - 1) + " (rank " + std::to_string(n_ - 1) +
+                        ") refused the call"), std::string::npos) << said;
+    EXPECT_NE(said.find("recv is NULL"), std::string::npos) << said;
+  }
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+}
+
+// The last member skips a call: team rank 0 ends at SYMCOMM_BOOTSTRAP_TIMEOUT (1 s here)
+// naming it, the other members (waiting for team rank 0's verdict) likewise, and the calls
+// after it still pair up.
+TEST_F(CollCheck, AMemberThatSkipsTheCallEndsTheOthersAtTheBound) {
+  if (!last_) {
+    mp::ScopedEnv bound("SYMCOMM_BOOTSTRAP_TIMEOUT", "1");
+    const symcommResult_t rc = symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], sym_[1],
+                                                        kCount, symcommInt32, "copy", stream_);
+    const std::string said = symcommGetLastError();
+    EXPECT_EQ(rc, symcommTimeout) << said;
+    const std::string who = me_ == 0 ? "team rank " + std::to_string(n_ - 1) + " (rank " +
+                                           std::to_string(n_ - 1) + ") of team 0 sent no record"
+                                     : "team rank 0 (rank 0) of team 0 sent no verdict";
+    EXPECT_NE(said.find(who), std::string::npos) << said;
+  }
+  SC_OK(symcommHostBarrier(comm_));
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+}
+
+// All-to-all-v with host counts: recvcounts[i] of member j must be sendcounts[j] of member
+// i. The last member expects one element fewer from member 0 than member 0 sends it.
+TEST_F(CollCheck, AllToAllvCountsThatDoNotPairUp) {
+  const size_t n = static_cast<size_t>(n_);
+  std::vector<size_t> sc(n, 2), sd(n), rc(n, 2), rd(n);
+  for (size_t j = 0; j < n; ++j) sd[j] = rd[j] = 2 * j;
+  SC_OK(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], sc.data(), sd.data(), sym_[1],
+                                 rc.data(), rd.data(), symcommInt32, "copy", stream_));
+  mp::sync(stream_);
+  if (last_) rc[0] = 1;
+  SC_FAILS_SAYING(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], sc.data(), sd.data(),
+                                           sym_[1], rc.data(), rd.data(), symcommInt32, "copy",
+                                           stream_),
+                  symcommInvalidUsage, "team rank 0 (rank 0) sends sendcounts[" +
+                      std::to_string(n - 1) + "] = 2 elements to team rank " + std::to_string(n - 1),
+                  "whose recvcounts[0] is 1");
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+}
+
+// On a team whose team rank 0 is not world rank 0 (the odd ranks): the records go to the
+// team's rank 0, and the team's calls and the world's stay paired separately.
+TEST_F(CollCheck, OnATeamOfTheOddRanks) {
+  if (n_ < 4) GTEST_SKIP() << "needs a team of at least two odd ranks";
+  symcommTeam_t odd;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 1, 2, n_ / 2, &odd));
+  if (me_ % 2 == 1) {
+    ASSERT_NE(odd, SYMCOMM_TEAM_INVALID);
+    const bool last_odd = me_ == n_ - 1 - (n_ % 2 == 0 ? 0 : 1);
+    SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, odd, sym_[0], sym_[1],
+                                             last_odd ? kCount / 2 : kCount, symcommInt32, "copy",
+                                             stream_),
+                    symcommInvalidUsage, "team " + std::to_string(odd),
+                    "team rank " + std::to_string(n_ / 2 - 1) + " (rank " +
+                        std::to_string(2 * (n_ / 2) - 1) + ") passes count " + std::to_string(kCount / 2),
+                    "team rank 0 (rank 1) passes " + std::to_string(kCount));
+  }
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+  if (me_ % 2 == 1) expect_all_gather_runs(odd, n_ / 2, me_ / 2);
+  SC_OK(symcommHostBarrier(comm_));
+  if (odd != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, odd));
+}
+
+}  // namespace
