@@ -41,6 +41,7 @@ struct CollOptions {
   std::vector<std::string> impls;  // --impls: nccl, auto, algorithm names; empty for all
   size_t min_bytes = 8;            // --min-bytes
   int step = 2;                    // --step: factor between sizes
+  std::vector<size_t> also;        // --also: sizes measured besides the series
   bool plain = false;              // --plain: cudaMalloc buffers instead of symmetric ones
   int root = 0;                    // --root of broadcast
   double point_ms = 300;           // --point-ms: most timed work per point (large sizes)

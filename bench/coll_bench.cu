@@ -49,6 +49,8 @@ const char* const kCollUsage =
     "  --max-bytes B    largest size per rank (default 1G)\n"
     "  --step F         factor between sizes (default 2; 4 or 8 to save time); the last\n"
     "                   size is always --max-bytes\n"
+    "  --also LIST      sizes measured besides the series (64K,1M,16M: the sizes the\n"
+    "                   issue's targets name that a series by x4 from 8 skips)\n"
     "  --plain          cudaMalloc buffers (default: symmetric ones, from symcommMalloc)\n"
     "  --root R         root of broadcast (default 0)\n"
     "  --point-ms MS    most timed work per point, which shortens large sizes (default 300)\n"
@@ -675,6 +677,10 @@ bool coll_option(Options& opt, int argc, char** argv, int& i) {
   } else if (!std::strcmp(name, "--step")) {
     const char* v = arg();
     c.step = static_cast<int>(to_long(name, v, 2, 1024));
+  } else if (!std::strcmp(name, "--also")) {
+    const char* v = arg();
+    for (const std::string& size : split(v)) c.also.push_back(to_bytes(name, size.c_str()));
+    if (c.also.empty()) bad_option(name, v, "names no size");
   } else if (!std::strcmp(name, "--plain")) {
     c.plain = true;
   } else if (!std::strcmp(name, "--root")) {
@@ -741,6 +747,10 @@ int run_coll(Context& ctx) {
     if (s > ctx.opt.max_bytes / static_cast<size_t>(c.step)) break;
   }
   if (!sizes.empty() && sizes.back() != ctx.opt.max_bytes) sizes.push_back(ctx.opt.max_bytes);
+  for (size_t s : c.also)
+    if (s <= ctx.opt.max_bytes) sizes.push_back(s);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   if (ctx.rank == 0) {
     const char* forced = std::getenv("SYMCOMM_COLL_ALGO");
     std::printf("# symcomm-bench coll: %d ranks, %s buffers, %zu to %zu bytes per rank by x%d, "
