@@ -110,6 +110,48 @@ TEST_F(CollCheck, EveryMemberFailsWhereOneDiffers) {
   expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
 }
 
+// Calls that agree although the members' pointers differ: all-gather in place (send is
+// each member's own block of recv), broadcast with send NULL off the root, all-reduce in
+// place. Each runs, and the all-gather's result is right.
+TEST_F(CollCheck, CallsThatAgreeRun) {
+  std::vector<int32_t> mine(kCount), got(kCount * static_cast<size_t>(n_));
+  for (size_t i = 0; i < kCount; ++i) mine[i] = me_ * 1000 + static_cast<int32_t>(i);
+  char* recv = static_cast<char*>(sym_[1]);
+  char* own = recv + static_cast<size_t>(me_) * kCount * sizeof(int32_t);
+  mp::copy_from_host(own, mine.data(), kCount * sizeof(int32_t));
+  SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, own, recv, kCount, symcommInt32,
+                                 "copy", stream_));
+  mp::sync(stream_);
+  mp::copy_to_host(got.data(), recv, got.size() * sizeof(int32_t));
+  for (int r = 0; r < n_; ++r)
+    for (size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(r) * kCount + i], r * 1000 + static_cast<int32_t>(i));
+  SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, me_ == 0 ? sym_[0] : nullptr, sym_[1],
+                                 kCount, symcommInt32, 0, "copy", stream_));
+  SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[1], sym_[1], kCount, symcommInt32,
+                                 symcommSum, "copy", stream_));
+  mp::sync(stream_);
+}
+
+// Registered buffers (cuda space): the same registration at another offset on one member.
+TEST_F(CollCheck, RegisteredBuffersAtAnotherOffset) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "registration is for cudaMalloc memory";
+  const size_t bytes = 2 * bytes_per_buffer();
+  void* buffer = mp::local_alloc(bytes);
+  symcommRegistration_t reg = nullptr;
+  SC_OK(symcommRegister(comm_, buffer, bytes, &reg));
+  char* at = static_cast<char*>(buffer) + (last_ ? 256 : 0);
+  SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], at, kCount,
+                                           symcommInt32, "copy", stream_),
+                  symcommInvalidUsage,
+                  "passes recv at offset 256 of registration 0", "passes at offset 0 of registration 0");
+  SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], buffer, kCount, symcommInt32,
+                                 "copy", stream_));
+  mp::sync(stream_);
+  SC_OK(symcommDeregister(comm_, reg));
+  mp::local_free(buffer);
+}
+
 // A member that refuses its own arguments (recv NULL) still takes part: it fails with its
 // own error, the others with one that quotes it; nobody waits for a call that never comes.
 TEST_F(CollCheck, ARefusalOnOneMemberFailsEveryMember) {
