@@ -65,7 +65,14 @@ const SizeParam kLargeFrom("SYMCOMM_COLL_SM_LARGE", "16M",
 constexpr int kMaxTeam = 32;
 constexpr int kDepth = 4;
 constexpr int kThreads = 512;
-constexpr int kSelfBlocks = 8;
+// Blocks that copy this rank's own part (its block of an all-to-all, of an all-gather): one
+// per kSelfPiece, at most kSelfBlocks. One block copies some 50 GB/s, so the 1 MiB pieces of
+// before made the own part the slowest of a 2 MiB all-to-all on 2 ranks (one block, 1 MiB:
+// 23 us where the peers' halves took 12). With counts on the device (sizes unknown on the
+// host) kCountsSelfBlocks, each of which also reads the headers.
+constexpr int kSelfBlocks = 32;
+constexpr uint64_t kSelfPiece = 64 << 10;
+constexpr int kCountsSelfBlocks = 8;
 using sm::ChunkPlan;
 using sm::channels_for;
 using sm::chunk_plan;
@@ -437,7 +444,8 @@ __global__ void __launch_bounds__(kThreads, 2) sm_counts_kernel(const __grid_con
 // Blocks: [receivers | senders | own part], each group `channels` blocks per peer (or per
 // channel alone for reducing receivers and the own part). Two blocks per SM (at most 64
 // registers a thread): 264 resident blocks on an H200, which the largest grids need
-// (2 x 7 x 14 + 8 = 204 for 8 ranks with SYMCOMM_COLL_SM_BLOCKS_LARGE=96).
+// (2 x 7 x 14 + 32 = 228 for 8 ranks with SYMCOMM_COLL_SM_BLOCKS_LARGE=96; the own part's
+// blocks give way where a grid would not fit: grid_blocks).
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 2) sm_kernel(const __grid_constant__ Plan p) {
   pdl_begin();
@@ -456,12 +464,13 @@ __global__ void __launch_bounds__(kThreads, 2) sm_kernel(const __grid_constant__
 }
 
 // Sizes the grid of a plan (filling p.channels and p.self_blocks): receivers, senders, then
-// blocks for this rank's own part (one per MiB, up to kSelfBlocks). 0: nothing to do.
-inline int grid_blocks(Plan& p) {
-  constexpr uint64_t kSelfPiece = 1 << 20;
+// blocks for this rank's own part (one per kSelfPiece, up to kSelfBlocks, and no more than
+// leave the grid within `room` blocks, the most the GPU holds at once; at least one). 0:
+// nothing to do.
+inline int grid_blocks(Plan& p, int room = 1 << 30) {
   if (p.dev_send_counts) {  // lengths unknown here: every channel, every own-part block
     p.channels = p.n > 1 ? std::max(p.max_channels, p.max_channels_large) : 0;
-    p.self_blocks = kSelfBlocks;
+    p.self_blocks = kCountsSelfBlocks;
     return p.blocks = 2 * (p.n - 1) * p.channels + p.self_blocks;
   }
   int ch = 0;
@@ -478,7 +487,10 @@ inline int grid_blocks(Plan& p) {
   const uint64_t chunk = std::min(pair_plan(p, p.red_len).size, p.red_len);
   p.red_blocks = static_cast<int>(std::min<uint64_t>(std::max(p.n - 1, 1), std::max<uint64_t>(chunk / kMinSlice, 1)));
   const int receivers = p.reduce ? p.channels * p.red_blocks : (p.n - 1) * p.channels;
-  return p.blocks = receivers + (p.n - 1) * p.channels + p.self_blocks;
+  const int others = receivers + (p.n - 1) * p.channels;
+  if (p.self_blocks > 1 && others + p.self_blocks > room)
+    p.self_blocks = std::max(1, room - others);
+  return p.blocks = others + p.self_blocks;
 }
 
 // The layout of a rank's area: [nranks][kChannels] words of posted, acked, sent and consumed
@@ -770,7 +782,7 @@ class SmAlgorithm final : public CollAlgorithm {
   // larger than the GPU holds is refused rather than left to hang. (Kernels running beside
   // it on other streams take room too, as with NCCL.)
   static void launch(const CollArgs& a, const SmState& s, Plan& p) {
-    const int blocks = grid_blocks(p);
+    const int blocks = grid_blocks(p, s.resident);
     if (blocks == 0) return;
     launch_resident(kernel_of, p, blocks, kThreads, s.resident, p.reduce, a.type,
                     static_cast<cudaStream_t>(a.stream), "sm", kRemedy);

@@ -114,11 +114,12 @@ class Emulator {
   }
   Plan plan(const CollArgs& a) { return plans(a).at(0); }
   // Every rank's kernel at once, as the GPUs would run them.
+  // `room`: the most blocks a grid may have (grid_blocks), as the GPU's resident count.
   template <typename T = uint8_t>
-  void run(std::vector<Plan>& plans) {
+  void run(std::vector<Plan>& plans, int room = 1 << 30) {
     std::vector<std::thread> blocks;
     for (Plan& p : plans)
-      for (int b = 0, nb = grid_blocks(p); b < nb; ++b)
+      for (int b = 0, nb = grid_blocks(p, room); b < nb; ++b)
         blocks.emplace_back([&p, b] {
           blockIdx.x = static_cast<unsigned>(b);
           if (p.dev_send_counts)
@@ -236,6 +237,40 @@ TEST(SmEmulation, MovingCollectivesOnTwoToFourRanks) {
 TEST(SmEmulation, MovingCollectivesOnEightRanks) {
   std::mt19937_64 rng(17);
   moving_calls(8, 16, rng);
+}
+
+// The own part's blocks (one per 64 KiB) give way where the grid would not fit the GPU:
+// all-to-alls on 3 ranks whose own part has 5 pieces, in grids with room for 1 to 6 of them.
+TEST(SmEmulation, OwnPartInFewerBlocksWhereTheGridIsFull) {
+  std::mt19937_64 rng(31);
+  const int n = 3;
+  Emulator emu(n);
+  for (int own = 1; own <= 6; ++own) {
+    const size_t count = 300000;  // per member: the own part is 5 pieces of 64 KiB
+    std::vector<std::vector<char>> send(n), recv(n);
+    std::vector<Plan> plans;
+    for (int me = 0; me < n; ++me) {
+      send[static_cast<size_t>(me)] = random_bytes(rng, count * n);
+      recv[static_cast<size_t>(me)].assign(count * n, 0);
+      plans.push_back(emu.plan(args(CollOp::AllToAll, n, me, send[static_cast<size_t>(me)].data(),
+                                    recv[static_cast<size_t>(me)].data(), count)));
+    }
+    Plan probe = plans[0];
+    const int full = grid_blocks(probe);
+    ASSERT_EQ(probe.self_blocks, 5);
+    const int room = full - 5 + own;
+    emu.run(plans, room);
+    for (Plan& p : plans) {
+      EXPECT_EQ(grid_blocks(p, room), room < full ? room : full);
+      EXPECT_EQ(p.self_blocks, std::min(own, 5));
+    }
+    for (int me = 0; me < n; ++me)
+      for (int i = 0; i < n; ++i)
+        ASSERT_TRUE(std::equal(recv[static_cast<size_t>(me)].begin() + static_cast<long>(i * count),
+                               recv[static_cast<size_t>(me)].begin() + static_cast<long>((i + 1) * count),
+                               send[static_cast<size_t>(i)].begin() + static_cast<long>(me * count)))
+            << "own blocks " << own << ", rank " << me << ", block from " << i;
+  }
 }
 
 // Reduce-scatter and all-reduce (one shot, in place or not, and two shots) of int32 sums,
