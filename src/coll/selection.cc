@@ -52,8 +52,21 @@ const std::vector<SelectionRow>& selection_table() {
       "symmetric); to 512 MiB: coll_040f7b6, coll_7e0eada and coll_497fdd2.jsonl, twoshot "
       "1245-1249 us, NCCL 1280-1304, sm 1320-1360";
   static const char* const kGuess = "extrapolated from the 4-rank rows";
+  // Teams of 2 (2 x H200, after the own part's copy moved to 64 KiB blocks): ll's packets
+  // take 4-4.7 us where sm takes 5.9-6.3 for every moving collective up to 128 KiB (64 KiB
+  // for broadcast), sm's one kernel beats NCCL and twoshot on reductions of 128-512 KiB (and
+  // reduce-scatters to 2 MiB), broadcast is sm's to 128 MiB (1.02-1.9x NCCL; the 4-rank
+  // rows give it to NCCL), and twoshot keeps large reductions on symmetric buffers (1.08-1.5x
+  // NCCL, where the 4-rank rows fall to NCCL past 32 MiB); plain buffers past 16 MiB: sm.
+  // The rest follows the 4-rank rows, which the same runs bear out for 2 ranks.
+  static const char* const kSym2 =
+      "bench/results/h200x2/coll_n2_sym_674f46b.jsonl (2026-11-21, commit 674f46b, symmetric)";
+  static const char* const kPlain2 =
+      "bench/results/h200x2/coll_n2_plain_674f46b.jsonl (2026-11-21, commit 674f46b, plain)";
   constexpr Buffers kSym = Buffers::Symmetric;
   static const std::vector<SelectionRow> table = {
+      {CollOp::AllGather, 2, 65536, "ll", kSym2},
+      {CollOp::AllGather, 2, 1048576, "sm", kSym2},
       {CollOp::AllGather, 4, 524288, "sm", kRun4},
       {CollOp::AllGather, 4, 67108864, "direct", kDirect4, kSym},
       {CollOp::AllGather, 4, 67108864, "sm", kRun4},
@@ -63,6 +76,11 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::AllGather, 8, 67108864, "direct", kGuess, kSym},
       {CollOp::AllGather, 0, 67108864, "sm", kGuess},
       {CollOp::AllGather, 0, 0, "ce", kGuess, kSym},
+      {CollOp::AllReduce, 2, 65536, "ll", kSym2},
+      {CollOp::AllReduce, 2, 524288, "sm", kSym2},
+      {CollOp::AllReduce, 2, 0, "twoshot", kSym2, kSym},
+      {CollOp::AllReduce, 2, 16777216, "twoshot", kPlain2},
+      {CollOp::AllReduce, 2, 0, "sm", kPlain2},
       {CollOp::AllReduce, 4, 65536, "ll", kSym4},
       {CollOp::AllReduce, 4, 33554432, "twoshot", kSym4, kSym},
       {CollOp::AllReduce, 4, 262144, "sm", kPlain4},
@@ -72,6 +90,7 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::AllReduce, 0, 33554432, "twoshot", kGuess, kSym},
       {CollOp::AllReduce, 0, 4194304, "twoshot", kGuess},
       {CollOp::AllReduce, 0, 0, "nccl", kGuess},
+      {CollOp::AllToAll, 2, 131072, "ll", kSym2},
       {CollOp::AllToAll, 4, 2097152, "sm", kRun4},
       {CollOp::AllToAll, 4, 268435456, "direct", kDirect4, kSym},
       {CollOp::AllToAll, 4, 268435456, "sm", kRun4},
@@ -81,10 +100,20 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::AllToAll, 8, 268435456, "direct", kGuess, kSym},
       {CollOp::AllToAll, 0, 268435456, "sm", kGuess},
       {CollOp::AllToAll, 0, 0, "ce", kGuess, kSym},
+      {CollOp::AllToAllv, 2, 131072, "ll", kSym2},
+      {CollOp::Broadcast, 2, 65536, "ll", kSym2},
+      {CollOp::Broadcast, 2, 134217728, "sm", kSym2},
+      {CollOp::Broadcast, 2, 0, "ce", kSym2, kSym},
+      {CollOp::Broadcast, 2, 0, "nccl", kPlain2},
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
       {CollOp::Broadcast, 0, 65536, "sm", kGuess},
       {CollOp::Broadcast, 0, 0, "nccl", kGuess},
+      {CollOp::ReduceScatter, 2, 131072, "ll", kSym2},
+      {CollOp::ReduceScatter, 2, 2097152, "sm", kSym2},
+      {CollOp::ReduceScatter, 2, 0, "twoshot", kSym2, kSym},
+      {CollOp::ReduceScatter, 2, 16777216, "twoshot", kPlain2},
+      {CollOp::ReduceScatter, 2, 0, "sm", kPlain2},
       {CollOp::ReduceScatter, 4, 262144, "ll", kSym4},
       {CollOp::ReduceScatter, 4, 524288, "nccl", kSym4},
       {CollOp::ReduceScatter, 4, 1048576, "sm", kSym4},
