@@ -58,7 +58,10 @@ const std::vector<SelectionRow>& selection_table() {
   // reduce-scatters to 2 MiB), broadcast is sm's to 128 MiB (1.02-1.9x NCCL; the 4-rank
   // rows give it to NCCL), and twoshot keeps large reductions on symmetric buffers (1.08-1.5x
   // NCCL, where the 4-rank rows fall to NCCL past 32 MiB); plain buffers past 16 MiB: sm.
-  // The rest follows the 4-rank rows, which the same runs bear out for 2 ranks.
+  // The rest follows the 4-rank rows, which the same runs bear out for 2 ranks. No rows for
+  // all-to-all-v: its size (what this rank sends) differs between members, so a row would
+  // give them different algorithms (a teams-of-2 ll row did: AllToAllvRandomCounts/auto
+  // hung on 2 x H200); it takes the registry's order, the same on every member.
   static const char* const kSym2 =
       "bench/results/h200x2/coll_n2_sym_674f46b.jsonl (2026-11-21, commit 674f46b, symmetric)";
   static const char* const kPlain2 =
@@ -100,7 +103,6 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::AllToAll, 8, 268435456, "direct", kGuess, kSym},
       {CollOp::AllToAll, 0, 268435456, "sm", kGuess},
       {CollOp::AllToAll, 0, 0, "ce", kGuess, kSym},
-      {CollOp::AllToAllv, 2, 131072, "ll", kSym2},
       {CollOp::Broadcast, 2, 65536, "ll", kSym2},
       {CollOp::Broadcast, 2, 134217728, "sm", kSym2},
       {CollOp::Broadcast, 2, 0, "ce", kSym2, kSym},

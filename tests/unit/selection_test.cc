@@ -101,5 +101,33 @@ TEST(Selection, LargeBroadcastsAndReduceScattersGoToNcclOnLargerTeams) {
   }
 }
 
+// All-to-all-v is indexed by what this rank sends, which differs between members: a row
+// would give members different algorithms (a hang). The table has none.
+TEST(Selection, NoRowsForAllToAllv) {
+  for (const SelectionRow& row : selection_table())
+    EXPECT_NE(row.op, CollOp::AllToAllv) << row.algorithm << " (" << row.source << ")";
+}
+
+// Teams of 2 (measured on 2 x H200): ll's packets for small moves, sm for mid-size
+// reductions and broadcasts, twoshot for large reductions on symmetric buffers.
+TEST(Selection, TeamsOfTwo) {
+  EXPECT_EQ(pick(CollOp::AllToAll, 2, 64 << 10, false), "ll");
+  EXPECT_EQ(pick(CollOp::AllToAll, 2, 1 << 20, false), "sm");
+  EXPECT_EQ(pick(CollOp::AllGather, 2, 64 << 10, false), "ll");
+  EXPECT_EQ(pick(CollOp::AllGather, 2, 1 << 20, true), "sm");
+  EXPECT_EQ(pick(CollOp::AllGather, 2, 4 << 20, true), "direct");
+  EXPECT_EQ(pick(CollOp::Broadcast, 2, 8 << 20, false), "sm");
+  EXPECT_EQ(pick(CollOp::Broadcast, 2, size_t{1} << 30, true), "ce");
+  EXPECT_EQ(pick(CollOp::Broadcast, 2, size_t{1} << 30, false), "nccl");
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, 256 << 10, true), "sm");
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, size_t{1} << 30, true), "twoshot");
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, size_t{1} << 30, false), "sm");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 2, 1 << 20, true), "sm");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 2, 8 << 20, false), "twoshot");
+  // Teams of 3 and 4 keep the 4-rank rows.
+  EXPECT_EQ(pick(CollOp::AllToAll, 3, 64 << 10, false), "sm");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, 8 << 20, false), "nccl");
+}
+
 }  // namespace
 }  // namespace symcomm
