@@ -1,6 +1,7 @@
 // One-sided communication on a stream: argument checks and address translation; the
 // memory space's backend (src/rma) moves the bytes.
 #include "capi/guard.h"
+#include "coll/agreement.h"
 
 using namespace symcomm;
 
@@ -129,6 +130,13 @@ extern "C" symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTea
     SYMCOMM_REQUIRE(args.team.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
                     "rank %d is not a member of team %d", c.topology.rank, team);
     for (int i = 0; i < args.team.size; ++i) check_pe(c, args.team.world_of(i));
+    if (c.coll->check_calls()) {  // SYMCOMM_COLL_CHECK: in turn with the team's collectives
+      CollArgs who{};
+      who.team_id = team;
+      who.team = args.team;
+      who.me = args.team.index_of(c.topology.rank);
+      check_barrier_agreement(who, *c.coll);
+    }
     c.rma->backend().barrier(args, stream);
   });
 }

@@ -23,6 +23,11 @@ const BoolParam kCollCheck(
     "debugging; read when a communicator is created");
 
 constexpr uint64_t kCheckTag = uint64_t{0x4343} << 48;  // "CC", then the team id
+constexpr int32_t kBarrierOp = 100;  // Head::op of symcommBarrierOnStream (no CollOp)
+
+const char* op_name(int32_t op) {
+  return op == kBarrierOp ? "barrier" : coll_op_name(static_cast<CollOp>(op));
+}
 
 // Where a buffer is, comparably across ranks.
 enum class Kind : int32_t {
@@ -69,12 +74,14 @@ void extents(const CollArgs& a, size_t* send, size_t* recv) {
   }
 }
 
-std::string record(const CollArgs& a, const std::string& text, bool refused,
+std::string record(const CollArgs& a, const std::string& text, bool refused, bool barrier,
                    const CollContext& ctx) {
   Head h{};
   h.refused = refused;
   std::vector<uint64_t> counts;
-  if (!refused) {
+  if (barrier) {
+    h.op = kBarrierOp;
+  } else if (!refused) {
     h.op = static_cast<int32_t>(a.op);
     h.type = static_cast<int32_t>(a.type);
     h.redop = static_cast<int32_t>(a.redop);
@@ -168,9 +175,8 @@ std::string compare(const Parsed& zero, const Parsed& mine, int m, Who who) {
                   who(0).c_str(), v0.c_str());
   };
   auto num = [](long long v) { return format("%lld", v); };
-  if (y.op != x.op)
-    return differ("operation", coll_op_name(static_cast<CollOp>(y.op)),
-                  coll_op_name(static_cast<CollOp>(x.op)));
+  if (y.op != x.op) return differ("operation", op_name(y.op), op_name(x.op));
+  if (x.op == kBarrierOp) return "";
   const auto op = static_cast<CollOp>(x.op);
   if (y.type != x.type) return differ("type", num(y.type), num(x.type));
   if (op == CollOp::AllToAllv && y.counts_on_device != x.counts_on_device)
@@ -210,13 +216,16 @@ std::string compare_counts(const std::vector<Parsed>& all, Who who) {
 
 bool coll_check_requested() { return kCollCheck.get(); }
 
-void check_agreement(const CollArgs& a, const std::string& text, bool refused, CollContext& ctx) {
+namespace {
+
+void check(const CollArgs& a, const std::string& text, bool refused, bool barrier,
+           CollContext& ctx) {
   const int n = a.team.size;
   if (n <= 1) return;
   Bootstrap& bs = ctx.rma().bootstrap();
   const uint64_t tag = kCheckTag ^ static_cast<uint64_t>(static_cast<uint32_t>(a.team_id));
   const uint64_t call = ctx.count_checked_call(a.team_id);
-  const std::string mine = record(a, text, refused, ctx);
+  const std::string mine = record(a, text, refused, barrier, ctx);
   const int zero = a.team.world_of(0);
   std::string verdict;
   // A record or a verdict that does not come within SYMCOMM_BOOTSTRAP_TIMEOUT.
@@ -256,12 +265,21 @@ void check_agreement(const CollArgs& a, const std::string& text, bool refused, C
     if (!verdict.empty())
       verdict = format("SYMCOMM_COLL_CHECK: the members of team %d disagree on their call %llu "
                        "(%s on team rank 0): %s", a.team_id, static_cast<unsigned long long>(call),
-                       all[0].head.refused ? "refused"
-                                           : coll_op_name(static_cast<CollOp>(all[0].head.op)),
+                       all[0].head.refused ? "refused" : op_name(all[0].head.op),
                        verdict.c_str());
     for (int m = 1; m < n; ++m) bs.send_to(a.team.world_of(m), tag, verdict);
   }
   if (!verdict.empty()) throw Error(symcommInvalidUsage, verdict);
+}
+
+}  // namespace
+
+void check_agreement(const CollArgs& a, const std::string& text, bool refused, CollContext& ctx) {
+  check(a, text, refused, false, ctx);
+}
+
+void check_barrier_agreement(const CollArgs& a, CollContext& ctx) {
+  check(a, "barrier", false, true, ctx);
 }
 
 }  // namespace symcomm

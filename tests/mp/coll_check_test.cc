@@ -190,6 +190,22 @@ TEST_F(CollCheck, AMemberThatSkipsTheCallEndsTheOthersAtTheBound) {
   expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
 }
 
+// Barriers take turns with the team's collectives: the last member at a barrier where the
+// others make an all-gather fails them all; barriers that agree pass.
+TEST_F(CollCheck, ABarrierWhereTheOthersMakeACollective) {
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  mp::sync(stream_);
+  const std::string last = "team rank " + std::to_string(n_ - 1) + " (rank " + std::to_string(n_ - 1) + ")";
+  SC_FAILS_SAYING(last_ ? symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_)
+                        : symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], sym_[1],
+                                                   kCount, symcommInt32, "copy", stream_),
+                  symcommInvalidUsage, last + " passes operation barrier",
+                  "team rank 0 (rank 0) passes allgather", "(allgather on team rank 0)");
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  mp::sync(stream_);
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+}
+
 // All-to-all-v with host counts: recvcounts[i] of member j must be sendcounts[j] of member
 // i. The last member expects one element fewer from member 0 than member 0 sends it.
 TEST_F(CollCheck, AllToAllvCountsThatDoNotPairUp) {
