@@ -18,8 +18,12 @@ import json
 import sys
 from collections import defaultdict
 
+# The operations the table has rows for. Not all-to-all-v: the table is indexed by the bytes
+# a rank contributes, which for all-to-all-v differ between members, so a row could give
+# members different algorithms (src/coll/selection.cc); nor the bench's barrier and
+# counts-on-the-device lines, which have one algorithm each.
 OPS = {"alltoall": "AllToAll", "allgather": "AllGather", "reducescatter": "ReduceScatter",
-       "allreduce": "AllReduce", "broadcast": "Broadcast", "alltoallv": "AllToAllv"}
+       "allreduce": "AllReduce", "broadcast": "Broadcast"}
 
 
 def main():
@@ -41,7 +45,7 @@ def main():
             if r.get("bench") != "coll" or not r.get("impl", "").startswith("symcomm:"):
                 continue
             algo = r["impl"].split(":", 1)[1]
-            if algo == "auto" or (args.ranks and r["ranks"] != args.ranks):
+            if algo == "auto" or r["op"] not in OPS or (args.ranks and r["ranks"] != args.ranks):
                 continue
             key = (r["op"], r["ranks"])
             b = r["bytes"] // r["ranks"] if r["op"] == "allgather" else r["bytes"]
@@ -66,7 +70,7 @@ def main():
                 runs.append([algo, b])
         for i, (algo, top) in enumerate(runs):
             bound = 0 if i == len(runs) - 1 else top
-            print(f'      {{CollOp::{OPS.get(op, op)}, {ranks}, {bound}, "{algo}", "{where}"}},')
+            print(f'      {{CollOp::{OPS[op]}, {ranks}, {bound}, "{algo}", "{where}"}},')
 
 
 if __name__ == "__main__":
