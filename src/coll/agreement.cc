@@ -19,8 +19,9 @@ const BoolParam kCollCheck(
     "SYMCOMM_COLL_CHECK", "0",
     "check before every collective that the members of its team agree on it (operation, type, "
     "count, reduction, root, kind and offset of symmetric buffers, the algorithm chosen, "
-    "all-to-all-v host counts pairwise): a host round trip through the bootstrap per call, for "
-    "debugging; read when a communicator is created");
+    "all-to-all-v host counts pairwise; on-stream team barriers take their turn): a host "
+    "round trip through the bootstrap per call, for debugging; read when a communicator is "
+    "created");
 
 constexpr uint64_t kCheckTag = uint64_t{0x4343} << 48;  // "CC", then the team id
 constexpr int32_t kBarrierOp = 100;  // Head::op of symcommBarrierOnStream (no CollOp)
