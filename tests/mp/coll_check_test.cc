@@ -225,6 +225,30 @@ TEST_F(CollCheck, AllToAllvCountsThatDoNotPairUp) {
   expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
 }
 
+// Counts on the device where the others pass them on the host (automatic choice: copy in
+// the host space, sm on GPUs, which the check compares after the counts).
+TEST_F(CollCheck, CountsOnTheDeviceAgainstCountsOnTheHost) {
+  const size_t n = static_cast<size_t>(n_);
+  std::vector<size_t> sc(n, 2), sd(n), rc(n, 2), rd(n);
+  for (size_t j = 0; j < n; ++j) sd[j] = rd[j] = 2 * j;
+  auto* arrays = static_cast<size_t*>(mp::local_alloc(4 * n * sizeof(size_t)));
+  mp::copy_from_host(arrays, sc.data(), n * sizeof(size_t));
+  mp::copy_from_host(arrays + n, sd.data(), n * sizeof(size_t));
+  const std::string last = "team rank " + std::to_string(n_ - 1) + " (rank " + std::to_string(n_ - 1) + ")";
+  SC_FAILS_SAYING(last_ ? symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], sc.data(),
+                                                   sd.data(), sym_[1], rc.data(), rd.data(),
+                                                   symcommInt32, nullptr, stream_)
+                        : symcommAllToAllvDeviceOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], arrays,
+                                                         arrays + n, sym_[1], 2 * n, arrays + 2 * n,
+                                                         arrays + 3 * n, symcommInt32, nullptr,
+                                                         stream_),
+                  symcommInvalidUsage, last + " passes counts on the host",
+                  "team rank 0 (rank 0) passes on the device");
+  mp::sync(stream_);
+  mp::local_free(arrays);
+  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+}
+
 // On a team whose team rank 0 is not world rank 0 (the odd ranks): the records go to the
 // team's rank 0, and the team's calls and the world's stay paired separately.
 TEST_F(CollCheck, OnATeamOfTheOddRanks) {
