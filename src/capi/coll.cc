@@ -78,6 +78,8 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
                     exact_in_place ? " (only send == recv is allowed)" : "");
   a.send = static_cast<const char*>(send);
   a.recv = static_cast<char*>(recv);
+  a.send_bytes = reads_send ? sb : 0;
+  a.recv_bytes = rb;
   // The choice of algorithm depends on it: every member must pass the same kind of buffers
   // (symcomm.h). An empty buffer is taken to be of the others' kind.
   a.symmetric = (!reads_send || sb == 0 || c.coll->addressable(send, sb)) &&
@@ -91,12 +93,12 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   }
 }
 
-// With SYMCOMM_COLL_CHECK: `prepare` (the call's checks and the choice of algorithm) and the
-// members' agreement on the call (coll/agreement.h). A member whose checks refused the call
-// takes part all the same, so that every member fails at once: it throws its own error, the
-// others one that quotes it.
-void agreed(symcommComm& c, symcommTeam_t team, const CollArgs& a, CollAlgorithm* const& chosen,
-            const std::function<void()>& prepare) {
+// With SYMCOMM_COLL_CHECK: `prepare` (the call's checks and the choice of algorithm, whose
+// name it returns) and the members' agreement on the call (coll/agreement.h). A member whose
+// checks refused the call takes part all the same, so that every member fails at once: it
+// throws its own error, the others one that quotes it.
+void agreed(symcommComm& c, symcommTeam_t team, const CollArgs& a,
+            const std::function<const char*()>& prepare) {
   CollArgs who{};
   who.team_id = team;
   who.team = c.rma->teams().get(team);
@@ -106,8 +108,7 @@ void agreed(symcommComm& c, symcommTeam_t team, const CollArgs& a, CollAlgorithm
   std::exception_ptr refusal;
   std::string text;
   try {
-    prepare();
-    text = chosen->name();
+    text = prepare();
   } catch (const std::exception& e) {
     refusal = std::current_exception();
     text = e.what();
@@ -136,9 +137,10 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
     const auto [send_elems, recv_elems] = extents();
     check_buffers(c, a, send, recv, send_elems, recv_elems, exact_in_place, v, counts_on_device);
     chosen = &choose_algorithm(a, *c.coll, algorithm);
+    return chosen->name();
   };
   if (c.coll->check_calls())
-    agreed(c, team, a, chosen, prepare);
+    agreed(c, team, a, prepare);
   else
     prepare();
   chosen->run(a, *c.coll);

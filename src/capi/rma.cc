@@ -130,13 +130,8 @@ extern "C" symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTea
     SYMCOMM_REQUIRE(args.team.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
                     "rank %d is not a member of team %d", c.topology.rank, team);
     for (int i = 0; i < args.team.size; ++i) check_pe(c, args.team.world_of(i));
-    if (c.coll->check_calls()) {  // SYMCOMM_COLL_CHECK: in turn with the team's collectives
-      CollArgs who{};
-      who.team_id = team;
-      who.team = args.team;
-      who.me = args.team.index_of(c.topology.rank);
-      check_barrier_agreement(who, *c.coll);
-    }
+    if (c.coll->check_calls())  // SYMCOMM_COLL_CHECK: in turn with the team's collectives
+      check_barrier_agreement(team, args.team, args.team.index_of(c.topology.rank), *c.coll);
     c.rma->backend().barrier(args, stream);
   });
 }

@@ -62,19 +62,6 @@ Place place_of(const CollContext& ctx, const void* p, size_t bytes) {
   return {Kind::kPlain, 0, 0};
 }
 
-// This rank's send and receive extents in bytes, as the C API sizes them.
-void extents(const CollArgs& a, size_t* send, size_t* recv) {
-  const size_t n = static_cast<size_t>(a.team.size), block = a.count * a.elem;
-  switch (a.op) {
-    case CollOp::AllGather: *send = block; *recv = n * block; return;
-    case CollOp::AllToAll: *send = *recv = n * block; return;
-    case CollOp::ReduceScatter: *send = n * block; *recv = block; return;
-    case CollOp::AllReduce: *send = *recv = block; return;
-    case CollOp::Broadcast: *send = a.me == a.root ? block : 0; *recv = block; return;
-    case CollOp::AllToAllv: *send = *recv = 1; return;  // where they start is what matters
-  }
-}
-
 std::string record(const CollArgs& a, const std::string& text, bool refused, bool barrier,
                    const CollContext& ctx) {
   Head h{};
@@ -90,8 +77,7 @@ std::string record(const CollArgs& a, const std::string& text, bool refused, boo
     h.counts_on_device = a.counts_on_device;
     h.symmetric = a.symmetric;
     h.count = a.count;
-    size_t sb = 0, rb = 0;
-    extents(a, &sb, &rb);
+    const size_t rb = a.recv_bytes;
     h.recv = place_of(ctx, a.recv, rb);
     const char* s = a.send;
     if (s && a.recv && rb && s >= a.recv && s < a.recv + rb) {
@@ -99,7 +85,7 @@ std::string record(const CollArgs& a, const std::string& text, bool refused, boo
       if (a.op == CollOp::AllGather) off -= static_cast<uint64_t>(a.me) * a.count * a.elem;
       h.send = {Kind::kInRecv, 0, off};
     } else {
-      h.send = place_of(ctx, s, sb);
+      h.send = place_of(ctx, s, a.send_bytes);
     }
     if (a.op == CollOp::AllToAllv && !a.counts_on_device) {
       counts.assign(a.send_counts, a.send_counts + a.team.size);
@@ -279,7 +265,11 @@ void check_agreement(const CollArgs& a, const std::string& text, bool refused, C
   check(a, text, refused, false, ctx);
 }
 
-void check_barrier_agreement(const CollArgs& a, CollContext& ctx) {
+void check_barrier_agreement(symcommTeam_t id, const Team& team, int me, CollContext& ctx) {
+  CollArgs a{};
+  a.team_id = id;
+  a.team = team;
+  a.me = me;
   check(a, "barrier", false, true, ctx);
 }
 

@@ -26,9 +26,9 @@ bool coll_check_requested();
 // Bounded by SYMCOMM_BOOTSTRAP_TIMEOUT where a member never makes the call.
 void check_agreement(const CollArgs& a, const std::string& text, bool refused, CollContext& ctx);
 
-// The same for symcommBarrierOnStream on a.team (of `a`, only the team, team_id and me are
-// read): barriers and collectives of a team take turns in one sequence, so a member at a
-// barrier while another is at a collective fails both ("passes operation barrier").
-void check_barrier_agreement(const CollArgs& a, CollContext& ctx);
+// The same for symcommBarrierOnStream on team `id` (this rank is member `me`): barriers and
+// collectives of a team take turns in one sequence, so a member at a barrier while another
+// is at a collective fails both ("passes operation barrier").
+void check_barrier_agreement(symcommTeam_t id, const Team& team, int me, CollContext& ctx);
 
 }  // namespace symcomm

@@ -46,6 +46,9 @@ struct CollArgs {
   // Peers can address send (where this rank reads it) and recv in place: symmetric memory
   // or registered buffers. Picks the selection table's rows for such buffers.
   bool symmetric = false;
+  // This rank's buffer extents in bytes, as the C API checked them (send: 0 where the call
+  // does not read it, or reads it inside recv).
+  size_t send_bytes = 0, recv_bytes = 0;
   // A query of the automatic choice (symcommCollAlgorithm): send and recv are NULL, no run()
   // follows, and supports() takes both buffers to be symmetric or not as `symmetric` says.
   bool query = false;
