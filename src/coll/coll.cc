@@ -127,7 +127,7 @@ const std::vector<CollAlgorithm*>& coll_algorithms() {
   static const std::vector<CollAlgorithm*> all = {
       make_sm_algorithm(),   make_copy_algorithm(),    make_nccl_algorithm(),
       make_ll_algorithm(),   make_twoshot_algorithm(), make_direct_algorithm(),
-      make_ce_algorithm(),
+      make_relay_algorithm(), make_ce_algorithm(),
   };
   return all;
 }

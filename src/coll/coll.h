@@ -180,6 +180,7 @@ CollAlgorithm* make_copy_algorithm();
 CollAlgorithm* make_direct_algorithm();
 CollAlgorithm* make_ll_algorithm();
 CollAlgorithm* make_nccl_algorithm();
+CollAlgorithm* make_relay_algorithm();
 CollAlgorithm* make_sm_algorithm();
 CollAlgorithm* make_twoshot_algorithm();
 

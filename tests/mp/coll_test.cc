@@ -232,17 +232,31 @@ class Coll : public ::testing::TestWithParam<std::string> {
       release(send, false);
       release(recv, true);
     }
+    if (rc == symcommNotSupported && why.find("broadcast only") != std::string::npos &&
+        why.find("all-gather") == std::string::npos) {
+      // relay broadcasts only, into receive buffers the peers write in place: probe that.
+      broadcasts_only_ = true;
+      void* send = buffer(sizeof x, false);
+      void* recv = buffer(sizeof x, true);
+      rc = symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32, 0,
+                                    algo_, stream_);
+      why = symcommGetLastError();
+      mp::sync(stream_);
+      release(send, false);
+      release(recv, true);
+    }
     if (rc == symcommNotSupported) {
       // Only NCCL may be missing (no libnccl; the host space). Every other algorithm runs in
-      // the cuda space, and the GPU-only ones (sm, ll, twoshot, ce) say why not in the host
-      // space; copy, direct and the automatic choice run in both.
+      // the cuda space, and the GPU-only ones (sm, ll, twoshot, ce, relay) say why not in the
+      // host space; copy, direct and the automatic choice run in both.
       if (std::strcmp(algo_, "nccl") == 0) {
         ASSERT_TRUE(mp::nccl_missing(why)) << why;
         GTEST_SKIP() << algo_ << ": " << why;
       }
       ASSERT_NE(mp::space(), symcommSpaceCuda) << algo_ << " refused in the cuda space: " << why;
       const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ll") == 0 ||
-                            std::strcmp(algo_, "ce") == 0 || std::strcmp(algo_, "twoshot") == 0;
+                            std::strcmp(algo_, "ce") == 0 || std::strcmp(algo_, "twoshot") == 0 ||
+                            std::strcmp(algo_, "relay") == 0;
       ASSERT_TRUE(gpu_only) << algo_ << " refused in the host space: " << why;
       ASSERT_NE(why.find("it needs the cuda memory space"), std::string::npos) << why;
       GTEST_SKIP() << algo_ << ": " << why;
@@ -286,26 +300,41 @@ class Coll : public ::testing::TestWithParam<std::string> {
     release(recv, false);
     return true;
   }
-  // direct does no reductions: it refuses them, saying so (checked here), and the tests of
-  // reductions skip it.
+  // direct and relay do no reductions: they refuse them, saying so (checked here), and the
+  // tests of reductions skip them.
   bool moves_only() {
-    if (!moves_only_) return false;
+    if (!moves_only_ && !broadcasts_only_) return false;
     void* buf = buffer(sizeof(float), false);
     EXPECT_EQ(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, 1, symcommFloat32,
                                        symcommSum, algo_, stream_), symcommNotSupported);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "all-gather and broadcast only"), nullptr)
-        << symcommGetLastError();
+    EXPECT_NE(std::strstr(symcommGetLastError(), broadcasts_only_ ? "it does broadcast only"
+                                                                  : "all-gather and broadcast only"),
+              nullptr) << symcommGetLastError();
     release(buf, false);
     return true;
   }
-  // direct writes receive buffers in place only: a plain one is refused, saying so (checked
-  // here); true where the caller must skip a plain receive buffer.
-  bool plain_recv_refused(bool symmetric) {
-    if (symmetric || !moves_only_) return false;
+  // relay does nothing but broadcast: it refuses the other operations that move data, saying
+  // so (checked here), and their tests skip it.
+  bool broadcasts_only() {
+    if (!broadcasts_only_) return false;
     void* send = buffer(sizeof(float), false);
-    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), false);
+    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), true);
     EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
                                        algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "it does broadcast only"), nullptr)
+        << symcommGetLastError();
+    release(send, false);
+    release(recv, true);
+    return true;
+  }
+  // direct and relay write receive buffers in place only: a plain one is refused, saying so
+  // (checked here); true where the caller must skip a plain receive buffer.
+  bool plain_recv_refused(bool symmetric) {
+    if (symmetric || !(moves_only_ || broadcasts_only_)) return false;
+    void* send = buffer(sizeof(float), false);
+    void* recv = buffer(sizeof(float), false);
+    EXPECT_EQ(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                       0, algo_, stream_), symcommNotSupported);
     EXPECT_NE(std::strstr(symcommGetLastError(), "receive buffer must be symmetric"), nullptr)
         << symcommGetLastError();
     release(send, false);
@@ -314,14 +343,16 @@ class Coll : public ::testing::TestWithParam<std::string> {
   }
   // Whether the algorithm under test refuses `op` by design (buffers symmetric or not; in a
   // CUDA graph capture or not): twoshot only reduces; direct only moves data, into symmetric
-  // receive buffers, and does no all-to-all-v; only sm reads counts on the device; copy's
-  // all-to-all-v cannot be captured. The tests count any other refusal as a failure.
+  // receive buffers, and does no all-to-all-v; relay only broadcasts, into symmetric receive
+  // buffers; only sm reads counts on the device; copy's all-to-all-v cannot be captured. The
+  // tests count any other refusal as a failure.
   bool refuses(Op op, bool symmetric, bool captured = false) const {
     const std::string a = algo_;
     const bool reduction = op == Op::ReduceScatter || op == Op::AllReduce;
     if (op == Op::AllToAllvDevice)  // sm on GPUs, copy in the host space
       return !(a == "auto" || a == (mp::space() == symcommSpaceCuda ? "sm" : "copy"));
     if (a == "twoshot") return !reduction;
+    if (broadcasts_only_) return op != Op::Broadcast || !symmetric;
     if (moves_only_) return reduction || op == Op::AllToAllv || !symmetric;
     return a == "copy" && captured && op == Op::AllToAllv;
   }
@@ -532,10 +563,12 @@ class Coll : public ::testing::TestWithParam<std::string> {
   uint64_t seed_ = 0;
   const char* algo_ = nullptr;
   bool moves_only_ = false;  // direct: data movement into symmetric or registered buffers
+  bool broadcasts_only_ = false;  // relay: broadcast into symmetric or registered buffers
 };
 
 TEST_P(Coll, AllGather) {
   if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
   for (bool sym : {false, true})
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
@@ -546,6 +579,7 @@ TEST_P(Coll, AllGather) {
 
 TEST_P(Coll, AllToAll) {
   if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
   for (bool sym : {false, true})
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
@@ -652,6 +686,43 @@ TEST_P(Coll, ReductionsOfRandomFloats) {
 
 // Several collectives back to back on one stream, no host synchronisation between them.
 TEST_P(Coll, BackToBackWithoutSync) {
+  if (broadcasts_only_) {
+    // relay: six broadcasts from member k % n into one symmetric buffer, each read by an
+    // all-gather (copy) into a buffer of its own before the next broadcast writes the shared
+    // one again, all on one stream without a host synchronisation. 400 KB: several lanes and
+    // chunks. A member that wrote into a peer's buffer before the peer had read the previous
+    // result would show as a wrong block.
+    const Type& t = kTypes[1];  // int32
+    const size_t count = 100000, b = count * t.size, nb = b * static_cast<size_t>(n_);
+    void* shared = buffer(b, true);
+    std::vector<void*> sends, outs;
+    for (uint64_t k = 0; k < 6; ++k) {
+      sends.push_back(buffer(b, false));
+      put(sends.back(), make(t, seed_ + k, me_, 0, count));
+      outs.push_back(buffer(nb, false));
+      poison(outs.back(), nb);
+    }
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    for (size_t k = 0; k < 6; ++k) {
+      SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, sends[k], shared, count, t.id,
+                                     static_cast<int>(k) % n_, algo_, stream_));
+      SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, shared, outs[k], count, t.id,
+                                     "copy", stream_));
+    }
+    for (uint64_t k = 0; k < 6; ++k) {
+      const std::vector<uint8_t> one = make(t, seed_ + k, static_cast<int>(k) % n_, 0, count);
+      std::vector<uint8_t> want;
+      for (int r = 0; r < n_; ++r) want.insert(want.end(), one.begin(), one.end());
+      EXPECT_EQ(differences(fetch(outs[static_cast<size_t>(k)], nb), want, t.size), "")
+          << "call " << k;
+    }
+    SC_OK(symcommHostBarrier(comm_));
+    for (void* p : sends) release(p, false);
+    for (void* p : outs) release(p, false);
+    release(shared, true);
+    return;
+  }
   if (moves_only_) {
     // direct: six all-gathers into one symmetric buffer, each read by an all-to-all (its send)
     // into a buffer of its own before the next all-gather writes the shared one again, all
@@ -724,24 +795,33 @@ TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
     void* recv = buffer(nb, true);
     void* data = buffer(nb, false);
     mp::fill(data, nb, me_, seed_);
+    // An all-to-all (relay: a broadcast of nb bytes from the last rank).
+    const int root = n_ - 1;
+    auto call = [&](const void* from) {
+      return broadcasts_only_
+                 ? symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, from, recv, nb,
+                                            symcommUint8, root, algo_, stream_)
+                 : symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, from, recv, block,
+                                           symcommUint8, algo_, stream_);
+    };
     // Once before, so that the kernels are loaded (lazy loading can take longer than the
     // delay).
-    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, data, recv, block, symcommUint8,
-                                  algo_, stream_));
+    SC_OK(call(data));
     mp::sync(stream_);
     poison(send, nb);
     poison(recv, nb);
     mp::sync(stream_);
     SC_OK(symcommHostBarrier(comm_));
     mp::copy_after_early_trigger(stream_, send, data, nb, 1000);
-    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, block, symcommUint8,
-                                  algo_, stream_));
+    SC_OK(call(send));
     const std::vector<uint8_t> got = fetch(recv, nb);
     size_t wrong = 0;
     for (int r = 0; r < n_; ++r)
       for (size_t i = 0; i < block; ++i)
         wrong += got[static_cast<size_t>(r) * block + i] !=
-                 mp::pattern(r, seed_, static_cast<size_t>(me_) * block + i);
+                 (broadcasts_only_
+                      ? mp::pattern(root, seed_, static_cast<size_t>(r) * block + i)
+                      : mp::pattern(r, seed_, static_cast<size_t>(me_) * block + i));
     EXPECT_EQ(wrong, 0u) << "bytes of " << nb << " not the sender's (0xab: read before written)";
     SC_OK(symcommHostBarrier(comm_));
     release(data, false);
@@ -943,6 +1023,7 @@ TEST(CollLarge, OneGiBAllToAllAndAllGather) {
 
 TEST_P(Coll, AllToAllvRandomCounts) {
   if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
   if (moves_only_) {  // direct: equal blocks only
     void* send = buffer(sizeof(float), false);
     void* recv = buffer(sizeof(float), true);
@@ -1221,6 +1302,35 @@ TEST_P(Coll, OnATeam) {
   const size_t count = 5000, b = count * t.size;
   const bool moves = !reduces_only(), reduces = !moves_only();
   const int size = (n_ + 1) / 2;
+  if (broadcasts_only_) {
+    // relay: broadcasts on the team and on the world, interleaved, into symmetric buffers
+    // (allocated by every rank: a collective call); per-pair counters must stay in step.
+    std::vector<void*> recvs;
+    for (int k = 0; k < 4; ++k) recvs.push_back(buffer(b, true));
+    void* send = buffer(b, false);
+    for (int k = 0; k < 4; ++k) {
+      const bool on_even = k % 2 == 0;
+      SCOPED_TRACE((on_even ? "even team, call " : "world, call ") + std::to_string(k));
+      if (on_even && even == SYMCOMM_TEAM_INVALID) continue;
+      const int root = on_even ? k / 2 % size : (k + 1) % n_;  // team ranks
+      const int root_world = on_even ? 2 * root : root;
+      put(send, make(t, seed_ + static_cast<uint64_t>(k), me_, 0, count));
+      poison(recvs[static_cast<size_t>(k)], b);
+      SC_OK(symcommBroadcastOnStream(comm_, on_even ? even : SYMCOMM_TEAM_WORLD, send,
+                                     recvs[static_cast<size_t>(k)], count, t.id, root, algo_,
+                                     stream_));
+      mp::sync(stream_);  // send is written again for the next call
+      EXPECT_EQ(differences(fetch(recvs[static_cast<size_t>(k)], b),
+                            make(t, seed_ + static_cast<uint64_t>(k), root_world, 0, count), t.size),
+                "");
+    }
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    for (void* p : recvs) release(p, true);
+    if (even != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, even));
+    return;
+  }
   // direct writes symmetric buffers only (allocated by every rank: a collective call).
   void* recv = moves ? buffer(b * static_cast<size_t>(size), moves_only_) : nullptr;
   if (even != SYMCOMM_TEAM_INVALID && moves) {
@@ -1337,6 +1447,20 @@ TEST_P(Coll, BadArguments) {
                                       stream_), symcommInvalidArgument);
     EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_TWOSHOT_BLOCKS"), nullptr)
         << symcommGetLastError();
+  }
+  if (std::strcmp(algo_, "relay") == 0) {
+    void* sym = buffer(4096, true);
+    for (const char* bad : {"SYMCOMM_COLL_RELAY_BLOCKS=0", "SYMCOMM_COLL_RELAY_BLOCKS=65",
+                            "SYMCOMM_COLL_RELAY_CHUNK=8"}) {
+      const std::string kv = bad, name = kv.substr(0, kv.find('='));
+      mp::ScopedEnv env(name.c_str(), kv.substr(kv.find('=') + 1).c_str());
+      SC_FAILS(symcommBroadcastOnStream(comm_, w, a, sym, 10, symcommFloat32, 0, algo_, stream_),
+               symcommInvalidArgument);
+      EXPECT_NE(std::strstr(symcommGetLastError(), name.c_str()), nullptr) << symcommGetLastError();
+    }
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    release(sym, true);
   }
   const size_t counts[64] = {}, displs[64] = {};
   SC_FAILS(symcommAllToAllvOnStream(comm_, w, a, nullptr, displs, b, counts, displs,
@@ -1656,7 +1780,7 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
-// The algorithms that keep counters with their peers (sm, ll, twoshot): a wait of theirs
+// The algorithms that keep counters with their peers (sm, ll, twoshot, relay): a wait of theirs
 // that never ends (only rank 0 calls) is cut at SYMCOMM_WAIT_TIMEOUT and reported at the
 // next call; after it the algorithm refuses every call on that communicator, rather than
 // run with counters that no longer agree with the peers' (a later wait could pass on a
@@ -1674,10 +1798,11 @@ void expect_refused_after_timeout(symcommComm_t comm, symcommStream_t stream,
 }
 
 TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
-  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "sm, ll and twoshot run in the cuda space";
+  if (mp::space() != symcommSpaceCuda)
+    GTEST_SKIP() << "sm, ll, twoshot and relay run in the cuda space";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
   const size_t count = 1000;
-  for (const char* algo : {"sm", "ll", "twoshot"}) {
+  for (const char* algo : {"sm", "ll", "twoshot", "relay"}) {
     SCOPED_TRACE(algo);
     symcommComm_t comm = mp::new_comm();
     ASSERT_NE(comm, nullptr);
@@ -1685,9 +1810,12 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
     void* buf = nullptr;
     SC_OK(symcommMalloc(comm, count * 4, &buf));
     if (mp::rank() == 0) {  // the others never call: rank 0's waits time out
-      auto call = [&] {
-        return symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
-                                        symcommSum, algo, stream);
+      auto call = [&] {  // relay: a broadcast from rank 0, in place
+        return std::strcmp(algo, "relay") == 0
+                   ? symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count,
+                                              symcommInt32, 0, algo, stream)
+                   : symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count,
+                                              symcommInt32, symcommSum, algo, stream);
       };
       SC_OK(call());
       expect_refused_after_timeout(comm, stream, call);

@@ -11,12 +11,14 @@ namespace {
 bool cuda() { return mp::space() == symcommSpaceCuda; }
 
 // After `algo` refused a collective (symcommNotSupported): only by design, where `designed`
-// refuses the operation saying `reason`, or where NCCL is missing. Any other algorithm runs
-// every collective on registered buffers.
+// refuses the operation saying `reason`, relay (broadcast only) for any other operation, or
+// where NCCL is missing. Any other algorithm runs every collective on registered buffers.
 void expect_refused_by_design(const char* algo, const char* designed, const char* reason) {
   const std::string why = symcommGetLastError();
   if (std::strcmp(algo, designed) == 0) {
     EXPECT_NE(why.find(reason), std::string::npos) << why;
+  } else if (std::strcmp(algo, "relay") == 0) {  // broadcast only, every test
+    EXPECT_NE(why.find("it does broadcast only"), std::string::npos) << why;
   } else {
     EXPECT_TRUE(std::strcmp(algo, "nccl") == 0 && mp::nccl_missing(why)) << algo << ": " << why;
   }
@@ -173,6 +175,23 @@ TEST(RegisterColl, CollectivesWriteRegisteredBuffersInPlace) {
                                  "copy", s));
   mp::sync(s);
   EXPECT_EQ(mp::count_mismatches(r, b, n - 1, 7), 0u) << "broadcast";
+  // Every algorithm's broadcast from rank 1 into the registered buffer (relay stores into it
+  // in place, through the peers' mappings).
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
+    const char* algo = symcommCollAlgorithmName(i);
+    SCOPED_TRACE(algo);
+    mp::store(r, std::vector<uint8_t>(b, 0xAB));
+    SC_OK(symcommHostBarrier(comm));
+    symcommResult_t rc = symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, send, r, count,
+                                                  symcommFloat32, 1 % n, algo, s);
+    mp::sync(s);
+    if (rc == symcommNotSupported) {
+      expect_refused_by_design(algo, "twoshot", "all-reduce and reduce-scatter only");
+      continue;
+    }
+    ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
+    EXPECT_EQ(mp::count_mismatches(r, b, 1 % n, 7), 0u) << "broadcast";
+  }
   // Every algorithm gives the same all-gather into the registered buffer.
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
     const char* algo = symcommCollAlgorithmName(i);

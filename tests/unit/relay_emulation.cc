@@ -1,0 +1,436 @@
+// The relay broadcast's protocol run on the host: the code of src/coll/relay.cu between its
+// "relay protocol" markers (extracted at build time into relay_protocol.inc), with one host
+// thread per CUDA thread (a few per block, so that blocks stride over their chunks and
+// __syncthreads matters, and several lanes per rank). Each rank has its own counters and
+// buffers; peers store into them directly, as GPUs do over NVLink. Each rank runs its
+// kernels one after the other on its own "stream", with no synchronisation between ranks,
+// as back-to-back calls on GPUs do.
+//
+// It checks broadcasts from every root of teams of 2 to 8, sizes from one byte to many
+// chunks per lane (tails that are not whole 16-byte vectors, owners with empty pieces),
+// in place on the root and not; the per-(lane, pair) counters across calls, roots and teams
+// that share pairs with the world; and that a wait that cannot end records its error and
+// ends the kernel. The plan is made here with RelayAlgorithm::run's arithmetic.
+//
+// What it cannot answer: the memory-model questions (the fence and relaxed store of a
+// signal, acquire polls and ld.global.cg over NVLink) stay with the GPU tests
+// (tests/mp/coll_test.cc, relay on 4 GPUs). The kernel keeps no shared memory.
+#include <gtest/gtest.h>
+#include <vector_types.h>  // uint4
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "coll/coll.h"
+#include "emulation.h"
+#undef __grid_constant__
+#define __grid_constant__
+
+namespace {
+
+void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <typename W>
+W __ldcg(const W* p) { return *p; }
+
+}  // namespace
+
+namespace symcomm {
+namespace detail {
+// With the fence before it, a release: what the block wrote before the signal is visible to
+// the thread whose acquire poll sees it.
+void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+// As device_impl.cuh's: acquire polls, the abort flag and the bound looked at now and then.
+int wait_local(const DeviceComm& c, const uint64_t* word, symcommCmp_t cmp, uint64_t value) {
+  const auto start = std::chrono::steady_clock::now();
+  for (uint32_t polls = 1;; ++polls) {
+    const uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    if (compare(seen, cmp, value)) return 0;
+    std::this_thread::yield();
+    if (polls % 64 == 0) {
+      int code = 0;
+      if (c.abort_flag != nullptr && *c.abort_flag != 0)
+        code = symcommPeerLost;
+      else if (c.wait_timeout_ns != 0 && std::chrono::steady_clock::now() - start >
+                                             std::chrono::nanoseconds(c.wait_timeout_ns))
+        code = symcommTimeout;
+      if (code != 0) {
+        record_error(c, code, word, cmp, value, seen);
+        return code;
+      }
+    }
+  }
+}
+void copy(void* dst, const void* src, size_t bytes, unsigned tid, unsigned nt) {
+  for (size_t i = tid; i < bytes; i += nt)
+    static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+}
+}  // namespace detail
+
+namespace {
+#include "relay_protocol.inc"
+}  // namespace
+}  // namespace symcomm
+
+namespace {
+
+using namespace symcomm;
+
+const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
+constexpr size_t kGuard = 16;                  // poisoned bytes on each side of a buffer
+
+// Bytes at 16-byte aligned addresses.
+struct Memory {
+  Memory(size_t bytes, char fill) : words((bytes + 15) / 16) {
+    std::memset(static_cast<void*>(words.data()), fill, words.size() * 16);
+  }
+  char* data() { return reinterpret_cast<char*>(words.data()); }
+  std::vector<uint4> words;
+};
+
+// `nranks` ranks' counter areas, and kernels run as threads.
+class Emulator {
+ public:
+  struct Launch {
+    Plan plan;
+    int blocks = 0;  // 0: run() launches nothing
+  };
+
+  // `threads` per block (at least the team size, as kThreads is); `max_lanes` and
+  // `max_chunk`: SYMCOMM_COLL_RELAY_BLOCKS and SYMCOMM_COLL_RELAY_CHUNK.
+  Emulator(int nranks, int threads, int max_lanes, uint64_t max_chunk)
+      : n_(nranks), threads_(threads), max_lanes_(max_lanes), max_chunk_(max_chunk),
+        errors_(static_cast<size_t>(nranks)) {
+    for (int r = 0; r < nranks; ++r)
+      areas_.push_back(std::make_unique<Memory>(area_bytes(), 0));  // as make_state clears
+  }
+  int size() const { return n_; }
+
+  // The launch of team member a.me, as RelayAlgorithm::run makes it; recvs[j] stands for
+  // on(a, a.recv, j).
+  Launch launch(const CollArgs& a, const std::vector<char*>& recvs) {
+    Launch l;
+    const uint64_t len = a.count * a.elem;
+    if (len == 0 || a.team.size == 1) return l;
+    const int rank = a.team.world_of(a.me);
+    Plan& p = l.plan;
+    p.comm.rank = rank;
+    p.comm.nranks = n_;
+    p.comm.error = &errors_[static_cast<size_t>(rank)];
+    p.comm.abort_flag = &abort_;
+    p.comm.wait_timeout_ns = timeout_ns_;
+    p.n = a.team.size;
+    p.me = a.me;
+    p.root = a.root;
+    p.send = a.send;
+    p.recv = a.recv;
+    p.len = len;
+    p.flags = flags(rank);
+    for (int j = 0; j < p.n; ++j) {
+      p.world[j] = a.team.world_of(j);
+      p.recv_on[j] = recvs[static_cast<size_t>(j)];
+      p.flags_on[j] = flags(p.world[j]);
+    }
+    shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_);
+    p.self_blocks = a.me == a.root && a.send != a.recv ? self_blocks(len) : 0;
+    l.blocks = p.lanes + p.self_blocks;
+    return l;
+  }
+
+  void run(const std::vector<std::vector<Launch>>& streams) {
+    run_streams(streams, [this](const Launch& l) {
+      run_grid(l.blocks, threads_, [&] { relay_kernel(l.plan); });
+    });
+  }
+
+  DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
+  void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
+  void set_abort() { abort_ = 1; }
+  uint64_t* flags(int rank) {
+    return reinterpret_cast<uint64_t*>(areas_[static_cast<size_t>(rank)]->data());
+  }
+  // Lane b's counter `kind` of `rank` with `peer`.
+  uint64_t* word(int rank, Counter kind, int lane, int peer) {
+    return flags(rank) + (static_cast<size_t>(kind) * kMaxLanes + static_cast<size_t>(lane)) *
+                             static_cast<size_t>(n_) + static_cast<size_t>(peer);
+  }
+
+ private:
+  size_t area_bytes() const {
+    return size_t{kCounters} * kMaxLanes * static_cast<size_t>(n_) * 8;
+  }
+
+  int n_, threads_, max_lanes_;
+  uint64_t max_chunk_;
+  std::vector<std::unique_ptr<Memory>> areas_;
+  std::vector<DeviceError> errors_;
+  int32_t abort_ = 0;
+  uint64_t timeout_ns_ = uint64_t{20} * 1000000000;  // a failed test, not a slow host
+};
+
+// One broadcast over a team, and every member's buffers (recv poisoned, with guards).
+struct Call {
+  Team team;
+  int root = 0;
+  size_t len = 0;      // bytes (type uint8)
+  bool in_place = false;
+  std::vector<std::unique_ptr<Memory>> mem;  // recv of each member, and the root's send
+  std::vector<char*> recv;
+  const char* send = nullptr;
+  std::vector<char> input;
+
+  std::string describe() const {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "broadcast on %d ranks (start %d stride %d) from %d, %zu bytes%s", team.size,
+                  team.start, team.stride, root, len, in_place ? ", in place" : "");
+    return text;
+  }
+};
+
+// Calls run together (each rank's in order on its stream), then checked.
+class Batch {
+ public:
+  Batch(Emulator& emu, std::mt19937_64& rng)
+      : emu_(emu), rng_(rng), streams_(static_cast<size_t>(emu.size())) {}
+
+  void add(Team team, int root, size_t len, bool in_place) {
+    auto c = std::make_unique<Call>();
+    Call& k = *c;
+    k.team = team;
+    k.root = root;
+    k.len = len;
+    k.in_place = in_place;
+    k.input.resize(len);
+    for (char& x : k.input) x = static_cast<char>(rng_());
+    for (int m = 0; m < team.size; ++m) {
+      k.mem.push_back(std::make_unique<Memory>(2 * kGuard + len, kPoison));
+      k.recv.push_back(k.mem.back()->data() + kGuard);
+    }
+    if (in_place) {
+      std::memcpy(k.recv[static_cast<size_t>(root)], k.input.data(), len);
+      k.send = k.recv[static_cast<size_t>(root)];
+    } else {
+      k.mem.push_back(std::make_unique<Memory>(2 * kGuard + len, kPoison));
+      char* send = k.mem.back()->data() + kGuard;
+      std::memcpy(send, k.input.data(), len);
+      k.send = send;
+    }
+    for (int me = 0; me < team.size; ++me) {
+      CollArgs a{};
+      a.op = CollOp::Broadcast;
+      a.team = team;
+      a.me = me;
+      a.root = root;
+      a.send = me == root ? k.send : nullptr;
+      a.recv = k.recv[static_cast<size_t>(me)];
+      a.count = len;
+      a.type = symcommUint8;
+      a.elem = 1;
+      const Emulator::Launch l = emu_.launch(a, k.recv);
+      if (l.blocks > 0) streams_[static_cast<size_t>(team.world_of(me))].push_back(l);
+    }
+    calls_.push_back(std::move(c));
+  }
+
+  void run_and_check() {
+    emu_.run(streams_);
+    for (int r = 0; r < emu_.size(); ++r)
+      EXPECT_EQ(emu_.error(r).code, 0) << "rank " << r << " recorded a failed wait for "
+                                       << emu_.error(r).expected << ", seeing "
+                                       << emu_.error(r).observed;
+    for (const auto& c : calls_) check(*c);
+    // Both sides of a pair count the same calls, and the chunks one stored the other got
+    // (the next call's waits depend on it).
+    for (int a = 0; a < emu_.size(); ++a)
+      for (int b = 0; b < emu_.size(); ++b)
+        for (int lane = 0; a != b && lane < kMaxLanes; ++lane) {
+          ASSERT_EQ(*emu_.word(a, kCalls, lane, b), *emu_.word(b, kCalls, lane, a))
+              << "ranks " << a << " and " << b << ", lane " << lane;
+          ASSERT_EQ(*emu_.word(a, kPut, lane, b), *emu_.word(b, kGot, lane, a))
+              << "ranks " << a << " and " << b << ", lane " << lane;
+          ASSERT_EQ(*emu_.word(b, kData, lane, a), *emu_.word(a, kPut, lane, b))
+              << "ranks " << a << " and " << b << ", lane " << lane;
+        }
+  }
+
+ private:
+  static void check(const Call& k) {
+    SCOPED_TRACE(k.describe());
+    for (int m = 0; m < k.team.size; ++m) {
+      const char* got = k.recv[static_cast<size_t>(m)];
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < k.len; ++i)
+        if (got[i] != k.input[i] && bad++ == 0) first = i;
+      EXPECT_EQ(bad, 0u) << "member " << m << ": " << bad << " bytes of " << k.len
+                         << " differ, the first at " << first;
+      auto poisoned = [](const char* lo, const char* hi) {
+        return std::all_of(lo, hi, [](char x) { return x == kPoison; });
+      };
+      EXPECT_TRUE(poisoned(got - kGuard, got) && poisoned(got + k.len, got + k.len + kGuard))
+          << "member " << m << " written outside its buffer";
+    }
+    if (!k.in_place) {
+      EXPECT_TRUE(std::equal(k.input.begin(), k.input.end(), k.send))
+          << "the root's send changed";
+    }
+  }
+
+  Emulator& emu_;
+  std::mt19937_64& rng_;
+  std::vector<std::vector<Emulator::Launch>> streams_;
+  std::vector<std::unique_ptr<Call>> calls_;
+};
+
+// One byte, a tail alone, around a vector, a few chunks, owners with empty pieces (fewer
+// than 16 bytes per owner), and pieces past 64 KiB: several lanes.
+const size_t kLens[] = {1,    15,   16,   17,    33,    100,   1000,   4099,
+                        9000, 20000, 65537, 140000, 200003, 300000};
+
+// Random roots, sizes and placements on `n` ranks, five calls per batch back to back on
+// each rank's stream, the counters carried from batch to batch. Chunks of at most 2 KiB and
+// 3 lanes: many rounds per lane at the larger sizes.
+void back_to_back(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Emulator emu(n, n + 1, 3, 2048);
+  for (int batch = 0; batch < 8; ++batch) {
+    Batch b(emu, rng);
+    for (int k = 0; k < 5; ++k)
+      b.add(Team{0, 1, n}, static_cast<int>(rng() % static_cast<uint64_t>(n)),
+            kLens[rng() % std::size(kLens)], rng() % 3 == 0);
+    b.run_and_check();
+    if (testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(RelayEmulation, BackToBackOnTwoRanks) { back_to_back(2, 41); }
+TEST(RelayEmulation, BackToBackOnThreeRanks) { back_to_back(3, 43); }
+TEST(RelayEmulation, BackToBackOnFourRanks) { back_to_back(4, 47); }
+TEST(RelayEmulation, BackToBackOnFiveRanks) { back_to_back(5, 53); }
+TEST(RelayEmulation, BackToBackOnEightRanks) { back_to_back(8, 59); }
+
+// Every root in turn with large chunks (one per lane and piece) and with 16-byte ones.
+TEST(RelayEmulation, EveryRootWithLargeAndTinyChunks) {
+  std::mt19937_64 rng(61);
+  for (uint64_t chunk : {uint64_t{1} << 20, uint64_t{16}}) {
+    SCOPED_TRACE(testing::Message() << "chunks of at most " << chunk << " bytes");
+    Emulator emu(4, 4, 2, chunk);
+    Batch b(emu, rng);
+    for (int root = 0; root < 4; ++root)
+      b.add(Team{0, 1, 4}, root, chunk > 16 ? 150001 : 3001, false);
+    b.run_and_check();
+    if (testing::Test::HasFailure()) return;
+  }
+}
+
+// Teams of even and odd ranks and pairs between world calls: counters are per pair of world
+// ranks and lane, and the calls of one pair come in the same order on both sides.
+TEST(RelayEmulation, TeamsInterleaveWithTheWorld) {
+  std::mt19937_64 rng(67);
+  for (int n : {4, 8}) {
+    SCOPED_TRACE(testing::Message() << n << " ranks");
+    Emulator emu(n, n + 1, 3, 4096);
+    const Team teams[] = {Team{0, 1, n}, Team{0, 2, n / 2}, Team{1, 2, n / 2}, Team{1, 1, 2},
+                          Team{0, 1, n}, Team{0, n - 1, 2}};
+    for (int batch = 0; batch < 5; ++batch) {
+      Batch b(emu, rng);
+      for (int k = 0; k < 6; ++k) {
+        const Team t = teams[(batch + k) % 6];
+        b.add(t, static_cast<int>(rng() % static_cast<uint64_t>(t.size)),
+              kLens[rng() % std::size(kLens)], rng() % 4 == 0);
+      }
+      b.run_and_check();
+      if (testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// The shape every member derives: pieces cover the message in 16-byte multiples, chunks are
+// multiples of 16 within the bound, lanes within theirs, and a lane has chunks of piece 0.
+TEST(RelayEmulation, ShapeOfACall) {
+  std::mt19937_64 rng(71);
+  for (int k = 0; k < 20000; ++k) {
+    Plan p{};
+    p.n = 2 + static_cast<int>(rng() % 31);
+    p.len = 1 + rng() % (uint64_t{1} << (rng() % 34));
+    const uint64_t max_lanes = 1 + rng() % kMaxLanes;
+    const uint64_t max_chunk = 16 + rng() % (uint64_t{1} << 20);
+    shape_call(p, max_lanes, max_chunk);
+    ASSERT_EQ(p.piece % 16, 0u);
+    ASSERT_GE(p.piece * static_cast<uint64_t>(p.n - 1), p.len);
+    ASSERT_LT((p.piece - 16) * static_cast<uint64_t>(p.n - 1), p.len) << "pieces longer than needed";
+    ASSERT_EQ(p.chunk % 16, 0u);
+    ASSERT_GE(p.chunk, 16u);
+    ASSERT_LE(p.chunk, std::max<uint64_t>(16, max_chunk));
+    ASSERT_GE(p.lanes, 1);
+    ASSERT_LE(static_cast<uint64_t>(p.lanes), max_lanes);
+    ASSERT_GE(lane_chunks(p, 0, p.lanes - 1), 1u) << "a lane with nothing to move";
+  }
+}
+
+// Rank 0 as an owner whose peers never start: its first wait (the other owner's ready, the
+// calls counter + 1) ends after the timeout in every lane and records the word it waited
+// for; nothing is stored, and the counters stay as the first call left them. Then the same
+// with the abort flag and no time bound.
+TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
+  for (bool abort : {false, true}) {
+    SCOPED_TRACE(abort ? "aborted" : "timed out");
+    std::mt19937_64 rng(73);
+    Emulator emu(3, 4, 4, 4096);
+    Batch first(emu, rng);
+    first.add(Team{0, 1, 3}, 1, 200000, false);
+    first.run_and_check();
+    const uint64_t calls = *emu.word(0, kCalls, 0, 2);
+    ASSERT_EQ(calls, 1u);
+    std::vector<uint64_t> before;  // rank 0's counters with ranks 1 and 2, lanes 0 and 1
+    for (Counter c : {kCalls, kGot, kPut})
+      for (int lane = 0; lane < 2; ++lane)
+        for (int peer : {1, 2}) before.push_back(*emu.word(0, c, lane, peer));
+    if (abort) {
+      emu.set_timeout_ns(0);  // no bound: only the abort ends it
+      emu.set_abort();
+    } else {
+      emu.set_timeout_ns(50 * 1000 * 1000);
+    }
+    std::vector<std::unique_ptr<Memory>> recv;
+    std::vector<char*> recvs;
+    for (int m = 0; m < 3; ++m) {
+      recv.push_back(std::make_unique<Memory>(200000, kPoison));
+      recvs.push_back(recv.back()->data());
+    }
+    CollArgs a{};
+    a.op = CollOp::Broadcast;
+    a.team = Team{0, 1, 3};
+    a.root = 1;
+    a.recv = recvs[0];
+    a.count = 200000;
+    a.type = symcommUint8;
+    a.elem = 1;
+    const Emulator::Launch l = emu.launch(a, recvs);
+    ASSERT_EQ(l.blocks, 2);  // 100000-byte pieces: 2 lanes
+    const auto start = std::chrono::steady_clock::now();
+    emu.run({{l}, {}, {}});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    const DeviceError& e = emu.error(0);
+    EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
+    EXPECT_EQ(e.expected, calls + 1);
+    EXPECT_EQ(e.observed, calls);
+    EXPECT_EQ(e.cmp, symcommCmpGe);
+    EXPECT_EQ(e.address, reinterpret_cast<uintptr_t>(emu.word(0, kReady, e.block, 2)));
+    for (const auto& m : recv)
+      EXPECT_TRUE(std::all_of(m->data(), m->data() + 200000, [](char x) { return x == kPoison; }))
+          << "a store after the failed wait";
+    std::vector<uint64_t> after;
+    for (Counter c : {kCalls, kGot, kPut})
+      for (int lane = 0; lane < 2; ++lane)
+        for (int peer : {1, 2}) after.push_back(*emu.word(0, c, lane, peer));
+    EXPECT_EQ(after, before) << "counters advanced by a kernel that failed";
+  }
+}
+
+}  // namespace
