@@ -69,6 +69,9 @@ namespace {
 const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "32",
                       "most lanes (blocks per member) of a relay broadcast; the same on every "
                       "rank");
+const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "64K",
+                           "bytes of a member's piece per lane of a relay broadcast, at least "
+                           "(fewer lanes for smaller pieces); the same on every rank");
 const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "128K",
                        "most bytes of a relay broadcast's chunk (the unit a member forwards and "
                        "signals); the same on every rank");
@@ -78,9 +81,8 @@ const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "128K",
 constexpr int kMaxTeam = 32;
 constexpr int kThreads = 512;
 static_assert(kThreads >= kMaxTeam, "thread m signals and waits for member m");
-constexpr int kMaxLanes = 64;
-constexpr uint64_t kLanePiece = 64 << 10;  // bytes of a piece per lane, at least
-constexpr uint64_t kSteps = 4;             // chunks per lane and piece, where chunks allow
+constexpr int kMaxLanes = 128;
+constexpr uint64_t kSteps = 4;  // chunks per lane and piece, where SYMCOMM_COLL_RELAY_CHUNK allows
 constexpr int kSelfBlocks = 32;            // the root's own copy: one block per kSelfPiece
 constexpr uint64_t kSelfPiece = 64 << 10;
 
@@ -253,14 +255,17 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__
 }
 
 // The shape of a call (host code): pieces, chunks and lanes into `p` (whose n and len are
-// set; n >= 2), from L and n alone, so that every member derives the same.
-inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk) {
+// set; n >= 2), from L, n and the parameters alone, so that every member derives the same.
+// `lane_bytes` (SYMCOMM_COLL_RELAY_LANE_BYTES) is at least 1.
+inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t lane_bytes) {
   const uint64_t owners = static_cast<uint64_t>(p.n - 1);
   p.piece = ((p.len + owners - 1) / owners + 15) / 16 * 16;
-  const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + kLanePiece - 1) / kLanePiece);
+  const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
   p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));
   const uint64_t per = (p.piece + p.lanes * kSteps - 1) / (p.lanes * kSteps);
   p.chunk = std::max<uint64_t>(16, std::min(max_chunk / 16 * 16, (per + 15) / 16 * 16));
+  // No lane without a chunk of piece 0 (16-byte chunks can be fewer than the lanes).
+  p.lanes = static_cast<int>(std::min<uint64_t>(p.lanes, (p.piece + p.chunk - 1) / p.chunk));
 }
 
 // The root's blocks that copy its send into its own recv.
@@ -323,10 +328,12 @@ class RelayAlgorithm final : public CollAlgorithm {
     SYMCOMM_REQUIRE(max_lanes >= 1 && max_lanes <= kMaxLanes, symcommInvalidArgument,
                     "SYMCOMM_COLL_RELAY_BLOCKS=%lld is not in [1, %d]",
                     static_cast<long long>(max_lanes), kMaxLanes);
-    const uint64_t max_chunk = kChunk.get();
+    const uint64_t max_chunk = kChunk.get(), lane_bytes = kLaneBytes.get();
     SYMCOMM_REQUIRE(max_chunk >= 16, symcommInvalidArgument,
                     "SYMCOMM_COLL_RELAY_CHUNK=%llu is under 16 bytes",
                     static_cast<unsigned long long>(max_chunk));
+    SYMCOMM_REQUIRE(lane_bytes >= 1, symcommInvalidArgument,
+                    "SYMCOMM_COLL_RELAY_LANE_BYTES is 0");
     Plan p{};
     p.comm = s.world;
     p.n = a.team.size;
@@ -341,7 +348,7 @@ class RelayAlgorithm final : public CollAlgorithm {
       p.recv_on[j] = j == a.me ? a.recv : ctx.on(a, a.recv, j);
       p.flags_on[j] = reinterpret_cast<uint64_t*>(ctx.on(a, p.flags, j));
     }
-    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk);
+    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes);
     p.self_blocks = root && a.send != a.recv ? self_blocks(len) : 0;
     launch_resident(kernel_of, p, p.lanes + p.self_blocks, kThreads, s.resident, false, a.type,
                     stream, "relay", "lower SYMCOMM_COLL_RELAY_BLOCKS");
