@@ -72,6 +72,10 @@ const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "32",
 const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "64K",
                            "bytes of a member's piece per lane of a relay broadcast, at least "
                            "(fewer lanes for smaller pieces); the same on every rank");
+const IntParam kStepsParam("SYMCOMM_COLL_RELAY_STEPS", "4",
+                           "chunks per lane of a member's piece in a relay broadcast, where "
+                           "SYMCOMM_COLL_RELAY_CHUNK allows (more: a deeper pipeline, more "
+                           "signals); the same on every rank");
 const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "128K",
                        "most bytes of a relay broadcast's chunk (the unit a member forwards and "
                        "signals); the same on every rank");
@@ -82,7 +86,6 @@ constexpr int kMaxTeam = 32;
 constexpr int kThreads = 512;
 static_assert(kThreads >= kMaxTeam, "thread m signals and waits for member m");
 constexpr int kMaxLanes = 128;
-constexpr uint64_t kSteps = 4;  // chunks per lane and piece, where SYMCOMM_COLL_RELAY_CHUNK allows
 constexpr int kSelfBlocks = 32;            // the root's own copy: one block per kSelfPiece
 constexpr uint64_t kSelfPiece = 64 << 10;
 
@@ -256,13 +259,15 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__
 
 // The shape of a call (host code): pieces, chunks and lanes into `p` (whose n and len are
 // set; n >= 2), from L, n and the parameters alone, so that every member derives the same.
-// `lane_bytes` (SYMCOMM_COLL_RELAY_LANE_BYTES) is at least 1.
-inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t lane_bytes) {
+// `lane_bytes` (SYMCOMM_COLL_RELAY_LANE_BYTES) and `steps` (SYMCOMM_COLL_RELAY_STEPS) are at
+// least 1.
+inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t lane_bytes,
+                       uint64_t steps) {
   const uint64_t owners = static_cast<uint64_t>(p.n - 1);
   p.piece = ((p.len + owners - 1) / owners + 15) / 16 * 16;
   const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
   p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));
-  const uint64_t per = (p.piece + p.lanes * kSteps - 1) / (p.lanes * kSteps);
+  const uint64_t per = (p.piece + p.lanes * steps - 1) / (p.lanes * steps);
   p.chunk = std::max<uint64_t>(16, std::min(max_chunk / 16 * 16, (per + 15) / 16 * 16));
   // No lane without a chunk of piece 0 (16-byte chunks can be fewer than the lanes).
   p.lanes = static_cast<int>(std::min<uint64_t>(p.lanes, (p.piece + p.chunk - 1) / p.chunk));
@@ -334,6 +339,9 @@ class RelayAlgorithm final : public CollAlgorithm {
                     static_cast<unsigned long long>(max_chunk));
     SYMCOMM_REQUIRE(lane_bytes >= 1, symcommInvalidArgument,
                     "SYMCOMM_COLL_RELAY_LANE_BYTES is 0");
+    const int64_t steps = kStepsParam.get();
+    SYMCOMM_REQUIRE(steps >= 1, symcommInvalidArgument, "SYMCOMM_COLL_RELAY_STEPS=%lld is under 1",
+                    static_cast<long long>(steps));
     Plan p{};
     p.comm = s.world;
     p.n = a.team.size;
@@ -348,7 +356,8 @@ class RelayAlgorithm final : public CollAlgorithm {
       p.recv_on[j] = j == a.me ? a.recv : ctx.on(a, a.recv, j);
       p.flags_on[j] = reinterpret_cast<uint64_t*>(ctx.on(a, p.flags, j));
     }
-    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes);
+    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
+               static_cast<uint64_t>(steps));
     p.self_blocks = root && a.send != a.recv ? self_blocks(len) : 0;
     launch_resident(kernel_of, p, p.lanes + p.self_blocks, kThreads, s.resident, false, a.type,
                     stream, "relay", "lower SYMCOMM_COLL_RELAY_BLOCKS");

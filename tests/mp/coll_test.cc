@@ -1451,7 +1451,8 @@ TEST_P(Coll, BadArguments) {
   if (std::strcmp(algo_, "relay") == 0) {
     void* sym = buffer(4096, true);
     for (const char* bad : {"SYMCOMM_COLL_RELAY_BLOCKS=0", "SYMCOMM_COLL_RELAY_BLOCKS=129",
-                            "SYMCOMM_COLL_RELAY_CHUNK=8", "SYMCOMM_COLL_RELAY_LANE_BYTES=0"}) {
+                            "SYMCOMM_COLL_RELAY_CHUNK=8", "SYMCOMM_COLL_RELAY_LANE_BYTES=0",
+                            "SYMCOMM_COLL_RELAY_STEPS=0"}) {
       const std::string kv = bad, name = kv.substr(0, kv.find('='));
       mp::ScopedEnv env(name.c_str(), kv.substr(kv.find('=') + 1).c_str());
       SC_FAILS(symcommBroadcastOnStream(comm_, w, a, sym, 10, symcommFloat32, 0, algo_, stream_),

@@ -83,6 +83,7 @@ using namespace symcomm;
 
 const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
 constexpr uint64_t kLaneBytes = 64 << 10;      // SYMCOMM_COLL_RELAY_LANE_BYTES's default
+constexpr uint64_t kSteps = 4;                 // SYMCOMM_COLL_RELAY_STEPS's
 constexpr size_t kGuard = 16;                  // poisoned bytes on each side of a buffer
 
 // Bytes at 16-byte aligned addresses.
@@ -137,7 +138,7 @@ class Emulator {
       p.recv_on[j] = recvs[static_cast<size_t>(j)];
       p.flags_on[j] = flags(p.world[j]);
     }
-    shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes);
+    shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps);
     p.self_blocks = a.me == a.root && a.send != a.recv ? self_blocks(len) : 0;
     l.blocks = p.lanes + p.self_blocks;
     return l;
@@ -361,7 +362,7 @@ TEST(RelayEmulation, ShapeOfACall) {
     p.len = 1 + rng() % (uint64_t{1} << (rng() % 34));
     const uint64_t max_lanes = 1 + rng() % kMaxLanes;
     const uint64_t max_chunk = 16 + rng() % (uint64_t{1} << 20);
-    shape_call(p, max_lanes, max_chunk, 1 + rng() % (uint64_t{1} << 17));
+    shape_call(p, max_lanes, max_chunk, 1 + rng() % (uint64_t{1} << 17), 1 + rng() % 16);
     ASSERT_EQ(p.piece % 16, 0u);
     ASSERT_GE(p.piece * static_cast<uint64_t>(p.n - 1), p.len);
     ASSERT_LT((p.piece - 16) * static_cast<uint64_t>(p.n - 1), p.len) << "pieces longer than needed";
