@@ -66,17 +66,21 @@ namespace symcomm {
 
 namespace {
 
-const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "32",
+// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): 64 lanes of 32 KiB or more
+// each; 8 chunks per lane gave the best large broadcasts (128 MiB: 449 us, 4 chunks 484),
+// one chunk the best small ones (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds
+// costs some 3.5 us of signals, so chunks are at least kMinChunk.
+const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "64",
                       "most lanes (blocks per member) of a relay broadcast; the same on every "
                       "rank");
-const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "64K",
+const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "32K",
                            "bytes of a member's piece per lane of a relay broadcast, at least "
                            "(fewer lanes for smaller pieces); the same on every rank");
-const IntParam kStepsParam("SYMCOMM_COLL_RELAY_STEPS", "4",
-                           "chunks per lane of a member's piece in a relay broadcast, where "
-                           "SYMCOMM_COLL_RELAY_CHUNK allows (more: a deeper pipeline, more "
-                           "signals); the same on every rank");
-const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "128K",
+const IntParam kStepsParam("SYMCOMM_COLL_RELAY_STEPS", "8",
+                           "chunks per lane of a member's piece in a relay broadcast, at most "
+                           "(fewer where chunks would be under 32 KiB, more where over "
+                           "SYMCOMM_COLL_RELAY_CHUNK); the same on every rank");
+const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "256K",
                        "most bytes of a relay broadcast's chunk (the unit a member forwards and "
                        "signals); the same on every rank");
 
@@ -86,6 +90,7 @@ constexpr int kMaxTeam = 32;
 constexpr int kThreads = 512;
 static_assert(kThreads >= kMaxTeam, "thread m signals and waits for member m");
 constexpr int kMaxLanes = 128;
+constexpr uint64_t kMinChunk = 32 << 10;  // bytes of a chunk, at least (unless the lane has less)
 constexpr int kSelfBlocks = 32;            // the root's own copy: one block per kSelfPiece
 constexpr uint64_t kSelfPiece = 64 << 10;
 
@@ -267,7 +272,7 @@ inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t
   p.piece = ((p.len + owners - 1) / owners + 15) / 16 * 16;
   const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
   p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));
-  const uint64_t per = (p.piece + p.lanes * steps - 1) / (p.lanes * steps);
+  const uint64_t per = std::max(kMinChunk, (p.piece + p.lanes * steps - 1) / (p.lanes * steps));
   p.chunk = std::max<uint64_t>(16, std::min(max_chunk / 16 * 16, (per + 15) / 16 * 16));
   // No lane without a chunk of piece 0 (16-byte chunks can be fewer than the lanes).
   p.lanes = static_cast<int>(std::min<uint64_t>(p.lanes, (p.piece + p.chunk - 1) / p.chunk));

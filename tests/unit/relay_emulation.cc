@@ -82,8 +82,8 @@ namespace {
 using namespace symcomm;
 
 const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
-constexpr uint64_t kLaneBytes = 64 << 10;      // SYMCOMM_COLL_RELAY_LANE_BYTES's default
-constexpr uint64_t kSteps = 4;                 // SYMCOMM_COLL_RELAY_STEPS's
+constexpr uint64_t kLaneBytes = 32 << 10;      // SYMCOMM_COLL_RELAY_LANE_BYTES's default
+constexpr uint64_t kSteps = 8;                 // SYMCOMM_COLL_RELAY_STEPS's
 constexpr size_t kGuard = 16;                  // poisoned bytes on each side of a buffer
 
 // Bytes at 16-byte aligned addresses.
