@@ -389,9 +389,9 @@ TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     first.run_and_check();
     const uint64_t calls = *emu.word(0, kCalls, 0, 2);
     ASSERT_EQ(calls, 1u);
-    std::vector<uint64_t> before;  // rank 0's counters with ranks 1 and 2, lanes 0 and 1
+    std::vector<uint64_t> before;  // rank 0's counters with ranks 1 and 2 in every lane
     for (Counter c : {kCalls, kGot, kPut})
-      for (int lane = 0; lane < 2; ++lane)
+      for (int lane = 0; lane < 4; ++lane)
         for (int peer : {1, 2}) before.push_back(*emu.word(0, c, lane, peer));
     if (abort) {
       emu.set_timeout_ns(0);  // no bound: only the abort ends it
@@ -414,7 +414,7 @@ TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     a.type = symcommUint8;
     a.elem = 1;
     const Emulator::Launch l = emu.launch(a, recvs);
-    ASSERT_EQ(l.blocks, 2);  // 100000-byte pieces: 2 lanes
+    ASSERT_EQ(l.blocks, 4);  // 100000-byte pieces: 4 lanes (of 32 KiB or more; at most 4)
     const auto start = std::chrono::steady_clock::now();
     emu.run({{l}, {}, {}});
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
@@ -429,7 +429,7 @@ TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
           << "a store after the failed wait";
     std::vector<uint64_t> after;
     for (Counter c : {kCalls, kGot, kPut})
-      for (int lane = 0; lane < 2; ++lane)
+      for (int lane = 0; lane < 4; ++lane)
         for (int peer : {1, 2}) after.push_back(*emu.word(0, c, lane, peer));
     EXPECT_EQ(after, before) << "counters advanced by a kernel that failed";
   }
