@@ -16,7 +16,6 @@
 // signal, acquire polls and ld.global.cg over NVLink) stay with the GPU tests
 // (tests/mp/coll_test.cc, relay on 4 GPUs). The kernel keeps no shared memory.
 #include <gtest/gtest.h>
-#include <vector_types.h>  // uint4
 
 #include <algorithm>
 #include <atomic>
@@ -29,49 +28,11 @@
 
 #include "coll/coll.h"
 #include "emulation.h"
+#include "emulation_signals.h"
 #undef __grid_constant__
 #define __grid_constant__
 
-namespace {
-
-void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-template <typename W>
-W __ldcg(const W* p) { return *p; }
-
-}  // namespace
-
 namespace symcomm {
-namespace detail {
-// With the fence before it, a release: what the block wrote before the signal is visible to
-// the thread whose acquire poll sees it.
-void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-// As device_impl.cuh's: acquire polls, the abort flag and the bound looked at now and then.
-int wait_local(const DeviceComm& c, const uint64_t* word, symcommCmp_t cmp, uint64_t value) {
-  const auto start = std::chrono::steady_clock::now();
-  for (uint32_t polls = 1;; ++polls) {
-    const uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-    if (compare(seen, cmp, value)) return 0;
-    std::this_thread::yield();
-    if (polls % 64 == 0) {
-      int code = 0;
-      if (c.abort_flag != nullptr && *c.abort_flag != 0)
-        code = symcommPeerLost;
-      else if (c.wait_timeout_ns != 0 && std::chrono::steady_clock::now() - start >
-                                             std::chrono::nanoseconds(c.wait_timeout_ns))
-        code = symcommTimeout;
-      if (code != 0) {
-        record_error(c, code, word, cmp, value, seen);
-        return code;
-      }
-    }
-  }
-}
-void copy(void* dst, const void* src, size_t bytes, unsigned tid, unsigned nt) {
-  for (size_t i = tid; i < bytes; i += nt)
-    static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
-}
-}  // namespace detail
-
 namespace {
 #include "relay_protocol.inc"
 }  // namespace
@@ -85,15 +46,6 @@ const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
 constexpr uint64_t kLaneBytes = 32 << 10;      // SYMCOMM_COLL_RELAY_LANE_BYTES's default
 constexpr uint64_t kSteps = 8;                 // SYMCOMM_COLL_RELAY_STEPS's
 constexpr size_t kGuard = 16;                  // poisoned bytes on each side of a buffer
-
-// Bytes at 16-byte aligned addresses.
-struct Memory {
-  Memory(size_t bytes, char fill) : words((bytes + 15) / 16) {
-    std::memset(static_cast<void*>(words.data()), fill, words.size() * 16);
-  }
-  char* data() { return reinterpret_cast<char*>(words.data()); }
-  std::vector<uint4> words;
-};
 
 // `nranks` ranks' counter areas, and kernels run as threads.
 class Emulator {

@@ -37,53 +37,14 @@
 
 #include "coll/coll.h"
 #include "emulation.h"
+#include "emulation_signals.h"
 #include "rma/reduce.h"
 #undef __grid_constant__
 #define __grid_constant__
 #undef __shared__
 #define __shared__ static thread_local  // see the header comment
 
-namespace {
-
-void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-template <typename W>
-W __ldcg(const W* p) { return *p; }
-
-}  // namespace
-
 namespace symcomm {
-namespace detail {
-// With the fence before it, a release: what the block wrote before the signal is visible to
-// the thread whose acquire poll sees it.
-void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-// As device_impl.cuh's: acquire polls, the abort flag and the bound looked at now and then.
-int wait_local(const DeviceComm& c, const uint64_t* word, symcommCmp_t cmp, uint64_t value) {
-  const auto start = std::chrono::steady_clock::now();
-  for (uint32_t polls = 1;; ++polls) {
-    const uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-    if (compare(seen, cmp, value)) return 0;
-    std::this_thread::yield();
-    if (polls % 64 == 0) {
-      int code = 0;
-      if (c.abort_flag != nullptr && *c.abort_flag != 0)
-        code = symcommPeerLost;
-      else if (c.wait_timeout_ns != 0 && std::chrono::steady_clock::now() - start >
-                                             std::chrono::nanoseconds(c.wait_timeout_ns))
-        code = symcommTimeout;
-      if (code != 0) {
-        record_error(c, code, word, cmp, value, seen);
-        return code;
-      }
-    }
-  }
-}
-void copy(void* dst, const void* src, size_t bytes, unsigned tid, unsigned nt) {
-  // Thread tid of nt takes every nt-th byte, as the device copy spreads over threads.
-  for (size_t i = tid; i < bytes; i += nt)
-    static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
-}
-}  // namespace detail
-
 namespace {
 #include "twoshot_protocol.inc"
 }  // namespace
@@ -94,15 +55,6 @@ namespace {
 using namespace symcomm;
 
 const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
-
-// Bytes at 16-byte aligned addresses (uint4 elements), filled with `fill`.
-struct Memory {
-  Memory(size_t bytes, char fill) : words((bytes + 15) / 16) {
-    std::memset(static_cast<void*>(words.data()), fill, words.size() * 16);
-  }
-  char* data() { return reinterpret_cast<char*>(words.data()); }
-  std::vector<uint4> words;
-};
 
 // `nranks` ranks' areas (as TwoshotState lays them out: ready, done and seq flags, stage_in,
 // stage_out), and kernels run as threads.
