@@ -17,8 +17,9 @@
 // first `lanes` blocks are lanes, and lane b handles chunks b, b + lanes, b + 2 lanes, ...
 // of every piece, pairing with lane b of every member: the blocks of one index across the
 // team form an independent group, so counters are per (lane, pair of world ranks) and need
-// no ordering between blocks. Both sides derive the chunks and lanes from L and n alone
-// (shape_call). The root's further blocks copy its send into its own receive buffer.
+// no ordering between blocks. Every member derives the chunks and lanes from L, n and the
+// SYMCOMM_COLL_RELAY_* parameters, which must be set alike on every rank (shape_call). The
+// root's further blocks copy its send into its own receive buffer.
 //
 // Counters. Each rank's area holds, per lane and world rank w:
 //   ready[b][w]  written by w: the calls w has begun with this rank (its receive buffer may
