@@ -19,7 +19,9 @@
 // team form an independent group, so counters are per (lane, pair of world ranks) and need
 // no ordering between blocks. Every member derives the chunks and lanes from L, n and the
 // SYMCOMM_COLL_RELAY_* parameters, which must be set alike on every rank (shape_call). The
-// root's further blocks copy its send into its own receive buffer.
+// root's further blocks copy its send into its own receive buffer: as many as the GPU holds
+// beside the lanes (the grid must be resident), none in place; with none to spare, the copy
+// engines copy it before the kernel.
 //
 // Counters. Each rank's area holds, per lane and world rank w:
 //   ready[b][w]  written by w: the calls w has begun with this rank (its receive buffer may
@@ -32,8 +34,9 @@
 // A block: every member but the root signals `ready` to every other member; every member
 // waits for the `ready` of the members it writes (the root: every owner; an owner: the other
 // owners). The root then stores chunk j of lane b into every owner (starting at a different
-// owner per lane and round, so that lanes spread over the links), and thread m signals
-// `data` = put + j + 1 to member m. An owner waits (thread `root`) for the root's chunk j,
+// owner per lane and round, so that lanes spread over the links), and after each chunk
+// thread m, for the member m that chunk went to, signals `data` = put + j + 1 to it (so an
+// owner starts forwarding before the root has served the other owners). An owner waits (thread `root`) for the root's chunk j,
 // forwards it, and thread m signals `data` to owner m; it ends when every other owner's
 // `data` has reached that owner's chunk count in the lane.
 //
@@ -67,11 +70,12 @@ namespace symcomm {
 
 namespace {
 
-// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): 64 lanes of 32 KiB or more
+// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): lanes of 32 KiB or more
 // each; 8 chunks per lane gave the best large broadcasts (128 MiB: 449 us, 4 chunks 484),
 // one chunk the best small ones (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds
-// costs some 3.5 us of signals, so chunks are at least kMinChunk.
-const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "64",
+// costs some 3.5 us of signals, so chunks are at least kMinChunk. 96 lanes beat 64 by 2-4%
+// from 16 MiB (relay_lanes_*.jsonl); 128 leave the root's own copy 4 blocks.
+const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "96",
                       "most lanes (blocks per member) of a relay broadcast; the same on every "
                       "rank");
 const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "32K",
@@ -230,9 +234,9 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__
         const Range x = chunk_of(p, k, static_cast<uint64_t>(b) + j * p.lanes);
         detail::copy(p.recv_on[member_of(p, k)] + x.lo, p.send + x.lo, x.hi - x.lo, threadIdx.x,
                      blockDim.x);
+        __syncthreads();
+        if (peer && m == member_of(p, k)) signal_data(p, m, put + ++stored);
       }
-      __syncthreads();
-      if (peer && j < lane_chunks(p, owner_of(p, m), b)) signal_data(p, m, put + ++stored);
     }
   } else {
     const int k = owner_of(p, p.me);
@@ -280,8 +284,11 @@ inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t
 }
 
 // The root's blocks that copy its send into its own recv.
-inline int self_blocks(uint64_t len) {
-  return static_cast<int>(std::min<uint64_t>(kSelfBlocks, (len + kSelfPiece - 1) / kSelfPiece));
+// `spare`: the blocks the GPU holds beside the lanes (the grid must be resident at once);
+// 0 where there are none (the caller then copies with the copy engines).
+inline int self_blocks(uint64_t len, int spare) {
+  const uint64_t want = std::min<uint64_t>(kSelfBlocks, (len + kSelfPiece - 1) / kSelfPiece);
+  return static_cast<int>(std::min<uint64_t>(want, static_cast<uint64_t>(std::max(spare, 0))));
 }
 
 // END relay protocol
@@ -364,7 +371,15 @@ class RelayAlgorithm final : public CollAlgorithm {
     }
     shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
                static_cast<uint64_t>(steps));
-    p.self_blocks = root && a.send != a.recv ? self_blocks(len) : 0;
+    // The root's own copy takes the blocks the GPU holds beside the lanes: the lanes are the
+    // same on every member, and a root that asked for more would refuse a call its peers
+    // had already launched. With none to spare, the copy engines copy before the kernel.
+    p.self_blocks = 0;
+    if (root && a.send != a.recv) {
+      p.self_blocks = self_blocks(len, s.resident - p.lanes);
+      if (p.self_blocks == 0)
+        SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
+    }
     launch_resident(kernel_of, p, p.lanes + p.self_blocks, kThreads, s.resident, false, a.type,
                     stream, "relay", "lower SYMCOMM_COLL_RELAY_BLOCKS");
   }

@@ -964,6 +964,30 @@ TEST_P(Coll, SmLargeMode) {
   broadcast_case(t, 0, (size_t{4} << 20) / t.size + 3, false);  // from 4 MiB: scatter + all-gather
 }
 
+// relay with its most lanes (SYMCOMM_COLL_RELAY_BLOCKS=128) and 16 KiB of a piece per lane:
+// the root's grid would exceed what an H200 holds (132 blocks) with its 32 own-copy blocks,
+// so they take what is left beside the lanes. Every root, several chunks per lane, not in
+// place (the root copies its send) and in place.
+TEST_P(Coll, RelayWithEveryLane) {
+  if (std::strcmp(algo_, "relay") != 0) GTEST_SKIP() << "relay's parameters";
+  mp::ScopedEnv lanes("SYMCOMM_COLL_RELAY_BLOCKS", "128");
+  mp::ScopedEnv lane_bytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "16K");
+  mp::ScopedEnv steps("SYMCOMM_COLL_RELAY_STEPS", "3");
+  const Type& t = kTypes[6];  // float32
+  const size_t count = (size_t{12} << 20) / t.size + 5;
+  for (int root = 0; root < n_; ++root) broadcast_case(t, root, count, true);
+  void* buf = buffer(count * t.size, true);
+  const int root = n_ - 1;
+  if (me_ == root) put(buf, make(t, seed_, root, 0, count));
+  else poison(buf, count * t.size);
+  SC_OK(symcommHostBarrier(comm_));
+  SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, count, t.id, root, algo_,
+                                 stream_));
+  EXPECT_EQ(differences(fetch(buf, count * t.size), make(t, seed_, root, 0, count), t.size), "");
+  SC_OK(symcommHostBarrier(comm_));
+  release(buf, true);
+}
+
 // One all-to-all of 1 GiB per rank and one all-gather into 1 GiB, by the automatic choice
 // with the default settings, on plain and symmetric receive buffers (the table's largest
 // rows), checked on the GPU against the test pattern. Needs 16 GiB free on every GPU.

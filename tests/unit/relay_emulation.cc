@@ -53,6 +53,7 @@ class Emulator {
   struct Launch {
     Plan plan;
     int blocks = 0;  // 0: run() launches nothing
+    bool copy_first = false;  // the root's own copy before the kernel (no blocks to spare)
   };
 
   // `threads` per block (at least the team size, as kThreads is); `max_lanes` and
@@ -91,13 +92,18 @@ class Emulator {
       p.flags_on[j] = flags(p.world[j]);
     }
     shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps);
-    p.self_blocks = a.me == a.root && a.send != a.recv ? self_blocks(len) : 0;
+    p.self_blocks = 0;
+    if (a.me == a.root && a.send != a.recv) {
+      p.self_blocks = self_blocks(len, spare_ - p.lanes);
+      l.copy_first = p.self_blocks == 0;
+    }
     l.blocks = p.lanes + p.self_blocks;
     return l;
   }
 
   void run(const std::vector<std::vector<Launch>>& streams) {
     run_streams(streams, [this](const Launch& l) {
+      if (l.copy_first) std::memcpy(l.plan.recv, l.plan.send, l.plan.len);
       run_grid(l.blocks, threads_, [&] { relay_kernel(l.plan); });
     });
   }
@@ -105,6 +111,8 @@ class Emulator {
   DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
   void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
   void set_abort() { abort_ = 1; }
+  // The blocks the GPU holds at once (RelayAlgorithm's resident count).
+  void set_resident(int blocks) { spare_ = blocks; }
   uint64_t* flags(int rank) {
     return reinterpret_cast<uint64_t*>(areas_[static_cast<size_t>(rank)]->data());
   }
@@ -125,6 +133,7 @@ class Emulator {
   std::vector<DeviceError> errors_;
   int32_t abort_ = 0;
   uint64_t timeout_ns_ = uint64_t{20} * 1000000000;  // a failed test, not a slow host
+  int spare_ = 1 << 20;
 };
 
 // One broadcast over a team, and every member's buffers (recv poisoned, with guards).
@@ -267,6 +276,37 @@ TEST(RelayEmulation, BackToBackOnThreeRanks) { back_to_back(3, 43); }
 TEST(RelayEmulation, BackToBackOnFourRanks) { back_to_back(4, 47); }
 TEST(RelayEmulation, BackToBackOnFiveRanks) { back_to_back(5, 53); }
 TEST(RelayEmulation, BackToBackOnEightRanks) { back_to_back(8, 59); }
+
+// A GPU that holds few blocks beside the lanes: the root's own copy gets what is left (one
+// block, or none: the copy before the kernel), and the grid never exceeds what it holds.
+TEST(RelayEmulation, TheRootsOwnCopyFitsBesideTheLanes) {
+  std::mt19937_64 rng(71);
+  for (int spare : {0, 1, 2}) {
+    SCOPED_TRACE(testing::Message() << spare << " blocks beside 3 lanes");
+    Emulator emu(4, 5, 3, 2048);
+    emu.set_resident(3 + spare);
+    Batch b(emu, rng);
+    for (int root = 0; root < 4; ++root) b.add(Team{0, 1, 4}, root, 300000, false);
+    b.add(Team{0, 1, 4}, 1, 200003, true);
+    b.run_and_check();
+    if (testing::Test::HasFailure()) return;
+  }
+  Emulator emu(4, 5, 3, 2048);
+  emu.set_resident(4);
+  CollArgs a{};
+  a.op = CollOp::Broadcast;
+  a.team = Team{0, 1, 4};
+  a.root = a.me = 2;
+  char send[16] = {}, recv[16] = {};
+  a.send = send;
+  a.recv = recv;
+  a.count = 300000;  // only the shape is looked at
+  a.elem = 1;
+  const Emulator::Launch l = emu.launch(a, {recv, recv, recv, recv});
+  EXPECT_EQ(l.plan.lanes, 3);
+  EXPECT_EQ(l.blocks, 4);
+  EXPECT_FALSE(l.copy_first);
+}
 
 // Every root in turn with large chunks (one per lane and piece) and with 16-byte ones.
 TEST(RelayEmulation, EveryRootWithLargeAndTinyChunks) {
