@@ -73,8 +73,8 @@ namespace {
 // 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): lanes of 32 KiB or more
 // each; 8 chunks per lane gave the best large broadcasts (128 MiB: 449 us, 4 chunks 484),
 // one chunk the best small ones (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds
-// costs some 3.5 us of signals, so chunks are at least kMinChunk. 96 lanes beat 64 by 2-4%
-// from 16 MiB (relay_lanes_*.jsonl); 128 leave the root's own copy 4 blocks.
+// costs some 3.5 us of signals, so chunks are at least kMinChunk. 96 lanes beat 64 by 1-5%
+// from 16 MiB (relay_lanes_cc707f7.jsonl); 128 leave the root's own copy 4 blocks.
 const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "96",
                       "most lanes (blocks per member) of a relay broadcast; the same on every "
                       "rank");

@@ -30,7 +30,8 @@ const std::vector<SelectionRow>& selection_table() {
   // get the rows marked "extrapolated": the 4-rank choice for large all-to-all and all-gather
   // (a copy engine's rate per GPU does not depend on the number of peers:
   // tools/probe/ce_a2a.cu) and for reductions, whose twoshot traffic per rank does not grow
-  // with the team (ll's one shot does: its bounds are halved); large broadcasts and
+  // with the team (ll's one shot does: its bounds are halved); broadcasts to 16 MiB into
+  // symmetric buffers go to relay (kRelayGuess below); larger broadcasts and
   // reduce-scatters go to NCCL as on 4 ranks, where sm was 0.43-0.70x NCCL past its rows
   // (sm's broadcast bound is halved: the root sends 7 copies instead of 3). Everything else,
   // and calls whose row names an algorithm that cannot run (no NCCL), fall through to the
@@ -52,6 +53,13 @@ const std::vector<SelectionRow>& selection_table() {
       "symmetric); to 512 MiB: coll_040f7b6, coll_7e0eada and coll_497fdd2.jsonl, twoshot "
       "1245-1249 us, NCCL 1280-1304, sm 1320-1360";
   static const char* const kGuess = "extrapolated from the 4-rank rows";
+  // relay's traffic per rank does not grow with the team (the root sends L, every other
+  // member receives L) and its pipeline is two hops deep at any size; on 4 x H200 it took
+  // 26-65 us for 4-16 MiB (0.97-0.99x NCCL there; bench/results/h200x4/relay_lanes_cc707f7.jsonl),
+  // where NCCL's ring on 8 x H200 takes 57 us for 1 MB and 94 us for 16 MB
+  // (../shared/HARDWARE.md). Larger sizes stay with NCCL (relay 0.90-0.94x on 4 ranks).
+  static const char* const kRelayGuess =
+      "extrapolated: relay's 4-rank times against NCCL's 8-GPU broadcast in HARDWARE.md";
   // Teams of 2 (2 x H200, after the own part's copy moved to 64 KiB blocks): ll's packets
   // take 4-4.7 us where sm takes 5.9-6.3 for every moving collective up to 128 KiB (64 KiB
   // for broadcast), sm's one kernel beats NCCL and twoshot on reductions of 128-512 KiB (and
@@ -110,6 +118,7 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
       {CollOp::Broadcast, 0, 65536, "sm", kGuess},
+      {CollOp::Broadcast, 0, 16777216, "relay", kRelayGuess, kSym},
       {CollOp::Broadcast, 0, 0, "nccl", kGuess},
       {CollOp::ReduceScatter, 2, 131072, "ll", kSym2},
       {CollOp::ReduceScatter, 2, 2097152, "sm", kSym2},
