@@ -34,11 +34,18 @@
 // A block: every member but the root signals `ready` to every other member; every member
 // waits for the `ready` of the members it writes (the root: every owner; an owner: the other
 // owners). The root then stores chunk j of lane b into every owner (starting at a different
-// owner per lane and round, so that lanes spread over the links), and after each chunk
-// thread m, for the member m that chunk went to, signals `data` = put + j + 1 to it (so an
-// owner starts forwarding before the root has served the other owners). An owner waits (thread `root`) for the root's chunk j,
+// owner per lane and round, so that lanes spread over the links), and thread m signals
+// `data` = put + j + 1 to member m (see "Signals"). An owner waits (thread `root`) for the root's chunk j,
 // forwards it, and thread m signals `data` to owner m; it ends when every other owner's
 // `data` has reached that owner's chunk count in the lane.
+//
+// Signals. Where a lane has several rounds, or pieces are over kEagerPiece, the root signals
+// each owner right after its chunk: the owner starts forwarding before the root has served
+// the others, which spreads the owners' forwarding over the round (4 x H200: 4-8 MiB 6-12%
+// faster than one signal per round). Otherwise it signals every owner at the round's end:
+// one fence instead of one per owner, in series, which costs a short lane more than the
+// stagger gains (256 KiB-2 MiB: 0.5-3.3 us slower per call; bench/results/h200x4/
+// relay_eager_91cb5b8.jsonl).
 //
 // Ordering. A `data` signal is __syncthreads, then the signalling thread's fence.sc.sys,
 // then a relaxed system-scope store (as twoshot's); a wait is an acquire poll by one thread,
@@ -98,6 +105,9 @@ constexpr int kMaxLanes = 128;
 constexpr uint64_t kMinChunk = 32 << 10;  // bytes of a chunk, at least (unless the lane has less)
 constexpr int kSelfBlocks = 32;            // the root's own copy: one block per kSelfPiece
 constexpr uint64_t kSelfPiece = 64 << 10;
+// The root signals each owner as soon as its chunk is stored where a lane has several rounds
+// or pieces are larger than this, else once per round (see "Signals" above).
+constexpr uint64_t kEagerPiece = 1 << 20;
 
 enum Counter { kReady = 0, kData = 1, kCalls = 2, kGot = 3, kPut = 4, kCounters = 5 };
 
@@ -227,6 +237,7 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__
   uint64_t stored = 0;  // chunks this rank stored into member m in this call (thread m)
   if (root) {
     const uint64_t rounds = lane_chunks(p, 0, b);  // piece 0 is the longest
+    const bool eager = rounds > 1 || p.piece > kEagerPiece;  // see "Signals" above
     for (uint64_t j = 0; j < rounds; ++j) {
       for (int i = 0; i < owners; ++i) {
         const int k = static_cast<int>((static_cast<uint64_t>(b) + j + i) % owners);
@@ -234,8 +245,14 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__
         const Range x = chunk_of(p, k, static_cast<uint64_t>(b) + j * p.lanes);
         detail::copy(p.recv_on[member_of(p, k)] + x.lo, p.send + x.lo, x.hi - x.lo, threadIdx.x,
                      blockDim.x);
+        if (eager) {
+          __syncthreads();
+          if (peer && m == member_of(p, k)) signal_data(p, m, put + ++stored);
+        }
+      }
+      if (!eager) {
         __syncthreads();
-        if (peer && m == member_of(p, k)) signal_data(p, m, put + ++stored);
+        if (peer && j < lane_chunks(p, owner_of(p, m), b)) signal_data(p, m, put + ++stored);
       }
     }
   } else {
