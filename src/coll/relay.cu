@@ -35,9 +35,9 @@
 // waits for the `ready` of the members it writes (the root: every owner; an owner: the other
 // owners). The root then stores chunk j of lane b into every owner (starting at a different
 // owner per lane and round, so that lanes spread over the links), and thread m signals
-// `data` = put + j + 1 to member m (see "Signals"). An owner waits (thread `root`) for the root's chunk j,
-// forwards it, and thread m signals `data` to owner m; it ends when every other owner's
-// `data` has reached that owner's chunk count in the lane.
+// `data` = put + j + 1 to member m (see "Signals"). An owner waits (thread `root`) for the
+// root's chunk j, forwards it, and thread m signals `data` to owner m; it ends when every
+// other owner's `data` has reached that owner's chunk count in the lane.
 //
 // Signals. Where a lane has several rounds, or pieces are over kEagerPiece, the root signals
 // each owner right after its chunk: the owner starts forwarding before the root has served
