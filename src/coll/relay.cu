@@ -300,12 +300,17 @@ inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t
   p.lanes = static_cast<int>(std::min<uint64_t>(p.lanes, (p.piece + p.chunk - 1) / p.chunk));
 }
 
-// The root's blocks that copy its send into its own recv.
-// `spare`: the blocks the GPU holds beside the lanes (the grid must be resident at once);
-// 0 where there are none (the caller then copies with the copy engines).
-inline int self_blocks(uint64_t len, int spare) {
-  const uint64_t want = std::min<uint64_t>(kSelfBlocks, (len + kSelfPiece - 1) / kSelfPiece);
-  return static_cast<int>(std::min<uint64_t>(want, static_cast<uint64_t>(std::max(spare, 0))));
+// The root's blocks that copy its send into its own recv (`copies`: this rank is the root,
+// not in place) into p.self_blocks: one per kSelfPiece, up to kSelfBlocks, and no more than
+// the GPU holds beside the lanes (`resident`: the grid must be resident at once). The lanes
+// are the same on every member; a root that asked for more would refuse a call its peers
+// had already launched. True where none are left: the copy engines then copy before the
+// kernel.
+inline bool place_own_copy(Plan& p, bool copies, int resident) {
+  const uint64_t want = std::min<uint64_t>(kSelfBlocks, (p.len + kSelfPiece - 1) / kSelfPiece);
+  const uint64_t spare = static_cast<uint64_t>(std::max(resident - p.lanes, 0));
+  p.self_blocks = copies ? static_cast<int>(std::min(want, spare)) : 0;
+  return copies && p.self_blocks == 0;
 }
 
 // END relay protocol
@@ -388,15 +393,8 @@ class RelayAlgorithm final : public CollAlgorithm {
     }
     shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
                static_cast<uint64_t>(steps));
-    // The root's own copy takes the blocks the GPU holds beside the lanes: the lanes are the
-    // same on every member, and a root that asked for more would refuse a call its peers
-    // had already launched. With none to spare, the copy engines copy before the kernel.
-    p.self_blocks = 0;
-    if (root && a.send != a.recv) {
-      p.self_blocks = self_blocks(len, s.resident - p.lanes);
-      if (p.self_blocks == 0)
-        SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
-    }
+    if (place_own_copy(p, root && a.send != a.recv, s.resident))
+      SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
     launch_resident(kernel_of, p, p.lanes + p.self_blocks, kThreads, s.resident, false, a.type,
                     stream, "relay", "lower SYMCOMM_COLL_RELAY_BLOCKS");
   }

@@ -92,11 +92,7 @@ class Emulator {
       p.flags_on[j] = flags(p.world[j]);
     }
     shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps);
-    p.self_blocks = 0;
-    if (a.me == a.root && a.send != a.recv) {
-      p.self_blocks = self_blocks(len, spare_ - p.lanes);
-      l.copy_first = p.self_blocks == 0;
-    }
+    l.copy_first = place_own_copy(p, a.me == a.root && a.send != a.recv, resident_);
     l.blocks = p.lanes + p.self_blocks;
     return l;
   }
@@ -112,7 +108,7 @@ class Emulator {
   void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
   void set_abort() { abort_ = 1; }
   // The blocks the GPU holds at once (RelayAlgorithm's resident count).
-  void set_resident(int blocks) { spare_ = blocks; }
+  void set_resident(int blocks) { resident_ = blocks; }
   uint64_t* flags(int rank) {
     return reinterpret_cast<uint64_t*>(areas_[static_cast<size_t>(rank)]->data());
   }
@@ -133,7 +129,7 @@ class Emulator {
   std::vector<DeviceError> errors_;
   int32_t abort_ = 0;
   uint64_t timeout_ns_ = uint64_t{20} * 1000000000;  // a failed test, not a slow host
-  int spare_ = 1 << 20;
+  int resident_ = 1 << 20;
 };
 
 // One broadcast over a team, and every member's buffers (recv poisoned, with guards).
