@@ -71,8 +71,11 @@ bool space_available(std::string* why) {
     return false;
   }
   // One GPU per rank: ranks sharing a GPU without MPS stall each other's waiting kernels.
+  // SYMCOMM_TEST_SHARED_GPUS=1 lets them share under MPS (tools/probe/shared_gpus.sh).
   const char* local = std::getenv("SYMCOMM_LOCAL_SIZE");
-  if (local != nullptr && std::atoi(local) > count) {
+  const char* shared = std::getenv("SYMCOMM_TEST_SHARED_GPUS");
+  bool may_share = shared != nullptr && std::strcmp(shared, "1") == 0;
+  if (local != nullptr && std::atoi(local) > count && !may_share) {
     *why = std::string(local) + " ranks on this node and " + std::to_string(count) +
            " GPUs; the tests need one GPU per rank";
     return false;

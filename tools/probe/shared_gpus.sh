@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Probe (on a GPU machine, from the repository root): the multi-process GPU tests with more
+# ranks than GPUs (8 ranks on 4 H200: two per GPU), under MPS so that the two processes on a
+# GPU run their kernels side by side (without MPS a kernel that waits for the other process
+# holds the GPU from it). Each process gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (default 50) of
+# the GPU, so that both ranks' resident grids fit at once. It shows that the 8-rank paths
+# (plans, lanes, grids of 2 x 4 and 1 x 8) run correctly on GPUs; its times mean nothing.
+# NCCL refuses two ranks on one GPU, so nccl algorithms and backends are filtered out.
+#   tools/probe/shared_gpus.sh [RANKS]          RANKS: 8 by default
+# The MPS control daemon runs with private pipe and log directories and is stopped on exit;
+# nothing else on the machine changes (no compute mode, clocks or MIG).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PATH="$PATH:/usr/local/cuda/bin"
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out}; mkdir -p "$OUT"
+n=${1:-8}
+BUILD_DIR=build-gpu BUILD_TYPE=Release scripts/build.sh > "$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; exit 1; }
+B=build-gpu/bin
+nvidia-smi --query-gpu=index,compute_mode --format=csv
+
+T=$(mktemp -d)
+export CUDA_MPS_PIPE_DIRECTORY=$T/pipe CUDA_MPS_LOG_DIRECTORY=$T/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d || { echo "cannot start MPS"; exit 1; }
+trap 'echo quit | nvidia-cuda-mps-control; sleep 1; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$OUT/mps_log" 2>/dev/null' EXIT
+export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-50}
+
+cat > "$T/sms.cu" <<'EOF'
+#include <cstdio>
+#include <cuda_runtime.h>
+int main() {
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  std::printf("MPS client, %s%% of threads: SMs reported %d (%s)\n",
+              getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), sms, cudaGetErrorString(e));
+  return e != cudaSuccess;
+}
+EOF
+nvcc -arch=sm_90 -o "$T/sms" "$T/sms.cu" && "$T/sms"
+
+export SYMCOMM_TEST_SPACE=cuda SYMCOMM_TEST_SHARED_GPUS=1 SYMCOMM_BOOTSTRAP_ADDR=127.0.0.1
+run() {  # name binary [gtest args...]
+  local name=$1 bin=$2; shift 2
+  local t0=$SECONDS
+  timeout 170 $B/symrun -n "$n" --timeout 160 $B/$bin "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]' "$OUT/$name.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \] [A-Za-z]" "$OUT/$name.log" | head -20
+}
+run init mp_init
+run heap mp_heap
+run rma mp_rma
+run device mp_device
+run coll mp_coll --gtest_filter='-*/nccl:*Nccl*'
+run register mp_register --gtest_filter='-*/nccl:*Nccl*'
+run coll_check mp_coll_check --gtest_filter='-*Nccl*'
+run decomp mp_decomp --gtest_filter='-*/nccl*:*Nccl*'
