@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/param.h"
 #include "coll/agreement.h"
@@ -74,6 +75,12 @@ CollContext::CollContext(const Topology& topology, Heap& heap,
   for (CollAlgorithm* a : coll_algorithms())
     if (std::unique_ptr<AlgorithmState> s = a->make_state(*this)) states_[a] = std::move(s);
   rma.bootstrap().barrier();  // no peer uses an algorithm's area before it was cleared here
+}
+
+int CollContext::fewest_across_ranks(int mine) {
+  std::vector<int> all(static_cast<size_t>(topology_.nranks));
+  rma_.bootstrap().allgather(&mine, sizeof mine, all.data());
+  return *std::min_element(all.begin(), all.end());
 }
 
 char* CollContext::on(const CollArgs& a, const void* p, int member) const {

@@ -125,6 +125,15 @@ class CollContext {
   T& state(const CollAlgorithm* algorithm) {
     return static_cast<T&>(*states_.at(algorithm));
   }
+  template <typename T>
+  const T& state(const CollAlgorithm* algorithm) const {
+    return static_cast<const T&>(*states_.at(algorithm));
+  }
+  // The fewest of `mine` over the world's ranks (collective: for make_state). Kernels whose
+  // blocks must all be resident size their grids from the fewest blocks any member's GPU
+  // holds (a GPU shared under MPS, or partitioned, holds fewer), so that every member shapes
+  // a call alike and none refuses a call its peers have launched.
+  int fewest_across_ranks(int mine);
   // SYMCOMM_COLL_CHECK, as read when the communicator was made (coll/agreement.h).
   bool check_calls() const { return check_calls_; }
   // Counts a checked call on team `team`: its number, from 1 (for the check's message).

@@ -483,7 +483,7 @@ class LlAlgorithm final : public CollAlgorithm {
       return nullptr;
     }
     auto s = std::make_unique<LlState>();
-    s->resident = resident_blocks(kernel_of, kThreads);
+    s->resident = ctx.fewest_across_ranks(resident_blocks(kernel_of, kThreads));
     const size_t bytes = packets_bytes(nranks) + seq_bytes(nranks);
     ctx.place_counters(*s, bytes, bytes);  // flags 0 (never expected first), counters 0
     return s;

@@ -346,7 +346,7 @@ class RelayAlgorithm final : public CollAlgorithm {
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
     if (ctx.space() != symcommSpaceCuda) return nullptr;
     auto s = std::make_unique<CounterState>();
-    s->resident = resident_blocks(kernel_of, kThreads);
+    s->resident = ctx.fewest_across_ranks(resident_blocks(kernel_of, kThreads));
     const size_t bytes = counters_bytes(ctx.topology().nranks);
     ctx.place_counters(*s, bytes, bytes);
     return s;
@@ -391,7 +391,9 @@ class RelayAlgorithm final : public CollAlgorithm {
       p.recv_on[j] = j == a.me ? a.recv : ctx.on(a, a.recv, j);
       p.flags_on[j] = reinterpret_cast<uint64_t*>(ctx.on(a, p.flags, j));
     }
-    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
+    // No more lanes than every member's GPU holds at once (the same figure on every member).
+    const int64_t lanes = std::min<int64_t>(max_lanes, s.resident);
+    shape_call(p, static_cast<uint64_t>(lanes), max_chunk, lane_bytes,
                static_cast<uint64_t>(steps));
     if (place_own_copy(p, root && a.send != a.recv, s.resident))
       SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));

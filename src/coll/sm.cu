@@ -23,8 +23,10 @@
 // (SYMCOMM_WAIT_TIMEOUT, abort).
 //
 // The blocks of one kernel wait for each other's peers: they must all be resident at once
-// (some 2 * SYMCOMM_COLL_SM_BLOCKS[_LARGE] + kSelfBlocks blocks of kThreads threads; a grid
-// the GPU cannot hold is refused), as with NCCL. Counters are per pair of world ranks,
+// (some 2 * SYMCOMM_COLL_SM_BLOCKS[_LARGE] + kSelfBlocks blocks of kThreads threads), as
+// with NCCL: channels per pair are capped so that a grid fits in the fewest blocks any
+// member's GPU holds (channels_that_fit; every member derives the same), and a team too
+// large for one channel per pair has no sm collectives (why_not says so). Counters are per pair of world ranks,
 // shared by all teams: like every collective, calls that involve the same two ranks must be
 // made in the same order on both.
 #include <cuda_runtime.h>
@@ -50,7 +52,8 @@ const SizeParam kRingBytes("SYMCOMM_COLL_SM_BYTES", "64M",
 
 const IntParam kBlocks("SYMCOMM_COLL_SM_BLOCKS", "40",
                        "blocks with which an sm collective sends (as many receive): channels per "
-                       "pair = this / (team size - 1), at most 32; the same on every rank");
+                       "pair = this / (team size - 1), at most 32 and at most what fits in "
+                       "the GPU at once; the same on every rank");
 const IntParam kBlocksLarge("SYMCOMM_COLL_SM_BLOCKS_LARGE", "96",
                             "SYMCOMM_COLL_SM_BLOCKS for messages between two members of "
                             "SYMCOMM_COLL_SM_LARGE bytes or more");
@@ -75,6 +78,7 @@ constexpr uint64_t kSelfPiece = 64 << 10;
 constexpr int kCountsSelfBlocks = 8;
 using sm::ChunkPlan;
 using sm::channels_for;
+using sm::channels_that_fit;
 using sm::chunk_plan;
 using sm::kChannels;
 
@@ -463,6 +467,15 @@ __global__ void __launch_bounds__(kThreads, 2) sm_kernel(const __grid_constant__
   copy_own(p, p.self_src, p.self_dst, p.self_len, b - receivers - peers * ch);
 }
 
+// The channels per pair of a call (p.n set): as many as SYMCOMM_COLL_SM_BLOCKS[_LARGE]
+// (`blocks`, `blocks_large`) ask for, as long as a grid fits in `room` blocks, the fewest any
+// member's GPU holds (so the cap is the same on every member).
+inline void set_channels(Plan& p, int blocks, int blocks_large, int room) {
+  const int fit = channels_that_fit(p.n, room, kCountsSelfBlocks);
+  p.max_channels = min(channels_for(p.n, blocks), fit);
+  p.max_channels_large = min(channels_for(p.n, blocks_large), fit);
+}
+
 // Sizes the grid of a plan (filling p.channels and p.self_blocks): receivers, senders, then
 // blocks for this rank's own part (one per kSelfPiece, up to kSelfBlocks, and no more than
 // leave the grid within `room` blocks, the most the GPU holds at once; at least one). 0:
@@ -681,6 +694,8 @@ uint64_t ring_bytes(int nranks, uint64_t slot) {
 struct SmState final : CounterState {
   uint64_t slot = 0;
   int resident_counts = 0;  // blocks of sm_counts_kernel the GPU holds
+  // The most blocks a grid of either kernel may have on every member's GPU.
+  int room() const { return std::min(resident, resident_counts); }
 };
 
 // The kernel instance for element type T (resident_launch.cuh), and the one kernel for
@@ -697,7 +712,9 @@ class SmAlgorithm final : public CollAlgorithm {
   bool supports(const CollArgs& a, const CollContext& ctx) const override {
     if (ctx.space() != symcommSpaceCuda || a.team.size > kMaxTeam || !ctx.has_state(this))
       return false;
-    return ctx.reaches_team(a);
+    const SmState& s = ctx.state<SmState>(this);
+    return channels_that_fit(a.team.size, s.room(), kCountsSelfBlocks) >= 1 &&
+           ctx.reaches_team(a);
   }
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
@@ -709,6 +726,11 @@ class SmAlgorithm final : public CollAlgorithm {
                     format_bytes(ring_bytes(ctx.topology().nranks, 4096)).c_str(),
                     format_bytes(ctx.heap().max_bytes()).c_str(),
                     format_bytes(kRingBytes.get()).c_str());
+    const int room = ctx.state<SmState>(this).room();
+    if (channels_that_fit(a.team.size, room, kCountsSelfBlocks) < 1)
+      return format("a team of %d needs %d blocks resident at once and a member's GPU holds %d "
+                    "(fewer SMs: MPS or a partition)", a.team.size,
+                    2 * (a.team.size - 1) + kCountsSelfBlocks, room);
     return "a team member's memory is not load/store accessible from here";
   }
 
@@ -729,8 +751,8 @@ class SmAlgorithm final : public CollAlgorithm {
     auto s = std::make_unique<SmState>();
     s->slot = slot;
     const size_t bytes = flags_bytes(nranks) + ring_bytes(nranks, slot);
-    s->resident = resident_blocks(kernel_of, kThreads);
-    s->resident_counts = resident_blocks(counts_kernel_of, kThreads);
+    s->resident = ctx.fewest_across_ranks(resident_blocks(kernel_of, kThreads));
+    s->resident_counts = ctx.fewest_across_ranks(resident_blocks(counts_kernel_of, kThreads));
     ctx.place_counters(*s, bytes, flags_bytes(nranks));
     return s;
   }
@@ -769,8 +791,8 @@ class SmAlgorithm final : public CollAlgorithm {
       SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 256, symcommInvalidArgument,
                       "%s=%lld is not in [1, 256]", param->name(), static_cast<long long>(blocks));
     }
-    p.max_channels = channels_for(p.n, static_cast<int>(kBlocks.get()));
-    p.max_channels_large = channels_for(p.n, static_cast<int>(kBlocksLarge.get()));
+    set_channels(p, static_cast<int>(kBlocks.get()), static_cast<int>(kBlocksLarge.get()),
+                 s.room());
     p.large_from = kLargeFrom.get();
     p.op = a.redop;
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);

@@ -33,6 +33,15 @@ SYMCOMM_SM_HD inline int channels_for(int team_size, int blocks = kDefaultBlocks
   return c < kChannels ? c : kChannels;
 }
 
+// The most channels per pair (at most kChannels) whose grid fits in `resident` blocks: a
+// receiver and a sender per peer and channel (reducing receivers are no more), and `self`
+// blocks for the own part. 0 where not even one channel fits.
+SYMCOMM_SM_HD inline int channels_that_fit(int team_size, int resident, int self) {
+  if (team_size < 2) return kChannels;
+  const int c = (resident - self) / (2 * (team_size - 1));
+  return c < 0 ? 0 : (c < kChannels ? c : kChannels);
+}
+
 // Chunks of at least kMinChunk (fewer flags for mid sizes), at most `slot` bytes (a chunk
 // must fit its ring slot, whatever the ring's size), multiples of 16 bytes.
 SYMCOMM_SM_HD inline ChunkPlan chunk_plan(uint64_t bytes, uint64_t slot, int max_channels) {

@@ -416,7 +416,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     }
     auto s = std::make_unique<TwoshotState>();
     s->stage = stage;
-    s->resident = resident_blocks(kernel_of, kThreads);
+    s->resident = ctx.fewest_across_ranks(resident_blocks(kernel_of, kThreads));
     ctx.place_counters(*s, bytes, flags_bytes(nranks));  // flags and counters 0
     return s;
   }
@@ -456,8 +456,10 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     const bool send_direct =
         ctx.addressable(a.send, send_bytes) && ctx.aligned_alike(a.send, 16);
     const bool recv_direct = ctx.addressable(a.recv, block) && ctx.aligned_alike(a.recv, 16);
+    // No more blocks than every member's GPU holds at once (the same figure on every member).
+    const uint64_t most = static_cast<uint64_t>(std::min<int64_t>(max_blocks, s.resident));
     const uint64_t blocks = shape_call(p, a.count, a.elem, block, send_direct, recv_direct,
-                                       s.stage, static_cast<uint64_t>(max_blocks));
+                                       s.stage, most);
     for (int j = 0; j < n; ++j) {
       p.in_base[j] = p.in_staged ? ctx.on(a, p.stage_in, j) : ctx.on(a, a.send, j);
       p.out_base[j] = p.out_staged ? ctx.on(a, p.stage_out, j)

@@ -76,10 +76,12 @@ namespace {
 
 using namespace symcomm;
 
-// `n` ranks' areas (4 KiB slots), their world views, and kernels run as threads.
+// `n` ranks' areas (4 KiB slots), their world views, and kernels run as threads, on GPUs
+// that hold `room` blocks at once.
 class Emulator {
  public:
-  explicit Emulator(int n) : n_(n), heaps_(static_cast<size_t>(n)), bases_(static_cast<size_t>(n)) {
+  explicit Emulator(int n, int room = 1 << 30)
+      : n_(n), room_(room), heaps_(static_cast<size_t>(n)), bases_(static_cast<size_t>(n)) {
     for (int r = 0; r < n; ++r) {
       heaps_[static_cast<size_t>(r)].assign(flags_bytes(n) + static_cast<size_t>(n) * sm::kChannels * kDepth * kSlot, 0);
       bases_[static_cast<size_t>(r)] = heaps_[static_cast<size_t>(r)].data();
@@ -100,8 +102,7 @@ class Emulator {
     p.slot = kSlot;
     p.n = a.team.size;
     p.me = a.me;
-    p.max_channels = sm::channels_for(p.n);
-    p.max_channels_large = sm::channels_for(p.n, 96);
+    set_channels(p, sm::kDefaultBlocks, 96, room_);
     p.large_from = 64 << 10;  // both kinds of schedule, with small rings
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
     p.op = a.redop;
@@ -114,9 +115,11 @@ class Emulator {
   }
   Plan plan(const CollArgs& a) { return plans(a).at(0); }
   // Every rank's kernel at once, as the GPUs would run them.
-  // `room`: the most blocks a grid may have (grid_blocks), as the GPU's resident count.
+  // `room`: the most blocks a grid may have (grid_blocks), as the GPU's resident count (0:
+  // the emulator's); every grid must fit in it.
   template <typename T = uint8_t>
-  void run(std::vector<Plan>& plans, int room = 1 << 30) {
+  void run(std::vector<Plan>& plans, int room = 0) {
+    if (room == 0) room = room_;
     std::vector<std::thread> blocks;
     for (Plan& p : plans)
       for (int b = 0, nb = grid_blocks(p, room); b < nb; ++b)
@@ -128,11 +131,13 @@ class Emulator {
             sm_kernel<T>(p);
         });
     for (std::thread& t : blocks) t.join();
+    for (const Plan& p : plans) EXPECT_LE(p.blocks, room) << "rank " << p.me << "'s grid";
   }
 
  private:
   static constexpr uint64_t kSlot = 4096;
   int n_;
+  int room_;
   std::vector<std::vector<char>> heaps_;
   std::vector<char*> bases_;
 };
@@ -157,8 +162,8 @@ std::vector<char> random_bytes(std::mt19937_64& rng, size_t n) {
 }
 
 // `calls` moving collectives on `n` ranks, on one set of counters (as in a communicator).
-void moving_calls(int n, int calls, std::mt19937_64& rng) {
-  Emulator emu(n);
+void moving_calls(int n, int calls, std::mt19937_64& rng, int room = 1 << 30) {
+  Emulator emu(n, room);
   for (int call = 0; call < calls; ++call) {
     const CollOp op = std::vector<CollOp>{CollOp::AllGather, CollOp::AllToAll,
                                           CollOp::Broadcast, CollOp::AllToAllv}[call % 4];
@@ -275,8 +280,8 @@ TEST(SmEmulation, OwnPartInFewerBlocksWhereTheGridIsFull) {
 
 // Reduce-scatter and all-reduce (one shot, in place or not, and two shots) of int32 sums,
 // exact in any order, interleaved with all-gathers on the same counters.
-void reduction_calls(int n, int calls, std::mt19937_64& rng) {
-  Emulator emu(n);
+void reduction_calls(int n, int calls, std::mt19937_64& rng, int room = 1 << 30) {
+  Emulator emu(n, room);
   for (int call = 0; call < calls; ++call) {
     const CollOp op = std::vector<CollOp>{CollOp::AllReduce, CollOp::ReduceScatter,
                                           CollOp::AllGather}[call % 3];
@@ -408,8 +413,8 @@ void device_counts_call(Emulator& emu, Team team, std::mt19937_64& rng) {
 
 // All-to-all-v with counts on the device on the world, between all-to-alls on the same
 // counters: one kernel per call, whose channel and readers' counters carry over.
-void device_counts_calls(int n, int calls, std::mt19937_64& rng) {
-  Emulator emu(n);
+void device_counts_calls(int n, int calls, std::mt19937_64& rng, int room = 1 << 30) {
+  Emulator emu(n, room);
   for (int call = 0; call < calls; ++call) {
     SCOPED_TRACE(testing::Message() << n << " ranks, call " << call);
     device_counts_call(emu, Team{0, 1, n}, rng);
@@ -460,3 +465,13 @@ TEST(SmEmulation, AllToAllvWithCountsOnTheDeviceOnTeams) {
 }
 
 }  // namespace
+
+// A GPU that holds fewer blocks at once (shared under MPS, or partitioned): channels per pair
+// are capped so that every grid fits. 40 blocks on 8 ranks: 2 channels per pair where the
+// parameters ask for 6 and 14.
+TEST(SmEmulation, EightRanksOnGpusThatHoldFortyBlocks) {
+  std::mt19937_64 rng(23);
+  moving_calls(8, 12, rng, 40);
+  reduction_calls(8, 9, rng, 40);
+  device_counts_calls(8, 3, rng, 40);
+}

@@ -42,3 +42,21 @@ TEST(SmPlan, ChannelsShareAboutFortyBlocksAmongPeers) {
   EXPECT_EQ(channels_for(32), 2);
   EXPECT_EQ(channels_for(1), kChannels);
 }
+
+// Channels per pair such that receivers and senders (2 x (n - 1) x channels) and the own
+// part's blocks fit in the blocks a GPU holds: an H200 holds 264 of the sm kernel, half of
+// one under MPS with 50% of its threads 132.
+TEST(SmPlan, ChannelsThatFitTheGpu) {
+  EXPECT_EQ(channels_that_fit(8, 264, 8), 18);  // above the 14 that 96 blocks ask for
+  EXPECT_EQ(channels_that_fit(8, 132, 8), 8);   // (132 - 8) / 14
+  EXPECT_EQ(channels_that_fit(8, 22, 8), 1);    // exactly one channel
+  EXPECT_EQ(channels_that_fit(8, 21, 8), 0);    // not even one: no sm collectives
+  EXPECT_EQ(channels_that_fit(2, 1000, 8), kChannels);
+  EXPECT_EQ(channels_that_fit(1, 0, 8), kChannels);  // no peers
+  for (int n = 2; n <= 32; ++n)
+    for (int room = 0; room <= 300; ++room) {
+      const int c = channels_that_fit(n, room, 8);
+      if (c > 0) EXPECT_LE(2 * (n - 1) * c + 8, room) << n << " ranks, room " << room;
+      if (c < kChannels) EXPECT_GT(2 * (n - 1) * (c + 1) + 8, room) << n << " ranks, room " << room;
+    }
+}

@@ -44,8 +44,8 @@ class ScopedEnv {
 uint64_t agree(uint64_t value);
 // True on every rank iff `ok` on every rank.
 bool all_ok(bool ok);
-// Whether `why` (an algorithm's refusal) says that NCCL cannot run here: not loadable, or the
-// host memory space. The only refusal the collective tests accept from an algorithm that
+// Whether `why` (an algorithm's refusal) says that NCCL cannot run here: not loadable, the
+// host memory space, or ranks that share a GPU. The only refusal the collective tests accept from an algorithm that
 // should otherwise run.
 bool nccl_missing(const std::string& why);
 

@@ -20,11 +20,12 @@ BUILD_DIR=build-gpu BUILD_TYPE=Release scripts/build.sh > "$OUT/build.log" 2>&1 
 B=build-gpu/bin
 nvidia-smi --query-gpu=index,compute_mode --format=csv
 
-T=$(mktemp -d)
+T=$(mktemp -d) L=$OUT/logs; mkdir -p "$L"
 export CUDA_MPS_PIPE_DIRECTORY=$T/pipe CUDA_MPS_LOG_DIRECTORY=$T/log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "cannot start MPS"; exit 1; }
-trap 'echo quit | nvidia-cuda-mps-control; sleep 1; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$OUT/mps_log" 2>/dev/null' EXIT
+trap 'echo quit | nvidia-cuda-mps-control; sleep 1; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$L/mps"
+      tar -C "$L" -czf "$OUT/logs.tgz" . && rm -rf "$L"' EXIT
 export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-50}
 
 cat > "$T/sms.cu" <<'EOF'
@@ -44,16 +45,18 @@ export SYMCOMM_TEST_SPACE=cuda SYMCOMM_TEST_SHARED_GPUS=1 SYMCOMM_BOOTSTRAP_ADDR
 run() {  # name binary [gtest args...]
   local name=$1 bin=$2; shift 2
   local t0=$SECONDS
-  timeout 170 $B/symrun -n "$n" --timeout 160 $B/$bin "$@" > "$OUT/$name.log" 2>&1
+  timeout 250 $B/symrun -n "$n" --timeout 240 $B/$bin "$@" > "$L/$name.log" 2>&1
   local rc=$?
-  echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]' "$OUT/$name.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \] [A-Za-z]" "$OUT/$name.log" | head -20
+  echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[0\] \[  (PASSED|FAILED|SKIPPED) +\] [0-9]' "$L/$name.log" | tr '\n' ' ')"
+  grep -E "^\[0\] \[  FAILED  \] [A-Za-z]" "$L/$name.log" | head -20
 }
 run init mp_init
 run heap mp_heap
 run rma mp_rma
 run device mp_device
-run coll mp_coll --gtest_filter='-*/nccl:*Nccl*'
-run register mp_register --gtest_filter='-*/nccl:*Nccl*'
-run coll_check mp_coll_check --gtest_filter='-*Nccl*'
-run decomp mp_decomp --gtest_filter='-*/nccl*:*Nccl*'
+run coll mp_coll --gtest_filter='-CollLarge.*'
+run coll_large mp_coll --gtest_filter='CollLarge.*'
+run register mp_register
+run coll_check mp_coll_check
+run decomp mp_decomp --gtest_filter='-*/nccl*'
+run decomp_autotune mp_decomp_autotune
