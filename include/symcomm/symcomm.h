@@ -401,7 +401,8 @@ symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommTeam_t team,
                                          symcommRedOp_t op, const char* algorithm,
                                          symcommStream_t stream);
 /* recv (count) of every member = send of member `root` (a team rank). send is read on the
- * root only. */
+ * root only, and may be any memory the root's GPU reads: the kind of buffers the members
+ * must agree on is recv's. */
 symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                          void* recv, size_t count, symcommDataType_t type,
                                          int root, const char* algorithm, symcommStream_t stream);

@@ -81,8 +81,12 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   a.send_bytes = reads_send ? sb : 0;
   a.recv_bytes = rb;
   // The choice of algorithm depends on it: every member must pass the same kind of buffers
-  // (symcomm.h). An empty buffer is taken to be of the others' kind.
-  a.symmetric = (!reads_send || sb == 0 || c.coll->addressable(send, sb)) &&
+  // (symcomm.h). An empty buffer is taken to be of the others' kind. A broadcast's send is
+  // the root's alone, read by the root only, so only recv counts: were the root's send to
+  // count, a root with a plain send would choose from other rows of the table than its
+  // members (a relay on the members, sm on the root) and the call would hang.
+  const bool send_counts = reads_send && op != CollOp::Broadcast && sb != 0;
+  a.symmetric = (!send_counts || c.coll->addressable(send, sb)) &&
                 (rb == 0 || c.coll->addressable(recv, rb));
   if (v) {  // all-to-all-v: send counts, send displacements, receive counts and displacements
     a.send_counts = v[0];

@@ -133,6 +133,23 @@ TEST_F(CollCheck, CallsThatAgreeRun) {
   mp::sync(stream_);
 }
 
+// A broadcast's send is the root's alone: a root whose send is plain memory while every
+// member's recv is symmetric makes the same call as its members (before, the root counted
+// its send and took the call for one on plain buffers: the check failed it, and without the
+// check the root chose another algorithm than its members, on 8 GPUs, and the call hung).
+TEST_F(CollCheck, ABroadcastFromAPlainSendIntoSymmetricBuffers) {
+  const int root = n_ - 1;
+  std::vector<int32_t> mine(kCount), got(kCount);
+  for (size_t i = 0; i < kCount; ++i) mine[i] = 7000 + static_cast<int32_t>(i);
+  if (me_ == root) mp::copy_from_host(local_, mine.data(), kCount * sizeof(int32_t));
+  mp::fill(sym_[1], kCount * sizeof(int32_t), me_, 99);  // poison
+  SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, me_ == root ? local_ : nullptr,
+                                 sym_[1], kCount, symcommInt32, root, nullptr, stream_));
+  mp::sync(stream_);
+  mp::copy_to_host(got.data(), sym_[1], kCount * sizeof(int32_t));
+  EXPECT_EQ(got, mine);
+}
+
 // Registered buffers (cuda space): the same registration at another offset on one member.
 TEST_F(CollCheck, RegisteredBuffersAtAnotherOffset) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "registration is for cudaMalloc memory";
