@@ -6,7 +6,7 @@
 # the GPU, so that both ranks' resident grids fit at once. It shows that the 8-rank paths
 # (plans, lanes, grids of 2 x 4 and 1 x 8) run correctly on GPUs; its times mean nothing.
 # NCCL refuses two ranks on one GPU, so nccl algorithms and backends are filtered out.
-#   tools/probe/shared_gpus.sh [RANKS]          RANKS: 8 by default
+#   [SUITES="coll decomp"] tools/probe/shared_gpus.sh [RANKS]     RANKS: 8 by default
 # The MPS control daemon runs with private pipe and log directories and is stopped on exit;
 # nothing else on the machine changes (no compute mode, clocks or MIG).
 set -uo pipefail
@@ -50,13 +50,15 @@ run() {  # name binary [gtest args...]
   echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[0\] \[  (PASSED|FAILED|SKIPPED) +\] [0-9]' "$L/$name.log" | tr '\n' ' ')"
   grep -E "^\[0\] \[  FAILED  \] [A-Za-z]" "$L/$name.log" | head -20
 }
-run init mp_init
-run heap mp_heap
-run rma mp_rma
-run device mp_device
-run coll mp_coll --gtest_filter='-CollLarge.*'
-run coll_large mp_coll --gtest_filter='CollLarge.*'
-run register mp_register
-run coll_check mp_coll_check
-run decomp mp_decomp --gtest_filter='-*/nccl*'
-run decomp_autotune mp_decomp_autotune
+suite() {  # the suites by name: SUITES="coll decomp" runs those only
+  case $1 in
+    init|heap|rma|device|register|coll_check|decomp_autotune) run "$1" "mp_$1" ;;
+    coll) run coll mp_coll --gtest_filter='-CollLarge.*' ;;
+    coll_large) run coll_large mp_coll --gtest_filter='CollLarge.*' ;;
+    decomp) run decomp mp_decomp --gtest_filter='-*/nccl*' ;;  # NCCL refuses shared GPUs
+    *) echo "unknown suite $1" ;;
+  esac
+}
+for s in ${SUITES:-init heap rma device coll coll_large register coll_check decomp decomp_autotune}; do
+  suite "$s"
+done
