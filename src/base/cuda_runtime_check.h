@@ -1,6 +1,8 @@
 // Checking CUDA runtime calls: a failed call throws a symcomm error naming the call (out of
-// memory as symcommOutOfMemory, anything else as symcommCudaError). And DeviceScope, which
-// makes a communicator's device current for a call.
+// memory as symcommOutOfMemory, anything else as symcommCudaError), and clears the runtime's
+// last error, which symcomm's result now reports: the caller's next cudaGetLastError (after
+// a launch of its own) does not see it. And DeviceScope, which makes a communicator's device
+// current for a call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,9 +13,11 @@
 #define SYMCOMM_CUDART(call)                                                                \
   do {                                                                                      \
     cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess)                                                                  \
+    if (e_ != cudaSuccess) {                                                                \
+      static_cast<void>(cudaGetLastError()); /* reported by the throw, not to the caller */   \
       SYMCOMM_THROW(e_ == cudaErrorMemoryAllocation ? symcommOutOfMemory : symcommCudaError, \
                     "%s failed: %s (%d)", #call, cudaGetErrorString(e_), static_cast<int>(e_)); \
+    }                                                                                       \
   } while (0)
 
 namespace symcomm {
