@@ -42,11 +42,13 @@ EOF
 nvcc -arch=sm_90 -o "$T/sms" "$T/sms.cu" && "$T/sms"
 
 export SYMCOMM_TEST_SPACE=cuda SYMCOMM_TEST_SHARED_GPUS=1 SYMCOMM_BOOTSTRAP_ADDR=127.0.0.1
+failed=0
 run() {  # name binary [gtest args...]
   local name=$1 bin=$2; shift 2
   local t0=$SECONDS
   timeout 250 $B/symrun -n "$n" --timeout 240 $B/$bin "$@" > "$L/$name.log" 2>&1
   local rc=$?
+  [ "$rc" = 0 ] || failed=1
   echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[0\] \[  (PASSED|FAILED|SKIPPED) +\] [0-9]' "$L/$name.log" | tr '\n' ' ')"
   grep -E "^\[0\] \[  FAILED  \] [A-Za-z]" "$L/$name.log" | head -20
 }
@@ -56,9 +58,10 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     coll) run coll mp_coll --gtest_filter='-CollLarge.*' ;;
     coll_large) run coll_large mp_coll --gtest_filter='CollLarge.*' ;;
     decomp) run decomp mp_decomp --gtest_filter='-*/nccl*' ;;  # NCCL refuses shared GPUs
-    *) echo "unknown suite $1" ;;
+    *) echo "unknown suite $1"; failed=1 ;;
   esac
 }
 for s in ${SUITES:-init heap rma device coll coll_large register coll_check decomp decomp_autotune}; do
   suite "$s"
 done
+exit "$failed"  # 1 where a suite failed
