@@ -58,6 +58,14 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     coll) run coll mp_coll --gtest_filter='-CollLarge.*' ;;
     coll_large) run coll_large mp_coll --gtest_filter='CollLarge.*' ;;
     decomp) run decomp mp_decomp --gtest_filter='-*/nccl*' ;;  # NCCL refuses shared GPUs
+    # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
+    # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
+    coll_bench)
+      for kind in symmetric plain; do
+        run "coll_bench_$kind" symcomm-bench coll --impls auto,sm,ll,copy,direct,twoshot,relay,ce \
+          --min-bytes 8 --max-bytes 256M --step 8 --point-ms 10 --warmup 1 --iters 3 --root 5 \
+          $([ $kind = plain ] && echo --plain)
+      done ;;
     *) echo "unknown suite $1"; failed=1 ;;
   esac
 }
