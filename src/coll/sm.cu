@@ -26,9 +26,9 @@
 // (some 2 * SYMCOMM_COLL_SM_BLOCKS[_LARGE] + kSelfBlocks blocks of kThreads threads), as
 // with NCCL: channels per pair are capped so that a grid fits in the fewest blocks any
 // member's GPU holds (channels_that_fit; every member derives the same), and a team too
-// large for one channel per pair has no sm collectives (why_not says so). Counters are per pair of world ranks,
-// shared by all teams: like every collective, calls that involve the same two ranks must be
-// made in the same order on both.
+// large for one channel per pair has no sm collectives (why_not says so). Counters are per
+// pair of world ranks, shared by all teams: like every collective, calls that involve the
+// same two ranks must be made in the same order on both.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -464,8 +464,6 @@ TEST(SmEmulation, AllToAllvWithCountsOnTheDeviceOnTeams) {
   }
 }
 
-}  // namespace
-
 // A GPU that holds fewer blocks at once (shared under MPS, or partitioned): channels per pair
 // are capped so that every grid fits. 40 blocks on 8 ranks: 2 channels per pair where the
 // parameters ask for 6 and 14.
@@ -475,3 +473,5 @@ TEST(SmEmulation, EightRanksOnGpusThatHoldFortyBlocks) {
   reduction_calls(8, 9, rng, 40);
   device_counts_calls(8, 3, rng, 40);
 }
+
+}  // namespace
