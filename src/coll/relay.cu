@@ -285,13 +285,15 @@ __global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__
 }
 
 // The shape of a call (host code): pieces, chunks and lanes into `p` (whose n and len are
-// set; n >= 2), from L, n and the parameters alone, so that every member derives the same.
-// `lane_bytes` (SYMCOMM_COLL_RELAY_LANE_BYTES) and `steps` (SYMCOMM_COLL_RELAY_STEPS) are at
-// least 1.
+// set; n >= 2), from L, n, the parameters and `resident` alone, so that every member derives
+// the same. `lane_bytes` (SYMCOMM_COLL_RELAY_LANE_BYTES) and `steps` (SYMCOMM_COLL_RELAY_STEPS)
+// are at least 1; no more lanes than `resident`, the fewest blocks any member's GPU holds at
+// once (CollContext::fewest_across_ranks).
 inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t lane_bytes,
-                       uint64_t steps) {
+                       uint64_t steps, int resident) {
   const uint64_t owners = static_cast<uint64_t>(p.n - 1);
   p.piece = ((p.len + owners - 1) / owners + 15) / 16 * 16;
+  max_lanes = std::min<uint64_t>(max_lanes, static_cast<uint64_t>(std::max(resident, 1)));
   const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
   p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));
   const uint64_t per = std::max(kMinChunk, (p.piece + p.lanes * steps - 1) / (p.lanes * steps));
@@ -391,10 +393,8 @@ class RelayAlgorithm final : public CollAlgorithm {
       p.recv_on[j] = j == a.me ? a.recv : ctx.on(a, a.recv, j);
       p.flags_on[j] = reinterpret_cast<uint64_t*>(ctx.on(a, p.flags, j));
     }
-    // No more lanes than every member's GPU holds at once (the same figure on every member).
-    const int64_t lanes = std::min<int64_t>(max_lanes, s.resident);
-    shape_call(p, static_cast<uint64_t>(lanes), max_chunk, lane_bytes,
-               static_cast<uint64_t>(steps));
+    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
+               static_cast<uint64_t>(steps), s.resident);
     if (place_own_copy(p, root && a.send != a.recv, s.resident))
       SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
     launch_resident(kernel_of, p, p.lanes + p.self_blocks, kThreads, s.resident, false, a.type,

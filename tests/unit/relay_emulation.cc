@@ -91,7 +91,7 @@ class Emulator {
       p.recv_on[j] = recvs[static_cast<size_t>(j)];
       p.flags_on[j] = flags(p.world[j]);
     }
-    shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps);
+    shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps, resident_);
     l.copy_first = place_own_copy(p, a.me == a.root && a.send != a.recv, resident_);
     l.blocks = p.lanes + p.self_blocks;
     return l;
@@ -304,6 +304,30 @@ TEST(RelayEmulation, TheRootsOwnCopyFitsBesideTheLanes) {
   EXPECT_FALSE(l.copy_first);
 }
 
+// A GPU that holds fewer blocks than the lanes asked for (shared under MPS, or partitioned):
+// fewer lanes, the same on every member, and the root's own copy before the kernel.
+TEST(RelayEmulation, NoMoreLanesThanTheGpuHolds) {
+  std::mt19937_64 rng(73);
+  Emulator emu(4, 5, 3, 2048);
+  emu.set_resident(2);
+  Batch b(emu, rng);
+  for (int root = 0; root < 4; ++root) b.add(Team{0, 1, 4}, root, 300000, false);
+  b.run_and_check();
+  CollArgs a{};
+  a.op = CollOp::Broadcast;
+  a.team = Team{0, 1, 4};
+  a.root = a.me = 1;
+  char send[16] = {}, recv[16] = {};
+  a.send = send;
+  a.recv = recv;
+  a.count = 300000;  // only the shape is looked at
+  a.elem = 1;
+  const Emulator::Launch l = emu.launch(a, {recv, recv, recv, recv});
+  EXPECT_EQ(l.plan.lanes, 2);
+  EXPECT_EQ(l.blocks, 2);
+  EXPECT_TRUE(l.copy_first);
+}
+
 // Every root in turn with large chunks (one per lane and piece) and with 16-byte ones.
 TEST(RelayEmulation, EveryRootWithLargeAndTinyChunks) {
   std::mt19937_64 rng(61);
@@ -350,7 +374,8 @@ TEST(RelayEmulation, ShapeOfACall) {
     p.len = 1 + rng() % (uint64_t{1} << (rng() % 34));
     const uint64_t max_lanes = 1 + rng() % kMaxLanes;
     const uint64_t max_chunk = 16 + rng() % (uint64_t{1} << 20);
-    shape_call(p, max_lanes, max_chunk, 1 + rng() % (uint64_t{1} << 17), 1 + rng() % 16);
+    const int resident = 1 + static_cast<int>(rng() % 160);
+    shape_call(p, max_lanes, max_chunk, 1 + rng() % (uint64_t{1} << 17), 1 + rng() % 16, resident);
     ASSERT_EQ(p.piece % 16, 0u);
     ASSERT_GE(p.piece * static_cast<uint64_t>(p.n - 1), p.len);
     ASSERT_LT((p.piece - 16) * static_cast<uint64_t>(p.n - 1), p.len) << "pieces longer than needed";
@@ -359,6 +384,7 @@ TEST(RelayEmulation, ShapeOfACall) {
     ASSERT_LE(p.chunk, std::max<uint64_t>(16, max_chunk));
     ASSERT_GE(p.lanes, 1);
     ASSERT_LE(static_cast<uint64_t>(p.lanes), max_lanes);
+    ASSERT_LE(p.lanes, resident) << "more lanes than the GPU holds";
     ASSERT_GE(lane_chunks(p, 0, p.lanes - 1), 1u) << "a lane with nothing to move";
   }
 }
