@@ -1,8 +1,14 @@
-// A rank that dies or hangs, before, during or after init: the other ranks must get an
-// error within the documented bound, and never hang. Run as every rank under
-// `symrun --keep-going -n N mp_fault SCENARIO`. The victim rank forks: its child plays the
-// victim, and the parent exits 0 once the child is gone, so that symrun's exit code says
-// whether the survivors passed.
+// A rank that dies or hangs, before, during or after init, or while the others are inside a
+// call that needs it: the other ranks must get an error within the documented bound, and
+// never hang. Run as every rank under `symrun --keep-going -n N mp_fault SCENARIO [NAME]`.
+// The victim rank forks: its child plays the victim, and the parent exits 0 once the child
+// is gone, so that symrun's exit code says whether the survivors passed.
+//
+// dies-during-coll NAME and dies-during-transpose NAME: every rank runs one collective by
+// algorithm NAME (or one transpose by decomposition backend NAME) that must succeed; then the
+// victim dies and the survivors run it again. Their kernels (or stream memory operations,
+// NCCL's kernels, host waits) wait for a rank that is gone: the loss must end them and the
+// call must report symcommPeerLost, long before SYMCOMM_WAIT_TIMEOUT.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -16,7 +22,9 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 
+#include "symcomm/decomp.h"
 #include "symcomm/symcomm.h"
 
 namespace {
@@ -28,13 +36,19 @@ int env_int(const char* name) {
   return v ? std::atoi(v) : -1;
 }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+bool cuda_space() {
+  const char* s = std::getenv("SYMCOMM_TEST_SPACE");
+  return s && std::strcmp(s, "cuda") == 0;
+}
 
 symcommConfig_t config() {
   symcommConfig_t c;
   symcommConfigInit(&c);
-  const char* s = std::getenv("SYMCOMM_TEST_SPACE");
-  c.space = s && std::strcmp(s, "cuda") == 0 ? symcommSpaceCuda : symcommSpaceHost;
+  c.space = cuda_space() ? symcommSpaceCuda : symcommSpaceHost;
   return c;
 }
 
@@ -43,8 +57,102 @@ int fail(const char* scenario, int rank, const std::string& why) {
   return 1;
 }
 
+// The call of dies-during-coll (a collective by one algorithm) or dies-during-transpose (a
+// Y->Z transpose on a 1 x N grid, so that every rank exchanges with every other, by one
+// backend), on symmetric buffers, on a stream of its own in the cuda space.
+class Workload {
+ public:
+  Workload(std::string scenario, std::string name)
+      : transpose_(scenario == "dies-during-transpose"), name_(std::move(name)) {}
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+
+  // Collective over the communicator: buffers, the stream, the decomposition. "" or what
+  // failed.
+  std::string setup(symcommComm_t comm) {
+    comm_ = comm;
+    if (symcommCommSize(comm, &n_) != symcommSuccess) return symcommGetLastError();
+    if (cuda_space() && cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess)
+      return "cudaStreamCreateWithFlags failed";
+    size_t bytes = kCount * sizeof(float) * static_cast<size_t>(n_);
+    if (transpose_) {
+      symcommDecompConfig_t c;
+      symcommDecompConfigInit(&c);
+      for (int64_t& d : c.gdims) d = kPoints;
+      c.pdims[0] = 1;
+      c.pdims[1] = n_;
+      std::snprintf(c.backend, sizeof(c.backend), "%s", name_.c_str());
+      size_t ws = 0;
+      if (symcommDecompCreate(comm, &c, &decomp_) != symcommSuccess ||
+          symcommDecompWorkspaceSize(decomp_, symcommR64, &ws) != symcommSuccess ||
+          symcommMalloc(comm, ws, &workspace_) != symcommSuccess)
+        return symcommGetLastError();
+      bytes = kPoints * kPoints * kPoints * sizeof(double);  // the grid: room for any pencil
+    }
+    if (symcommMalloc(comm, bytes, &send_) != symcommSuccess ||
+        symcommMalloc(comm, bytes, &recv_) != symcommSuccess)
+      return symcommGetLastError();
+    if (!cuda_space()) {
+      std::memset(send_, 0, bytes);
+    } else if (cudaMemset(send_, 0, bytes) != cudaSuccess ||
+               cudaDeviceSynchronize() != cudaSuccess) {
+      return "cudaMemset failed";
+    }
+    return "";
+  }
+
+  // Puts one call on the stream (in the host space: runs it).
+  symcommResult_t launch() {
+    const char* a = name_.c_str();
+    if (transpose_)
+      return symcommDecompTranspose(decomp_, 1, 2, send_, recv_, workspace_, symcommR64, nullptr,
+                                    nullptr, nullptr, nullptr, stream_);
+    if (name_ == "twoshot")  // all-reduce and reduce-scatter only
+      return symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
+                                      symcommFloat32, symcommSum, a, stream_);
+    if (name_ == "relay")  // broadcast only
+      return symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
+                                      symcommFloat32, 0, a, stream_);
+    if (name_ == "ce")
+      return symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
+                                      symcommFloat32, a, stream_);
+    return symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount, symcommFloat32,
+                                   a, stream_);
+  }
+
+  // Waits for the stream (a CUDA error there is the test's failure, in *why), then asks the
+  // communicator what its kernels and waits recorded.
+  symcommResult_t complete(std::string* why) {
+    if (stream_ != nullptr) {
+      cudaError_t e = cudaStreamSynchronize(stream_);
+      if (e != cudaSuccess) {
+        *why = std::string("the stream failed: ") + cudaGetErrorString(e);
+        return symcommInternalError;
+      }
+    }
+    return symcommQuietOnStream(comm_, stream_);
+  }
+
+ private:
+  static constexpr size_t kCount = 4096;  // elements per member
+  static constexpr int64_t kPoints = 24;  // grid points per axis (divisible by 2, 3, 4, 8)
+  const bool transpose_;
+  const std::string name_;
+  symcommComm_t comm_ = nullptr;
+  int n_ = 0;
+  cudaStream_t stream_ = nullptr;
+  symcommDecomp_t decomp_ = nullptr;
+  void* workspace_ = nullptr;
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+};
+
+bool during_call(const std::string& scenario) {
+  return scenario == "dies-during-coll" || scenario == "dies-during-transpose";
+}
+
 // The victim's child: joins (or not) and then dies or stops, as the scenario says.
-[[noreturn]] void play_victim(const std::string& scenario) {
+[[noreturn]] void play_victim(const std::string& scenario, const std::string& name) {
   symcommConfig_t cfg = config();
   symcommComm_t comm = nullptr;
   if (scenario == "dies-during-init") {
@@ -56,7 +164,17 @@ int fail(const char* scenario, int rank, const std::string& why) {
   if (symcommInitFromEnv(&comm, &cfg) != symcommSuccess) _exit(3);
   void* word = nullptr;
   if (scenario == "dies-during-wait" && symcommMalloc(comm, 8, &word) != symcommSuccess) _exit(6);
+  Workload work(scenario, name);
+  if (during_call(scenario)) {
+    std::string why;
+    symcommResult_t rc = symcommInternalError;
+    if (work.setup(comm).empty() && (rc = work.launch()) == symcommSuccess)
+      rc = work.complete(&why);
+    if (rc != symcommSuccess) _exit(7);  // the survivors' first call fails too
+  }
   if (symcommHostBarrier(comm) != symcommSuccess) _exit(4);
+  // The survivors' call is under way by then: it waits for this rank when the rank dies.
+  if (during_call(scenario)) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   raise(scenario == "stops-after-init" ? SIGSTOP : SIGKILL);
   _exit(5);
 }
@@ -72,8 +190,8 @@ int await_victim(pid_t child, const std::string& scenario) {
     waitpid(child, &status, 0);
   }
   bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-  std::printf("victim (%s): child %s\n", scenario.c_str(), killed ? "was killed as planned"
-                                                                  : "exited unexpectedly");
+  std::printf("victim (%s): child %s\n", scenario.c_str(),
+              killed ? "was killed as planned" : "exited unexpectedly");
   return killed ? 0 : 1;
 }
 
@@ -100,39 +218,48 @@ int survive_wait(symcommComm_t comm, const char* s, int rank) {
   return 0;
 }
 
-// The same with a ce collective (cuda space): its stream waits on flags with
-// cuStreamWaitValue64, which the communicator's abort releases; the stream then goes on and
-// the next call reports the loss, long before SYMCOMM_WAIT_TIMEOUT.
-int survive_ce(symcommComm_t comm, const char* s, int rank) {
-  const size_t count = 1 << 16;
-  int n = 0;
-  void* send = nullptr;
-  void* recv = nullptr;
-  cudaStream_t stream = nullptr;
-  if (symcommCommSize(comm, &n) != symcommSuccess) return fail(s, rank, symcommGetLastError());
-  if (cudaMalloc(&send, count * 4) != cudaSuccess ||
-      cudaMalloc(&recv, count * 4 * static_cast<size_t>(n)) != cudaSuccess ||
-      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
-    return fail(s, rank, "cudaMalloc or cudaStreamCreate failed");
+// A call that needs the victim, after one that every rank made: kernels, stream memory
+// operations (ce), NCCL's kernels or host waits that wait for the victim must end through
+// the communicator's abort, so that the stream completes without a CUDA error and the call
+// (or the next, symcommQuietOnStream) reports symcommPeerLost, long before
+// SYMCOMM_WAIT_TIMEOUT. Then the call fails at once.
+int survive_call(symcommComm_t comm, const std::string& scenario, const std::string& name,
+                 int rank) {
+  const std::string label = scenario + " " + name;
+  const char* s = label.c_str();
+  Workload work(scenario, name);
+  if (std::string why = work.setup(comm); !why.empty()) return fail(s, rank, "setup: " + why);
+  std::string why;
+  symcommResult_t rc = work.launch();
+  if (rc == symcommSuccess) rc = work.complete(&why);
+  if (rc != symcommSuccess)
+    return fail(s, rank, "the call with every rank alive failed: " + why + symcommGetLastError());
   if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
-  auto start = Clock::now();  // the victim dies now
-  symcommResult_t rc = symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count,
-                                                symcommInt32, "ce", stream);
-  if (rc == symcommSuccess) {
-    if (cudaStreamSynchronize(stream) != cudaSuccess) return fail(s, rank, "the ce stream failed");
-    rc = symcommQuietOnStream(comm, stream);
+  auto start = Clock::now();  // the victim dies 0.3 s from now
+  rc = work.launch();
+  const bool launched = rc == symcommSuccess;
+  if (launched) {
+    rc = work.complete(&why);
+    if (!why.empty()) return fail(s, rank, why);
   }
   double took = since(start);
-  std::printf("%s rank %d: %s after %.2f s: %s\n", s, rank, symcommGetErrorString(rc), took,
-              symcommGetLastError());
+  std::printf(
+      "%s rank %d: %s after %.2f s (%s): %s\n", s, rank, symcommGetErrorString(rc), took,
+      launched ? "launched; the stream ended, then the quiet reported it" : "the call returned it",
+      symcommGetLastError());
   if (rc != symcommPeerLost) return fail(s, rank, "expected symcommPeerLost");
-  if (took > 10) return fail(s, rank, "the ce wait did not end in time");
-  // ce refuses to run on the communicator from now on (its flags stay released).
+  if (took > 10) return fail(s, rank, "the call did not end in time");
+  start = Clock::now();
+  rc = work.launch();
+  if (rc != symcommPeerLost || since(start) > 1)
+    return fail(s, rank,
+                std::string("the next call did not fail at once with symcommPeerLost: ") +
+                    symcommGetErrorString(rc));
   symcommFinalize(comm);
   return 0;
 }
 
-int survive(const std::string& scenario, int rank) {
+int survive(const std::string& scenario, const std::string& name, int rank) {
   const char* s = scenario.c_str();
   symcommConfig_t cfg = config();
   symcommComm_t comm = nullptr;
@@ -155,7 +282,7 @@ int survive(const std::string& scenario, int rank) {
   }
   if (rc != symcommSuccess) return fail(s, rank, symcommGetLastError());
   if (scenario == "dies-during-wait") return survive_wait(comm, s, rank);
-  if (scenario == "dies-during-ce") return survive_ce(comm, s, rank);
+  if (during_call(scenario)) return survive_call(comm, scenario, name, rank);
   if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   start = Clock::now();  // the victim dies or stops now
   rc = symcommHostBarrier(comm);
@@ -166,7 +293,8 @@ int survive(const std::string& scenario, int rank) {
   if (rc != symcommPeerLost) return fail(s, rank, "expected symcommPeerLost");
   double bound = scenario == "stops-after-init" ? peer_timeout + 2 : 10;
   if (took > bound) return fail(s, rank, "noticed too late");
-  if (scenario == "stops-after-init" && rank == 0 && message.find("no heartbeat") == std::string::npos)
+  if (scenario == "stops-after-init" && rank == 0 &&
+      message.find("no heartbeat") == std::string::npos)
     return fail(s, rank, "rank 0 should blame the missing heartbeats");
   // Every later call says the same, at once; finalize frees and reports the loss.
   void* p = nullptr;
@@ -182,32 +310,38 @@ int survive(const std::string& scenario, int rank) {
 
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
-  if (scenario != "dies-before-init" && scenario != "dies-during-init" &&
-      scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
-      scenario != "stops-after-init" && scenario != "dies-during-wait" &&
-      scenario != "dies-during-ce") {
-    std::fprintf(stderr, "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
-                 "hub-dies-after-init|stops-after-init|dies-during-wait|dies-during-ce\n");
+  std::string name = argc > 2 ? argv[2] : "";
+  if ((scenario != "dies-before-init" && scenario != "dies-during-init" &&
+       scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
+       scenario != "stops-after-init" && scenario != "dies-during-wait" &&
+       !during_call(scenario)) ||
+      during_call(scenario) == name.empty()) {
+    std::fprintf(stderr,
+                 "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
+                 "hub-dies-after-init|stops-after-init|dies-during-wait\n"
+                 "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND\n");
     return 2;
   }
-  const char* space = std::getenv("SYMCOMM_TEST_SPACE");
-  if (scenario == "dies-during-ce" && !(space && std::strcmp(space, "cuda") == 0)) {
-    std::printf("SKIP: ce collectives run in the cuda space only\n");
-    return 77;
-  }
-  if (space && std::strcmp(space, "cuda") == 0) {
+  if (cuda_space()) {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) {
       std::printf("SKIP: the cuda space is not available here: %s\n", dlerror());
       return 77;
     }
   }
+  if (name.rfind("nccl", 0) == 0) {  // every rank decides alike, before the victim forks
+    const char* lib = std::getenv("SYMCOMM_NCCL_LIBRARY");
+    if (!dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW)) {
+      std::printf("SKIP: NCCL cannot be loaded here: %s\n", dlerror());
+      return 77;
+    }
+  }
   int rank = env_int("SYMCOMM_RANK"), nranks = env_int("SYMCOMM_NRANKS");
   int victim = scenario == "hub-dies-after-init" ? 0 : nranks - 1;
-  if (rank != victim) return survive(scenario, rank);
+  if (rank != victim) return survive(scenario, name, rank);
   if (scenario == "dies-before-init") return 0;
   pid_t child = fork();
   if (child < 0) return 1;
-  if (child == 0) play_victim(scenario);
+  if (child == 0) play_victim(scenario, name);
   return await_victim(child, scenario);
 }
