@@ -1,0 +1,573 @@
+// What the collective tests share (coll_test.cc, coll_alltoallv_test.cc,
+// coll_limits_test.cc, one binary): element types and their reference data, the expected
+// results of every operation computed on the host, all-to-all-v layouts, and the Coll
+// fixture, instantiated once per algorithm (and "auto") in coll_test.cc.
+#ifndef SYMCOMM_TESTS_MP_COLL_FIXTURE_H_
+#define SYMCOMM_TESTS_MP_COLL_FIXTURE_H_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mp.h"
+
+// A named namespace: every file of the binary must see the same fixture class.
+namespace coll_test {
+
+struct Type {
+  symcommDataType_t id;
+  size_t size;
+  bool is_signed;
+  const char* name;
+};
+inline const Type kTypes[] = {
+    {symcommInt8, 1, true, "int8"},       {symcommInt32, 4, true, "int32"},
+    {symcommUint64, 8, false, "uint64"},  {symcommInt64, 8, true, "int64"},
+    {symcommFloat16, 2, true, "float16"}, {symcommBfloat16, 2, true, "bfloat16"},
+    {symcommFloat32, 4, true, "float32"}, {symcommFloat64, 8, true, "float64"}};
+
+// "" where got == want, else which elements of `elem` bytes differ (the first few, in hex).
+inline std::string differences(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                        size_t elem) {
+  if (got == want) return "";
+  if (got.size() != want.size())
+    return "got " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size());
+  std::string out;
+  size_t wrong = 0;
+  char buf[64];
+  for (size_t i = 0; i < got.size() / elem; ++i) {
+    if (std::memcmp(&got[i * elem], &want[i * elem], elem) == 0) continue;
+    if (++wrong > 4) continue;
+    out += "element " + std::to_string(i) + ": got 0x";
+    for (size_t k = elem; k-- > 0;) { std::snprintf(buf, sizeof buf, "%02x", got[i * elem + k]); out += buf; }
+    out += " want 0x";
+    for (size_t k = elem; k-- > 0;) { std::snprintf(buf, sizeof buf, "%02x", want[i * elem + k]); out += buf; }
+    out += "; ";
+  }
+  return out + std::to_string(wrong) + " of " + std::to_string(got.size() / elem) + " differ";
+}
+
+// Small integers: exact in every type, and their sums over a few ranks too.
+inline double value(uint64_t seed, int rank, size_t i, bool is_signed) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(rank) + 1) * 0x9e3779b97f4a7c15ull ^ i * 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 32;
+  return is_signed ? static_cast<double>(static_cast<int>(x % 17) - 8) : static_cast<double>(x % 17);
+}
+
+inline void store(const Type& t, uint8_t* p, double v) {
+  switch (t.id) {
+    case symcommInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
+    case symcommInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+    case symcommUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
+    case symcommInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
+    case symcommFloat16: { __half x = __float2half_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case symcommBfloat16: { __nv_bfloat16 x = __float2bfloat16_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case symcommFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    default: { std::memcpy(p, &v, 8); break; }
+  }
+}
+
+inline std::vector<uint8_t> make(const Type& t, uint64_t seed, int rank, size_t first, size_t n) {
+  std::vector<uint8_t> out(n * t.size);
+  for (size_t i = 0; i < n; ++i) store(t, &out[i * t.size], value(seed, rank, first + i, t.is_signed));
+  return out;
+}
+
+inline double combine(symcommRedOp_t op, double a, double b);
+
+// Elements [first, first + n) of make()'s data combined by `op` over ranks 0, step, 2 step,
+// ... below `nranks`, in that order.
+inline std::vector<uint8_t> reduced(const Type& t, symcommRedOp_t op, uint64_t seed, int nranks,
+                             size_t first, size_t n, int step = 1) {
+  std::vector<uint8_t> out(n * t.size);
+  for (size_t i = 0; i < n; ++i) {
+    double acc = value(seed, 0, first + i, t.is_signed);
+    for (int r = step; r < nranks; r += step)
+      acc = combine(op, acc, value(seed, r, first + i, t.is_signed));
+    store(t, &out[i * t.size], acc);
+  }
+  return out;
+}
+
+inline double combine(symcommRedOp_t op, double a, double b) {
+  return op == symcommSum ? a + b : op == symcommMin ? std::min(a, b) : std::max(a, b);
+}
+
+// "auto" (the selection) and every registered algorithm.
+inline std::vector<std::string> algorithms() {
+  std::vector<std::string> v = {"auto"};
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) v.push_back(symcommCollAlgorithmName(i));
+  return v;
+}
+
+// Element i of a buffer of type t, as a double.
+inline double load(const Type& t, const uint8_t* p) {
+  switch (t.id) {
+    case symcommFloat16: { __half x; std::memcpy(&x, p, 2); return __half2float(x); }
+    case symcommBfloat16: { __nv_bfloat16 x; std::memcpy(&x, p, 2); return __bfloat162float(x); }
+    case symcommFloat32: { float x; std::memcpy(&x, p, 4); return x; }
+    case symcommFloat64: { double x; std::memcpy(&x, p, 8); return x; }
+    default: ADD_FAILURE() << "load() reads floating-point types only"; return 0;
+  }
+}
+
+inline const size_t kCounts[] = {0, 1, 7, 1001, 50001, 300000};
+
+// What this rank receives from make()'s data of `seed`: an all-gather of `count` elements,
+// and (as member `me`) an all-to-all of blocks of `count`.
+inline std::vector<uint8_t> gathered(const Type& t, uint64_t seed, int n, size_t count) {
+  std::vector<uint8_t> want;
+  for (int r = 0; r < n; ++r) {
+    auto part = make(t, seed, r, 0, count);
+    want.insert(want.end(), part.begin(), part.end());
+  }
+  return want;
+}
+
+inline std::vector<uint8_t> exchanged(const Type& t, uint64_t seed, int n, int me, size_t count) {
+  std::vector<uint8_t> want;
+  for (int r = 0; r < n; ++r) {
+    auto part = make(t, seed, r, static_cast<size_t>(me) * count, count);
+    want.insert(want.end(), part.begin(), part.end());
+  }
+  return want;
+}
+
+// The count matrix of all-to-all-v tests: member i sends counts[i][j] elements to member j,
+// from a send buffer laid out with gaps, into a receive buffer laid out in reverse order.
+struct VLayout {
+  std::vector<std::vector<size_t>> counts;
+  std::vector<size_t> sends(int me) const { return counts[static_cast<size_t>(me)]; }
+  std::vector<size_t> receives(int me) const {
+    std::vector<size_t> r(counts.size());
+    for (size_t i = 0; i < counts.size(); ++i) r[i] = counts[i][static_cast<size_t>(me)];
+    return r;
+  }
+  std::vector<size_t> sdispls(int i) const {
+    std::vector<size_t> d(counts.size());
+    size_t at = 5;
+    for (size_t j = 0; j < counts.size(); ++j) { d[j] = at; at += counts[static_cast<size_t>(i)][j] + 3; }
+    return d;
+  }
+  std::vector<size_t> rdispls(int me) const {
+    std::vector<size_t> d(counts.size());
+    size_t at = 0;
+    for (size_t k = counts.size(); k-- > 0;) { d[k] = at; at += counts[k][static_cast<size_t>(me)] + 1; }
+    return d;
+  }
+  static size_t extent(const std::vector<size_t>& displs, const std::vector<size_t>& n) {
+    size_t e = 0;
+    for (size_t j = 0; j < n.size(); ++j) e = std::max(e, displs[j] + n[j]);
+    return e;
+  }
+  // What member `me` receives from make()'s data of `seed` into a receive buffer of `elems`
+  // elements poisoned with 0xAB (the gaps keep the poison).
+  std::vector<uint8_t> received(const Type& t, uint64_t seed, int me, size_t elems) const {
+    std::vector<uint8_t> want(elems * t.size, 0xAB);
+    const std::vector<size_t> rd = rdispls(me);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const int sender = static_cast<int>(i);
+      auto part = make(t, seed, sender, sdispls(sender)[static_cast<size_t>(me)],
+                       counts[i][static_cast<size_t>(me)]);
+      std::copy(part.begin(), part.end(), want.begin() + static_cast<long>(rd[i] * t.size));
+    }
+    return want;
+  }
+};
+
+inline VLayout random_layout(uint64_t seed, int n, size_t max_count) {
+  std::mt19937_64 rng(seed);
+  VLayout v;
+  v.counts.assign(static_cast<size_t>(n), std::vector<size_t>(static_cast<size_t>(n)));
+  for (auto& row : v.counts)
+    for (size_t& c : row) c = max_count == 0 || rng() % 4 == 0 ? 0 : rng() % max_count;
+  return v;
+}
+
+// The operations, as the tests name them: all-to-all-v with counts on the host or device.
+enum class Op { AllGather, AllToAll, AllToAllv, AllToAllvDevice, ReduceScatter, AllReduce, Broadcast };
+
+class Coll : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    // A small workspace and the smallest sm rings (4 KiB slots: 32 channels x 4 slots per
+    // sender): large sizes go through them in several pieces.
+    mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "64K");
+    mp::ScopedEnv rings("SYMCOMM_COLL_SM_BYTES", std::to_string(mp::nranks() * 512) + "K");
+    // twoshot's staging areas of 64 KiB: plain buffers go through them in many rounds.
+    mp::ScopedEnv stage("SYMCOMM_COLL_TWOSHOT_BYTES", "64K");
+    comm_ = mp::new_comm();
+    ASSERT_NE(comm_, nullptr);
+    stream_ = mp::new_stream();
+    n_ = mp::nranks();
+    me_ = mp::rank();
+    seed_ = mp::agree(std::random_device{}());
+    algo_ = GetParam().c_str();
+    // The same answer on every rank: the algorithm runs here or not at all.
+    float x = 0;
+    void* probe = buffer(sizeof x, false);
+    symcommResult_t rc = symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, probe, probe, 1,
+                                                  symcommFloat32, symcommSum, algo_, stream_);
+    std::string why = symcommGetLastError();
+    mp::sync(stream_);
+    release(probe, false);
+    if (rc == symcommNotSupported && why.find("all-gather and broadcast only") != std::string::npos) {
+      // direct moves data only, into receive buffers the peers write in place: probe that.
+      moves_only_ = true;
+      void* send = buffer(sizeof x, false);
+      void* recv = buffer(sizeof x * static_cast<size_t>(n_), true);
+      rc = symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                    algo_, stream_);
+      why = symcommGetLastError();
+      mp::sync(stream_);
+      release(send, false);
+      release(recv, true);
+    }
+    if (rc == symcommNotSupported && why.find("broadcast only") != std::string::npos &&
+        why.find("all-gather") == std::string::npos) {
+      // relay broadcasts only, into receive buffers the peers write in place: probe that.
+      broadcasts_only_ = true;
+      void* send = buffer(sizeof x, false);
+      void* recv = buffer(sizeof x, true);
+      rc = symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32, 0,
+                                    algo_, stream_);
+      why = symcommGetLastError();
+      mp::sync(stream_);
+      release(send, false);
+      release(recv, true);
+    }
+    if (rc == symcommNotSupported) {
+      // Only NCCL may be missing (no libnccl; the host space). Every other algorithm runs in
+      // the cuda space, and the GPU-only ones (sm, ll, twoshot, ce, relay) say why not in the
+      // host space; copy, direct and the automatic choice run in both.
+      if (std::strcmp(algo_, "nccl") == 0) {
+        ASSERT_TRUE(mp::nccl_missing(why)) << why;
+        GTEST_SKIP() << algo_ << ": " << why;
+      }
+      ASSERT_NE(mp::space(), symcommSpaceCuda) << algo_ << " refused in the cuda space: " << why;
+      const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ll") == 0 ||
+                            std::strcmp(algo_, "ce") == 0 || std::strcmp(algo_, "twoshot") == 0 ||
+                            std::strcmp(algo_, "relay") == 0;
+      ASSERT_TRUE(gpu_only) << algo_ << " refused in the host space: " << why;
+      ASSERT_NE(why.find("it needs the cuda memory space"), std::string::npos) << why;
+      GTEST_SKIP() << algo_ << ": " << why;
+    }
+    ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
+  }
+  void TearDown() override {
+    if (!comm_) return;
+    mp::free_stream(stream_);
+    EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+  }
+  // A buffer of the space under test: symmetric or plain.
+  void* buffer(size_t bytes, bool symmetric) {
+    void* p = nullptr;
+    if (symmetric) {
+      EXPECT_EQ(symcommMalloc(comm_, bytes ? bytes : 1, &p), symcommSuccess) << symcommGetLastError();
+    } else {
+      p = mp::local_alloc(bytes ? bytes : 1);
+    }
+    return p;
+  }
+  void release(void* p, bool symmetric) {
+    if (symmetric) {
+      EXPECT_EQ(symcommFree(comm_, p), symcommSuccess) << symcommGetLastError();
+    } else {
+      mp::local_free(p);
+    }
+  }
+  std::vector<uint8_t> fetch(const void* p, size_t bytes) { return mp::fetch(stream_, p, bytes); }
+  // twoshot only reduces: it refuses to move data, saying so (checked here), and the tests
+  // of data movement skip it.
+  bool reduces_only() {
+    if (std::strcmp(algo_, "twoshot") != 0) return false;
+    void* send = buffer(sizeof(float), false);
+    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), false);
+    EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                       algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "all-reduce and reduce-scatter only"), nullptr)
+        << symcommGetLastError();
+    release(send, false);
+    release(recv, false);
+    return true;
+  }
+  // direct and relay do no reductions: they refuse them, saying so (checked here), and the
+  // tests of reductions skip them.
+  bool moves_only() {
+    if (!moves_only_ && !broadcasts_only_) return false;
+    void* buf = buffer(sizeof(float), false);
+    EXPECT_EQ(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, 1, symcommFloat32,
+                                       symcommSum, algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), broadcasts_only_ ? "it does broadcast only"
+                                                                  : "all-gather and broadcast only"),
+              nullptr) << symcommGetLastError();
+    release(buf, false);
+    return true;
+  }
+  // relay does nothing but broadcast: it refuses the other operations that move data, saying
+  // so (checked here), and their tests skip it.
+  bool broadcasts_only() {
+    if (!broadcasts_only_) return false;
+    void* send = buffer(sizeof(float), false);
+    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), true);
+    EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                       algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "it does broadcast only"), nullptr)
+        << symcommGetLastError();
+    release(send, false);
+    release(recv, true);
+    return true;
+  }
+  // direct and relay write receive buffers in place only: a plain one is refused, saying so
+  // (checked here); true where the caller must skip a plain receive buffer.
+  bool plain_recv_refused(bool symmetric) {
+    if (symmetric || !(moves_only_ || broadcasts_only_)) return false;
+    void* send = buffer(sizeof(float), false);
+    void* recv = buffer(sizeof(float), false);
+    EXPECT_EQ(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
+                                       0, algo_, stream_), symcommNotSupported);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "receive buffer must be symmetric"), nullptr)
+        << symcommGetLastError();
+    release(send, false);
+    release(recv, false);
+    return true;
+  }
+  // Whether the algorithm under test refuses `op` by design (buffers symmetric or not; in a
+  // CUDA graph capture or not): twoshot only reduces; direct only moves data, into symmetric
+  // receive buffers, and does no all-to-all-v; relay only broadcasts, into symmetric receive
+  // buffers; only sm reads counts on the device; copy's all-to-all-v cannot be captured. The
+  // tests count any other refusal as a failure.
+  bool refuses(Op op, bool symmetric, bool captured = false) const {
+    const std::string a = algo_;
+    const bool reduction = op == Op::ReduceScatter || op == Op::AllReduce;
+    if (op == Op::AllToAllvDevice)  // sm on GPUs, copy in the host space
+      return !(a == "auto" || a == (mp::space() == symcommSpaceCuda ? "sm" : "copy"));
+    if (a == "twoshot") return !reduction;
+    if (broadcasts_only_) return op != Op::Broadcast || !symmetric;
+    if (moves_only_) return reduction || op == Op::AllToAllv || !symmetric;
+    return a == "copy" && captured && op == Op::AllToAllv;
+  }
+  // The algorithm for `op` in tests that chain every operation: the one under test, or copy
+  // where it refuses the operation.
+  const char* algo_for(Op op, bool symmetric) const {
+    return refuses(op, symmetric) ? "copy" : algo_;
+  }
+  void put(void* p, const std::vector<uint8_t>& v) { mp::store(p, v); }
+  void poison(void* p, size_t bytes) { put(p, std::vector<uint8_t>(bytes, 0xAB)); }
+  // The largest `v` over the ranks (through the host all-gather).
+  symcommResult_t max_over_ranks(size_t& v) {
+    std::vector<size_t> all(static_cast<size_t>(n_));
+    symcommResult_t rc = symcommHostAllgather(comm_, &v, all.data(), sizeof v);
+    v = *std::max_element(all.begin(), all.end());
+    return rc;
+  }
+
+  // Each operation once, on fresh buffers, checked against the host's reference (plain send
+  // buffers; the receive buffer symmetric or not).
+  void all_gather_case(const Type& t, size_t count, bool sym) {
+    SCOPED_TRACE(std::string(t.name) + (sym ? " symmetric" : " plain") + " count " + std::to_string(count));
+    const size_t b = count * t.size;
+    void* send = buffer(b, false);
+    void* recv = buffer(b * n_, sym);
+    put(send, make(t, seed_, me_, 0, count));
+    poison(recv, b * n_);
+    SC_OK(symcommHostBarrier(comm_));
+    SC_OK(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, algo_, stream_));
+    EXPECT_EQ(differences(fetch(recv, b * n_), gathered(t, seed_, n_, count), t.size), "");
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    release(recv, sym);
+  }
+  void all_to_all_case(const Type& t, size_t count, bool sym) {
+    SCOPED_TRACE(std::string(t.name) + (sym ? " symmetric" : " plain") + " count " + std::to_string(count));
+    const size_t b = count * t.size;
+    void* send = buffer(b * n_, false);
+    void* recv = buffer(b * n_, sym);
+    put(send, make(t, seed_, me_, 0, count * n_));  // block j: elements j*count ..
+    poison(recv, b * n_);
+    SC_OK(symcommHostBarrier(comm_));
+    SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, algo_, stream_));
+    EXPECT_EQ(differences(fetch(recv, b * n_), exchanged(t, seed_, n_, me_, count), t.size), "");
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    release(recv, sym);
+  }
+  // Reduce-scatter, then all-reduce in place on the first `count` elements of its send.
+  void reductions_case(const Type& t, symcommRedOp_t op, size_t count) {
+    SCOPED_TRACE(std::string(t.name) + " op " + std::to_string(op) + " count " + std::to_string(count));
+    const size_t b = count * t.size;
+    void* send = buffer(b * n_, false);
+    void* recv = buffer(b, false);
+    put(send, make(t, seed_, me_, 0, count * n_));
+    poison(recv, b);
+    SC_OK(symcommReduceScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
+                                       algo_, stream_));
+    std::vector<uint8_t> want = reduced(t, op, seed_, n_, me_ * count, count);
+    EXPECT_EQ(differences(fetch(recv, b), want, t.size), "") << "reduce-scatter";
+    SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, send, count, t.id, op,
+                                   algo_, stream_));
+    want = reduced(t, op, seed_, n_, 0, count);
+    EXPECT_EQ(differences(fetch(send, b), want, t.size), "") << "all-reduce in place";
+    release(send, false);
+    release(recv, false);
+  }
+  void broadcast_case(const Type& t, int root, size_t count, bool sym) {
+    SCOPED_TRACE(std::string(t.name) + (sym ? " symmetric" : " plain") + " root " +
+                 std::to_string(root) + " count " + std::to_string(count));
+    const size_t b = count * t.size;
+    void* send = buffer(b, false);
+    void* recv = buffer(b, sym);
+    put(send, make(t, seed_, me_, 0, count));
+    poison(recv, b);
+    SC_OK(symcommHostBarrier(comm_));
+    SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, root,
+                                   algo_, stream_));
+    EXPECT_EQ(differences(fetch(recv, b), make(t, seed_, root, 0, count), t.size), "");
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    release(recv, sym);
+  }
+  // All-to-all-v with random counts below max_count (host arrays).
+  void all_to_all_v_case(const Type& t, size_t max_count, bool sym) {
+    SCOPED_TRACE(std::string(t.name) + (sym ? " symmetric" : " plain") + " max count " +
+                 std::to_string(max_count));
+    const VLayout v = random_layout(seed_ + max_count, n_, max_count);
+    const std::vector<size_t> scounts = v.sends(me_), rcounts = v.receives(me_);
+    const std::vector<size_t> sd = v.sdispls(me_), rd = v.rdispls(me_);
+    const size_t se = VLayout::extent(sd, scounts) + 1, re = VLayout::extent(rd, rcounts) + 1;
+    // The receive extent differs between members; a symmetric buffer has one size.
+    size_t re_all = re;
+    SC_OK(max_over_ranks(re_all));
+    void* send = buffer(se * t.size, false);
+    void* recv = buffer(re_all * t.size, sym);
+    put(send, make(t, seed_, me_, 0, se));
+    poison(recv, re_all * t.size);
+    SC_OK(symcommHostBarrier(comm_));
+    SC_OK(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, scounts.data(), sd.data(),
+                                   recv, rcounts.data(), rd.data(), t.id, algo_, stream_));
+    EXPECT_EQ(differences(fetch(recv, re_all * t.size), v.received(t, seed_, me_, re_all), t.size), "");
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    release(recv, sym);
+  }
+  // One all-to-all-v with counts in device memory: its buffers (send, a poisoned recv, and
+  // the four count arrays: send counts, send displacements, then recv counts and recv
+  // displacements, poisoned) and what it should produce.
+  struct DeviceCountsCall {
+    VLayout v;
+    symcommTeam_t team = SYMCOMM_TEAM_WORLD;
+    int n = 0, me = 0;  // the team's size, this rank's team rank
+    uint64_t seed = 0;
+    size_t capacity = 0;
+    void* send = nullptr;
+    void* recv = nullptr;
+    size_t* counts = nullptr;
+  };
+  // On `team` (of n members, this rank's team rank me): the world by default.
+  DeviceCountsCall device_counts_setup(const Type& t, size_t max_count, uint64_t seed,
+                                       symcommTeam_t team = SYMCOMM_TEAM_WORLD, int n = -1,
+                                       int me = -1) {
+    DeviceCountsCall d;
+    d.team = team;
+    d.n = n < 0 ? n_ : n;
+    d.me = me < 0 ? me_ : me;
+    d.v = random_layout(seed + 77 + max_count, d.n, max_count);
+    d.seed = seed;
+    const size_t nn = static_cast<size_t>(d.n);
+    const std::vector<size_t> sc = d.v.sends(d.me), sd = d.v.sdispls(d.me), rc = d.v.receives(d.me);
+    size_t total = 0;
+    for (size_t c : rc) total += c;
+    d.capacity = total - total / 3;  // the last blocks may not fit
+    const size_t se = VLayout::extent(sd, sc) + 1;
+    d.send = buffer(se * t.size, false);
+    d.recv = buffer((d.capacity + 1) * t.size, false);
+    d.counts = static_cast<size_t*>(buffer(4 * nn * sizeof(size_t), false));
+    std::vector<size_t> host(4 * nn, 12345);
+    std::copy(sc.begin(), sc.end(), host.begin());
+    std::copy(sd.begin(), sd.end(), host.begin() + static_cast<long>(nn));
+    put(d.counts, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(host.data()),
+                                       reinterpret_cast<uint8_t*>(host.data() + host.size())));
+    put(d.send, make(t, seed, d.me, 0, se));
+    poison(d.recv, (d.capacity + 1) * t.size);
+    return d;
+  }
+  symcommResult_t device_counts_run(const DeviceCountsCall& d, const Type& t) {
+    const size_t nn = static_cast<size_t>(d.n);
+    return symcommAllToAllvDeviceOnStream(comm_, d.team, d.send, d.counts,
+                                          d.counts + nn, d.recv, d.capacity, d.counts + 2 * nn,
+                                          d.counts + 3 * nn, t.id, algo_, stream_);
+  }
+  // The blocks arrive packed in team-rank order, blocks beyond the capacity are dropped whole,
+  // and the counts and displacements written are the senders'.
+  void device_counts_check(const DeviceCountsCall& d, const Type& t) {
+    const size_t nn = static_cast<size_t>(d.n), m = static_cast<size_t>(d.me);
+    std::vector<uint8_t> raw = fetch(d.counts, 4 * nn * sizeof(size_t));
+    const size_t* got_counts = reinterpret_cast<const size_t*>(raw.data()) + 2 * nn;
+    const size_t* got_displs = got_counts + nn;
+    std::vector<uint8_t> want((d.capacity + 1) * t.size, 0xAB);
+    size_t at = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      const size_t ci = d.v.counts[i][m];
+      EXPECT_EQ(got_counts[i], ci) << "count from " << i;
+      EXPECT_EQ(got_displs[i], at) << "displacement of " << i;
+      if (at + ci <= d.capacity) {
+        auto part = make(t, d.seed, static_cast<int>(i), d.v.sdispls(static_cast<int>(i))[m], ci);
+        std::copy(part.begin(), part.end(), want.begin() + static_cast<long>(at * t.size));
+      }
+      at += ci;
+    }
+    EXPECT_EQ(differences(fetch(d.recv, want.size()), want, t.size), "");
+  }
+  void device_counts_release(const DeviceCountsCall& d) {
+    release(d.send, false);
+    release(d.recv, false);
+    release(d.counts, false);
+  }
+  // All-to-all-v with counts in device memory (sm, and the automatic choice on GPUs): the
+  // counts travel on the device, the blocks arrive packed in team-rank order, and blocks
+  // beyond the capacity are dropped whole. Elsewhere it is refused (checked); false then.
+  bool device_counts_case(const Type& t, size_t max_count) {
+    SCOPED_TRACE(std::string(t.name) + " max count " + std::to_string(max_count));
+    const DeviceCountsCall d = device_counts_setup(t, max_count, seed_);
+    EXPECT_EQ(symcommHostBarrier(comm_), symcommSuccess);
+    const symcommResult_t rc = device_counts_run(d, t);
+    const bool runs = !refuses(Op::AllToAllvDevice, false);
+    if (runs) {
+      EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+      device_counts_check(d, t);
+    } else {  // sm on GPUs and copy in the host space only
+      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+      if (std::string(algo_) == "ce" || std::string(algo_) == "copy") {  // says why
+        EXPECT_NE(std::strstr(symcommGetLastError(), "counts on the device is sm's on GPUs"),
+                  nullptr) << symcommGetLastError();
+      }
+    }
+    mp::sync(stream_);
+    EXPECT_EQ(symcommHostBarrier(comm_), symcommSuccess);
+    device_counts_release(d);
+    return runs;
+  }
+
+  symcommComm_t comm_ = nullptr;
+  symcommStream_t stream_ = nullptr;
+  int n_ = 0, me_ = 0;
+  uint64_t seed_ = 0;
+  const char* algo_ = nullptr;
+  bool moves_only_ = false;  // direct: data movement into symmetric or registered buffers
+  bool broadcasts_only_ = false;  // relay: broadcast into symmetric or registered buffers
+};
+}  // namespace coll_test
+
+#endif  // SYMCOMM_TESTS_MP_COLL_FIXTURE_H_
