@@ -273,6 +273,21 @@ TEST(RelayEmulation, BackToBackOnFourRanks) { back_to_back(4, 47); }
 TEST(RelayEmulation, BackToBackOnFiveRanks) { back_to_back(5, 53); }
 TEST(RelayEmulation, BackToBackOnEightRanks) { back_to_back(8, 59); }
 
+// How the root (team rank `root` of 4) launches a broadcast of 300000 bytes: only the
+// shape is looked at, so the buffers are stand-ins.
+Emulator::Launch root_launch(Emulator& emu, int root) {
+  CollArgs a{};
+  a.op = CollOp::Broadcast;
+  a.team = Team{0, 1, 4};
+  a.root = a.me = root;
+  static char send[16], recv[16];
+  a.send = send;
+  a.recv = recv;
+  a.count = 300000;
+  a.elem = 1;
+  return emu.launch(a, {recv, recv, recv, recv});
+}
+
 // A GPU that holds few blocks beside the lanes: the root's own copy gets what is left (one
 // block, or none: the copy before the kernel), and the grid never exceeds what it holds.
 TEST(RelayEmulation, TheRootsOwnCopyFitsBesideTheLanes) {
@@ -289,16 +304,7 @@ TEST(RelayEmulation, TheRootsOwnCopyFitsBesideTheLanes) {
   }
   Emulator emu(4, 5, 3, 2048);
   emu.set_resident(4);
-  CollArgs a{};
-  a.op = CollOp::Broadcast;
-  a.team = Team{0, 1, 4};
-  a.root = a.me = 2;
-  char send[16] = {}, recv[16] = {};
-  a.send = send;
-  a.recv = recv;
-  a.count = 300000;  // only the shape is looked at
-  a.elem = 1;
-  const Emulator::Launch l = emu.launch(a, {recv, recv, recv, recv});
+  const Emulator::Launch l = root_launch(emu, 2);
   EXPECT_EQ(l.plan.lanes, 3);
   EXPECT_EQ(l.blocks, 4);
   EXPECT_FALSE(l.copy_first);
@@ -313,16 +319,7 @@ TEST(RelayEmulation, NoMoreLanesThanTheGpuHolds) {
   Batch b(emu, rng);
   for (int root = 0; root < 4; ++root) b.add(Team{0, 1, 4}, root, 300000, false);
   b.run_and_check();
-  CollArgs a{};
-  a.op = CollOp::Broadcast;
-  a.team = Team{0, 1, 4};
-  a.root = a.me = 1;
-  char send[16] = {}, recv[16] = {};
-  a.send = send;
-  a.recv = recv;
-  a.count = 300000;  // only the shape is looked at
-  a.elem = 1;
-  const Emulator::Launch l = emu.launch(a, {recv, recv, recv, recv});
+  const Emulator::Launch l = root_launch(emu, 1);
   EXPECT_EQ(l.plan.lanes, 2);
   EXPECT_EQ(l.blocks, 2);
   EXPECT_TRUE(l.copy_first);
