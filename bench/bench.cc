@@ -67,6 +67,33 @@ double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
   return median(t);
 }
 
+GraphBatch::GraphBatch(cudaStream_t s, int calls, const std::function<symcommResult_t()>& call)
+    : stream_(s), calls_(calls) {
+  BENCH_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls && why_.empty(); ++i)
+    if (const symcommResult_t rc = call(); rc != symcommSuccess)
+      why_ = std::string(symcommGetErrorString(rc)) + ": " + symcommGetLastError();
+  // Ending the capture also ends one that a failed call invalidated.
+  const cudaError_t end = cudaStreamEndCapture(s, &graph_);
+  if (end != cudaSuccess && why_.empty())
+    why_ = std::string("the capture failed: ") + cudaGetErrorString(end);
+  if (why_.empty()) {
+    const cudaError_t inst = cudaGraphInstantiate(&exec_, graph_, 0);
+    if (inst != cudaSuccess) {
+      why_ = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(inst);
+      exec_ = nullptr;
+    }
+  }
+  if (!why_.empty()) (void)cudaGetLastError();  // the failure is reported through why()
+}
+
+GraphBatch::~GraphBatch() {
+  if (exec_) (void)cudaGraphExecDestroy(exec_);
+  if (graph_) (void)cudaGraphDestroy(graph_);
+}
+
+void GraphBatch::launch() const { BENCH_CUDA(cudaGraphLaunch(exec_, stream_)); }
+
 double max_over_ranks(const Context& ctx, double v) {
   std::vector<double> all(static_cast<size_t>(ctx.nranks));
   BENCH_SC(symcommHostAllgather(ctx.comm, &v, all.data(), sizeof v));

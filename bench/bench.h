@@ -46,6 +46,7 @@ struct CollOptions {
   int root = 0;                    // --root of broadcast
   double point_ms = 300;           // --point-ms: most timed work per point (large sizes)
   size_t check_bytes = size_t{64} << 20;  // --check-bytes: whole recv checked up to this
+  bool graph = false;              // --graph: each batch replayed as one captured CUDA graph
 };
 
 // Options of `symcomm-bench decomp` (decomp_bench.cu; --help lists them).
@@ -78,14 +79,36 @@ struct Context {
   ncclComm_t nccl = nullptr;
 };
 
-// Median of the per-repetition times of `body` in microseconds: each repetition runs `body`
-// `inner` times on the stream between two events; the result is per call of body.
 // Median time per call of `body` over `reps` batches of `inner` back-to-back calls on stream s
 // (events around each batch). host_us, if given, receives the median host time per call to
 // enqueue a batch: where it is close to the result, the host, not the GPU, set the pace.
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner, const std::function<void()>& body,
                       double* host_us = nullptr);
 double median(std::vector<double> v);
+
+// `calls` back-to-back calls of `call` on stream s, captured once into a CUDA graph (in the
+// thread-local capture mode) and replayed by launch(): a batch with one host launch instead
+// of one per call. ok() is false where the capture failed: a call returned an error (the
+// library refuses what cannot be captured before it enqueues anything) or the capture was
+// invalidated; why() says which.
+class GraphBatch {
+ public:
+  GraphBatch(cudaStream_t s, int calls, const std::function<symcommResult_t()>& call);
+  ~GraphBatch();
+  GraphBatch(const GraphBatch&) = delete;
+  GraphBatch& operator=(const GraphBatch&) = delete;
+  bool ok() const { return exec_ != nullptr; }
+  const std::string& why() const { return why_; }
+  int calls() const { return calls_; }
+  void launch() const;  // on the stream it was captured on
+
+ private:
+  cudaStream_t stream_;
+  int calls_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::string why_;
+};
 // A byte count: a number (decimal or 0x hex) with an optional K, M or G (powers of 1024).
 bool parse_bytes(const char* text, size_t* bytes);
 // The largest of every rank's value (for collective timings).

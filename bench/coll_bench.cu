@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "bench.h"
@@ -55,6 +56,9 @@ const char* const kCollUsage =
     "  --root R         root of broadcast (default 0)\n"
     "  --point-ms MS    most timed work per point, which shortens large sizes (default 300)\n"
     "  --check-bytes B  recv checked whole up to this size, sampled above (default 64M)\n"
+  "  --graph          each timed batch is one CUDA graph of the batch's calls, captured once\n"
+  "                   and replayed (no host launch per call: the GPU's time); the replayed\n"
+  "                   graph is checked too; calls that cannot be captured are skipped\n"
     "  bytes per rank is nccl-tests' size: recv of allgather, send of reducescatter, send =\n"
     "  recv of the others; --iters is the most timed batches per point, --warmup in batches.\n";
 
@@ -434,11 +438,15 @@ size_t wrong_device_counts(const Context& ctx, const Buffers& b, size_t count, s
   return wrong;
 }
 
-// Runs `impl` once on fresh data and compares recv with the reference on every rank. False
-// if every rank's call returned symcommNotSupported (*why says why). Ends the run with
-// status 1 if a call failed otherwise, or if any rank's result is wrong.
+// How a check makes the call on every rank, its inputs in place: call_everywhere, or the
+// replay of a captured graph. False where every rank's call was refused (*why says why).
+using Caller = std::function<bool(std::string* why)>;
+
+// Makes the call (`call`) once on fresh data and compares recv with the reference on every
+// rank. False if every rank's call returned symcommNotSupported (*why says why). Ends the run
+// with status 1 if a call failed otherwise, or if any rank's result is wrong.
 bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, size_t count,
-           size_t bytes, uint64_t iteration, std::string* why) {
+           size_t bytes, uint64_t iteration, const Caller& call, std::string* why) {
   const int n = ctx.nranks, root = ctx.opt.coll.root;
   const size_t send_elems = op.send_elems(count, n), recv_elems = op.recv_elems(count, n);
   const std::string where = point_name(op, impl, bytes, count);
@@ -454,7 +462,7 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
   BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
   // No rank's collective may write into a peer's recv before that peer has poisoned it.
   BENCH_SC(symcommHostBarrier(ctx.comm));
-  if (!call_everywhere(ctx, b, op, impl, count, where, why)) return false;
+  if (!call(why)) return false;
 
   Reference ref{op, ctx.rank, n, root, count, {}};
   for (int r = 0; r < n; ++r) ref.seeds.push_back(seed_of(r, iteration));
@@ -505,7 +513,7 @@ __global__ void delay_kernel(uint64_t ns) {
 // it (without a barrier the late ranks' words would be missing). The NCCL stand-in: its
 // all-reduce of rank + 1 must give n (n + 1) / 2. False where symcomm cannot run it.
 bool check_barrier(Context& ctx, const Buffers& b, uint64_t* words, const OpInfo& op,
-                   const Impl& impl, uint64_t iteration, std::string* why) {
+                   const Impl& impl, uint64_t iteration, const Caller& call, std::string* why) {
   const int n = ctx.nranks;
   const std::string where = point_name(op, impl, 0, 0);
   // Poison (all ones) first; the inputs are written on the stream, which is then drained.
@@ -516,7 +524,7 @@ bool check_barrier(Context& ctx, const Buffers& b, uint64_t* words, const OpInfo
     BENCH_CUDA(cudaMemcpyAsync(b.send, &mine, sizeof mine, cudaMemcpyHostToDevice, ctx.stream));
     BENCH_CUDA(cudaMemsetAsync(b.recv, 0xff, sizeof got, ctx.stream));
     BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
-    if (!call_everywhere(ctx, b, op, impl, 1, where, why)) return false;
+    if (!call(why)) return false;
     BENCH_CUDA(cudaMemcpy(&got, b.recv, sizeof got, cudaMemcpyDeviceToHost));
     if (got != want)
       std::fprintf(stderr, "symcomm-bench coll: rank %d: WRONG RESULT: %s: sum %g, want %g\n",
@@ -536,7 +544,7 @@ bool check_barrier(Context& ctx, const Buffers& b, uint64_t* words, const OpInfo
     if (j != ctx.rank)
       BENCH_SC(symcommPutOnStream(ctx.comm, words + me, words + nn, sizeof mine, j,
                                   symcommEngineAuto, ctx.stream));
-  if (!call_everywhere(ctx, b, op, impl, 0, where, why)) return false;
+  if (!call(why)) return false;
   std::vector<uint64_t> got(nn);
   BENCH_CUDA(cudaMemcpy(got.data(), words, nn * sizeof(uint64_t), cudaMemcpyDeviceToHost));
   size_t missing = 0;
@@ -554,13 +562,15 @@ struct Timing {
   double us;               // median per call, the largest over ranks
   double host_us;          // median host time to enqueue a call, the largest over ranks
   int reps, inner, warmup;  // batches, calls per batch, untimed calls
+  bool graph = false;       // each batch was one replayed CUDA graph (--graph)
 };
 
-// Batches of `inner` back-to-back calls between two events, no host synchronisation inside
-// a batch. Counts are derived from a short calibration agreed over ranks (every rank must
-// make the same calls): batches of about a millisecond, at most --iters batches, and no more
-// than --point-ms of timed work (but at least 3 batches), which shortens the large sizes.
-Timing measure(Context& ctx, const std::function<void()>& body) {
+// The shape of a point's timing: batches of `inner` back-to-back calls between two events,
+// no host synchronisation inside a batch. Counts are derived from a short calibration of
+// eager calls agreed over ranks (every rank must make the same calls): batches of about a
+// millisecond, at most --iters batches, and no more than --point-ms of timed work (but at
+// least 3 batches), which shortens the large sizes.
+Timing calibrate(Context& ctx, const std::function<void()>& body) {
   constexpr double kBatchUs = 1000;
   constexpr int kMaxInner = 100, kMinReps = 3;
   BENCH_SC(symcommHostBarrier(ctx.comm));
@@ -577,6 +587,13 @@ Timing measure(Context& ctx, const std::function<void()>& body) {
   t.reps = static_cast<int>(std::clamp(std::floor(budget_us / (t.inner * one)), double{kMinReps}, most));
   // Large sizes (one call per batch) were just warmed up by the calibration.
   t.warmup = t.inner > 1 ? ctx.opt.warmup * t.inner : std::min(ctx.opt.warmup, 1);
+  t.us = t.host_us = 0;
+  return t;
+}
+
+// Eager calls: every call launched from the host, as an application makes them.
+Timing measure(Context& ctx, const std::function<void()>& body) {
+  Timing t = calibrate(ctx, body);
   BENCH_SC(symcommHostBarrier(ctx.comm));
   double host = 0;
   t.us = max_over_ranks(ctx, time_stream_us(ctx.stream, t.warmup, t.reps, t.inner, body, &host));
@@ -585,13 +602,52 @@ Timing measure(Context& ctx, const std::function<void()>& body) {
   return t;
 }
 
+// --graph: calibrated like measure(), then each rank captures a batch of `inner` calls into
+// one CUDA graph, the replayed graph is checked on fresh data like an eager call (`verify`
+// with the replay as the call), and the replays are timed: per call, a batch's time over its
+// calls. Empty, with *why, where some rank could not capture the call: every rank then skips
+// the point (a graph with a collective that some peer does not run would wait for it).
+std::optional<Timing> measure_graph(Context& ctx, const std::function<symcommResult_t()>& call,
+                                    const std::function<bool(const Caller&, std::string*)>& verify,
+                                    const std::string& where, std::string* why) {
+  Timing t = calibrate(ctx, [&] {
+    if (call() != symcommSuccess) die(where.c_str(), symcommGetLastError(), __FILE__, __LINE__);
+  });
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  const GraphBatch g(ctx.stream, t.inner, call);
+  const std::vector<int> captured = gather_ints(ctx, g.ok() ? 1 : 0);
+  if (std::find(captured.begin(), captured.end(), 0) != captured.end()) {
+    std::string ranks;
+    for (size_t r = 0; r < captured.size(); ++r)
+      if (!captured[r]) ranks += " " + std::to_string(r);
+    *why = "no CUDA graph of it on rank(s)" + ranks + (g.ok() ? "" : ": " + g.why());
+    return std::nullopt;
+  }
+  const Caller replay = [&](std::string*) {
+    g.launch();
+    BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+    return true;
+  };
+  verify(replay, why);  // ends the run if a replay's result is wrong
+  const int graphs = std::max(2, t.warmup / t.inner);  // the first replay uploads the graph
+  BENCH_SC(symcommHostBarrier(ctx.comm));
+  double host = 0;
+  const double batch = time_stream_us(ctx.stream, graphs, t.reps, 1, [&] { g.launch(); }, &host);
+  t.us = std::max(max_over_ranks(ctx, batch) / t.inner, 1e-3);
+  t.host_us = max_over_ranks(ctx, host) / t.inner;
+  t.warmup = graphs * t.inner;
+  t.graph = true;
+  return t;
+}
+
 // ---- Output -----------------------------------------------------------------------------
 
 void print_op_header(const Context& ctx, const OpInfo& op, const Buffers& b) {
   if (ctx.rank != 0) return;
-  std::printf("\n# %s: %d ranks, %s, %s buffers; bytes per rank = %s\n", op.name, ctx.nranks,
+  std::printf("\n# %s: %d ranks, %s, %s buffers%s; bytes per rank = %s\n", op.name, ctx.nranks,
               op.reduces ? "f32 sum" : "f32 elements (dtype bytes)",
-              b.symmetric ? "symmetric" : "plain", op.size_is);
+              b.symmetric ? "symmetric" : "plain",
+              ctx.opt.coll.graph ? ", each batch one replayed CUDA graph" : "", op.size_is);
   std::printf("# %12s %12s  %-20s %12s %11s %11s %8s %8s\n", "bytes", "count", "impl", "time us",
               "algbw GB/s", "busbw GB/s", "vs nccl", "host us");
   std::fflush(stdout);
@@ -618,7 +674,8 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
   r.extra = {{"count", std::to_string(count)},
              {"batches", std::to_string(t.reps)},
              {"host_us", host},
-             {"buffers", b.symmetric ? "\"symmetric\"" : "\"plain\""}};
+             {"buffers", b.symmetric ? "\"symmetric\"" : "\"plain\""},
+             {"launch", t.graph ? "\"graph\"" : "\"eager\""}};
   char vs[32] = "-";
   if (nccl_us > 0) {
     std::snprintf(vs, sizeof vs, "%.3f", nccl_us / t.us);
@@ -692,6 +749,8 @@ bool coll_option(Options& opt, int argc, char** argv, int& i) {
   } else if (!std::strcmp(name, "--check-bytes")) {
     const char* v = arg();
     c.check_bytes = to_bytes(name, v);
+  } else if (!std::strcmp(name, "--graph")) {
+    c.graph = true;
   } else {
     return false;
   }
@@ -777,20 +836,38 @@ int run_coll(Context& ctx) {
       double nccl_us = -1;
       for (const Impl& impl : barrier ? barrier_impls : impls) {
         if (impl.counts_to_host && op.op != Op::AllToAllvDevice) continue;
-        std::string why;
-        if (barrier ? !check_barrier(ctx, b, words, op, impl, ++iteration, &why)
-                    : !check(ctx, b, op, impl, count, bytes, ++iteration, &why)) {
+        const std::string where = point_name(op, impl, bytes, count);
+        auto skip = [&](const std::string& why) {
           if (ctx.rank == 0 && noted.insert(impl.name + " " + op.name).second)
             std::printf("# note: %s cannot run %s here (%zu bytes; said once, such points are "
                         "skipped): %s\n", impl.name.c_str(), op.name, bytes, why.c_str());
+        };
+        if (c.graph && impl.counts_to_host) {
+          skip("it synchronises the stream inside the call, which a CUDA graph cannot hold");
           continue;
         }
-        const Timing t = measure(ctx, [&] {
-          if (run_once(ctx, b, op, impl, count, c.root) != symcommSuccess)
-            die(point_name(op, impl, bytes, count).c_str(), symcommGetLastError(), __FILE__, __LINE__);
-        });
-        if (impl.nccl && !impl.counts_to_host) nccl_us = t.us;  // the reference: NCCL's best
-        report(ctx, op, impl, b, bytes, barrier && impl.nccl ? 1 : count, t, nccl_us);
+        // The point's check, with `call` making the call on every rank.
+        auto verify = [&](const Caller& call, std::string* why) {
+          return barrier ? check_barrier(ctx, b, words, op, impl, ++iteration, call, why)
+                         : check(ctx, b, op, impl, count, bytes, ++iteration, call, why);
+        };
+        std::string why;
+        if (!verify([&](std::string* w) { return call_everywhere(ctx, b, op, impl, count, where, w); },
+                    &why)) {
+          skip(why);
+          continue;
+        }
+        auto call = [&] { return run_once(ctx, b, op, impl, count, c.root); };
+        const std::optional<Timing> t =
+            c.graph ? measure_graph(ctx, call, verify, where, &why) : measure(ctx, [&] {
+              if (call() != symcommSuccess) die(where.c_str(), symcommGetLastError(), __FILE__, __LINE__);
+            });
+        if (!t) {
+          skip(why);
+          continue;
+        }
+        if (impl.nccl && !impl.counts_to_host) nccl_us = t->us;  // the reference: NCCL's best
+        report(ctx, op, impl, b, bytes, barrier && impl.nccl ? 1 : count, *t, nccl_us);
         ++points;
       }
     }

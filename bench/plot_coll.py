@@ -5,8 +5,9 @@ as bars of the time per barrier, one per implementation.
 
     python3 bench/plot_coll.py bench/results/h200x8/coll.jsonl coll.png [--ops allreduce,...]
 
-Records of plain (cudaMalloc) buffers are drawn as their own lines, "<impl> (plain)"; where a
-file holds a point more than once, the last record wins.
+Records of plain (cudaMalloc) buffers are drawn as their own lines, "<impl> (plain)", and so
+are those of replayed CUDA graphs (`--graph`), "<impl> (graph)"; where a file holds a point
+more than once, the last record wins.
 """
 import json
 import sys
@@ -40,7 +41,8 @@ def load(path, ops):
                 continue
             if r.get("bench") != "coll" or r.get("op") not in ops:
                 continue
-            label = r["impl"] + (" (plain)" if r.get("buffers") == "plain" else "")
+            label = r["impl"] + (" (plain)" if r.get("buffers") == "plain" else "") + (
+                " (graph)" if r.get("launch") == "graph" else "")
             if r["op"] == "barrier":
                 series["barrier"][label][0] = (None, r["time_us"])
                 continue
