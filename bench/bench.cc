@@ -68,7 +68,7 @@ double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
 }
 
 GraphBatch::GraphBatch(cudaStream_t s, int calls, const std::function<symcommResult_t()>& call)
-    : stream_(s), calls_(calls) {
+    : stream_(s) {
   BENCH_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls && why_.empty(); ++i)
     if (const symcommResult_t rc = call(); rc != symcommSuccess)

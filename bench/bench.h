@@ -99,16 +99,15 @@ class GraphBatch {
   GraphBatch& operator=(const GraphBatch&) = delete;
   bool ok() const { return exec_ != nullptr; }
   const std::string& why() const { return why_; }
-  int calls() const { return calls_; }
   void launch() const;  // on the stream it was captured on
 
  private:
   cudaStream_t stream_;
-  int calls_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   std::string why_;
 };
+
 // A byte count: a number (decimal or 0x hex) with an optional K, M or G (powers of 1024).
 bool parse_bytes(const char* text, size_t* bytes);
 // The largest of every rank's value (for collective timings).

@@ -56,9 +56,9 @@ const char* const kCollUsage =
     "  --root R         root of broadcast (default 0)\n"
     "  --point-ms MS    most timed work per point, which shortens large sizes (default 300)\n"
     "  --check-bytes B  recv checked whole up to this size, sampled above (default 64M)\n"
-  "  --graph          each timed batch is one CUDA graph of the batch's calls, captured once\n"
-  "                   and replayed (no host launch per call: the GPU's time); the replayed\n"
-  "                   graph is checked too; calls that cannot be captured are skipped\n"
+    "  --graph          each timed batch is one CUDA graph of the batch's calls, captured once\n"
+    "                   and replayed (no host launch per call: the GPU's time); the replayed\n"
+    "                   graph is checked too; calls that cannot be captured are skipped\n"
     "  bytes per rank is nccl-tests' size: recv of allgather, send of reducescatter, send =\n"
     "  recv of the others; --iters is the most timed batches per point, --warmup in batches.\n";
 
