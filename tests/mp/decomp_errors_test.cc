@@ -1,0 +1,245 @@
+// Calls the decomposition refuses: bad transpose and halo arguments (too small or freed
+// workspaces, non-symmetric buffers), buffers the GPU cannot access, and with
+// SYMCOMM_DECOMP_CHECK=1 calls that differ between ranks.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "decomp_fixture.h"
+
+namespace decomp_test {
+
+// Expects `call` to fail with `code` and a last-error message that holds every one of `parts`.
+// Every failure below is this rank's own (nothing collective has begun), so each rank fails
+// the same way.
+TEST(Decomp, TransposeBadArguments) {
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, nullptr, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  void* in = mp::local_alloc(bytes);
+  void* out = mp::local_alloc(bytes);
+  size_t need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  void* ws = nullptr;
+  SC_OK(symcommMalloc(mp::world(), need, &ws));
+  symcommStream_t stream = mp::new_stream();
+  auto transpose = [&](int from, int to, const void* i, void* o, void* w,
+                       symcommDecompType_t type = symcommR64) {
+    return symcommDecompTranspose(d, from, to, i, o, w, type, nullptr, nullptr, nullptr, nullptr,
+                                  stream);
+  };
+  SC_FAILS_SAYING(transpose(0, 2, in, out, ws), symcommInvalidArgument, "X<->Y or Y<->Z");
+  SC_FAILS_SAYING(transpose(0, 1, in, out, ws, static_cast<symcommDecompType_t>(9)),
+                  symcommInvalidArgument, "type 9");
+  SC_FAILS_SAYING(transpose(0, 1, nullptr, out, ws), symcommInvalidArgument, "input is NULL");
+  SC_FAILS_SAYING(transpose(0, 1, in, nullptr, ws), symcommInvalidArgument, "output is NULL");
+  SC_FAILS_SAYING(transpose(0, 1, in, out, nullptr), symcommInvalidArgument, "workspace is NULL",
+                  std::to_string(need));
+  SC_FAILS_SAYING(transpose(0, 1, in, out, in), symcommInvalidArgument,
+                  "is not a symmetric buffer");
+  const int64_t negative[3] = {-1, 0, 0};
+  SC_FAILS(symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, negative, nullptr, nullptr,
+                                  nullptr, nullptr), symcommInvalidArgument);
+  // A workspace too small for the call: the allocation it lies in is smaller (256 bytes, the
+  // allocator's unit), or it starts too close to the allocation's end. Before the check
+  // looked at the live allocations, both passed (the heap beyond is mapped) and the
+  // transpose wrote over the next allocation.
+  ASSERT_GT(need, 512u) << "the grid is too small for this test";
+  void* small = nullptr;
+  SC_OK(symcommMalloc(mp::world(), 256, &small));
+  SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "too small", "256",
+                  std::to_string(need));
+  char* late = static_cast<char*>(ws) + 256;
+  const size_t allocated = (need + 255) / 256 * 256;  // what symcommMalloc(need) holds
+  SC_FAILS_SAYING(transpose(0, 1, in, out, late), symcommInvalidArgument, "too small",
+                  std::to_string(allocated - 256), std::to_string(need));
+  // A symmetric output smaller than its pencil (the direct paths write into it from peers).
+  SC_FAILS_SAYING(transpose(0, 1, in, small, ws), symcommInvalidArgument, "output",
+                  std::to_string(static_cast<size_t>(y.size) * 8));
+  SC_OK(symcommFree(mp::world(), small));
+  // A freed workspace: still inside the mapped heap, in no live allocation.
+  SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "no live allocation");
+  // Nothing above was enqueued: the same call with good arguments works.
+  SC_OK(transpose(0, 1, in, out, ws));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  size_t bytes_out = 0;
+  SC_FAILS(symcommDecompWorkspaceSize(d, static_cast<symcommDecompType_t>(9), &bytes_out),
+           symcommInvalidArgument);
+  SC_OK(symcommFree(mp::world(), ws));
+  mp::local_free(out);
+  mp::local_free(in);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+TEST(Decomp, HaloBadArguments) {
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const int64_t halo[3] = {1, 1, 1};
+  const int periodic[3] = {1, 1, 1};
+  symcommPencilInfo_t p;
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &p));
+  void* buf = mp::local_alloc(static_cast<size_t>(p.size) * 8);
+  size_t need = 0;
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &need));
+  void* ws = nullptr;
+  ASSERT_GT(need, 256u) << "the grid is too small for this test";
+  SC_OK(symcommMalloc(mp::world(), need, &ws));
+  symcommStream_t stream = mp::new_stream();
+  auto exchange_with = [&](int axis, int dim, void* b, void* w, symcommDecompType_t type,
+                           const int64_t* h) {
+    return symcommDecompHalo(d, axis, dim, b, w, type, h, nullptr, periodic, stream);
+  };
+  auto exchange = [&](int axis, int dim, void* b, void* w) {
+    return exchange_with(axis, dim, b, w, symcommR64, halo);
+  };
+  SC_FAILS_SAYING(exchange(3, 1, buf, ws), symcommInvalidArgument, "axis 3");
+  SC_FAILS_SAYING(exchange(-1, 1, buf, ws), symcommInvalidArgument, "axis -1");
+  SC_FAILS_SAYING(exchange(0, 3, buf, ws), symcommInvalidArgument, "dim 3");
+  SC_FAILS_SAYING(exchange(0, -1, buf, ws), symcommInvalidArgument, "dim -1");
+  SC_FAILS_SAYING(exchange_with(0, 1, buf, ws, static_cast<symcommDecompType_t>(7), halo),
+                  symcommInvalidArgument, "type 7");
+  SC_FAILS_SAYING(exchange(0, 1, nullptr, ws), symcommInvalidArgument, "buffer is NULL");
+  SC_FAILS_SAYING(exchange(0, 1, buf, nullptr), symcommInvalidArgument, "workspace is NULL");
+  SC_FAILS_SAYING(exchange(0, 1, buf, buf), symcommInvalidArgument, "not a symmetric buffer");
+  SC_FAILS_SAYING(exchange(0, 1, buf, static_cast<char*>(ws) + 256), symcommInvalidArgument,
+                  "too small", std::to_string(need));
+  const int64_t huge[3] = {0, 0, 100};
+  size_t bytes = 0;
+  SC_FAILS_SAYING(symcommDecompHaloWorkspaceSize(d, 0, 2, symcommR64, huge, nullptr, &bytes),
+                  symcommInvalidArgument, "larger than");
+  SC_FAILS(exchange_with(0, 2, buf, ws, symcommR64, huge), symcommInvalidArgument);
+  // No halo along the dimension: nothing to do, nothing checked.
+  const int64_t none[3] = {0, 0, 0};
+  SC_OK(exchange_with(0, 1, nullptr, nullptr, symcommR64, none));
+  SC_OK(exchange(0, 1, buf, ws));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  SC_OK(symcommFree(mp::world(), ws));
+  mp::local_free(buf);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+// In the cuda space a buffer the GPU cannot access (pageable host memory) is refused before
+// anything is enqueued, where the copy kernels would fault and the copy engines would stage
+// through the host.
+TEST(Decomp, RefusesBuffersTheGpuCannotAccess) {
+  if (mp::space() != symcommSpaceCuda)
+    GTEST_SKIP() << "the host space has only host memory, which it accepts";
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommPencilInfo_t x, y;
+  const int64_t halo[3] = {1, 1, 1};
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, halo, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  std::vector<double> pageable(bytes / 8, 1.0);
+  void* in = mp::local_alloc(bytes);
+  void* out = mp::local_alloc(bytes);
+  size_t need = 0, halo_need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &halo_need));
+  void* ws = nullptr;
+  SC_OK(symcommMalloc(mp::world(), std::max(need, halo_need), &ws));
+  symcommStream_t stream = mp::new_stream();
+  const int periodic[3] = {1, 1, 1};
+  SC_FAILS_SAYING(symcommDecompTranspose(d, 0, 1, pageable.data(), out, ws, symcommR64, halo,
+                                         nullptr, halo, nullptr, stream),
+                  symcommInvalidArgument, "input", "pageable host memory");
+  SC_FAILS_SAYING(symcommDecompTranspose(d, 0, 1, in, pageable.data(), ws, symcommR64, halo,
+                                         nullptr, halo, nullptr, stream),
+                  symcommInvalidArgument, "output", "pageable host memory");
+  SC_FAILS_SAYING(symcommDecompHalo(d, 0, 1, pageable.data(), ws, symcommR64, halo, nullptr,
+                                    periodic, stream),
+                  symcommInvalidArgument, "buffer", "pageable host memory");
+  // Device memory passes.
+  SC_OK(symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, halo, nullptr, halo, nullptr,
+                               stream));
+  SC_OK(symcommDecompHalo(d, 0, 1, in, ws, symcommR64, halo, nullptr, periodic, stream));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  SC_OK(symcommFree(mp::world(), ws));
+  mp::local_free(out);
+  mp::local_free(in);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+// SYMCOMM_DECOMP_CHECK=1: every rank's call is compared (a host allgather per call). One
+// rank passing a local buffer where the others pass a symmetric one, another symmetric
+// object, other halos, or arguments it refuses itself: every rank fails with the same
+// message, and nothing is enqueued. Without the check such calls run with the ranks
+// disagreeing on the direct paths.
+TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
+  mp::ScopedEnv check("SYMCOMM_DECOMP_CHECK", "1");
+  symcommDecompConfig_t c = config_2d(8);
+  std::snprintf(c.backend, sizeof c.backend, "copy");  // runs in both spaces
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const int64_t halo[3] = {1, 1, 1};
+  const int periodic[3] = {1, 1, 1};
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, halo, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
+  size_t need = 0, halo_need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 1, 0, symcommR64, halo, nullptr, &halo_need));
+  void* ws = alloc_buffer(Buffers::Symmetric, std::max(need, halo_need));
+  void* sym[2] = {alloc_buffer(Buffers::Symmetric, bytes), alloc_buffer(Buffers::Symmetric, bytes)};
+  void* local = mp::local_alloc(bytes);
+  const bool odd = mp::rank() == mp::nranks() - 1;  // the rank that differs
+  const std::string who = std::to_string(mp::nranks() - 1);
+  symcommStream_t stream = mp::new_stream();
+  auto transpose = [&](const void* in, void* out, const int64_t* in_halo) {
+    return symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, in_halo, nullptr, halo,
+                                  nullptr, stream);
+  };
+  SC_FAILS_SAYING(transpose(odd ? local : sym[0], sym[1], halo), symcommInvalidUsage,
+                  "the input is symmetric on rank 0 and not on rank " + who,
+                  "on every rank or on none");
+  SC_FAILS_SAYING(transpose(sym[0], odd ? sym[0] : sym[1], halo), symcommInvalidUsage,
+                  "the symmetric output is at heap offset", "on rank " + who,
+                  "the same object on every rank");
+  const int64_t other[3] = {1, 0, 1};
+  SC_FAILS_SAYING(transpose(sym[0], sym[1], odd ? other : halo), symcommInvalidUsage,
+                  "rank " + who + " passes other arguments");
+  if (odd)
+    SC_FAILS_SAYING(transpose(nullptr, sym[1], halo), symcommInvalidArgument, "input is NULL");
+  else
+    SC_FAILS_SAYING(transpose(sym[0], sym[1], halo), symcommInvalidUsage,
+                    "rank " + who + " refused its arguments");
+  SC_FAILS_SAYING(symcommDecompHalo(d, 1, 0, odd ? local : sym[0], ws, symcommR64, halo, nullptr,
+                                    periodic, stream),
+                  symcommInvalidUsage, "the buffer is symmetric on rank 0 and not on rank " + who);
+  // Calls that keep the contract pass, symmetric and local alike, and move the data.
+  const std::vector<double> start = fill_pencil(x, c.gdims);
+  for (void* in : {sym[0], local}) {
+    SCOPED_TRACE(in == local ? "local" : "symmetric");
+    store_values(in, start, symcommR64);
+    store_values(sym[1], std::vector<double>(bytes / 8, -1.0), symcommR64);
+    SC_OK(transpose(in, sym[1], halo));
+    SC_OK(symcommDecompHalo(d, 1, 0, sym[1], ws, symcommR64, halo, nullptr, periodic, stream));
+    mp::sync(stream);
+    const std::vector<double> got = load_values(sym[1], static_cast<size_t>(y.size), symcommR64);
+    std::vector<double> want = fill_pencil(y, c.gdims);
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += want[i] >= 0 && got[i] != want[i];
+    EXPECT_EQ(bad, 0u);
+  }
+  SC_OK(symcommHostBarrier(mp::world()));
+  mp::free_stream(stream);
+  mp::local_free(local);
+  free_buffer(Buffers::Symmetric, sym[1]);
+  free_buffer(Buffers::Symmetric, sym[0]);
+  free_buffer(Buffers::Symmetric, ws);
+  SC_OK(symcommDecompDestroy(d));
+}
+
+}  // namespace decomp_test

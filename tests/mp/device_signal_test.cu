@@ -1,0 +1,334 @@
+// The device API's signals from kernels: put_signal ordering data before its signal, signals
+// from every peer at once, fence and quiet (every scope) publishing data behind a relaxed
+// flag, and every comparison with put_signal_warp. Outputs are poisoned before and checked
+// byte by byte after (the Device fixture is in device_fixture.cuh).
+#include <string>
+#include <vector>
+
+#include "device_fixture.cuh"
+
+namespace device_test {
+
+// ---------------------------------------------------------------------------------------
+// 2. put_signal ordering: a ring of kRing slots to the right neighbour, acknowledged
+// ---------------------------------------------------------------------------------------
+constexpr int kRing = 4;
+struct RingShape {
+  size_t chunk;
+  int rounds;
+  unsigned threads;
+  size_t skew;         // source offset: 0 uses 16-byte accesses, 1 single bytes
+  uint32_t delay_ns;   // warp w of the sender reaches put_signal_block (w % 8) * delay_ns
+                       // late: a signal sent before every warp's data would be caught
+};
+const RingShape kRingShapes[] = {
+    {64 << 10, 200, 512, 0, 0}, {64 << 10, 1000, 1024, 0, 500}, {1 << 20, 50, 1024, 1, 0}};
+
+// Block 0 sends round r from stage + r * chunk into ring slot r % kRing on the right
+// neighbour, adding 1 to its data_sig; it reuses a slot only after the neighbour's ack.
+// Block 1 waits for round r from the left neighbour, checks it, and acks.
+__global__ void ring_kernel(DeviceComm c, RingShape shape, char* ring, const char* stage,
+                            uint64_t* data_sig, uint64_t* ack_sig, uint64_t what, ull* bad,
+                            int* rc_out) {
+  const size_t chunk = shape.chunk;
+  const int rounds = shape.rounds;
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  for (int r = 0; r < rounds; ++r) {
+    char* slot = ring + (r % kRing) * chunk;
+    if (blockIdx.x == 0) {
+      if (r >= kRing) {
+        const int rc = symcomm::signal_wait_until_block(c, ack_sig, symcommCmpGe, r - kRing + 1);
+        if (rc != 0) {
+          if (threadIdx.x == 0) rc_out[0] = rc;
+          return;
+        }
+      }
+      const uint64_t until = now_ns() + (threadIdx.x / 32 % 8) * uint64_t{shape.delay_ns};
+      while (now_ns() < until) {
+      }
+      symcomm::put_signal_block(c, slot, stage + r * chunk, chunk, data_sig, 1,
+                                symcommSignalAdd, right);
+    } else {
+      const int rc = symcomm::signal_wait_until_block(c, data_sig, symcommCmpGe, r + 1);
+      if (rc != 0) {
+        if (threadIdx.x == 0) rc_out[1] = rc;
+        return;
+      }
+      ull mine = 0;
+      for (size_t i = threadIdx.x; i < chunk; i += blockDim.x)
+        mine += static_cast<uint8_t>(slot[i]) != mp::pattern(left, what + r, i);
+      if (mine) atomicAdd(bad, mine);
+      __syncthreads();  // every check read the slot before the ack frees it
+      if (threadIdx.x == 0) symcomm::signal_op(c, ack_sig, 1, symcommSignalAdd, left);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Every rank signals every peer at once
+// ---------------------------------------------------------------------------------------
+constexpr size_t kPeerBytes = 16 << 10;
+
+// Block t (one thread): put_signal of sizes[me][t] bytes into my slot on t with SET nonce,
+// then wait for t's signal here and check the whole slot t wrote (data, then poison).
+__global__ void all_peers_kernel(DeviceComm c, uint8_t* buf, const uint8_t* src,
+                                 uint64_t* sigs, const uint32_t* sizes, uint64_t nonce,
+                                 uint64_t what, ull* bad, int* rc_out) {
+  const int t = blockIdx.x, me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  symcomm::put_signal(c, buf + me * kPeerBytes, src + t * kPeerBytes, sizes[me * n + t],
+                      sigs + me, nonce, symcommSignalSet, t);
+  const int rc = symcomm::signal_wait_until(c, sigs + t, symcommCmpEq, nonce);
+  if (rc != 0) {
+    atomicCAS(rc_out, 0, rc);
+    return;
+  }
+  const uint32_t bytes = sizes[t * n + me];
+  const uint8_t* got = buf + t * kPeerBytes;
+  ull mine = 0;
+  for (size_t i = 0; i < kPeerBytes; ++i)
+    mine += got[i] != (i < bytes ? mp::pattern(t, what, me * kPeerBytes + i) : kPoison);
+  if (mine) atomicAdd(bad, mine);
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. Publishing data behind a flag that orders nothing itself: fence and quiet
+// ---------------------------------------------------------------------------------------
+enum Publish { kFence = 0, kQuietThread = 1, kQuietWarp = 2, kQuietBlock = 3 };
+const char* const kPublishName[] = {"fence", "quiet", "quiet_warp", "quiet_block"};
+constexpr size_t kPieceBytes = 8 << 10;
+constexpr int kPieces = 64;
+
+// Block 0 puts piece r (stage + r * kPieceBytes) into slot r of `slots` on the right
+// neighbour (by one thread, warp 0 or the whole block, as the mode says), then raises the
+// neighbour's `flag` to r + 1 with a write that orders nothing by itself: for kFence, fence()
+// then a put of the 8-byte value from `values` (values[r] = r + 1); for the quiets, the
+// quiet then a relaxed signal_op. Block 1 waits for the flag from the left to reach r + 1
+// and checks slot r. Without the fence or the quiet the flag may overtake the piece.
+__global__ void publish_kernel(DeviceComm c, int mode, char* slots, const char* stage,
+                               uint64_t* flag, const uint64_t* values, uint64_t what, ull* bad,
+                               int* rc_out) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  if (blockIdx.x == 0) {
+    if (mode == kQuietWarp ? threadIdx.x >= 32 : mode != kQuietBlock && threadIdx.x != 0) return;
+    for (int r = 0; r < kPieces; ++r) {
+      char* dst = slots + r * kPieceBytes;
+      const char* src = stage + r * kPieceBytes;
+      if (mode == kQuietBlock) {
+        symcomm::put_block(c, dst, src, kPieceBytes, right);
+        symcomm::quiet_block(c);
+      } else if (mode == kQuietWarp) {
+        symcomm::put_warp(c, dst, src, kPieceBytes, right);
+        symcomm::quiet_warp(c);
+      } else {
+        symcomm::put(c, dst, src, kPieceBytes, right);
+        if (mode == kFence) symcomm::fence(c);
+        else symcomm::quiet(c);
+      }
+      if (threadIdx.x != 0) continue;
+      if (mode == kFence) symcomm::put(c, flag, values + r, sizeof(uint64_t), right);
+      else symcomm::signal_op(c, flag, r + 1, symcommSignalSet, right);
+    }
+    return;
+  }
+  for (int r = 0; r < kPieces; ++r) {
+    const int rc = symcomm::signal_wait_until_block(c, flag, symcommCmpGe, r + 1);
+    if (rc != 0) {
+      if (threadIdx.x == 0) rc_out[0] = rc;
+      return;
+    }
+    const char* slot = slots + r * kPieceBytes;
+    ull mine = 0;
+    for (size_t i = threadIdx.x; i < kPieceBytes; i += blockDim.x)
+      mine += static_cast<uint8_t>(slot[i]) != mp::pattern(left, what + r, i);
+    if (mine) atomicAdd(bad, mine);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. Every comparison, with put_signal_warp
+// ---------------------------------------------------------------------------------------
+struct CmpStep {
+  symcommCmp_t cmp;
+  uint64_t value, before, after;  // wait for `cmp value`; the word goes from before to after
+};
+constexpr int kCmpSteps = 6;
+constexpr size_t kCmpBytes = 2000 + 3;
+struct CmpSteps {
+  CmpStep step[kCmpSteps];
+};
+
+// Warp 0 of block 0 put_signal_warps piece i (src + i * kCmpBytes) to the right neighbour,
+// setting its words[i] to step[i].after; block 1 waits for words[i] with step i's comparison
+// (which fails on step[i].before) and checks piece i from the left.
+__global__ void cmp_kernel(DeviceComm c, CmpSteps steps, char* data, const char* src,
+                           uint64_t* words, uint64_t what, ull* bad, int* rc_out) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  if (blockIdx.x == 0) {
+    if (threadIdx.x >= 32) return;
+    for (int i = 0; i < kCmpSteps; ++i)
+      symcomm::put_signal_warp(c, data + i * kCmpBytes, src + i * kCmpBytes, kCmpBytes,
+                               words + i, steps.step[i].after, symcommSignalSet, right);
+    return;
+  }
+  for (int i = 0; i < kCmpSteps; ++i) {
+    const CmpStep& k = steps.step[i];
+    const int rc = symcomm::signal_wait_until_block(c, words + i, k.cmp, k.value);
+    if (rc != 0) {
+      if (threadIdx.x == 0) rc_out[0] = rc;
+      return;
+    }
+    ull mine = 0;
+    for (size_t j = threadIdx.x; j < kCmpBytes; j += blockDim.x)
+      mine += static_cast<uint8_t>(data[i * kCmpBytes + j]) != mp::pattern(left, what + i, j);
+    if (mine) atomicAdd(bad, mine);
+  }
+}
+
+TEST_F(Device, PutSignalOrdersDataBeforeSignal) {
+  for (const RingShape& shape : kRingShapes) {
+    SCOPED_TRACE(std::to_string(shape.chunk) + "-byte chunks, skew " +
+                 std::to_string(shape.skew));
+    char* ring = symmetric<char>(kRing * shape.chunk);
+    uint64_t* sigs = symmetric<uint64_t>(2);  // data, ack
+    char* stage = plain<char>(shape.rounds * shape.chunk + shape.skew);
+    ull* bad = plain<ull>(1);
+    int* rc = plain<int>(2);
+    ASSERT_TRUE(ring && sigs && stage && bad && rc);
+    stage += shape.skew;
+    const uint64_t what = rng_();
+    for (int r = 0; r < shape.rounds; ++r)
+      mp::fill(stage + r * shape.chunk, shape.chunk, me_, what + r);
+    CUDA_OK(cudaMemset(ring, kPoison, kRing * shape.chunk));
+    CUDA_OK(cudaMemset(sigs, 0, 2 * sizeof(uint64_t)));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, 2 * sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    ring_kernel<<<2, shape.threads>>>(h_, shape, ring, stage, sigs, sigs + 1, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommHostBarrier(comm_));
+    ull bad_host = 1;
+    int rc_host[2] = {-1, -1};
+    uint64_t sigs_host[2] = {0, 0};
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(sigs_host, sigs, sizeof sigs_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host[0], 0) << "sender's wait for an ack";
+    EXPECT_EQ(rc_host[1], 0) << "receiver's wait for data";
+    EXPECT_EQ(bad_host, 0u) << "bytes seen stale or wrong after their signal, seed " << seed_;
+    EXPECT_EQ(sigs_host[0], static_cast<uint64_t>(shape.rounds)) << "data signals received";
+    EXPECT_EQ(sigs_host[1], static_cast<uint64_t>(shape.rounds)) << "acks received";
+  }
+}
+
+TEST_F(Device, EveryRankSignalsEveryPeer) {
+  uint8_t* buf = symmetric<uint8_t>(n_ * kPeerBytes);
+  uint64_t* sigs = symmetric<uint64_t>(n_);
+  uint8_t* src = plain<uint8_t>(n_ * kPeerBytes);
+  uint32_t* sizes_dev = plain<uint32_t>(static_cast<size_t>(n_) * n_);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(buf && sigs && src && sizes_dev && bad && rc);
+  CUDA_OK(cudaMemset(sigs, 0, n_ * sizeof(uint64_t)));
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + " seed " + std::to_string(seed_));
+    std::vector<uint32_t> sizes(static_cast<size_t>(n_) * n_);
+    for (uint32_t& s : sizes) s = static_cast<uint32_t>(rng_() % (kPeerBytes + 1));  // 0 too
+    const uint64_t what = rng_(), nonce = rng_() | 1;
+    mp::fill(src, n_ * kPeerBytes, me_, what);
+    CUDA_OK(cudaMemset(buf, kPoison, n_ * kPeerBytes));
+    CUDA_OK(cudaMemcpy(sizes_dev, sizes.data(), sizes.size() * sizeof(uint32_t),
+                       cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    all_peers_kernel<<<n_, 1>>>(h_, buf, src, sigs, sizes_dev, nonce, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommHostBarrier(comm_));  // nobody poisons a buffer a peer still writes
+    ull bad_host = 1;
+    int rc_host = -1;
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host, 0);
+    EXPECT_EQ(bad_host, 0u);
+  }
+}
+
+TEST_F(Device, FenceAndQuietPublishData) {
+  char* slots = symmetric<char>(kPieces * kPieceBytes);
+  uint64_t* flag = symmetric<uint64_t>(1);
+  char* stage = plain<char>(kPieces * kPieceBytes);
+  uint64_t* values = plain<uint64_t>(kPieces);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(slots && flag && stage && values && bad && rc);
+  std::vector<uint64_t> v(kPieces);
+  for (int r = 0; r < kPieces; ++r) v[r] = static_cast<uint64_t>(r + 1);
+  CUDA_OK(cudaMemcpy(values, v.data(), kPieces * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  for (int mode : {kFence, kQuietThread, kQuietWarp, kQuietBlock}) {
+    SCOPED_TRACE(std::string(kPublishName[mode]) + " seed " + std::to_string(seed_));
+    const uint64_t what = rng_();
+    for (int r = 0; r < kPieces; ++r) mp::fill(stage + r * kPieceBytes, kPieceBytes, me_, what + r);
+    CUDA_OK(cudaMemset(slots, kPoison, kPieces * kPieceBytes));
+    CUDA_OK(cudaMemset(flag, 0, sizeof(uint64_t)));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    publish_kernel<<<2, 256>>>(h_, mode, slots, stage, flag, values, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommHostBarrier(comm_));
+    ull bad_host = 1;
+    int rc_host = -1;
+    uint64_t flag_host = 0;
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&flag_host, flag, sizeof flag_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host, 0);
+    EXPECT_EQ(bad_host, 0u) << "bytes of a piece not there when its flag was";
+    EXPECT_EQ(flag_host, static_cast<uint64_t>(kPieces));
+  }
+}
+
+TEST_F(Device, EveryComparisonWithPutSignalWarp) {
+  const CmpSteps steps{{{symcommCmpNe, 7, 7, 8},    {symcommCmpLe, 50, 100, 50},
+                        {symcommCmpLt, 5, 10, 4},   {symcommCmpGt, 9, 9, 10},
+                        {symcommCmpGe, 30, 29, 30}, {symcommCmpEq, 77, 76, 77}}};
+  char* data = symmetric<char>(kCmpSteps * kCmpBytes);
+  uint64_t* words = symmetric<uint64_t>(kCmpSteps);
+  char* src = plain<char>(kCmpSteps * kCmpBytes + 1);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(data && words && src && bad && rc);
+  src += 1;  // the source unaligned against the destination: byte accesses too
+  const uint64_t what = rng_();
+  for (int i = 0; i < kCmpSteps; ++i) mp::fill(src + i * kCmpBytes, kCmpBytes, me_, what + i);
+  uint64_t before[kCmpSteps];
+  for (int i = 0; i < kCmpSteps; ++i) before[i] = steps.step[i].before;
+  CUDA_OK(cudaMemcpy(words, before, sizeof before, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(data, kPoison, kCmpSteps * kCmpBytes));
+  CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+  CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  DeviceComm c = h_;
+  c.wait_timeout_ns = 10'000'000'000ull;  // a comparison that never holds fails in 10 s
+  cmp_kernel<<<2, 128>>>(c, steps, data, src, words, what, bad, rc);
+  LAUNCH_OK();
+  SC_OK(symcommHostBarrier(comm_));
+  ull bad_host = 1;
+  int rc_host = -1;
+  uint64_t after[kCmpSteps];
+  CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(after, words, sizeof after, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(rc_host, 0);
+  EXPECT_EQ(bad_host, 0u) << "a wait passed before its data arrived, seed " << seed_;
+  for (int i = 0; i < kCmpSteps; ++i) EXPECT_EQ(after[i], steps.step[i].after) << "step " << i;
+}
+
+}  // namespace device_test
