@@ -21,6 +21,10 @@ const std::vector<SelectionRow>& selection_table() {
   //   the runs at 7e0eada and 040f7b6 (auto through that row: 0.91-0.95x NCCL).
   // - reduce-scatter of 512 MiB per rank (input) on symmetric buffers: twoshot, 1.03x NCCL
   //   in three runs where the sm row gave 0.97x; at 1 GiB twoshot and NCCL tie (NCCL kept);
+  // - reduce-scatter of 512 KiB per rank (input): sm, as on either side of it. Its NCCL row
+  //   (sm 0.94x there before kernels moved to PDL launches) went once sm tied or beat NCCL:
+  //   1.004x in coll_b14453f, 1.22x eager and 1.10x in CUDA graphs in coll_eager_feff727
+  //   and coll_graph_feff727 (twoshot 1.14x in graphs; 0.97-1.02x of sm eagerly);
   // - all-to-all from 4 MiB to 256 MiB per rank and all-gather from 1 MiB to 64 MiB sent, on
   //   symmetric buffers: direct (one launch of SM stores straight into the members' receive
   //   buffers), 1.00-1.32x sm and 1.09-1.92x NCCL there; below, sm's 7 us floor beats its
@@ -126,7 +130,6 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::ReduceScatter, 2, 16777216, "twoshot", kPlain2},
       {CollOp::ReduceScatter, 2, 0, "sm", kPlain2},
       {CollOp::ReduceScatter, 4, 262144, "ll", kSym4},
-      {CollOp::ReduceScatter, 4, 524288, "nccl", kSym4},
       {CollOp::ReduceScatter, 4, 1048576, "sm", kSym4},
       {CollOp::ReduceScatter, 4, 536870912, "twoshot", kRs4, kSym},
       {CollOp::ReduceScatter, 4, 536870912, "sm", kRun4},

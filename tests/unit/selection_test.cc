@@ -87,6 +87,15 @@ TEST(Selection, DirectStoresForMidSizesOnSymmetricBuffers) {
   EXPECT_EQ(pick(CollOp::AllToAll, 16, size_t{16} << 20, true), "sm");
 }
 
+// Small reduce-scatters on 4 ranks: ll to 256 KiB per rank (input), then sm, whose single
+// kernel ties or beats NCCL at 512 KiB since its launches use PDL (no NCCL row between them).
+TEST(Selection, SmallReduceScattersStayWithSymcommOnFourRanks) {
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{256} << 10, true), "ll");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{512} << 10, true), "sm");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{1} << 20, true), "sm");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{2} << 20, true), "twoshot");
+}
+
 // Broadcast and reduce-scatter, where sm is 0.43-0.70x NCCL past its rows on 4 ranks: larger
 // teams get NCCL there too (extrapolated rows), not the registry's first (sm); except
 // broadcasts from 64 KiB to 16 MiB into symmetric buffers, which relay moves in two hops
