@@ -2,7 +2,10 @@
 include(GNUInstallDirs)
 find_package(Threads REQUIRED)
 
-add_executable(symrun ${CMAKE_CURRENT_LIST_DIR}/symrun.cc)
+add_executable(symrun
+               ${CMAKE_CURRENT_LIST_DIR}/symrun/main.cc
+               ${CMAKE_CURRENT_LIST_DIR}/symrun/spawn.cc
+               ${CMAKE_CURRENT_LIST_DIR}/symrun/supervise.cc)
 target_link_libraries(symrun PRIVATE symcomm Threads::Threads)
 install(TARGETS symrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 

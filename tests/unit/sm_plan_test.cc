@@ -56,7 +56,11 @@ TEST(SmPlan, ChannelsThatFitTheGpu) {
   for (int n = 2; n <= 32; ++n)
     for (int room = 0; room <= 300; ++room) {
       const int c = channels_that_fit(n, room, 8);
-      if (c > 0) EXPECT_LE(2 * (n - 1) * c + 8, room) << n << " ranks, room " << room;
-      if (c < kChannels) EXPECT_GT(2 * (n - 1) * (c + 1) + 8, room) << n << " ranks, room " << room;
+      if (c > 0) {
+        EXPECT_LE(2 * (n - 1) * c + 8, room) << n << " ranks, room " << room;
+      }
+      if (c < kChannels) {
+        EXPECT_GT(2 * (n - 1) * (c + 1) + 8, room) << n << " ranks, room " << room;
+      }
     }
 }

@@ -1,0 +1,326 @@
+// symrun: starts N local ranks of a program with the environment that symcommInitFromEnv reads,
+// relays their output line by line with a "[rank] " prefix, and stops them all together.
+// This file: the usage text and the parsing of symrun's options, the low-level helpers that
+// every file uses, and main. spawn.cc starts the ranks; supervise.cc watches them.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <symcomm/symcomm.h>
+#include <unistd.h>
+
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "symrun.h"
+
+namespace symrun {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: symrun -n N [--gpus LIST] [--keep-going] [--timeout SEC] [--grace SEC]\n"
+    "              [--] PROGRAM [ARGS...]\n"
+    "\n"
+    "Starts N local ranks of PROGRAM (each in its own process group, stdin from /dev/null)\n"
+    "with SYMCOMM_RANK, SYMCOMM_NRANKS, SYMCOMM_LOCAL_RANK, SYMCOMM_LOCAL_SIZE and\n"
+    "SYMCOMM_UNIQUE_ID set, and prefixes every line they print with \"[rank] \".\n"
+    "\n"
+    "  -n N           number of ranks, 1 to 1024\n"
+    "  --gpus LIST    comma-separated device numbers: rank i gets SYMCOMM_DEVICE=LIST[i % len]\n"
+    "  --keep-going   let the other ranks run to the end when one fails\n"
+    "  --timeout SEC  stop the ranks after SEC seconds and exit 124 (default 0: no limit)\n"
+    "  --grace SEC    seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
+    "  -h, --help     print this help\n"
+    "\n"
+    "Exit status: 0 if every rank succeeded; else the code of the first failing rank (128+S\n"
+    "for a rank killed by signal S), 124 on timeout, 128+S when symrun receives signal S,\n"
+    "2 on a usage error.\n"
+    "\n"
+    "symrun starts ranks on this node only;\n"
+    "for several nodes use mpirun or srun: symcommInitFromEnv reads their variables "
+    "(docs/launch.md)\n";
+
+// ---------------------------------------------------------------------------------------------
+// Low-level helpers
+// ---------------------------------------------------------------------------------------------
+
+// Also called in forked children, so it must stay async-signal-safe.
+bool wait_writable(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  for (;;) {
+    if (poll(&p, 1, -1) >= 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+// Also called in forked children, so it must stay async-signal-safe.
+bool write_all(int fd, const char* data, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, data, len);
+    if (n > 0) {
+      data += n;
+      len -= static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // Our stdout may be a non-blocking description shared with the caller.
+      if (!wait_writable(fd)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool write_all(int fd, std::string_view text) { return write_all(fd, text.data(), text.size()); }
+
+std::string errno_string(int err) { return strerror(err); }
+
+void say(std::string_view message) {
+  std::string line = "symrun: ";
+  line += message;
+  line += '\n';
+  // Nowhere left to report a failure to write to stderr.
+  (void)write_all(STDERR_FILENO, line);
+}
+
+// strerror may allocate (it translates), which a child forked from a threaded process must not.
+const char* child_errno_text(int err) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  const char* text = strerrordesc_np(err);
+  return text != nullptr ? text : "unknown error";
+#else
+  return strerror(err);
+#endif
+}
+
+std::string signal_name(int sig) {
+  static const struct {
+    int sig;
+    const char* name;
+  } kNames[] = {
+      {SIGHUP, "SIGHUP"},       {SIGINT, "SIGINT"},     {SIGQUIT, "SIGQUIT"},
+      {SIGILL, "SIGILL"},       {SIGTRAP, "SIGTRAP"},   {SIGABRT, "SIGABRT"},
+      {SIGBUS, "SIGBUS"},       {SIGFPE, "SIGFPE"},     {SIGKILL, "SIGKILL"},
+      {SIGUSR1, "SIGUSR1"},     {SIGSEGV, "SIGSEGV"},   {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"},     {SIGALRM, "SIGALRM"},   {SIGTERM, "SIGTERM"},
+      {SIGCHLD, "SIGCHLD"},     {SIGCONT, "SIGCONT"},   {SIGSTOP, "SIGSTOP"},
+      {SIGTSTP, "SIGTSTP"},     {SIGTTIN, "SIGTTIN"},   {SIGTTOU, "SIGTTOU"},
+      {SIGURG, "SIGURG"},       {SIGXCPU, "SIGXCPU"},   {SIGXFSZ, "SIGXFSZ"},
+      {SIGPROF, "SIGPROF"},     {SIGWINCH, "SIGWINCH"}, {SIGVTALRM, "SIGVTALRM"},
+      {SIGIO, "SIGIO"},         {SIGSYS, "SIGSYS"},
+#ifdef SIGSTKFLT
+      {SIGSTKFLT, "SIGSTKFLT"},
+#endif
+#ifdef SIGPWR
+      {SIGPWR, "SIGPWR"},
+#endif
+  };
+  for (const auto& entry : kNames) {
+    if (entry.sig == sig) return entry.name;
+  }
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) return "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
+  return "unknown signal";
+}
+
+namespace {
+
+// A pipe created here must not land on fd 0-2, where a child's dup2 would clobber it.
+bool ensure_std_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0) continue;
+    if (errno != EBADF) return false;
+    int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null_fd < 0) return false;
+    if (null_fd != fd) {
+      say("unexpected descriptor while reopening standard streams");
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------
+
+// Digits only: strtol would accept signs, spaces and overflow silently.
+bool parse_int(std::string_view text, int* value) {
+  if (text.empty() || text.size() > 9) return false;
+  int result = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    result = result * 10 + (c - '0');
+  }
+  *value = result;
+  return true;
+}
+
+bool parse_seconds(std::string_view text, double* value) {
+  if (text.empty() || text.size() > 32) return false;
+  int digits = 0;
+  int dots = 0;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      ++digits;
+    } else if (c == '.') {
+      ++dots;
+    } else {
+      return false;
+    }
+  }
+  if (digits == 0 || dots > 1) return false;
+  std::string copy(text);
+  double result = strtod(copy.c_str(), nullptr);
+  if (!(result >= 0 && result <= kMaxSeconds)) return false;
+  *value = result;
+  return true;
+}
+
+bool parse_gpus(std::string_view text, std::vector<int>* gpus) {
+  std::vector<int> result;
+  for (;;) {
+    size_t comma = text.find(',');
+    int device = 0;
+    if (!parse_int(text.substr(0, comma), &device)) return false;
+    result.push_back(device);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  *gpus = std::move(result);
+  return true;
+}
+
+std::string apply_option(std::string_view name, std::string_view value, Options* opt) {
+  std::string quoted = "'" + std::string(value) + "'";
+  if (name == "-n") {
+    if (!parse_int(value, &opt->nranks) || opt->nranks < 1 || opt->nranks > kMaxRanks) {
+      return "-n needs a number of ranks from 1 to 1024, not " + quoted;
+    }
+  } else if (name == "--gpus") {
+    if (!parse_gpus(value, &opt->gpus)) {
+      return "--gpus needs comma-separated non-negative integers, not " + quoted;
+    }
+  } else if (name == "--timeout") {
+    if (!parse_seconds(value, &opt->timeout_s)) {
+      return "--timeout needs a non-negative number of seconds, not " + quoted;
+    }
+    opt->timeout_text = value;
+  } else if (!parse_seconds(value, &opt->grace_s)) {
+    return "--grace needs a non-negative number of seconds, not " + quoted;
+  }
+  return "";
+}
+
+bool takes_value(std::string_view name) {
+  return name == "-n" || name == "--gpus" || name == "--timeout" || name == "--grace";
+}
+
+// Returns a usage error, or "" on success. Options end at "--" or at the first non-option, so
+// that PROGRAM's own options are left alone.
+std::string parse_args(int argc, char** argv, Options* opt, bool* help) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;
+    if (arg == "-h" || arg == "--help") {
+      *help = true;
+      return "";
+    }
+    if (arg == "--keep-going") {
+      opt->keep_going = true;
+      continue;
+    }
+    std::string_view name = arg;
+    std::string_view value;
+    bool has_value = false;
+    if (arg.substr(0, 2) == "--" && arg.find('=') != std::string_view::npos) {
+      name = arg.substr(0, arg.find('='));
+      value = arg.substr(arg.find('=') + 1);
+      has_value = true;
+    } else if (arg.substr(0, 2) == "-n" && arg.size() > 2) {
+      name = "-n";
+      value = arg.substr(2);
+      has_value = true;
+    }
+    if (!takes_value(name)) return "unknown option '" + std::string(arg) + "'";
+    if (!has_value) {
+      if (i + 1 >= argc) return "option " + std::string(name) + " needs a value";
+      value = argv[++i];
+    }
+    std::string error = apply_option(name, value, opt);
+    if (!error.empty()) return error;
+  }
+  if (opt->nranks == 0) return "missing -n N";
+  if (i >= argc) return "missing PROGRAM";
+  opt->program_argv = argv + i;
+  return "";
+}
+
+bool make_unique_id(std::string* text) {
+  if (getenv("SYMCOMM_BOOTSTRAP_ADDR") == nullptr &&
+      setenv("SYMCOMM_BOOTSTRAP_ADDR", "127.0.0.1", 1) != 0) {
+    say("cannot set SYMCOMM_BOOTSTRAP_ADDR: " + errno_string(errno));
+    return false;
+  }
+  symcommUniqueId uid;
+  char buf[SYMCOMM_UNIQUE_ID_STRING_BYTES];
+  if (symcommGetUniqueId(&uid) != symcommSuccess ||
+      symcommUniqueIdToString(&uid, buf, sizeof buf) != symcommSuccess) {
+    const char* error = symcommGetLastError();
+    say(std::string("cannot create a unique id: ") + (error != nullptr ? error : ""));
+    return false;
+  }
+  *text = buf;
+  return true;
+}
+
+int run_main(int argc, char** argv) {
+  Options opt;
+  bool help = false;
+  std::string error = parse_args(argc, argv, &opt, &help);
+  if (help) return write_all(STDOUT_FILENO, kUsage) ? 0 : 1;
+  if (!error.empty()) {
+    say(error);
+    (void)write_all(STDERR_FILENO, kUsage);
+    return kUsageExit;
+  }
+  if (!ensure_std_fds()) return 1;
+  raise_fd_limit(opt.nranks);
+  int wake_fd = install_signals();
+  if (wake_fd < 0) return 1;
+  std::string uid;
+  if (!make_unique_id(&uid)) return 1;
+  Launcher launcher(opt, wake_fd);
+  return launcher.run(uid);
+}
+
+}  // namespace
+}  // namespace symrun
+
+using symrun::run_main;
+using symrun::say;
+
+int main(int argc, char** argv) {
+  int code = 1;
+  try {
+    code = run_main(argc, argv);
+  } catch (const std::exception& e) {
+    say(std::string("internal error: ") + e.what());
+  } catch (...) {
+    say("internal error");
+  }
+  // libsymcomm's bootstrap thread may still run: exit() would destroy static objects under it.
+  _exit(code);
+}
