@@ -96,6 +96,14 @@ TEST(Selection, SmallReduceScattersStayWithSymcommOnFourRanks) {
   EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{2} << 20, true), "twoshot");
 }
 
+// Broadcasts on 4 ranks: sm to 512 KiB, where it ties or beats NCCL since d52510d (7.0
+// against 10.7 us at 256 KiB); NCCL from 1 MiB.
+TEST(Selection, BroadcastsToHalfAMebibyteStayWithSmOnFourRanks) {
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{256} << 10, true), "sm");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{512} << 10, false), "sm");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{1} << 20, true), "nccl");
+}
+
 // Broadcast and reduce-scatter, where sm is 0.43-0.70x NCCL past its rows on 4 ranks: larger
 // teams get NCCL there too (extrapolated rows), not the registry's first (sm); except
 // broadcasts from 64 KiB to 16 MiB into symmetric buffers, which relay moves in two hops
