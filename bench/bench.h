@@ -59,6 +59,7 @@ struct DecompOptions {
   bool local = false;                          // --local-buffers: cudaMalloc'd pencils
   bool contiguous = false;                     // --contiguous: axis-contiguous pencils
   std::vector<std::string> ops;                // --ops: xy,yz,zy,yx timed; empty for all four
+  bool graph = false;                          // --graph: each batch one replayed CUDA graph
 };
 
 struct Options {

@@ -16,8 +16,10 @@
 //
 // Records: bench "decomp", op "transpose_xy" / "_yz" / "_zy" / "_yx", impl "symcomm:<backend>",
 // dtype "c32" / "f64", shape "[n,n,n] pr x pc", bytes per rank as above, algbw_gbs the GB/s
-// per GPU; extra fields: n, grid, buffers, verified, and speedup_vs_nccl (the nccl backend's
-// time over this one's) where the nccl backend ran on the same configuration.
+// per GPU; extra fields: n, grid, buffers, verified, launch ("eager", or "graph" with --graph:
+// each batch one replayed CUDA graph), host_us (the median host time to enqueue one call, the
+// slowest rank's: near time_us, the point is bound by the host), and speedup_vs_nccl (the
+// nccl backend's time over this one's) where the nccl backend ran on the same configuration.
 //
 // Then, per (size, dtype) unless --no-autotune, the autotuner checked against these numbers
 // (target: its pick within 5% of the best configuration measured): symcommDecompCreate with
@@ -47,6 +49,10 @@ const char* const kDecompUsage =
     "                   runs all four regardless)\n"
     "  --no-autotune    skip the check after each size and type (default: autotune grid and\n"
     "                   backend among those measured, compare the pick with the best measured)\n"
+    "  --graph          each timed batch is one CUDA graph of the batch's transposes, captured\n"
+    "                   once per rank and replayed (the GPU's time, without a host launch per\n"
+    "                   call); the replay is checked on fresh data first; transposes that some\n"
+    "                   rank cannot capture are skipped with a note; no autotune check\n"
     "  --iters and --warmup count repetitions of a batch of transposes (256 MiB of pencils\n"
     "  per rank per batch, 4 to 50 calls).\n";
 
@@ -145,6 +151,7 @@ struct Result {
   bool ran = false, verified = false;
   bool timed[kNumOps] = {};     // per kTimedOps entry: chosen by --ops
   double us[kNumOps] = {};      // the slowest rank's median
+  double host_us[kNumOps] = {}; // median host time to enqueue one call, the slowest rank's
   size_t bytes[kNumOps] = {};   // sent to other ranks, the most of any rank
 };
 
@@ -238,13 +245,21 @@ class Runner {
     for (int k = 0; k < kNumOps; ++k) {
       const TimedOp& op = kTimedOps[k];
       if (!op_wanted(o, op)) continue;
-      BENCH_SC(symcommHostBarrier(ctx_.comm));
-      const double us = time_stream_us(ctx_.stream, ctx_.opt.warmup, ctx_.opt.iters, inner, [&] {
-        BENCH_SC(symcommDecompTranspose(d, op.from, op.to, buf[op.from], buf[op.to], ws, cfg.type,
-                                        nullptr, nullptr, nullptr, nullptr, ctx_.stream));
-      });
+      const auto call = [&] {
+        return symcommDecompTranspose(d, op.from, op.to, buf[op.from], buf[op.to], ws, cfg.type,
+                                      nullptr, nullptr, nullptr, nullptr, ctx_.stream);
+      };
+      double us = 0, host = 0;
+      if (!o.graph) {
+        BENCH_SC(symcommHostBarrier(ctx_.comm));
+        us = time_stream_us(ctx_.stream, ctx_.opt.warmup, ctx_.opt.iters, inner,
+                            [&] { BENCH_SC(call()); }, &host);
+      } else if (!time_graph(cfg, p, buf, bytes, op, inner, call, &r, &us, &host)) {
+        continue;  // not captured on some rank: no time for this transpose
+      }
       r.timed[k] = true;
       r.us[k] = max_over_ranks(ctx_, us);
+      r.host_us[k] = max_over_ranks(ctx_, host);
       const int64_t sent = sent_elements(p[op.from], p[op.to]) * static_cast<int64_t>(e);
       r.bytes[k] = static_cast<size_t>(max_over_ranks(ctx_, static_cast<double>(sent)));
     }
@@ -256,6 +271,40 @@ class Runner {
   }
 
  private:
+  // --graph: `inner` calls of the transpose captured into one CUDA graph per rank; the replay
+  // checked on fresh index data (every call of the batch writes the same output from the same
+  // input), then timed by replays (*us and *host per call). False, with a line on rank 0,
+  // where some rank could not capture it: every rank then skips it (a replayed graph whose
+  // barriers some peer does not run would wait for that peer). A wrong replay clears
+  // r->verified.
+  bool time_graph(const Config& cfg, const symcommPencilInfo_t* p, void* const* buf,
+                  size_t bytes, const TimedOp& op, int inner,
+                  const std::function<symcommResult_t()>& call, Result* r, double* us,
+                  double* host) {
+    BENCH_SC(symcommHostBarrier(ctx_.comm));
+    const GraphBatch g(ctx_.stream, inner, call);
+    if (max_over_ranks(ctx_, g.ok() ? 0 : 1) > 0) {
+      if (ctx_.rank == 0)
+        std::printf("  (%s %s on %dx%d: no CUDA graph of it on some rank%s%s)\n",
+                    r->backend.c_str(), op.name, cfg.pr, cfg.pc, g.ok() ? "" : ": ",
+                    g.ok() ? "" : g.why().c_str());
+      return false;
+    }
+    index_pass(buf[op.from], p[op.from], cfg.n, false);
+    BENCH_CUDA(cudaMemsetAsync(buf[op.to], 0xff, bytes, ctx_.stream));
+    BENCH_SC(symcommHostBarrier(ctx_.comm));
+    g.launch();
+    const auto wrong = index_pass(buf[op.to], p[op.to], cfg.n, true);
+    if (max_over_ranks(ctx_, static_cast<double>(wrong)) != 0) r->verified = false;
+    BENCH_SC(symcommHostBarrier(ctx_.comm));
+    // The first replay uploads the graph: at least two untimed.
+    const double batch = time_stream_us(ctx_.stream, std::max(2, ctx_.opt.warmup), ctx_.opt.iters,
+                                        1, [&] { g.launch(); }, host);
+    *us = batch / inner;
+    *host /= inner;
+    return true;
+  }
+
   void* alloc(size_t bytes) {
     void* p = nullptr;
     if (ctx_.opt.decomp.local) BENCH_CUDA(cudaMalloc(&p, bytes));
@@ -514,6 +563,8 @@ bool decomp_option(Options& opt, int argc, char** argv, int& i) {
     if (o.ops.empty()) bad_option(name, v, "names no transpose");
   } else if (!std::strcmp(name, "--no-autotune")) {
     autotune_check = false;
+  } else if (!std::strcmp(name, "--graph")) {
+    o.graph = true;
   } else {
     return false;
   }
@@ -534,18 +585,19 @@ int run_decomp(Context& ctx) {
   const std::vector<std::string> dtypes =
       o.dtypes.empty() ? std::vector<std::string>{"c32", "r64"} : o.dtypes;
   if (ctx.rank == 0)
-    std::printf("symcomm-bench decomp: %d ranks, %s pencils, %s\n", ctx.nranks,
+    std::printf("symcomm-bench decomp: %d ranks, %s pencils, %s%s\n", ctx.nranks,
                 o.local ? "cudaMalloc'd" : "symmetric",
-                o.contiguous ? "axis-contiguous" : "x fastest");
+                o.contiguous ? "axis-contiguous" : "x fastest",
+                o.graph ? ", each batch one replayed CUDA graph (no autotune check)" : "");
   Runner runner(ctx);
   int failures = 0;
   for (int64_t n : o.sizes) {
     if (o.max_n && n > o.max_n) continue;
     for (const std::string& dt : dtypes) {
       if (ctx.rank == 0) {
-        std::printf("\n%lld^3 %s\n%-13s %-22s %-6s %14s %12s %10s %8s %s\n",
+        std::printf("\n%lld^3 %s\n%-13s %-22s %-6s %14s %12s %10s %8s %8s %s\n",
                     static_cast<long long>(n), dt.c_str(), "op", "impl", "grid", "bytes/rank",
-                    "time us", "GB/s/GPU", "vs nccl", "check");
+                    "time us", "GB/s/GPU", "vs nccl", "host us", "check");
         std::fflush(stdout);
       }
       const auto t0 = std::chrono::steady_clock::now();
@@ -590,6 +642,10 @@ int run_decomp(Context& ctx) {
             rec.extra.push_back({"grid", "\"" + grid + "\""});
             rec.extra.push_back({"buffers", o.local ? "\"local\"" : "\"symmetric\""});
             rec.extra.push_back({"verified", r.verified ? "true" : "false"});
+            rec.extra.push_back({"launch", o.graph ? "\"graph\"" : "\"eager\""});
+            char host[32];
+            std::snprintf(host, sizeof host, "%.3f", r.host_us[op]);
+            rec.extra.push_back({"host_us", host});
             double speedup = -1;
             if (nccl && r.us[op] > 0) {
               speedup = nccl->us[op] / r.us[op];
@@ -600,15 +656,16 @@ int run_decomp(Context& ctx) {
             if (ctx.rank == 0) {
               char vs[32] = "-";
               if (speedup > 0) std::snprintf(vs, sizeof vs, "%.2fx", speedup);
-              std::printf("%-13s %-22s %-6s %14zu %12.1f %10.1f %8s %s\n", rec.op.c_str(),
+              std::printf("%-13s %-22s %-6s %14zu %12.1f %10.1f %8s %8.1f %s\n", rec.op.c_str(),
                           rec.impl.c_str(), grid.c_str(), rec.bytes, rec.time_us, rec.algbw_gbs,
-                          vs, r.verified ? "ok" : "WRONG");
+                          vs, r.host_us[op], r.verified ? "ok" : "WRONG");
               std::fflush(stdout);
             }
             write_json(ctx, rec);
           }
       }
-      if (autotune_check && !grids.empty()) {
+      // The autotuner times eager calls: its pick is compared with eager times only.
+      if (autotune_check && !o.graph && !grids.empty()) {
         const Config cfg{n, type, c32 ? "c32" : "f64", 0, 0};  // pdims chosen by the autotuner
         report_autotune(ctx, cfg, autotune(ctx, cfg, grids, backends), measured);
       }

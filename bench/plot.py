@@ -33,7 +33,8 @@ def decomp_bars(records):
     bars = defaultdict(lambda: defaultdict(dict))
     for r in recs:
         if int(r["n"]) == n and r["dtype"] == dtype:
-            bars[r["op"]][r["grid"]][r["impl"]] = r["algbw_gbs"]
+            graph = " (graph)" if r.get("launch") == "graph" else ""  # symcomm-bench decomp --graph
+            bars[r["op"]][r["grid"]][r["impl"] + graph] = r["algbw_gbs"]
     return n, dtype, bars
 
 
