@@ -78,8 +78,13 @@ class DirectAlgorithm final : public CollAlgorithm {
       ctx.backend().barrier(barrier, a.stream);
       return;
     }
+    // Rows of kLinearRow whatever the size: the table's direct rows (4 MiB and up) were
+    // measured so. Shorter rows for shorter runs (linear_row) made direct 28-35% faster at
+    // 256 KiB and 1 MiB but 11-12% slower at 4 MiB and 4-6% at 16 MiB on 4 x H200: more
+    // blocks, each ending with a system fence (bench/results/h200x4/rows_ab_1d8eb4f.txt).
     for (const Move& m : moves)
-      append_linear_copy(copies, m.dst, m.src, static_cast<int64_t>(block / elem), elem, m.peer);
+      append_linear_copy(copies, m.dst, m.src, static_cast<int64_t>(block / elem), elem, m.peer,
+                         kLinearRow);
     ctx.backend().copy_boxes_between_barriers(barrier, copies, elem, a.stream);
   }
 

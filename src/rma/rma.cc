@@ -31,9 +31,9 @@ int64_t linear_row(int64_t elements, size_t elem) {
 }
 
 void append_linear_copy(std::vector<BoxCopy>& out, void* dst, const void* src, int64_t elements,
-                        size_t elem, int peer) {
+                        size_t elem, int peer, int64_t row) {
   const int64_t se = static_cast<int64_t>(elem);
-  const int64_t row = linear_row(elements, elem);
+  if (row <= 0) row = linear_row(elements, elem);
   const BoxLayout rows{{1, row, 0}, {0, 0, 0}};
   if (const int64_t full = elements / row; full > 0)
     out.push_back({dst, rows, src, rows, {0, 0, 0}, {row, full, 1}, peer});

@@ -49,19 +49,20 @@ struct BoxCopy {
 };
 
 // A linear copy of `elements` elements of `elem` bytes as box copies that the batched copy
-// kernels spread over many warps: rows of linear_row(elements) elements, then the rest
-// (appended to `out`, with `peer` as BoxCopy::peer).
+// kernels spread over many warps: rows of `row` elements (0: linear_row(elements, elem)),
+// then the rest (appended to `out`, with `peer` as BoxCopy::peer).
 constexpr int64_t kLinearRow = 2048;   // the longest row, in elements
 constexpr int64_t kLinearRows = 2048;  // rows wanted: a warp each in 256 blocks of 8 warps
 constexpr int64_t kLinearRowBytes = 2048;  // the shortest row: one pass of a warp's 16-byte
                                            // vectors, four per lane
 // kLinearRow, halved while the run would give fewer than kLinearRows rows, down to
 // kLinearRowBytes (or kLinearRow where elements are larger): a copy kernel gives a block to
-// 8 rows, so a 512 KiB run in rows of 2048 8-byte elements kept 4 blocks busy (4.1 us on an
-// H200, where the copy engines took 1.1).
+// 8 rows, so a 512 KiB run in rows of 2048 8-byte elements kept 4 blocks busy: 4.1 us on an
+// H200 in a CUDA graph, 1.7 in rows of 256, where the copy engines take 1.1
+// (bench/results/h200x4/rows_ab_1d8eb4f.txt).
 int64_t linear_row(int64_t elements, size_t elem);
 void append_linear_copy(std::vector<BoxCopy>& out, void* dst, const void* src, int64_t elements,
-                        size_t elem, int peer);
+                        size_t elem, int peer, int64_t row = 0);
 
 class RmaBackend {
  public:
