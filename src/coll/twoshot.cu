@@ -87,6 +87,8 @@ const SizeParam kStageBytes("SYMCOMM_COLL_TWOSHOT_BYTES", "8M",
                             "SYMCOMM_HEAP_MAX is used)");
 // 4 ranks: 128 blocks took 3% less time than 64 for all-reduces of 16-64 MiB, the same
 // below (bench/results/h200x4/coll_twoshot_b128_ccbbbf9.jsonl against coll_fa9542c_reductions).
+// 192 and 256 (kMaxBlocks raised for the run) were no faster from 16 MiB to 1 GiB, and 7%
+// slower for reduce-scatters of 1 GiB (bench/results/h200x4/twoshot_blocks_5bf03ca.txt).
 const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "128",
                        "most blocks of a twoshot collective (1 per 8 KiB of a segment's "
                        "round); the same on every rank");
