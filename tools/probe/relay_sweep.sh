@@ -6,14 +6,7 @@
 #     tools/probe/relay_sweep.sh "d96 4 nccl,sm,relay" "b64 4 nccl,relay SYMCOMM_COLL_RELAY_BLOCKS=64"
 # Sizes from MIN (16M) to MAX (1G) by xSTEP (8). Prints rank 0's table lines prefixed by the
 # tag; $OUT/sweep.jsonl gets every record with a "relay_env" field naming the setting.
-set -uo pipefail
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export PATH="$PATH:/usr/local/cuda/bin"
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; mkdir -p "$OUT"
-BUILD_DIR=build-gpu BUILD_TYPE=Release scripts/build.sh > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
-B=build-gpu/bin
+source "$(dirname "$0")/probe_env.sh"
 setting() {
   local tag=$1 n=$2 impls=$3; shift 3
   rm -f "$OUT/p.jsonl"
@@ -21,11 +14,7 @@ setting() {
     $B/symcomm-bench coll --ops broadcast --impls "$impls" --min-bytes "${MIN:-16M}" \
     --max-bytes "${MAX:-1G}" --step "${STEP:-8}" --point-ms 150 --json "$OUT/p.jsonl" \
     --machine "h200x$n" 2>&1 | grep -E "^\[0\] +[0-9]+ |FAIL|WRONG|rror" | sed "s/^/$tag /"
-  [ -f "$OUT/p.jsonl" ] && RELAY_ENV="${*:-defaults}" python3 -c '
-import json, os, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line); r["relay_env"] = os.environ["RELAY_ENV"]; print(json.dumps(r))' \
-    "$OUT/p.jsonl" >> "$OUT/sweep.jsonl"
+  tag_records "$OUT/p.jsonl" relay_env "${*:-defaults}"
 }
 for spec in "$@"; do
   read -r -a words <<< "$spec"
