@@ -24,7 +24,8 @@ Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemo
 }
 
 int64_t linear_row(int64_t elements, size_t elem) {
-  const int64_t shortest = std::min<int64_t>(kLinearRow, kLinearRowBytes / static_cast<int64_t>(elem));
+  const int64_t fit = kLinearRowBytes / static_cast<int64_t>(std::max<size_t>(elem, 1));
+  const int64_t shortest = std::clamp<int64_t>(fit, 1, kLinearRow);
   int64_t row = kLinearRow;
   while (row / 2 >= shortest && elements / row < kLinearRows) row /= 2;
   return row;

@@ -53,6 +53,8 @@ TEST(LinearCopy, ShortRunsGetShorterRows) {
   EXPECT_EQ(linear_row(65536, 4), 512);
   EXPECT_EQ(linear_row(65536, 16), 128);
   EXPECT_EQ(linear_row(1, 8), 256);
+  EXPECT_EQ(linear_row(1, 4096), 1);  // elements wider than the shortest row: one per row
+  EXPECT_EQ(linear_row(1 << 30, 4096), kLinearRow);
   for (size_t elem : {size_t{4}, size_t{8}, size_t{16}})
     for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1} << 20, int64_t{1} << 23}) {
       const int64_t row = linear_row(n, elem);
