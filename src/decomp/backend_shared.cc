@@ -93,12 +93,6 @@ void BoxCopies::run(RmaBackend& b, symcommStream_t stream) {
 
 void BoxCopies::run_between_barriers(RmaBackend& b, const BarrierArgs& barrier,
                                      symcommStream_t stream) {
-  // A team of one (the X<->Y team of a 1 x N grid, the Y<->Z team of N x 1): nobody to wait
-  // for, the stream orders everything, and the copies get the batched kernel's full width
-  // instead of the barrier kernel's resident blocks (a local 256^3 transpose, 32 MiB per
-  // rank, took 21.6 us between barriers and 18.4 without in CUDA graphs on 4 x H200:
-  // bench/results/h200x4/decomp_graph_{adf1658,e1c9c79}.jsonl).
-  if (barrier.team.size == 1) return run(b, stream);
   b.copy_boxes_between_barriers(barrier, copies_, elem_, stream);
   copies_.clear();
 }
