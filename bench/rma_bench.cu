@@ -49,10 +49,21 @@ __device__ __forceinline__ void raw_wait(const uint64_t* mine, uint64_t v) {
 // sig[0] is the signal; with PutSignal sig[1] (symmetric) receives the data, sig[2] is the
 // local source. *status: the last failed wait's result; *wrong counts rounds whose data
 // differed from round_data (both accumulate over launches).
+// The ping-pong is timed inside the kernel, from the end of its first round (a handshake: the
+// second rank's kernel may start later than the first's, and the host's launch is not part
+// of a one-way latency) to the end of the last, on the first rank: *ns. Both kernel kinds
+// run rounds + 1 rounds.
+// (A memory clobber: not moved across the polls.)
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : : "memory");
+  return t;
+}
+
 template <Half H>
 __global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig,
                                 uint64_t* theirs, int peer, int rounds, bool first, int* status,
-                                unsigned long long* wrong) {
+                                unsigned long long* wrong, unsigned long long* ns) {
   int rc = 0;
   unsigned long long bad = 0;
   auto signal = [&](uint64_t v) {
@@ -72,16 +83,19 @@ __global__ void pingpong_kernel(const __grid_constant__ DeviceComm c, uint64_t* 
     if constexpr (H == Half::PutSignal)
       bad += rc == 0 && *reinterpret_cast<volatile uint64_t*>(sig + 1) != round_data(v);
   };
-  for (int i = 1; i <= rounds && rc == 0; ++i) {
+  uint64_t start = 0;
+  for (int i = 1; i <= rounds + 1 && rc == 0; ++i) {
     const uint64_t v = static_cast<uint64_t>(i);
     if (first) {
       signal(v);
       wait(v);
+      if (i == 1) start = now_ns();
     } else {
       wait(v);
       signal(v);
     }
   }
+  if (first) *ns = now_ns() - start;
   if (rc) *status = rc;
   *wrong += bad;
 }
@@ -120,18 +134,22 @@ __device__ __forceinline__ void signal_store(volatile uint64_t* p, uint64_t v) {
 
 template <Poll P, After A, Store S>
 __global__ void pingpong_variant_kernel(volatile uint64_t* mine, volatile uint64_t* theirs,
-                                        int rounds, bool first) {
-  for (int i = 1; i <= rounds; ++i) {
+                                        int rounds, bool first, unsigned long long* ns) {
+  uint64_t start = 0;
+  for (int i = 1; i <= rounds + 1; ++i) {
     const uint64_t want = static_cast<uint64_t>(i);
     if (first) signal_store<S>(theirs, want);
     while (poll_load<P>(mine) < want) {
     }
     after_wait<A>();
     if (!first) signal_store<S>(theirs, want);
+    if (first && i == 1) start = now_ns();
   }
+  if (first) *ns = now_ns() - start;
 }
 
-using VariantKernel = void (*)(volatile uint64_t*, volatile uint64_t*, int, bool);
+using VariantKernel = void (*)(volatile uint64_t*, volatile uint64_t*, int, bool,
+                               unsigned long long*);
 struct Variant {
   const char* name;
   VariantKernel kernel;
@@ -253,7 +271,9 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
 
 // The library's device ping-pong (half: which of its halves are the library's), or (variant
 // != null) one of the raw variants. `sig` holds 3 words (pingpong_kernel). Returns the number
-// of rounds on ranks 0 and 1 whose data was wrong (Half::PutSignal; else 0).
+// of rounds on ranks 0 and 1 whose data was wrong (Half::PutSignal; else 0). time_us is the
+// kernel's own clock (see now_ns); event_us, the same rounds timed by events around the
+// launch on rank 0, adds the launch and the second rank's late start.
 unsigned long long pingpong(Context& ctx, uint64_t* sig, const char* impl, symcommComm_t comm,
                             const Variant* variant, Half half = Half::Both) {
   const int rounds = 2000;
@@ -265,7 +285,10 @@ unsigned long long pingpong(Context& ctx, uint64_t* sig, const char* impl, symco
   BENCH_CUDA(cudaMemset(status, 0, sizeof(int)));
   BENCH_CUDA(cudaMalloc(&wrong, sizeof *wrong));
   BENCH_CUDA(cudaMemset(wrong, 0, sizeof *wrong));
-  std::vector<double> t;
+  unsigned long long* ns;
+  BENCH_CUDA(cudaMalloc(&ns, sizeof *ns));
+  BENCH_CUDA(cudaMemset(ns, 0, sizeof *ns));
+  std::vector<double> t, t_event;
   for (int rep = 0; rep < ctx.opt.iters + ctx.opt.warmup; ++rep) {
     BENCH_CUDA(cudaMemset(sig, 0, 8));
     BENCH_CUDA(cudaDeviceSynchronize());
@@ -279,20 +302,25 @@ unsigned long long pingpong(Context& ctx, uint64_t* sig, const char* impl, symco
     const int peer = 1 - ctx.rank;
     const bool first = ctx.rank == 0;
     if (ctx.rank <= 1 && variant) {
-      variant->kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, first);
+      variant->kernel<<<1, 1, 0, ctx.stream>>>(sig, theirs, rounds, first, ns);
     } else if (ctx.rank <= 1) {
       auto* kernel = half == Half::Both        ? pingpong_kernel<Half::Both>
                      : half == Half::LibSignal ? pingpong_kernel<Half::LibSignal>
                      : half == Half::LibWait   ? pingpong_kernel<Half::LibWait>
                                                : pingpong_kernel<Half::PutSignal>;
-      kernel<<<1, 1, 0, ctx.stream>>>(h, sig, theirs, peer, rounds, first, status, wrong);
+      kernel<<<1, 1, 0, ctx.stream>>>(h, sig, theirs, peer, rounds, first, status, wrong, ns);
     }
     BENCH_CUDA(cudaGetLastError());
     BENCH_CUDA(cudaEventRecord(b, ctx.stream));
     BENCH_CUDA(cudaEventSynchronize(b));
     float ms;
     BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
-    if (rep >= ctx.opt.warmup) t.push_back(1000.0 * ms / (2.0 * rounds));
+    unsigned long long kernel_ns = 0;
+    BENCH_CUDA(cudaMemcpy(&kernel_ns, ns, sizeof kernel_ns, cudaMemcpyDeviceToHost));
+    if (rep >= ctx.opt.warmup) {
+      t.push_back(1e-3 * static_cast<double>(kernel_ns) / (2.0 * rounds));
+      t_event.push_back(1000.0 * ms / (2.0 * (rounds + 1)));
+    }
     BENCH_CUDA(cudaEventDestroy(a));
     BENCH_CUDA(cudaEventDestroy(b));
   }
@@ -302,11 +330,13 @@ unsigned long long pingpong(Context& ctx, uint64_t* sig, const char* impl, symco
   BENCH_CUDA(cudaMemcpy(&bad, wrong, sizeof bad, cudaMemcpyDeviceToHost));
   BENCH_CUDA(cudaFree(status));
   BENCH_CUDA(cudaFree(wrong));
+  BENCH_CUDA(cudaFree(ns));
   if (ctx.rank <= 1 && rc != 0) die("pingpong", "a wait failed", __FILE__, __LINE__);
-  double us = median(t);
-  std::vector<double> all(static_cast<size_t>(ctx.nranks));
-  BENCH_SC(symcommHostAllgather(comm, &us, all.data(), sizeof us));
+  double us[2] = {median(t), median(t_event)};
+  std::vector<double> all(2 * static_cast<size_t>(ctx.nranks));
+  BENCH_SC(symcommHostAllgather(comm, us, all.data(), sizeof us));
   Record r = point(ctx, "pingpong", impl, 8, all[0], 2);
+  r.extra.push_back({"event_us", std::to_string(all[1])});
   bad = static_cast<unsigned long long>(max_over_ranks(ctx, static_cast<double>(bad)));
   if (half == Half::PutSignal) r.extra.push_back({"verified", bad ? "false" : "true"});
   emit(ctx, r);

@@ -337,6 +337,13 @@ int main(int argc, char** argv) {
     }
   }
   int rank = env_int("SYMCOMM_RANK"), nranks = env_int("SYMCOMM_NRANKS");
+  int gpus = 0;
+  if (name.rfind("nccl", 0) == 0 && cuda_space() &&
+      (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < nranks)) {
+    // NCCL refuses two ranks on one GPU: the algorithm would be refused at setup.
+    std::printf("SKIP: %d ranks need as many GPUs for NCCL, %d here\n", nranks, gpus);
+    return 77;
+  }
   int victim = scenario == "hub-dies-after-init" ? 0 : nranks - 1;
   if (rank != victim) return survive(scenario, name, rank);
   if (scenario == "dies-before-init") return 0;

@@ -131,31 +131,31 @@ __device__ __forceinline__ void record_error(const DeviceComm& c, int code, cons
 // Polls this rank's `word` with acquire loads until the comparison holds: what follows is
 // ordered after the observed write. (Measured on H200: an ld.acquire.sys poll costs 0.64 us
 // one way in a ping-pong, a relaxed poll plus fence.acq_rel.sys after it 1.21 us.) Looks at
-// the clock and the abort flag (host memory, slow to read) once every kCheckEvery polls.
+// the clock and the abort flag (host memory, slow to read) once every kCheckEvery polls, out
+// of an unrolled inner loop that is nothing but load, compare and branch: a counter test in
+// every poll cost 8 ns one way in a ping-pong (tools/probe/pingpong_probe.cu). Short waits
+// never read the clock; the bound is late by at most kCheckEvery polls.
 // `pe`: what a failure records as DeviceError::pe (-1: this rank; see record_error).
 __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* word,
                                           symcommCmp_t cmp, uint64_t value, int pe = -1) {
   constexpr uint32_t kCheckEvery = 1024;
-  uint64_t seen = load_acquire(word);
-  if (compare(seen, cmp, value)) return 0;
-  // The clock is first read at the first check, not on entry: short waits never pay for it
-  // (the bound is then late by at most kCheckEvery polls).
-  uint64_t start = 0;
-  for (uint32_t polls = 1;; ++polls) {
-    seen = load_acquire(word);
-    if (compare(seen, cmp, value)) return 0;
-    if (polls % kCheckEvery == 0) {
-      int code = 0;
-      const uint64_t now = global_time_ns();
-      if (start == 0) start = now;
-      if (c.abort_flag != nullptr && *c.abort_flag != 0)
-        code = symcommPeerLost;
-      else if (c.wait_timeout_ns != 0 && now - start > c.wait_timeout_ns)
-        code = symcommTimeout;
-      if (code != 0) {
-        record_error(c, code, word, cmp, value, seen, pe);
-        return code;
-      }
+  uint64_t seen = 0, start = 0;
+  for (;;) {
+#pragma unroll 8
+    for (uint32_t i = 0; i < kCheckEvery; ++i) {
+      seen = load_acquire(word);
+      if (compare(seen, cmp, value)) return 0;
+    }
+    int code = 0;
+    const uint64_t now = global_time_ns();
+    if (start == 0) start = now;
+    if (c.abort_flag != nullptr && *c.abort_flag != 0)
+      code = symcommPeerLost;
+    else if (c.wait_timeout_ns != 0 && now - start > c.wait_timeout_ns)
+      code = symcommTimeout;
+    if (code != 0) {
+      record_error(c, code, word, cmp, value, seen, pe);
+      return code;
     }
   }
 }
@@ -186,9 +186,14 @@ __device__ __forceinline__ int team_translate(const DeviceComm& src, int src_pe,
 
 namespace detail {
 
-// Team member pe's window as mapped here (nullptr where not load/store accessible).
+// Team member pe's window as mapped here (nullptr where not load/store accessible). The
+// near_base read does not wait for the test of pe (5 ns less one way in a ping-pong than a
+// branch to either read, tools/probe/pingpong_probe.cu).
 __device__ __forceinline__ char* window(const DeviceComm& c, int pe) {
-  return pe < SYMCOMM_DEVICE_COMM_NEAR ? c.near_base[pe] : c.peer_base[world_rank(c, pe)];
+  static_assert((SYMCOMM_DEVICE_COMM_NEAR & (SYMCOMM_DEVICE_COMM_NEAR - 1)) == 0, "a power of 2");
+  char* w = c.near_base[pe & (SYMCOMM_DEVICE_COMM_NEAR - 1)];
+  if (pe >= SYMCOMM_DEVICE_COMM_NEAR) w = c.peer_base[world_rank(c, pe)];
+  return w;
 }
 
 // ptr() without the null check, for a pe known to be accessible. Peer windows are global
