@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -306,6 +307,21 @@ int survive(const std::string& scenario, const std::string& name, int rank) {
   return 0;
 }
 
+// The number of GPUs, counted in a child process: CUDA must not be initialised in this one
+// before the victim forks (a child cannot use CUDA that its parent initialised).
+int gpu_count() {
+  const pid_t child = fork();
+  if (child < 0) return 0;
+  if (child == 0) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    _exit(std::min(n, 100));
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -337,12 +353,13 @@ int main(int argc, char** argv) {
     }
   }
   int rank = env_int("SYMCOMM_RANK"), nranks = env_int("SYMCOMM_NRANKS");
-  int gpus = 0;
-  if (name.rfind("nccl", 0) == 0 && cuda_space() &&
-      (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < nranks)) {
+  if (name.rfind("nccl", 0) == 0 && cuda_space()) {
     // NCCL refuses two ranks on one GPU: the algorithm would be refused at setup.
-    std::printf("SKIP: %d ranks need as many GPUs for NCCL, %d here\n", nranks, gpus);
-    return 77;
+    const int gpus = gpu_count();
+    if (gpus < nranks) {
+      std::printf("SKIP: %d ranks need as many GPUs for NCCL, %d here\n", nranks, gpus);
+      return 77;
+    }
   }
   int victim = scenario == "hub-dies-after-init" ? 0 : nranks - 1;
   if (rank != victim) return survive(scenario, name, rank);
