@@ -135,13 +135,18 @@ __device__ __forceinline__ void record_error(const DeviceComm& c, int code, cons
 // of an unrolled inner loop that is nothing but load, compare and branch: a counter test in
 // every poll cost 8 ns one way in a ping-pong (tools/probe/pingpong_probe.cu). Short waits
 // never read the clock; the bound is late by at most kCheckEvery polls.
+// SYMCOMM_WAIT_UNROLL (8; 1 puts the counter test back in every poll) is for A/B runs.
 // `pe`: what a failure records as DeviceError::pe (-1: this rank; see record_error).
+#ifndef SYMCOMM_WAIT_UNROLL
+#define SYMCOMM_WAIT_UNROLL 8
+#endif
 __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* word,
                                           symcommCmp_t cmp, uint64_t value, int pe = -1) {
   constexpr uint32_t kCheckEvery = 1024;
+  constexpr int kUnroll = SYMCOMM_WAIT_UNROLL;
   uint64_t seen = 0, start = 0;
   for (;;) {
-#pragma unroll 8
+#pragma unroll kUnroll
     for (uint32_t i = 0; i < kCheckEvery; ++i) {
       seen = load_acquire(word);
       if (compare(seen, cmp, value)) return 0;
