@@ -31,19 +31,14 @@ enum class Sig { Raw, Lib, LibGlobal, Branch };
 // loop before session 18 (a counter test in every poll). Global: .global loads.
 enum class Wait { Raw, RawGlobal, Lib, Counted, Unrolled, UnrolledGlobal, VolatileThenAcquire };
 
-__device__ __forceinline__ uint64_t ld_acq(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
+using symcomm::detail::load_acquire;
+
 __device__ __forceinline__ uint64_t ld_rlx(const uint64_t* p) {
   uint64_t v;
   asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void st_rlx(uint64_t* p, uint64_t v) {
-  asm volatile("st.relaxed.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
-}
+using symcomm::detail::store_relaxed;
 
 __device__ __forceinline__ uint64_t ld_acq_g(const uint64_t* p) {
   uint64_t v;
@@ -58,7 +53,7 @@ template <Sig S>
 __device__ __forceinline__ void do_signal(const DeviceComm& c, uint64_t* sig, uint64_t* theirs,
                                           int peer, uint64_t v) {
   if constexpr (S == Sig::Raw) {
-    st_rlx(theirs, v);
+    store_relaxed(theirs, v);
   } else if constexpr (S == Sig::Lib) {
     symcomm::signal_op(c, sig, v, symcommSignalSet, peer);
   } else if constexpr (S == Sig::LibGlobal) {
@@ -66,14 +61,14 @@ __device__ __forceinline__ void do_signal(const DeviceComm& c, uint64_t* sig, ui
   } else {
     char* w = peer < SYMCOMM_DEVICE_COMM_NEAR ? c.near_base[peer]
                                               : c.peer_base[symcomm::world_rank(c, peer)];
-    st_rlx(reinterpret_cast<uint64_t*>(w + (reinterpret_cast<char*>(sig) - c.base)), v);
+    store_relaxed(reinterpret_cast<uint64_t*>(w + (reinterpret_cast<char*>(sig) - c.base)), v);
   }
 }
 
 template <Wait W>
 __device__ __forceinline__ int do_wait(const DeviceComm& c, uint64_t* sig, uint64_t v) {
   if constexpr (W == Wait::Raw) {
-    while (ld_acq(sig) < v) {
+    while (load_acquire(sig) < v) {
     }
     return 0;
   } else if constexpr (W == Wait::RawGlobal) {
@@ -83,10 +78,10 @@ __device__ __forceinline__ int do_wait(const DeviceComm& c, uint64_t* sig, uint6
   } else if constexpr (W == Wait::Lib) {
     return symcomm::signal_wait_until(c, sig, symcommCmpGe, v);
   } else if constexpr (W == Wait::Counted) {
-    uint64_t seen = ld_acq(sig), start = 0;
+    uint64_t seen = load_acquire(sig), start = 0;
     if (seen >= v) return 0;
     for (uint32_t polls = 1;; ++polls) {
-      seen = ld_acq(sig);
+      seen = load_acquire(sig);
       if (seen >= v) return 0;
       if (polls % 1024 == 0) {
         const uint64_t now = symcomm::detail::global_time_ns();
@@ -100,7 +95,7 @@ __device__ __forceinline__ int do_wait(const DeviceComm& c, uint64_t* sig, uint6
     for (;;) {
 #pragma unroll 8
       for (int i = 0; i < 1024; ++i) {
-        seen = W == Wait::Unrolled ? ld_acq(sig) : ld_acq_g(sig);
+        seen = W == Wait::Unrolled ? load_acquire(sig) : ld_acq_g(sig);
         if (symcomm::compare(seen, symcommCmpGe, v)) return 0;
       }
       const uint64_t now = symcomm::detail::global_time_ns();
@@ -113,7 +108,7 @@ __device__ __forceinline__ int do_wait(const DeviceComm& c, uint64_t* sig, uint6
     for (;;) {
       for (int i = 0; i < 1024; ++i) {
         if (symcomm::compare(ld_rlx(sig), symcommCmpGe, v) &&
-            symcomm::compare(ld_acq(sig), symcommCmpGe, v))
+            symcomm::compare(load_acquire(sig), symcommCmpGe, v))
           return 0;
       }
       const uint64_t now = symcomm::detail::global_time_ns();
