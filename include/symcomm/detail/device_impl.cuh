@@ -133,8 +133,9 @@ __device__ __forceinline__ void record_error(const DeviceComm& c, int code, cons
 // one way in a ping-pong, a relaxed poll plus fence.acq_rel.sys after it 1.21 us.) Looks at
 // the clock and the abort flag (host memory, slow to read) once every kCheckEvery polls, out
 // of an unrolled inner loop that is nothing but load, compare and branch: a counter test in
-// every poll cost 8 ns one way in a ping-pong (tools/probe/pingpong_probe.cu). Short waits
-// never read the clock; the bound is late by at most kCheckEvery polls.
+// every poll cost 7.5 ns one way in a ping-pong on one 2 x H200 host, nothing measurable on a
+// 4 x H200 host whose polls are slower (tools/probe/pingpong_probe.cu, wait_ab.sh). Short
+// waits never read the clock; the bound is late by at most kCheckEvery polls.
 // SYMCOMM_WAIT_UNROLL (8; 1 puts the counter test back in every poll) is for A/B runs.
 // `pe`: what a failure records as DeviceError::pe (-1: this rank; see record_error).
 #ifndef SYMCOMM_WAIT_UNROLL
