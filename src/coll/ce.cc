@@ -45,13 +45,20 @@
 // numbered once per communicator as it is first used, so every call (and a graph replay)
 // writes the same values. Releasing is one memory operation per word on a stream of its own
 // (of the highest priority), from the watchdog thread. Released words stay released: the
-// state refuses further calls.
+// state refuses further calls. A released stream runs on and signals what it copies, so a
+// release first marks this rank's done word on every other rank failed (kFailed), which
+// holds back their waits on it until their own bound, rather than let them pass on data
+// this rank never had (a broadcast's chain forwards what it received).
+//
+// Broadcast into symmetric buffers on teams of 3 or more is a pipelined chain of chunks
+// (Rounds::chain): every member receives the message once and sends it once.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -74,12 +81,20 @@ const IntParam kStreams("SYMCOMM_COLL_CE_STREAMS", "1",
                         "16; 1: one after another on the caller's stream, the fastest on H200 "
                         "(read when a communicator is created)");
 constexpr int kMaxStreams = 16;
+const IntParam kChainChunks("SYMCOMM_COLL_CE_CHAIN_CHUNKS", "0",
+                            "chunks of a ce broadcast's chain (teams of 3 or more, symmetric "
+                            "receive buffers), 1 to 1024; 0: from the size and the team "
+                            "(must be the same on every rank)");
 
 using Clock = std::chrono::steady_clock;
 
 // A rank's area: ready[nranks], then done[nranks], indexed by the writer's world rank.
-enum Kind : uint32_t { kReady = 0, kDone = 1 };
-const char* kind_name(uint64_t kind) { return kind == kReady ? "ready" : "done"; }
+// kChunk is no area of its own: the waits of a broadcast's chain on a done word, which
+// counts chunks there (see chain()).
+enum Kind : uint32_t { kReady = 0, kDone = 1, kChunk = 2 };
+const char* kind_name(uint64_t kind) {
+  return kind == kReady ? "ready" : kind == kDone ? "done" : "chunk";
+}
 
 // What the caller's stream tells the watchdog (host-mapped, written by memory operations).
 struct Watch {
@@ -92,6 +107,13 @@ struct Watch {
 // CUDA_ERROR_INVALID_VALUE for every kind of memory, 32- and 64-bit writes alike
 // (tools/probe/memop_host.cu, 2026-11-21).
 constexpr unsigned kWrite = CU_STREAM_WRITE_VALUE_DEFAULT;
+
+// The high half a released rank writes into its done word on every other rank. Waits
+// compare cyclically ((int64_t)(*word - value) >= 0): with 0xC0000000 above any low half, a
+// word is some 2^62 behind every value a wait asks for (0x80000000 would put it just
+// ahead of the values above its low half).
+constexpr uint32_t kFailed = 0xC0000000u;
+bool failed(uint64_t word) { return (word >> 32) == kFailed; }
 
 uint32_t* low_half(uint64_t* word) { return reinterpret_cast<uint32_t*>(word); }
 uint32_t* high_half(uint64_t* word) { return reinterpret_cast<uint32_t*>(word) + 1; }
@@ -155,12 +177,15 @@ class CeState final : public AlgorithmState {
   void watch_loop();
   void timed_out(uint64_t waiting, double seconds);
   void release(const char* why);  // with mutex_ held
+  void release_own();             // this rank's words only, quietly
 
   const CudaDriver& drv_;
   const int device_, rank_, nranks_;
   const int64_t timeout_ms_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
   std::string problem_;
   uint64_t* flags_ = nullptr;  // symmetric
+  // This rank's done word on every other rank, as mapped here (nullptr: not reachable).
+  std::vector<uint64_t*> peer_done_;
   std::vector<cudaStream_t> side_;
   cudaEvent_t fork_ = nullptr;
   std::vector<cudaEvent_t> joined_;
@@ -189,6 +214,11 @@ CeState::CeState(CollContext& ctx)
   const size_t bytes = (2 * sizeof(uint64_t) * static_cast<size_t>(nranks_) + 255) / 256 * 256;
   flags_ = static_cast<uint64_t*>(ctx.heap().malloc_internal(bytes));
   ctx.backend().clear(flags_, bytes);
+  peer_done_.assign(static_cast<size_t>(nranks_), nullptr);
+  for (int r = 0; r < nranks_; ++r)
+    if (r != rank_)
+      peer_done_[static_cast<size_t>(r)] =
+          static_cast<uint64_t*>(ctx.heap().peer_ptr(word(kDone, rank_), r));
 
   // What this rank can do, agreed by all so that every member runs ce or none does: 0 yes,
   // 1 no 64-bit stream memory operations, 2 a bad SYMCOMM_COLL_CE_STREAMS, 3 the streams or
@@ -358,7 +388,9 @@ void CeState::watch_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   auto woken = [&] { return stop_ || (aborted_ && !released_); };
   for (;;) {
-    if (timeout_ms_ > 0 && !released_)
+    if (released_)
+      wake_.wait_for(lock, std::chrono::milliseconds(100), woken);
+    else if (timeout_ms_ > 0)
       wake_.wait_for(lock, poll, woken);
     else
       wake_.wait(lock, woken);
@@ -367,7 +399,13 @@ void CeState::watch_loop() {
       release("the communicator lost a peer");
       continue;
     }
-    if (released_ || timeout_ms_ == 0) continue;
+    if (released_) {
+      // A peer released later may have marked one of this rank's words failed after this
+      // rank's release (see release()): released words are released again, every 100 ms.
+      release_own();
+      continue;
+    }
+    if (timeout_ms_ == 0) continue;
     // Blocked: the same wait at every look since `since`, and no group of waits passed.
     const uint64_t passed = __atomic_exchange_n(&watch_->passed, uint64_t{0}, __ATOMIC_ACQ_REL);
     const uint64_t waiting = __atomic_load_n(&watch_->waiting, __ATOMIC_ACQUIRE);
@@ -398,30 +436,38 @@ std::vector<int> CeState::group(uint32_t id) {
 void CeState::timed_out(uint64_t waiting, double seconds) {
   const uint64_t kind = waiting >> 32;
   const std::vector<int> worlds = group(static_cast<uint32_t>(waiting & 0xffffffffu) - 1);
-  // The members whose word is still 0 (all of the group where the words cannot be read).
+  // The members whose word is still 0 (all of the group where the words cannot be read);
+  // a chain's wait is on one member's done word, which counts the chunks it sent.
+  const Kind area = kind == kReady ? kReady : kDone;
   std::vector<int> missing = worlds;
-  if (kind <= kDone) {
+  uint64_t observed = 0;
+  if (kind <= kChunk) {
     std::vector<uint64_t> words(static_cast<size_t>(nranks_));
     try {
       DeviceScope guard(device_);
-      SYMCOMM_CUDART(cudaMemcpyAsync(words.data(), word(static_cast<Kind>(kind), 0),
+      SYMCOMM_CUDART(cudaMemcpyAsync(words.data(), word(area, 0),
                                      words.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                      release_stream_));
       SYMCOMM_CUDART(cudaStreamSynchronize(release_stream_));
-      missing.clear();
-      for (int r : worlds)
-        if (words[static_cast<size_t>(r)] == 0) missing.push_back(r);
+      if (kind == kChunk) {
+        if (!worlds.empty()) observed = words[static_cast<size_t>(worlds[0])];
+      } else {
+        missing.clear();
+        for (int r : worlds)
+          if (words[static_cast<size_t>(r)] == 0 || failed(words[static_cast<size_t>(r)]))
+            missing.push_back(r);
+      }
     } catch (const Error& e) {
       SYMCOMM_WARN("ce: cannot read the flags that held the wait back: %s", e.what());
     }
   }
   std::string ranks;
   for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  uint64_t* w = !missing.empty() && kind <= kDone ? word(static_cast<Kind>(kind), missing[0])
-                                                  : nullptr;
+  uint64_t* w = !missing.empty() && kind <= kChunk ? word(area, missing[0]) : nullptr;
   SYMCOMM_WARN("ce: this rank's stream waited %.1f s for the %s signal of rank(s) %s, more than "
-               "SYMCOMM_WAIT_TIMEOUT: releasing every ce wait of the communicator",
-               seconds, kind_name(kind), ranks.empty() ? "(none missing)" : ranks.c_str());
+               "SYMCOMM_WAIT_TIMEOUT%s: releasing every ce wait of the communicator",
+               seconds, kind_name(kind), ranks.empty() ? "(none missing)" : ranks.c_str(),
+               failed(observed) ? " (that rank's ce waits had failed before)" : "");
   timed_out_.store(true, std::memory_order_release);
   if (error_ && __atomic_load_n(&error_->code, __ATOMIC_ACQUIRE) == 0) {
     // As record_error() does on the device: the fields, then the code.
@@ -429,8 +475,9 @@ void CeState::timed_out(uint64_t waiting, double seconds) {
     error_->cmp = symcommCmpGe;
     error_->block = -1;
     error_->address = reinterpret_cast<uintptr_t>(w);
-    error_->expected = 1;
-    error_->observed = 0;  // a word that holds a wait back is 0
+    // A word that holds a wait back is 0; a chain's counts the chunks that came.
+    error_->expected = observed + 1;
+    error_->observed = observed;
     __atomic_store_n(&error_->code, static_cast<int32_t>(symcommTimeout), __ATOMIC_RELEASE);
   }
   release("SYMCOMM_WAIT_TIMEOUT passed");
@@ -441,6 +488,27 @@ void CeState::release(const char* why) {
   SYMCOMM_INFO("ce: releasing the waits of this communicator (%s)", why);
   try {
     DeviceScope guard(device_);
+    // First this rank's signals on the other ranks stop counting: once released, its
+    // stream runs on and signals what it copies, which is not what they wait for (a chain's
+    // member would forward chunks it never received). A high half of kFailed holds back
+    // every wait on the word, whatever its low half becomes: a peer that waits on it ends
+    // at its own timeout, whose release (1 in the high half) passes it.
+    // The writes are on this stream before the release of this rank's own waits.
+    for (uint64_t* w : peer_done_)
+      if (w) write32(release_stream_, high_half(w), kFailed, CU_STREAM_WRITE_VALUE_DEFAULT);
+    for (int i = 0; i < 2 * nranks_; ++i)
+      write32(release_stream_, high_half(flags_ + i), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+  } catch (const Error& e) {
+    SYMCOMM_WARN("ce: releasing the waits failed: %s", e.what());
+  }
+}
+
+void CeState::release_own() {
+  try {
+    DeviceScope guard(device_);
+    // Only once the earlier writes are done: a queue that cannot drain would otherwise grow
+    // until issuing blocks this thread.
+    if (cudaStreamQuery(release_stream_) != cudaSuccess) return;
     for (int i = 0; i < 2 * nranks_; ++i)
       write32(release_stream_, high_half(flags_ + i), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
   } catch (const Error& e) {
@@ -466,8 +534,58 @@ struct Round {
 // Issues rounds on the caller's stream and the state's side streams.
 class Rounds {
  public:
+  // A broadcast as a pipelined chain (see CeAlgorithm::broadcast): this member receives
+  // from `prev` and sends to `next` (team ranks, -1: none).
+  struct Chain {
+    int prev = -1, next = -1;
+    const char* src = nullptr;  // what this member sends: the root's send, else its recv
+    char* dst = nullptr;        // next's receive buffer, as mapped here
+    size_t bytes = 0, chunk = 0;
+    Copy own{};                 // the root's copy of its send into its recv (0 bytes: none)
+  };
+
   Rounds(const CollArgs& a, CollContext& ctx, CeState& s)
       : a_(a), ctx_(ctx), s_(s), main_(a.stream), me_(a.team.world_of(a.me)) {}
+
+  // The chain, on the caller's stream alone:
+  //   prev's ready := 1                       (this member's receive buffer is free)
+  //   wait ready[next] >= 1; ready[next] := 0
+  //   for each chunk c: wait done[prev] >= c + 1; copy chunk c to next; next's done := c + 1
+  //   done[prev] := 0
+  // The done words count chunks in a call and go back to 0 at its end: prev writes the
+  // word again only after this member's next ready, which follows the reset on this
+  // stream; next writes ready again only after the last chunk's signal, which follows the
+  // reset of ready here (the signal's barrier orders it). The last member waits only for
+  // the last chunk. Every call issues the same operations (graphs replay it).
+  void chain(const Chain& ch) {
+    if (ch.own.bytes) {
+      SYMCOMM_CUDART(cudaEventRecord(s_.aside_fork(), main_));
+      SYMCOMM_CUDART(cudaStreamWaitEvent(s_.aside(), s_.aside_fork(), 0));
+      put(ch.own, s_.aside());
+    }
+    if (ch.prev >= 0)
+      s_.write32(main_, low_half(peer(kReady, ch.prev)), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (ch.next >= 0) wait_all(kReady, {ch.next}, true);
+    const size_t chunks = (ch.bytes + ch.chunk - 1) / ch.chunk;
+    uint64_t* from = ch.prev >= 0 ? s_.word(kDone, a_.team.world_of(ch.prev)) : nullptr;
+    if (from) announce(kChunk, {a_.team.world_of(ch.prev)});
+    for (size_t c = 0; c < chunks; ++c) {
+      if (from && (ch.next >= 0 || c + 1 == chunks)) s_.wait_geq(main_, from, c + 1);
+      if (ch.next < 0) continue;
+      const size_t off = c * ch.chunk;
+      put({ch.dst + off, ch.src + off, std::min(ch.chunk, ch.bytes - off)}, main_);
+      s_.write32(main_, low_half(peer(kDone, ch.next)), static_cast<uint32_t>(c + 1),
+                 CU_STREAM_WRITE_VALUE_DEFAULT);
+    }
+    if (from) {
+      s_.write32(main_, low_half(from), 0, kWrite);
+      passed();
+    }
+    if (ch.own.bytes) {
+      SYMCOMM_CUDART(cudaEventRecord(s_.aside_join(), s_.aside()));
+      SYMCOMM_CUDART(cudaStreamWaitEvent(main_, s_.aside_join(), 0));
+    }
+  }
 
   void run(const Round& r) {
     // This rank's own block needs no flag: it is copied beside the round.
@@ -512,16 +630,23 @@ class Rounds {
   // the watchdog which group of waits it is in; `reset`: each word back to 0 once passed.
   void wait_all(Kind kind, const std::vector<int>& members, bool reset) {
     if (members.empty()) return;
-    Watch* w = s_.watch();
     std::vector<int> worlds;
     for (int j : members) worlds.push_back(a_.team.world_of(j));
-    if (w)
-      s_.write64(main_, &w->waiting, uint64_t{kind} << 32 | (uint64_t{s_.group_of(worlds)} + 1),
-                 kWrite);
+    announce(kind, worlds);
     for (int world : worlds) s_.wait_geq(main_, s_.word(kind, world), 1);
     if (reset)
       for (int world : worlds) s_.write32(main_, low_half(s_.word(kind, world)), 0, kWrite);
-    if (w) {
+    passed();
+  }
+  // The caller's stream tells the watchdog that it reaches a group of waits, and that it
+  // passed them.
+  void announce(Kind kind, const std::vector<int>& worlds) {
+    if (Watch* w = s_.watch())
+      s_.write64(main_, &w->waiting, uint64_t{kind} << 32 | (uint64_t{s_.group_of(worlds)} + 1),
+                 kWrite);
+  }
+  void passed() {
+    if (Watch* w = s_.watch()) {
       s_.write64(main_, &w->passed, 1, kWrite);
       s_.write64(main_, &w->waiting, 0, kWrite);
     }
@@ -672,9 +797,46 @@ class CeAlgorithm final : public CollAlgorithm {
     }
   }
 
+  // How many chunks a broadcast's chain cuts `bytes` into on a team of n: each chunk costs
+  // a forwarding member three memory operations (some 5 us) and the last chunk crosses
+  // n - 1 links, so for T the message's time on one link, (K + n - 2) (T / K + 5 us) is
+  // least at K = sqrt((n - 2) T / 5 us).
+  static size_t chain_chunk(size_t bytes, int n) {
+    int64_t k = kChainChunks.get();
+    if (k < 0 || k > 1024)
+      SYMCOMM_THROW(symcommInvalidArgument, "SYMCOMM_COLL_CE_CHAIN_CHUNKS=%lld is not in [0, 1024]",
+                    static_cast<long long>(k));
+    if (k == 0) {
+      const double link_us = static_cast<double>(bytes) / 390e3;  // 390 GB/s
+      k = std::clamp<int64_t>(std::llround(std::sqrt((n - 2) * link_us / 5.0)), 1, 64);
+    }
+    const size_t unit = size_t{64} << 10;  // chunks of whole 64 KiB but the last
+    const size_t chunk = (bytes + static_cast<size_t>(k) - 1) / static_cast<size_t>(k);
+    return std::max(unit, (chunk + unit - 1) / unit * unit);
+  }
+
+  // A broadcast. Into symmetric receive buffers on teams of 3 or more, a pipelined chain:
+  // the members in team order from the root, each copying chunk c into the next member's
+  // receive buffer as soon as chunk c has reached its own (Rounds::chain), so every GPU
+  // receives the message once and sends it once, where a root that copies to every member
+  // sends it n - 1 times. On two members, and through the workspace, the root copies to
+  // every member.
   static void broadcast(const CollArgs& a, CollContext& ctx, Rounds& rounds, size_t block) {
     const bool root = a.me == a.root;
     const Copy own{a.recv, a.send, root && a.send != a.recv ? block : 0};
+    const int n = a.team.size;
+    if (n >= 3 && ctx.addressable(a.recv, block)) {
+      const int pos = (a.me - a.root + n) % n;  // place in the chain
+      Rounds::Chain ch;
+      ch.prev = pos > 0 ? (a.me + n - 1) % n : -1;
+      ch.next = pos + 1 < n ? (a.me + 1) % n : -1;
+      ch.src = root ? a.send : a.recv;
+      ch.dst = ch.next >= 0 ? ctx.on(a, a.recv, ch.next) : nullptr;
+      ch.bytes = block;
+      ch.chunk = chain_chunk(block, n);
+      ch.own = own;
+      return rounds.chain(ch);
+    }
     if (ctx.addressable(a.recv, block)) {
       Round r;
       if (root)

@@ -382,6 +382,48 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// ce's chain: the root never calls, so rank 1 waits for its first chunk (after its own
+// successor's ready signal came) and the ranks after it for theirs. Rank 1's bound is 1 s,
+// the others' 3 s: rank 1 is released first, and its stream then runs on and signals
+// chunks it never received, but its release first made its signals stop counting on the
+// others, so each of them still waits its own bound and reports symcommTimeout (the
+// release of 0x80000000 let them pass on garbage: caught here).
+TEST(CollLimits, CeChainWaitEndsAtTheTimeout) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
+  if (mp::nranks() < 3) GTEST_SKIP() << "the chain runs on teams of 3 or more";
+  const int me = mp::rank();
+  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", me == 1 ? "1" : "3");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommStream_t stream = mp::new_stream();
+  const size_t count = 1 << 20;
+  void* send = mp::local_alloc(count * 4);
+  void* recv = nullptr;
+  SC_OK(symcommMalloc(comm, count * 4, &recv));
+  if (me != 0) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
+                                       0, "ce", stream), symcommSuccess)
+        << symcommGetLastError();
+    mp::sync(stream);  // returns once the watchdogs released the waits
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GT(took, me == 1 ? 0.9 : 2.9);
+    EXPECT_LT(took, 10.0);
+    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_WAIT_TIMEOUT"), nullptr)
+        << symcommGetLastError();
+    SC_FAILS(symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
+                                      0, "ce", stream), symcommTimeout);
+    mp::sync(stream);
+  }
+  EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+  SC_OK(symcommFree(comm, recv));
+  mp::free_stream(stream);
+  mp::local_free(send);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 // The algorithms that keep counters with their peers (sm, ll, twoshot, relay): a wait of theirs
 // that never ends (only rank 0 calls) is cut at SYMCOMM_WAIT_TIMEOUT and reported at the
 // next call; after it the algorithm refuses every call on that communicator, rather than

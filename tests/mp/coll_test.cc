@@ -176,6 +176,45 @@ TEST_P(Coll, RelayWithEveryLane) {
   release(buf, true);
 }
 
+// ce's broadcast into symmetric buffers on teams of 3 or more is a chain of chunks
+// (SYMCOMM_COLL_CE_CHAIN_CHUNKS): 7 chunks with a short last one, then 193 of 64 KiB, from
+// every root, in place and not; then calls back to back on the stream without a host
+// synchronisation, alternating two receive buffers and cycling the roots, each root sending
+// from a buffer of its own, so that a chunk of one call landing in the next would show.
+TEST_P(Coll, CeChainWithManyChunks) {
+  if (std::strcmp(algo_, "ce") != 0) GTEST_SKIP() << "ce's chain";
+  if (n_ < 3) GTEST_SKIP() << "the chain runs on teams of 3 or more";
+  const Type& t = kTypes[6];  // float32
+  const size_t count = (size_t{12} << 20) / t.size + 5;
+  for (const char* chunks : {"7", "1024"}) {
+    SCOPED_TRACE(chunks);
+    mp::ScopedEnv env("SYMCOMM_COLL_CE_CHAIN_CHUNKS", chunks);
+    for (int root = 0; root < n_; ++root) broadcast_case(t, root, count, true);
+    const size_t bytes = count * t.size;
+    void* send = buffer(bytes, false);
+    void* recv[2] = {buffer(bytes, true), buffer(bytes, true)};
+    put(send, make(t, seed_, me_, 0, count));
+    poison(recv[0], bytes);
+    poison(recv[1], bytes);
+    SC_OK(symcommHostBarrier(comm_));
+    const int calls = 2 * n_ + 1;
+    int last_root[2] = {-1, -1};
+    for (int k = 0; k < calls; ++k) {
+      const int root = (k * 2 + 1) % n_;
+      SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv[k % 2], count, t.id,
+                                     root, algo_, stream_));
+      last_root[k % 2] = root;
+    }
+    for (int b = 0; b < 2; ++b)
+      EXPECT_EQ(differences(fetch(recv[b], bytes), make(t, seed_, last_root[b], 0, count), t.size),
+                "") << "receive buffer " << b;
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    release(recv[0], true);
+    release(recv[1], true);
+  }
+}
+
 // One all-to-all of 1 GiB per rank and one all-gather into 1 GiB, by the automatic choice
 // with the default settings, on plain and symmetric receive buffers (the table's largest
 // rows), checked on the GPU against the test pattern. Needs 16 GiB free on every GPU.

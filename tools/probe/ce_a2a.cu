@@ -16,22 +16,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define CU(x)                                                                     \
-  do {                                                                            \
-    CUresult r_ = (x);                                                            \
-    if (r_ != CUDA_SUCCESS) {                                                     \
-      std::fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, (int)r_);    \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "probe_check.h"
 
 constexpr int kMaxStreams = 16;
 int n = 0;
