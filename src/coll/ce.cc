@@ -177,7 +177,9 @@ class CeState final : public AlgorithmState {
   void watch_loop();
   void timed_out(uint64_t waiting, double seconds);
   void release(const char* why);  // with mutex_ held
-  void release_own();             // this rank's words only, quietly
+  // The writes of a release: `first`, this rank's signals on the others marked failed,
+  // then its own words released; later, its own words again (see watch_loop).
+  void write_release(bool first);
 
   const CudaDriver& drv_;
   const int device_, rank_, nranks_;
@@ -402,7 +404,7 @@ void CeState::watch_loop() {
     if (released_) {
       // A peer released later may have marked one of this rank's words failed after this
       // rank's release (see release()): released words are released again, every 100 ms.
-      release_own();
+      write_release(false);
       continue;
     }
     if (timeout_ms_ == 0) continue;
@@ -486,29 +488,24 @@ void CeState::timed_out(uint64_t waiting, double seconds) {
 void CeState::release(const char* why) {
   released_.store(true, std::memory_order_release);
   SYMCOMM_INFO("ce: releasing the waits of this communicator (%s)", why);
-  try {
-    DeviceScope guard(device_);
-    // First this rank's signals on the other ranks stop counting: once released, its
-    // stream runs on and signals what it copies, which is not what they wait for (a chain's
-    // member would forward chunks it never received). A high half of kFailed holds back
-    // every wait on the word, whatever its low half becomes: a peer that waits on it ends
-    // at its own timeout, whose release (1 in the high half) passes it.
-    // The writes are on this stream before the release of this rank's own waits.
-    for (uint64_t* w : peer_done_)
-      if (w) write32(release_stream_, high_half(w), kFailed, CU_STREAM_WRITE_VALUE_DEFAULT);
-    for (int i = 0; i < 2 * nranks_; ++i)
-      write32(release_stream_, high_half(flags_ + i), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
-  } catch (const Error& e) {
-    SYMCOMM_WARN("ce: releasing the waits failed: %s", e.what());
-  }
+  write_release(true);
 }
 
-void CeState::release_own() {
+void CeState::write_release(bool first) {
   try {
     DeviceScope guard(device_);
-    // Only once the earlier writes are done: a queue that cannot drain would otherwise grow
-    // until issuing blocks this thread.
-    if (cudaStreamQuery(release_stream_) != cudaSuccess) return;
+    if (first) {
+      // First this rank's signals on the other ranks stop counting: once released, its
+      // stream runs on and signals what it copies, which is not what they wait for (a
+      // chain's member would forward chunks it never received). A high half of kFailed
+      // holds back every wait on the word, whatever its low half becomes: a peer that waits
+      // on it ends at its own timeout, whose release (1 in the high half) passes it. The
+      // writes are on this stream before the release of this rank's own waits.
+      for (uint64_t* w : peer_done_)
+        if (w) write32(release_stream_, high_half(w), kFailed, CU_STREAM_WRITE_VALUE_DEFAULT);
+    } else if (cudaStreamQuery(release_stream_) != cudaSuccess) {
+      return;  // the earlier writes first: a queue that cannot drain would block this thread
+    }
     for (int i = 0; i < 2 * nranks_; ++i)
       write32(release_stream_, high_half(flags_ + i), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
   } catch (const Error& e) {

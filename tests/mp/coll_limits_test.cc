@@ -344,6 +344,21 @@ TEST(CollLimits, AutomaticChoicePassesOverCopyInAGraph) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// A ce call issued on `stream` at `start` that waits for a signal that never comes: the
+// stream ends once the watchdog released the wait, after at least `least` seconds (the
+// bound) and within 10, and the next call on the communicator reports the timeout.
+void expect_ce_timed_out(symcommComm_t comm, symcommStream_t stream,
+                         std::chrono::steady_clock::time_point start, double least) {
+  mp::sync(stream);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(took, least);
+  EXPECT_LT(took, 10.0);
+  SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_WAIT_TIMEOUT"), nullptr)
+      << symcommGetLastError();
+}
+
 // ce's waits are stream memory operations, bounded by its watchdog: a rank that calls a
 // collective alone is let go after SYMCOMM_WAIT_TIMEOUT, the next call reports the timeout
 // like a failed wait kernel, and ce refuses to run on the communicator from then on.
@@ -362,14 +377,7 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
     EXPECT_EQ(symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count,
                                        symcommInt32, "ce", stream), symcommSuccess)
         << symcommGetLastError();
-    mp::sync(stream);  // returns once the watchdog released the wait
-    const double took =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_GT(took, 0.9);
-    EXPECT_LT(took, 10.0);
-    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_WAIT_TIMEOUT"), nullptr)
-        << symcommGetLastError();
+    expect_ce_timed_out(comm, stream, start, 0.9);
     SC_FAILS(symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
                                       "ce", stream), symcommTimeout);
     EXPECT_NE(std::strstr(symcommGetLastError(), "released"), nullptr) << symcommGetLastError();
@@ -405,14 +413,7 @@ TEST(CollLimits, CeChainWaitEndsAtTheTimeout) {
     EXPECT_EQ(symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
                                        0, "ce", stream), symcommSuccess)
         << symcommGetLastError();
-    mp::sync(stream);  // returns once the watchdogs released the waits
-    const double took =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_GT(took, me == 1 ? 0.9 : 2.9);
-    EXPECT_LT(took, 10.0);
-    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_WAIT_TIMEOUT"), nullptr)
-        << symcommGetLastError();
+    expect_ce_timed_out(comm, stream, start, me == 1 ? 0.9 : 2.9);
     SC_FAILS(symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
                                       0, "ce", stream), symcommTimeout);
     mp::sync(stream);
