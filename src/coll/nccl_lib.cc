@@ -20,6 +20,12 @@ static const StringParam kNvls(
     "NCCL: NVLink multicast. symcomm sets it to 0 before loading NCCL, whatever it was "
     "(multicast is forbidden on the shared machines)");
 
+static const StringParam kGraphRegister(
+    "NCCL_GRAPH_REGISTER", "",
+    "NCCL: registration of user buffers in CUDA graph captures. symcomm sets it to 0 before "
+    "loading NCCL, whatever it was (symcomm's NCCL calls mix symmetric-heap and other buffers, "
+    "which registration does not allow)");
+
 namespace {
 
 // NCCL reads the variable when it first initialises (and ~/.nccl.conf may set it then if the
@@ -32,11 +38,28 @@ void keep_nvls_off() {
   SYMCOMM_SYSCHECK(setenv("NCCL_NVLS_ENABLE", "0", 1));
 }
 
+// In a CUDA graph capture NCCL registers every buffer that cuMem memory holds (symmetric heaps
+// are) for zero-copy transfers, and requires that the send and receive buffers of a call be
+// registered on every member or on none: a mix is undefined. symcomm hands NCCL both kinds in
+// one call (a plain send buffer and a symmetric receive buffer, or members whose buffers
+// differ), and the mix loses data: an all-to-all of 2 MiB blocks from cudaMalloc memory into
+// a symmetric buffer, captured and replayed, received nothing from its peers (NCCL 2.28.3 on
+// 2 x H200, tests/mp/coll_mix_test.cc). NCCL reads the variable on its first captured call,
+// so symcomm sets it when it loads NCCL; another value is overridden, with a warning.
+void keep_graph_register_off() {
+  if (std::optional<std::string> v = kGraphRegister.raw(); v && *v != "0")
+    SYMCOMM_WARN("NCCL_GRAPH_REGISTER=%s is set: overriding it with 0 (symcomm's NCCL calls "
+                 "mix registered and unregistered buffers, which NCCL does not allow)",
+                 v->c_str());
+  SYMCOMM_SYSCHECK(setenv("NCCL_GRAPH_REGISTER", "0", 1));
+}
+
 }  // namespace
 
 NcclLoad load_nccl(const char* path) {
   NcclLoad l;
   keep_nvls_off();
+  keep_graph_register_off();
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = dlerror();

@@ -6,7 +6,10 @@
 //
 // Loading sets NCCL_NVLS_ENABLE=0 in the environment unless the caller set it: NVLink
 // multicast (NVLS) is forbidden on the machines symcomm runs on, and NCCL reads the variable
-// when it first initialises, so it must be set before any NCCL call.
+// when it first initialises, so it must be set before any NCCL call. Loading also sets
+// NCCL_GRAPH_REGISTER=0 (whatever it was): in CUDA graph captures NCCL would register the
+// symmetric heap's buffers and not the others, a mix within one call that NCCL does not
+// allow (nccl_lib.cc).
 #pragma once
 
 #include <string>

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -378,6 +379,60 @@ TEST_F(NcclGpu, FirstUseCannotBeCapturedLaterUsesCan) {
   mp::sync(stream_);
   replay_captured_sum(buf, count, "nccl", 3);
   mp::local_free(buf);
+}
+
+// A captured all-to-all from cudaMalloc memory into a symmetric buffer, 2 MiB per block: NCCL
+// would register the symmetric buffer (cuMem memory) in the capture and not the other, a mix
+// it does not allow, and the replays received nothing from the peers (NCCL 2.28.3, 2 x H200)
+// until symcomm set NCCL_GRAPH_REGISTER=0 when it loads NCCL (nccl_lib.cc).
+TEST_F(NcclGpu, CapturedWithAPlainSendIntoASymmetricRecv) {
+  const int n = mp::nranks(), me = mp::rank();
+  const size_t count = size_t{1} << 19, block = count * 4, bytes = block * static_cast<size_t>(n);
+  void* send = mp::local_alloc(bytes);
+  void* recv = nullptr;
+  SC_OK(symcommMalloc(comm_, bytes, &recv));
+  auto data = [&](uint64_t seed, int rank) {  // rank's send: block j for member j
+    return small_integers(kTypes[2], count * static_cast<size_t>(n), seed + static_cast<uint64_t>(rank));
+  };
+  auto run = [&](uint64_t seed, void* exec) {
+    put(send, data(seed, me));
+    put(recv, std::vector<uint8_t>(bytes, 0xAB));
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    if (exec) {
+      ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    } else {
+      SC_OK(symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, kTypes[2].id,
+                                    "nccl", stream_));
+    }
+    std::vector<uint8_t> want;
+    for (int r = 0; r < n; ++r) {
+      const std::vector<uint8_t> theirs = data(seed, r);
+      want.insert(want.end(), theirs.begin() + static_cast<long>(static_cast<size_t>(me) * block),
+                  theirs.begin() + static_cast<long>((static_cast<size_t>(me) + 1) * block));
+    }
+    const std::vector<uint8_t> got = fetch(recv, bytes);
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(std::equal(got.begin() + static_cast<long>(static_cast<size_t>(r) * block),
+                             got.begin() + static_cast<long>((static_cast<size_t>(r) + 1) * block),
+                             want.begin() + static_cast<long>(static_cast<size_t>(r) * block)))
+          << (exec ? "replay" : "eager") << ", seed " << seed << ": block from rank " << r;
+    SC_OK(symcommHostBarrier(comm_));
+  };
+  run(seed_, nullptr);  // makes the NCCL communicator, outside the capture
+  const char* reg = std::getenv("NCCL_GRAPH_REGISTER");
+  EXPECT_STREQ(reg ? reg : "(unset)", "0") << "symcomm sets it when it loads NCCL";
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  const symcommResult_t captured = symcommAllToAllOnStream(
+      comm_, SYMCOMM_TEAM_WORLD, send, recv, count, kTypes[2].id, "nccl", stream_);
+  const std::string why = symcommGetLastError();
+  void* exec = mp::end_capture(stream_);
+  ASSERT_EQ(captured, symcommSuccess) << why;
+  ASSERT_NE(exec, nullptr);
+  for (uint64_t k = 1; k <= 3; ++k) run(seed_ + 1000 * k, exec);
+  mp::destroy_graph(exec);
+  SC_OK(symcommFree(comm_, recv));
+  mp::local_free(send);
 }
 
 // ---- Cuda space: the decomposition backend ---------------------------------------------

@@ -1,0 +1,464 @@
+// A random sequence of collectives that goes through every algorithm, back to back on one
+// stream without a host synchronisation: each call's operation, team (the world, this rank's
+// row or column of a 2D split), type, size (0 to past the workspace and the rings), buffers
+// (symmetric or plain, in place) and algorithm (every registered one in turn, and auto) are
+// drawn from a seed all ranks share, and many calls read what an earlier call, by another
+// algorithm, wrote. What the per-algorithm tests cannot see: one algorithm's call in flight
+// while the next, by another, reuses the workspace, writes peers' memory or reads the
+// result, across teams. Every rank computes every rank's expected buffers on the host and
+// checks its own after one synchronisation at the end. In the cuda space the same sequence
+// is then captured in a CUDA graph and replayed with fresh data.
+#include <map>
+
+#include "coll_fixture.h"
+
+namespace coll_test {
+namespace {
+
+// The teams of the sequence: the world, and this rank's row (xteam) and column (yteam) of
+// symcommTeamSplit2D with rows of xr ranks.
+struct MixTeams {
+  int n = 0, xr = 1;
+  symcommTeam_t id[3] = {SYMCOMM_TEAM_WORLD, SYMCOMM_TEAM_INVALID, SYMCOMM_TEAM_INVALID};
+  static constexpr const char* kNames[3] = {"world", "row", "column"};
+  // World ranks of the team of kind `kind` (0 world, 1 row, 2 column) that holds world rank
+  // q, in team-rank order.
+  std::vector<int> members(int kind, int q) const {
+    std::vector<int> m;
+    if (kind == 0) {
+      for (int r = 0; r < n; ++r) m.push_back(r);
+    } else if (kind == 1) {
+      for (int i = 0; i < xr; ++i) m.push_back(q / xr * xr + i);
+    } else {
+      for (int r = q % xr; r < n; r += xr) m.push_back(r);
+    }
+    return m;
+  }
+  int size(int kind) const { return static_cast<int>(members(kind, 0).size()); }
+  int rank_in(int kind, int q) const {
+    const std::vector<int> m = members(kind, q);
+    return static_cast<int>(std::find(m.begin(), m.end(), q) - m.begin());
+  }
+};
+
+enum class Role { Input, Output, InPlace };
+
+// A buffer of the sequence; `want` is its expected content on every world rank.
+struct MixBuffer {
+  size_t bytes = 0;
+  bool sym = false;
+  Role role = Role::Output;
+  const Type* t = nullptr;  // Input and InPlace: make()'s type and seed
+  uint64_t seed = 0;
+  void* p = nullptr;
+  std::vector<std::vector<uint8_t>> want;
+};
+
+struct MixCall {
+  Op op = Op::AllGather;
+  int kind = 0;
+  const Type* t = nullptr;
+  size_t count = 0;
+  symcommRedOp_t redop = symcommSum;
+  int root = 0;  // team rank
+  std::string algo;
+  size_t send = 0, recv = 0;  // buffer indices (equal: all-reduce in place)
+  bool chained = false;       // send is what an earlier call wrote or read
+  VLayout v;                  // all-to-all-v: counts by team rank
+  std::string ran;            // what ran, for messages
+};
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::AllGather: return "all-gather";
+    case Op::AllToAll: return "all-to-all";
+    case Op::AllToAllv: return "all-to-all-v";
+    case Op::AllToAllvDevice: return "all-to-all-v (device counts)";
+    case Op::ReduceScatter: return "reduce-scatter";
+    case Op::AllReduce: return "all-reduce";
+    case Op::Broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+symcommCollOp_t api_op(Op op) {
+  switch (op) {
+    case Op::AllGather: return symcommCollAllGather;
+    case Op::AllToAll: return symcommCollAllToAll;
+    case Op::ReduceScatter: return symcommCollReduceScatter;
+    case Op::AllReduce: return symcommCollAllReduce;
+    case Op::Broadcast: return symcommCollBroadcast;
+    default: return symcommCollAllToAllv;
+  }
+}
+
+class CollMix : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A small workspace and small sm rings and twoshot stages: sizes past them go through
+    // several pieces, and the rings wrap around within the sequence.
+    mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "256K");
+    mp::ScopedEnv rings("SYMCOMM_COLL_SM_BYTES", std::to_string(mp::nranks() * 512) + "K");
+    mp::ScopedEnv stage("SYMCOMM_COLL_TWOSHOT_BYTES", "128K");
+    comm_ = mp::new_comm();
+    ASSERT_NE(comm_, nullptr);
+    stream_ = mp::new_stream();
+    n_ = mp::nranks();
+    me_ = mp::rank();
+    // SYMCOMM_TEST_MIX_SEED repeats a sequence that failed (its seed is in the message).
+    const char* fixed = std::getenv("SYMCOMM_TEST_MIX_SEED");
+    seed_ = mp::agree(fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}());
+    teams_.n = n_;
+    teams_.xr = n_ >= 8 && n_ % 4 == 0 ? 4 : n_ % 2 == 0 ? 2 : 1;
+    SC_OK(symcommTeamSplit2D(comm_, SYMCOMM_TEAM_WORLD, teams_.xr, &teams_.id[1], &teams_.id[2]));
+    for (int kind = 0; kind < 3; ++kind) {  // the teams are what members() says
+      const std::vector<int> m = teams_.members(kind, me_);
+      int size = 0;
+      SC_OK(symcommTeamSize(comm_, teams_.id[kind], &size));
+      ASSERT_EQ(size, static_cast<int>(m.size())) << MixTeams::kNames[kind];
+      for (int i = 0; i < size; ++i) {
+        int w = -1;
+        SC_OK(symcommTeamTranslate(comm_, teams_.id[kind], i, SYMCOMM_TEAM_WORLD, &w));
+        ASSERT_EQ(w, m[static_cast<size_t>(i)]) << MixTeams::kNames[kind] << " member " << i;
+      }
+    }
+  }
+  void TearDown() override {
+    if (!comm_) return;
+    mp::sync(stream_);
+    if (symcommHostBarrier(comm_) == symcommSuccess) {
+      for (MixBuffer& b : buffers_) {
+        if (b.sym) {
+          EXPECT_EQ(symcommFree(comm_, b.p), symcommSuccess) << symcommGetLastError();
+        } else {
+          mp::local_free(b.p);
+        }
+      }
+    }
+    mp::free_stream(stream_);
+    EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+  }
+
+  // The sequence, the same on every rank: `calls` calls whose buffers hold at most
+  // `max_bytes` each.
+  void plan(int calls, size_t max_bytes) {
+    std::mt19937_64 rng(seed_);
+    std::vector<std::string> algos = algorithms();
+    const int bits = static_cast<int>(std::log2(static_cast<double>(max_bytes)));
+    for (int k = 0; k < calls; ++k) {
+      MixCall c;
+      c.algo = algos[static_cast<size_t>(k) % algos.size()];
+      if (k % algos.size() == 0) std::shuffle(algos.begin(), algos.end(), rng);
+      // An operation the algorithm runs (twoshot reduces only; direct moves data into
+      // symmetric buffers; relay broadcasts into them); the rest take any.
+      std::vector<Op> ops = {Op::AllGather, Op::AllToAll, Op::AllToAllv, Op::ReduceScatter,
+                             Op::AllReduce, Op::Broadcast};
+      if (c.algo == "twoshot") ops = {Op::ReduceScatter, Op::AllReduce};
+      if (c.algo == "direct") ops = {Op::AllGather, Op::AllToAll, Op::Broadcast};
+      if (c.algo == "relay") ops = {Op::Broadcast};
+      c.op = ops[rng() % ops.size()];
+      c.kind = static_cast<int>(rng() % 3);
+      c.t = &kTypes[rng() % (sizeof kTypes / sizeof kTypes[0])];
+      const size_t ts = static_cast<size_t>(teams_.size(c.kind)), e = c.t->size;
+      const bool per_member = c.op == Op::AllGather || c.op == Op::AllToAll ||
+                              c.op == Op::ReduceScatter || c.op == Op::AllToAllv;
+      const size_t cap = max_bytes / e / (per_member ? ts : 1) / (c.op == Op::AllToAllv ? 2 : 1);
+      // Log-uniform sizes: as many calls of a few bytes as of megabytes; 0 now and then.
+      const int b = static_cast<int>(rng() % static_cast<uint64_t>(bits + 1));
+      const size_t lo = b == 0 ? 0 : size_t{1} << (b - 1);
+      c.count = std::min(cap, (lo + (b == 0 ? 0 : rng() % lo)) / e);
+      if (rng() % 16 == 0) c.count = 0;
+      c.redop = static_cast<symcommRedOp_t>(rng() % 3);  // sum, min, max
+      c.root = static_cast<int>(rng() % ts);
+      if (c.op == Op::AllToAllv) c.v = random_layout(rng(), static_cast<int>(ts), c.count + 1);
+      // Buffer sizes: the largest over the ranks (a symmetric buffer has one size).
+      size_t send_elems = 0, recv_elems = 0;
+      switch (c.op) {
+        case Op::AllGather: send_elems = c.count; recv_elems = ts * c.count; break;
+        case Op::AllToAll: send_elems = recv_elems = ts * c.count; break;
+        case Op::ReduceScatter: send_elems = ts * c.count; recv_elems = c.count; break;
+        case Op::AllReduce: case Op::Broadcast: send_elems = recv_elems = c.count; break;
+        default:
+          for (int m = 0; m < static_cast<int>(ts); ++m) {
+            send_elems = std::max(send_elems, VLayout::extent(c.v.sdispls(m), c.v.sends(m)) + 1);
+            recv_elems = std::max(recv_elems, VLayout::extent(c.v.rdispls(m), c.v.receives(m)) + 1);
+          }
+      }
+      const bool needs_sym = c.algo == "direct" || c.algo == "relay";
+      const bool moves = c.op != Op::ReduceScatter && c.op != Op::AllReduce;
+      // The send: what an earlier call wrote or read (data moves, byte for byte), or fresh.
+      std::vector<size_t> earlier;
+      for (size_t i = 0; i < buffers_.size(); ++i)
+        if (buffers_[i].bytes >= send_elems * e && buffers_[i].bytes > 0) earlier.push_back(i);
+      if (moves && !earlier.empty() && rng() % 2 == 0) {
+        c.send = earlier[rng() % earlier.size()];
+        c.chained = true;
+      } else {
+        c.send = add(send_elems * e, rng() % 4 == 0, Role::Input, c.t, rng());
+      }
+      if (c.op == Op::AllReduce && rng() % 3 == 0) {
+        buffers_[c.send].role = Role::InPlace;
+        c.recv = c.send;
+      } else {
+        c.recv = add(recv_elems * e, needs_sym || rng() % 2 == 0, Role::Output, c.t, 0);
+      }
+      calls_.push_back(c);
+    }
+  }
+
+  size_t add(size_t bytes, bool sym, Role role, const Type* t, uint64_t seed) {
+    MixBuffer b;
+    b.bytes = bytes;
+    b.sym = sym;
+    b.role = role;
+    b.t = t;
+    b.seed = seed;
+    buffers_.push_back(b);
+    return buffers_.size() - 1;
+  }
+
+  // Allocates the buffers (symmetric ones collectively, in the plan's order).
+  void allocate() {
+    for (MixBuffer& b : buffers_) {
+      const size_t bytes = b.bytes ? b.bytes : 1;
+      if (b.sym) {
+        SC_OK(symcommMalloc(comm_, bytes, &b.p));
+      } else {
+        b.p = mp::local_alloc(bytes);
+      }
+    }
+  }
+
+  // Every rank's expected buffers for inputs made from seed + `fresh`, in call order.
+  void expect(uint64_t fresh) {
+    for (MixBuffer& b : buffers_) {
+      b.want.assign(static_cast<size_t>(n_), std::vector<uint8_t>());
+      for (int q = 0; q < n_; ++q)
+        b.want[static_cast<size_t>(q)] =
+            b.role == Role::Output ? std::vector<uint8_t>(b.bytes, 0xAB)
+                                   : make(*b.t, b.seed + fresh, q, 0, b.bytes / b.t->size);
+    }
+    for (const MixCall& c : calls_) {
+      const size_t e = c.t->size, b = c.count * e;
+      MixBuffer& in = buffers_[c.send];
+      // Reductions read fresh data only: their inputs are make()'s, element by element.
+      const uint64_t in_seed = in.seed + fresh;
+      std::vector<std::vector<uint8_t>> out = buffers_[c.recv].want;
+      for (int q = 0; q < n_; ++q) {
+        const std::vector<int> m = teams_.members(c.kind, q);
+        const size_t me = static_cast<size_t>(teams_.rank_in(c.kind, q));
+        std::vector<uint8_t>& o = out[static_cast<size_t>(q)];
+        auto from = [&](size_t i) -> const std::vector<uint8_t>& {
+          return in.want[static_cast<size_t>(m[i])];
+        };
+        auto reduce = [&](size_t first) {
+          for (size_t i = 0; i < c.count; ++i) {
+            double acc = value(in_seed, m[0], first + i, c.t->is_signed);
+            for (size_t j = 1; j < m.size(); ++j)
+              acc = combine(c.redop, acc, value(in_seed, m[j], first + i, c.t->is_signed));
+            store(*c.t, &o[i * e], acc);
+          }
+        };
+        switch (c.op) {
+          case Op::AllGather:
+            for (size_t i = 0; i < m.size(); ++i) std::copy_n(from(i).begin(), b, o.begin() + i * b);
+            break;
+          case Op::AllToAll:
+            for (size_t i = 0; i < m.size(); ++i)
+              std::copy_n(from(i).begin() + me * b, b, o.begin() + i * b);
+            break;
+          case Op::Broadcast:
+            std::copy_n(from(static_cast<size_t>(c.root)).begin(), b, o.begin());
+            break;
+          case Op::ReduceScatter: reduce(me * c.count); break;
+          case Op::AllReduce: reduce(0); break;
+          default: {
+            const std::vector<size_t> rd = c.v.rdispls(static_cast<int>(me));
+            for (size_t i = 0; i < m.size(); ++i) {
+              const size_t at = c.v.sdispls(static_cast<int>(i))[me] * e;
+              std::copy_n(from(i).begin() + at, c.v.counts[i][me] * e, o.begin() + rd[i] * e);
+            }
+          }
+        }
+      }
+      buffers_[c.recv].want = std::move(out);
+    }
+  }
+
+  // Writes this rank's inputs made from seed + `fresh` and poisons its outputs.
+  void refill(uint64_t fresh) {
+    for (const MixBuffer& b : buffers_) {
+      if (!b.bytes) continue;
+      mp::store(b.p, b.role == Role::Output ? std::vector<uint8_t>(b.bytes, 0xAB)
+                                            : make(*b.t, b.seed + fresh, me_, 0, b.bytes / b.t->size));
+    }
+    mp::sync(stream_);
+  }
+
+  symcommResult_t issue(const MixCall& c, const char* algo) {
+    const symcommTeam_t team = teams_.id[c.kind];
+    const void* send = buffers_[c.send].p;
+    void* recv = buffers_[c.recv].p;
+    const symcommDataType_t type = c.t->id;
+    switch (c.op) {
+      case Op::AllGather:
+        return symcommAllGatherOnStream(comm_, team, send, recv, c.count, type, algo, stream_);
+      case Op::AllToAll:
+        return symcommAllToAllOnStream(comm_, team, send, recv, c.count, type, algo, stream_);
+      case Op::ReduceScatter:
+        return symcommReduceScatterOnStream(comm_, team, send, recv, c.count, type, c.redop, algo,
+                                            stream_);
+      case Op::AllReduce:
+        return symcommAllReduceOnStream(comm_, team, send, recv, c.count, type, c.redop, algo,
+                                        stream_);
+      case Op::Broadcast:
+        return symcommBroadcastOnStream(comm_, team, send, recv, c.count, type, c.root, algo,
+                                        stream_);
+      default: {
+        const int me = teams_.rank_in(c.kind, me_);
+        const std::vector<size_t> sc = c.v.sends(me), sd = c.v.sdispls(me),
+                                  rc = c.v.receives(me), rd = c.v.rdispls(me);
+        return symcommAllToAllvOnStream(comm_, team, send, sc.data(), sd.data(), recv, rc.data(),
+                                        rd.data(), type, algo, stream_);
+      }
+    }
+  }
+
+  // Issues the whole sequence on the stream, no synchronisation between calls. A call whose
+  // algorithm refuses it (by design: the operation, the buffers, the space, a capture) runs
+  // with the automatic choice instead; `fell_back` says which did, for the check that every
+  // rank refused the same calls. False after a call failed otherwise.
+  bool run_sequence(bool capturing, std::vector<uint8_t>& fell_back) {
+    fell_back.assign(calls_.size(), 0);
+    for (size_t k = 0; k < calls_.size(); ++k) {
+      MixCall& c = calls_[k];
+      // copy synchronises the stream for all-to-all-v's counts: not in a capture.
+      const bool named = !(capturing && c.algo == "copy" && c.op == Op::AllToAllv);
+      symcommResult_t rc = named ? issue(c, c.algo.c_str()) : symcommNotSupported;
+      if (rc == symcommNotSupported) {
+        fell_back[k] = 1;
+        c.ran = c.algo + " refused, " + auto_choice(c);
+        rc = issue(c, "auto");
+      } else {
+        c.ran = c.algo == "auto" ? auto_choice(c) : c.algo;
+      }
+      if (rc != symcommSuccess) {
+        ADD_FAILURE() << "call " << k << " (" << describe(c) << "): " << symcommGetLastError();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // "auto (name)": what the automatic choice picks for c (outside a capture).
+  std::string auto_choice(const MixCall& c) const {
+    const char* chosen = nullptr;
+    if (symcommCollAlgorithm(comm_, teams_.id[c.kind], api_op(c.op), c.count, c.t->id,
+                             buffers_[c.recv].sym, &chosen) != symcommSuccess)
+      chosen = "?";
+    return std::string("auto (") + chosen + ")";
+  }
+
+  std::string describe(const MixCall& c) const {
+    return std::string(op_name(c.op)) + " on the " + MixTeams::kNames[c.kind] + " team, " +
+           c.t->name + " x " + std::to_string(c.count) + ", " +
+           (buffers_[c.recv].sym ? "symmetric" : "plain") + " recv" +
+           (c.send == c.recv ? ", in place" : "") + (c.chained ? ", send from an earlier call" : "") +
+           ", " + (c.ran.empty() ? c.algo : c.ran);
+  }
+
+  // Every rank fell back on the same calls; this rank's buffers hold what they should.
+  void check(const std::vector<uint8_t>& fell_back, const std::string& when) {
+    std::vector<uint8_t> all(fell_back.size() * static_cast<size_t>(n_));
+    SC_OK(symcommHostAllgather(comm_, fell_back.data(), all.data(), fell_back.size()));
+    for (int q = 0; q < n_; ++q)
+      EXPECT_TRUE(std::equal(fell_back.begin(), fell_back.end(),
+                             all.begin() + static_cast<long>(q * fell_back.size())))
+          << "rank " << q << " refused other calls than rank " << me_;
+    for (size_t k = 0; k < calls_.size(); ++k) {
+      const MixCall& c = calls_[k];
+      const MixBuffer& b = buffers_[c.recv];
+      EXPECT_EQ(differences(mp::fetch(stream_, b.p, b.bytes), b.want[static_cast<size_t>(me_)],
+                            c.t->size), "")
+          << when << ", call " << k << ": " << describe(c) << " (SYMCOMM_TEST_MIX_SEED=" << seed_
+          << ")";
+    }
+    // Inputs are read only (all-reduce in place apart).
+    for (const MixBuffer& b : buffers_) {
+      if (b.role != Role::Input) continue;
+      EXPECT_TRUE(mp::fetch(stream_, b.p, b.bytes) == b.want[static_cast<size_t>(me_)])
+          << when << ": an input was written";
+    }
+  }
+
+  // Algorithms used, for the log: "sm 6, ll 5, ...".
+  std::string tally() const {
+    std::map<std::string, int> count;
+    for (const MixCall& c : calls_) ++count[c.ran];
+    std::string out;
+    for (const auto& [name, k] : count) out += (out.empty() ? "" : "; ") + name + " " + std::to_string(k);
+    return out;
+  }
+
+  symcommComm_t comm_ = nullptr;
+  symcommStream_t stream_ = nullptr;
+  int n_ = 0, me_ = 0;
+  uint64_t seed_ = 0;
+  MixTeams teams_;
+  std::vector<MixBuffer> buffers_;
+  std::vector<MixCall> calls_;
+};
+
+// Sizes to 4 MiB per buffer on GPUs (past every selection threshold below NCCL's large
+// rows); 64 KiB in the host space (CI).
+size_t mix_max_bytes() { return mp::space() == symcommSpaceCuda ? (size_t{4} << 20) : (64 << 10); }
+
+TEST_F(CollMix, RandomSequenceAcrossAlgorithmsAndTeams) {
+  plan(mp::space() == symcommSpaceCuda ? 96 : 48, mix_max_bytes());
+  allocate();
+  expect(0);
+  refill(0);
+  SC_OK(symcommHostBarrier(comm_));
+  std::vector<uint8_t> fell_back;
+  const bool issued = run_sequence(false, fell_back);
+  mp::sync(stream_);
+  ASSERT_TRUE(issued);
+  check(fell_back, "eager");
+  if (me_ == 0) std::printf("[ mix ] seed %llu: %s\n", static_cast<unsigned long long>(seed_), tally().c_str());
+}
+
+// The same kind of sequence captured once in a CUDA graph and replayed with fresh inputs:
+// the calls run eagerly first (NCCL makes its communicators outside the capture).
+TEST_F(CollMix, RandomSequenceReplayedFromAGraph) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
+  plan(48, mix_max_bytes());
+  allocate();
+  expect(0);
+  refill(0);
+  SC_OK(symcommHostBarrier(comm_));
+  std::vector<uint8_t> fell_back;
+  bool issued = run_sequence(false, fell_back);
+  mp::sync(stream_);
+  ASSERT_TRUE(issued);
+  check(fell_back, "eager");
+  SC_OK(symcommHostBarrier(comm_));
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  issued = run_sequence(true, fell_back);
+  void* exec = mp::end_capture(stream_);
+  ASSERT_TRUE(issued);
+  ASSERT_NE(exec, nullptr);
+  for (uint64_t r = 1; r <= 3; ++r) {
+    expect(r * 1000003);
+    refill(r * 1000003);
+    SC_OK(symcommHostBarrier(comm_));
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    mp::sync(stream_);
+    check(fell_back, "replay " + std::to_string(r));
+    if (!mp::all_ok(!HasFailure())) break;
+  }
+  mp::destroy_graph(exec);
+  if (me_ == 0) std::printf("[ mix ] graph, seed %llu: %s\n", static_cast<unsigned long long>(seed_), tally().c_str());
+}
+
+}  // namespace
+}  // namespace coll_test
