@@ -36,6 +36,16 @@ inline symcommDecompConfig_t config_2d(int64_t n) {
   return c;
 }
 
+// gdims on a pr x pc grid, the rest default.
+inline symcommDecompConfig_t grid_config(const int64_t* gdims, int pr, int pc) {
+  symcommDecompConfig_t c;
+  symcommDecompConfigInit(&c);
+  for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
+  c.pdims[0] = pr;
+  c.pdims[1] = pc;
+  return c;
+}
+
 // Every owned point holds its global linear index; halos and padding hold -1.
 inline std::vector<double> fill_pencil(const symcommPencilInfo_t& p, const int64_t* gdims) {
   std::vector<double> v(static_cast<size_t>(p.size), -1.0);

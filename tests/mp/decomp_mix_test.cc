@@ -49,12 +49,7 @@ class DecompMix : public ::testing::Test {
       std::vector<symcommDecomp_t> row;
       std::vector<void*> spaces;
       for (const std::string& b : backends_) {
-        symcommDecompConfig_t c;
-        symcommDecompConfigInit(&c);
-        std::copy(gdims_, gdims_ + 3, c.gdims);
-        c.pdims[0] = pr;
-        c.pdims[1] = pc;
-        symcommDecomp_t d = make_decomp(c, b);
+        symcommDecomp_t d = make_decomp(grid_config(gdims_, pr, pc), b);
         ASSERT_NE(d, nullptr);
         size_t bytes = 0;
         SC_OK(symcommDecompWorkspaceSize(d, symcommC64, &bytes));

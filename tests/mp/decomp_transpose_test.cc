@@ -125,12 +125,7 @@ void transpose_between_layouts(const std::string& backend, int pr, int pc, Buffe
   const int64_t gdims[3] = {fit(7), fit(9), fit(6)};
   const int64_t halo_a[3] = {1, 0, 2}, pad_a[3] = {0, 1, 0};
   const int64_t halo_b[3] = {0, 2, 1}, pad_b[3] = {2, 0, 1};
-  symcommDecompConfig_t c;
-  symcommDecompConfigInit(&c);
-  for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
-  c.pdims[0] = pr;
-  c.pdims[1] = pc;
-  symcommDecomp_t d = make_decomp(c, backend);
+  symcommDecomp_t d = make_decomp(grid_config(gdims, pr, pc), backend);
   ASSERT_NE(d, nullptr);
   size_t ws_bytes = 0;
   SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
