@@ -28,38 +28,38 @@ static const StringParam kGraphRegister(
 
 namespace {
 
-// NCCL reads the variable when it first initialises (and ~/.nccl.conf may set it then if the
-// environment does not): it must be 0 in the environment before the first NCCL call. A
-// caller's other value is overridden, with a warning: symcomm never lets NCCL use NVLS.
-void keep_nvls_off() {
-  if (std::optional<std::string> v = kNvls.raw(); v && *v != "0")
-    SYMCOMM_WARN("NCCL_NVLS_ENABLE=%s is set: overriding it with 0 (NVLink multicast is "
-                 "forbidden on the shared machines)", v->c_str());
-  SYMCOMM_SYSCHECK(setenv("NCCL_NVLS_ENABLE", "0", 1));
+// Sets NCCL variable `var` to 0 in the environment, overriding (with a warning saying `why`)
+// any other value the caller set. NCCL reads its variables once, on first use (and
+// ~/.nccl.conf may set them then if the environment does not): they must be 0 before the
+// first NCCL call.
+void force_off(const StringParam& var, const char* why) {
+  if (std::optional<std::string> v = var.raw(); v && *v != "0")
+    SYMCOMM_WARN("%s=%s is set: overriding it with 0 (%s)", var.name(), v->c_str(), why);
+  SYMCOMM_SYSCHECK(setenv(var.name(), "0", 1));
 }
 
-// In a CUDA graph capture NCCL registers every buffer that cuMem memory holds (symmetric heaps
-// are) for zero-copy transfers, and requires that the send and receive buffers of a call be
-// registered on every member or on none: a mix is undefined. symcomm hands NCCL both kinds in
-// one call (a plain send buffer and a symmetric receive buffer, or members whose buffers
-// differ), and the mix loses data: an all-to-all of 2 MiB blocks from cudaMalloc memory into
-// a symmetric buffer, captured and replayed, received nothing from its peers (NCCL 2.28.3 on
-// 2 x H200, tests/mp/coll_mix_test.cc). NCCL reads the variable on its first captured call,
-// so symcomm sets it when it loads NCCL; another value is overridden, with a warning.
-void keep_graph_register_off() {
-  if (std::optional<std::string> v = kGraphRegister.raw(); v && *v != "0")
-    SYMCOMM_WARN("NCCL_GRAPH_REGISTER=%s is set: overriding it with 0 (symcomm's NCCL calls "
-                 "mix registered and unregistered buffers, which NCCL does not allow)",
-                 v->c_str());
-  SYMCOMM_SYSCHECK(setenv("NCCL_GRAPH_REGISTER", "0", 1));
+// NCCL_NVLS_ENABLE: symcomm never lets NCCL use NVLink multicast.
+//
+// NCCL_GRAPH_REGISTER: in a CUDA graph capture NCCL registers every buffer that cuMem memory
+// holds (symmetric heaps are) for zero-copy transfers, and requires that the send and receive
+// buffers of a call be registered on every member or on none: a mix is undefined. symcomm
+// hands NCCL both kinds in one call (a plain send buffer and a symmetric receive buffer, or
+// members whose buffers differ), and the mix loses data: an all-to-all of 2 MiB blocks from
+// cudaMalloc memory into a symmetric buffer, captured and replayed, received nothing from its
+// peers (NCCL 2.28.3 on 2 x H200, tests/mp/coll_mix_test.cc). NCCL reads it on its first
+// captured call.
+void keep_nccl_safe() {
+  force_off(kNvls, "NVLink multicast is forbidden on the shared machines");
+  force_off(kGraphRegister,
+            "symcomm's NCCL calls mix registered and unregistered buffers, which NCCL does not "
+            "allow");
 }
 
 }  // namespace
 
 NcclLoad load_nccl(const char* path) {
   NcclLoad l;
-  keep_nvls_off();
-  keep_graph_register_off();
+  keep_nccl_safe();
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = dlerror();

@@ -23,11 +23,7 @@ struct Layout {
 void round_trip(const std::string& backend, int pr, int pc, const int64_t* gdims, const Layout& l,
                 symcommRankOrder_t order, Buffers kind = Buffers::Local,
                 symcommDecompType_t type = symcommR64) {
-  symcommDecompConfig_t c;
-  symcommDecompConfigInit(&c);
-  for (int a = 0; a < 3; ++a) c.gdims[a] = gdims[a];
-  c.pdims[0] = pr;
-  c.pdims[1] = pc;
+  symcommDecompConfig_t c = grid_config(gdims, pr, pc);
   c.rank_order = order;
   for (int a = 0; a < 3; ++a) c.axis_contiguous[a] = l.axis_contiguous;
   symcommDecomp_t d = make_decomp(c, backend);

@@ -1,7 +1,7 @@
 // NCCL without a GPU: loading (a missing library is a clear reason, never a crash),
-// NCCL_NVLS_ENABLE kept off, symcomm types and reductions to NCCL's, version strings and
-// result codes, and the registries listing "nccl" after "copy" ("nccl_pipelined" just before
-// "nccl").
+// NCCL_NVLS_ENABLE and NCCL_GRAPH_REGISTER kept off, symcomm types and reductions to NCCL's,
+// version strings and result codes, and the registries listing "nccl" after "copy"
+// ("nccl_pipelined" just before "nccl").
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -126,6 +126,18 @@ TEST(Nccl, MissingLibraryIsAReasonAndNvlsStaysOff) {
   setenv("NCCL_NVLS_ENABLE", "1", 1);
   load_nccl("libsymcomm-test-no-such-nccl.so.2");
   EXPECT_STREQ(std::getenv("NCCL_NVLS_ENABLE"), "0");
+}
+
+// NCCL's buffer registration in graph captures stays off likewise (nccl_lib.cc says why).
+TEST(Nccl, GraphRegistrationStaysOff) {
+  SavedEnv saved("NCCL_GRAPH_REGISTER");
+  unsetenv("NCCL_GRAPH_REGISTER");
+  load_nccl("libsymcomm-test-no-such-nccl.so.2");
+  ASSERT_NE(std::getenv("NCCL_GRAPH_REGISTER"), nullptr);
+  EXPECT_STREQ(std::getenv("NCCL_GRAPH_REGISTER"), "0");
+  setenv("NCCL_GRAPH_REGISTER", "1", 1);
+  load_nccl("libsymcomm-test-no-such-nccl.so.2");
+  EXPECT_STREQ(std::getenv("NCCL_GRAPH_REGISTER"), "0");
 }
 
 TEST(Nccl, LoadsWhereInstalled) {
