@@ -12,35 +12,12 @@
 #include <map>
 
 #include "coll_fixture.h"
+#include "mix.h"
 
 namespace coll_test {
 namespace {
 
-// The teams of the sequence: the world, and this rank's row (xteam) and column (yteam) of
-// symcommTeamSplit2D with rows of xr ranks.
-struct MixTeams {
-  int n = 0, xr = 1;
-  symcommTeam_t id[3] = {SYMCOMM_TEAM_WORLD, SYMCOMM_TEAM_INVALID, SYMCOMM_TEAM_INVALID};
-  static constexpr const char* kNames[3] = {"world", "row", "column"};
-  // World ranks of the team of kind `kind` (0 world, 1 row, 2 column) that holds world rank
-  // q, in team-rank order.
-  std::vector<int> members(int kind, int q) const {
-    std::vector<int> m;
-    if (kind == 0) {
-      for (int r = 0; r < n; ++r) m.push_back(r);
-    } else if (kind == 1) {
-      for (int i = 0; i < xr; ++i) m.push_back(q / xr * xr + i);
-    } else {
-      for (int r = q % xr; r < n; r += xr) m.push_back(r);
-    }
-    return m;
-  }
-  int size(int kind) const { return static_cast<int>(members(kind, 0).size()); }
-  int rank_in(int kind, int q) const {
-    const std::vector<int> m = members(kind, q);
-    return static_cast<int>(std::find(m.begin(), m.end(), q) - m.begin());
-  }
-};
+using mp::MixTeams;
 
 enum class Role { Input, Output, InPlace };
 
@@ -106,23 +83,8 @@ class CollMix : public ::testing::Test {
     stream_ = mp::new_stream();
     n_ = mp::nranks();
     me_ = mp::rank();
-    // SYMCOMM_TEST_MIX_SEED repeats a sequence that failed (its seed is in the message).
-    const char* fixed = std::getenv("SYMCOMM_TEST_MIX_SEED");
-    seed_ = mp::agree(fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}());
-    teams_.n = n_;
-    teams_.xr = n_ >= 8 && n_ % 4 == 0 ? 4 : n_ % 2 == 0 ? 2 : 1;
-    SC_OK(symcommTeamSplit2D(comm_, SYMCOMM_TEAM_WORLD, teams_.xr, &teams_.id[1], &teams_.id[2]));
-    for (int kind = 0; kind < 3; ++kind) {  // the teams are what members() says
-      const std::vector<int> m = teams_.members(kind, me_);
-      int size = 0;
-      SC_OK(symcommTeamSize(comm_, teams_.id[kind], &size));
-      ASSERT_EQ(size, static_cast<int>(m.size())) << MixTeams::kNames[kind];
-      for (int i = 0; i < size; ++i) {
-        int w = -1;
-        SC_OK(symcommTeamTranslate(comm_, teams_.id[kind], i, SYMCOMM_TEAM_WORLD, &w));
-        ASSERT_EQ(w, m[static_cast<size_t>(i)]) << MixTeams::kNames[kind] << " member " << i;
-      }
-    }
+    seed_ = mp::mix_seed();
+    teams_.make(comm_);
   }
   void TearDown() override {
     if (!comm_) return;

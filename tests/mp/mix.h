@@ -1,0 +1,69 @@
+// What the random-sequence tests (CollMix, DecompMix, RmaMix) share: the seed, and the
+// teams of a sequence.
+#ifndef SYMCOMM_TESTS_MP_MIX_H_
+#define SYMCOMM_TESTS_MP_MIX_H_
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "mp.h"
+
+namespace mp {
+
+// The sequence's seed, the same on every rank: SYMCOMM_TEST_MIX_SEED (which repeats a
+// sequence that failed: every failure message names its seed), else a random one.
+inline uint64_t mix_seed() {
+  const char* fixed = std::getenv("SYMCOMM_TEST_MIX_SEED");
+  return agree(fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}());
+}
+
+// The world, and this rank's row (xteam) and column (yteam) of symcommTeamSplit2D with rows
+// of xr ranks (4 on 8 or more ranks that 4 divides, else 2 on an even count, else 1).
+struct MixTeams {
+  int n = 0, xr = 1;
+  symcommTeam_t id[3] = {SYMCOMM_TEAM_WORLD, SYMCOMM_TEAM_INVALID, SYMCOMM_TEAM_INVALID};
+  static constexpr const char* kNames[3] = {"world", "row", "column"};
+
+  // Splits the world of `comm` (collective) and checks that every team is what members()
+  // says.
+  void make(symcommComm_t comm) {
+    n = nranks();
+    xr = n >= 8 && n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
+    SC_OK(symcommTeamSplit2D(comm, SYMCOMM_TEAM_WORLD, xr, &id[1], &id[2]));
+    for (int kind = 0; kind < 3; ++kind) {
+      const std::vector<int> m = members(kind, rank());
+      int size = 0;
+      SC_OK(symcommTeamSize(comm, id[kind], &size));
+      ASSERT_EQ(size, static_cast<int>(m.size())) << kNames[kind];
+      for (int i = 0; i < size; ++i) {
+        int w = -1;
+        SC_OK(symcommTeamTranslate(comm, id[kind], i, SYMCOMM_TEAM_WORLD, &w));
+        ASSERT_EQ(w, m[static_cast<size_t>(i)]) << kNames[kind] << " member " << i;
+      }
+    }
+  }
+  // World ranks of the team of kind `kind` (0 world, 1 row, 2 column) that holds world rank
+  // q, in team-rank order.
+  std::vector<int> members(int kind, int q) const {
+    std::vector<int> m;
+    if (kind == 0) {
+      for (int r = 0; r < n; ++r) m.push_back(r);
+    } else if (kind == 1) {
+      for (int i = 0; i < xr; ++i) m.push_back(q / xr * xr + i);
+    } else {
+      for (int r = q % xr; r < n; r += xr) m.push_back(r);
+    }
+    return m;
+  }
+  int size(int kind) const { return static_cast<int>(members(kind, 0).size()); }
+  int rank_in(int kind, int q) const {
+    const std::vector<int> m = members(kind, q);
+    return static_cast<int>(std::find(m.begin(), m.end(), q) - m.begin());
+  }
+};
+
+}  // namespace mp
+
+#endif  // SYMCOMM_TESTS_MP_MIX_H_
