@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "mp.h"
@@ -17,6 +19,29 @@ namespace mp {
 inline uint64_t mix_seed() {
   const char* fixed = std::getenv("SYMCOMM_TEST_MIX_SEED");
   return agree(fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}());
+}
+
+// Captures what `issue()` enqueues on `stream` (false where a call failed) in a CUDA graph
+// and replays it three times: before each replay `ready(run)` writes the run's data and
+// returns what `check(that, when)` then checks, once every rank has checked the run before.
+template <typename Issue, typename Ready, typename Check>
+void capture_and_replay(symcommComm_t comm, symcommStream_t stream, Issue issue, Ready ready,
+                        Check check) {
+  SC_OK(symcommHostBarrier(comm));
+  ASSERT_EQ(begin_capture(stream), 0);
+  const bool issued = issue();
+  void* graph = end_capture(stream);
+  ASSERT_TRUE(issued);
+  ASSERT_NE(graph, nullptr);
+  for (int run = 1; run <= 3; ++run) {
+    auto data = ready(run);
+    SC_OK(symcommHostBarrier(comm));
+    ASSERT_EQ(launch_graph(graph, stream), 0);
+    check(std::move(data), "replay " + std::to_string(run));
+    SC_OK(symcommHostBarrier(comm));  // every rank checked before the next replay writes
+    if (!all_ok(!::testing::Test::HasFailure())) break;
+  }
+  destroy_graph(graph);
 }
 
 // The world, and this rank's row (xteam) and column (yteam) of symcommTeamSplit2D with rows

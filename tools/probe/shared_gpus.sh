@@ -60,6 +60,7 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     coll_mix) run coll_mix mp_coll --gtest_filter='CollMix.*' --gtest_repeat=3 ;;
     decomp_mix) run decomp_mix mp_decomp --gtest_filter='DecompMix.*' --gtest_repeat=3 ;;
     rma_mix) run rma_mix mp_rma --gtest_filter='RmaMix.*' --gtest_repeat=3 ;;
+    device_mix) run device_mix mp_device --gtest_filter='DeviceMix.*' --gtest_repeat=3 ;;
     decomp) run decomp mp_decomp --gtest_filter='-*/nccl*' ;;  # NCCL refuses shared GPUs
     # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
     # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
