@@ -156,7 +156,8 @@ class Plan {
         const uint8_t* src = mem[static_cast<size_t>(2 * from + s.src.buf)].data() + s.src.off;
         uint8_t* dst = mem[static_cast<size_t>(2 * to + s.dst.buf)].data() + s.dst.off;
         std::memmove(dst, src, s.bytes);
-        if (to == me && s.bytes) writer[static_cast<size_t>(s.dst.buf) * slots + s.dst.off / slot_] = &s;
+        if (to == me && s.bytes)
+          writer[static_cast<size_t>(s.dst.buf) * slots + s.dst.off / slot_] = &s;
       }
       if ((s.kind == Kind::PutSignal || s.kind == Kind::Signal) && s.pe == me) {
         uint64_t& w = want_words[static_cast<size_t>(s.sig)];
