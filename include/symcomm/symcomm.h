@@ -13,7 +13,10 @@
  * SYMCOMM_LOG_LEVEL.
  *
  * Thread safety: a communicator may be used by one thread at a time. Different
- * communicators may be used concurrently from different threads.
+ * communicators may be used concurrently from different threads. Their GPU work shares the
+ * GPU: collectives whose kernels wait for their peers need their grids resident, so large
+ * ones of different communicators should not run at once on one GPU (order them on one
+ * stream or with events, the same on every rank; docs/coll.md, "Rules and limits").
  */
 #ifndef SYMCOMM_SYMCOMM_H_
 #define SYMCOMM_SYMCOMM_H_

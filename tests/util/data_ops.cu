@@ -151,6 +151,16 @@ void free_stream(symcommStream_t s) {
   if (s) cuda_ok(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 
+void use_device(symcommComm_t comm) {
+  if (space() != symcommSpaceCuda) return;
+  int device = -1;
+  if (symcommCommDevice(comm, &device) != symcommSuccess) {
+    ADD_FAILURE() << "symcommCommDevice: " << symcommGetLastError();
+    return;
+  }
+  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+}
+
 void sync(symcommStream_t s) {
   if (space() == symcommSpaceCuda) cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
@@ -191,6 +201,21 @@ void host_to_device(void* dst, const void* src, size_t bytes, const char* what) 
 void copy_from_host(void* dst, const void* src, size_t bytes) {
   if (space() == symcommSpaceHost) std::memcpy(dst, src, bytes);
   else host_to_device(dst, src, bytes, "cudaMemcpy(copy_from_host)");
+}
+
+void copy_to_host_on(symcommStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (space() == symcommSpaceHost) return std::memcpy(dst, src, bytes), void();
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"))
+    cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize(copy_to_host_on)");
+}
+
+void copy_from_host_on(symcommStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (space() == symcommSpaceHost) return std::memcpy(dst, src, bytes), void();
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // From pageable memory the call may return before the DMA is done: wait for the stream.
+  if (cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync"))
+    cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize(copy_from_host_on)");
 }
 
 std::vector<uint8_t> fetch(symcommStream_t stream, const void* p, size_t bytes) {

@@ -71,9 +71,16 @@ void local_free(void* p);
 symcommStream_t new_stream();     // NULL on the host
 void free_stream(symcommStream_t s);
 void sync(symcommStream_t s);     // waits for the stream (nothing on the host)
+// Makes the calling thread's current GPU comm's (a new thread starts on GPU 0); nothing in
+// the host space.
+void use_device(symcommComm_t comm);
 // Copies bytes of this process's memory in the space under test to the host, and back.
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_from_host(void* dst, const void* src, size_t bytes);
+// The same in the order of `stream` and waiting for it only, not for the whole GPU (other
+// threads' streams may hold kernels that wait for peers: see threads_test.cc).
+void copy_to_host_on(symcommStream_t stream, void* dst, const void* src, size_t bytes);
+void copy_from_host_on(symcommStream_t stream, void* dst, const void* src, size_t bytes);
 // The same as byte vectors: `bytes` of p after everything on `stream` finished, and back.
 std::vector<uint8_t> fetch(symcommStream_t stream, const void* p, size_t bytes);
 void store(void* p, const std::vector<uint8_t>& v);

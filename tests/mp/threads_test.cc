@@ -1,0 +1,136 @@
+// Communicators used at once from threads of one process (symcomm.h: "Different communicators
+// may be used concurrently from different threads"). Each rank makes kThreads communicators,
+// then each thread takes one with a stream of its own and runs rounds of symcommMalloc, an
+// all-reduce in place and an all-gather from plain memory (automatic algorithm), a
+// put-signal to the right neighbour and a wait, a check of every result, a host barrier and
+// symcommFree, while the other threads do the same on theirs; one thread also makes calls
+// that fail, whose messages must stay on that thread. Sizes are small: kernels of different
+// communicators share the GPU, and ones that wait for their peers must fit on it together
+// (symcomm.h, docs/coll.md "Rules and limits"). The threads copy data in their stream's order
+// only (copy_*_host_on): a whole-device synchronisation would wait for other threads' kernels,
+// which wait for their peers.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mp.h"
+
+namespace {
+
+constexpr int kThreads = 3;
+constexpr int kRounds = 10;
+
+// One thread's work on communicator `c` (index k), with `seed` the same on every rank.
+void work(symcommComm_t c, int k, uint64_t seed) {
+  mp::use_device(c);
+  symcommStream_t stream = mp::new_stream();
+  const int n = mp::nranks(), me = mp::rank();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  std::mt19937_64 rng(seed + static_cast<uint64_t>(k));
+  // Plain memory is allocated once: cudaFree may wait for the whole GPU.
+  int32_t* plain = static_cast<int32_t*>(mp::local_alloc(1024 * sizeof(int32_t)));
+  uint8_t* staged = static_cast<uint8_t*>(mp::local_alloc(64 << 10));
+  for (int round = 0; round < kRounds; ++round) {
+    const size_t count = 1 + rng() % 2048, gathered = 1 + rng() % 1024;
+    const size_t bytes = 1 + rng() % (64 << 10);
+    const symcommEngine_t engine = static_cast<symcommEngine_t>(rng() % 3);
+    const std::string at = "communicator " + std::to_string(k) + ", round " + std::to_string(round);
+    int64_t* sum = nullptr;
+    int32_t* all = nullptr;
+    uint8_t* inbox = nullptr;
+    uint64_t* sig = nullptr;
+    SC_OK(symcommMalloc(c, count * sizeof(int64_t), reinterpret_cast<void**>(&sum)));
+    SC_OK(symcommMalloc(c, n * gathered * sizeof(int32_t), reinterpret_cast<void**>(&all)));
+    SC_OK(symcommMalloc(c, bytes, reinterpret_cast<void**>(&inbox)));
+    SC_OK(symcommMalloc(c, sizeof(uint64_t), reinterpret_cast<void**>(&sig)));
+    // Inputs: rank r contributes (r + 1) * (i + round + k) to the sum, r * 100000 + i to the
+    // gather, and pattern bytes to its right neighbour; the signal word starts at 0.
+    std::vector<int64_t> mine(count);
+    for (size_t i = 0; i < count; ++i)
+      mine[i] = (me + 1) * static_cast<int64_t>(i + static_cast<size_t>(round + k));
+    std::vector<int32_t> block(gathered);
+    for (size_t i = 0; i < gathered; ++i) block[i] = me * 100000 + static_cast<int32_t>(i);
+    std::vector<uint8_t> out(bytes);
+    for (size_t i = 0; i < bytes; ++i)
+      out[i] = mp::pattern(me, 7000 + static_cast<uint64_t>(round), i);
+    const uint64_t zero = 0;
+    mp::copy_from_host_on(stream, sum, mine.data(), count * sizeof(int64_t));
+    mp::copy_from_host_on(stream, plain, block.data(), gathered * sizeof(int32_t));
+    mp::copy_from_host_on(stream, staged, out.data(), bytes);
+    mp::copy_from_host_on(stream, sig, &zero, sizeof zero);
+    SC_OK(symcommHostBarrier(c));  // every rank's inputs are in place
+    SC_OK(symcommAllReduceOnStream(c, SYMCOMM_TEAM_WORLD, sum, sum, count, symcommInt64,
+                                   symcommSum, nullptr, stream));
+    SC_OK(symcommAllGatherOnStream(c, SYMCOMM_TEAM_WORLD, plain, all, gathered, symcommInt32,
+                                   nullptr, stream));
+    SC_OK(symcommPutSignalOnStream(c, inbox, staged, bytes, sig, 1, symcommSignalSet, right,
+                                   engine, stream));
+    SC_OK(symcommSignalWaitOnStream(c, sig, symcommCmpEq, 1, stream));
+    if (k == 0 && round == kRounds / 2) {
+      // Failing calls here; the other threads' calls go on meanwhile.
+      SC_FAILS_SAYING(symcommPutOnStream(c, inbox, staged, bytes, n + 3, engine, stream),
+                      symcommInvalidArgument, "pe " + std::to_string(n + 3));
+      SC_FAILS_SAYING(symcommAllReduceOnStream(c, SYMCOMM_TEAM_WORLD, sum, sum, count,
+                                               symcommInt64, symcommSum, "no-such-algorithm",
+                                               stream),
+                      symcommInvalidArgument, "no-such-algorithm");
+    }
+    std::vector<int64_t> got_sum(count);
+    std::vector<int32_t> got_all(n * gathered);
+    std::vector<uint8_t> got_bytes(bytes);
+    mp::copy_to_host_on(stream, got_sum.data(), sum, count * sizeof(int64_t));
+    mp::copy_to_host_on(stream, got_all.data(), all, got_all.size() * sizeof(int32_t));
+    mp::copy_to_host_on(stream, got_bytes.data(), inbox, bytes);
+    EXPECT_EQ(symcommQuietOnStream(c, stream), symcommSuccess)
+        << at << ": " << symcommGetLastError();
+    size_t bad = 0;
+    const int64_t ranks_sum = static_cast<int64_t>(n) * (n + 1) / 2;
+    for (size_t i = 0; i < count; ++i)
+      bad += got_sum[i] != ranks_sum * static_cast<int64_t>(i + static_cast<size_t>(round + k));
+    EXPECT_EQ(bad, 0u) << at << ": all-reduce of " << count << " int64";
+    bad = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < gathered; ++i)
+        bad += got_all[static_cast<size_t>(r) * gathered + i] !=
+               r * 100000 + static_cast<int32_t>(i);
+    EXPECT_EQ(bad, 0u) << at << ": all-gather of " << gathered << " int32";
+    bad = 0;
+    for (size_t i = 0; i < bytes; ++i)
+      bad += got_bytes[i] != mp::pattern(left, 7000 + static_cast<uint64_t>(round), i);
+    EXPECT_EQ(bad, 0u) << at << ": put-signal of " << bytes << " bytes from rank " << left;
+    SC_OK(symcommHostBarrier(c));  // every rank checked before the next round writes
+    for (void* p : {static_cast<void*>(sum), static_cast<void*>(all), static_cast<void*>(inbox),
+                    static_cast<void*>(sig)})
+      SC_OK(symcommFree(c, p));
+  }
+  // No failure of this thread's calls is left in its message: the failing calls were
+  // another thread's.
+  if (k != 0) {
+    EXPECT_EQ(std::string(symcommGetLastError()).find("no-such-algorithm"), std::string::npos);
+  }
+  mp::sync(stream);
+  mp::free_stream(stream);
+  mp::local_free(staged);
+  mp::local_free(plain);
+}
+
+TEST(Threads, CommunicatorsUsedAtOnceFromThreads) {
+  std::vector<symcommComm_t> comms;
+  for (int k = 0; k < kThreads; ++k) {  // collective over the world, in the same order
+    comms.push_back(mp::new_comm());
+    ASSERT_NE(comms.back(), nullptr);
+  }
+  const uint64_t seed = mp::agree(std::random_device{}());
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k)
+    threads.emplace_back(work, comms[static_cast<size_t>(k)], k, seed);
+  for (std::thread& t : threads) t.join();
+  for (symcommComm_t c : comms)
+    EXPECT_EQ(symcommFinalize(c), symcommSuccess) << symcommGetLastError();
+}
+
+}  // namespace
