@@ -137,6 +137,7 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaMemset(epochs_, 0, sizeof(uint64_t) * SYMCOMM_MAX_TEAMS));
     SYMCOMM_CUDART(cudaMalloc(&tickets_, 4 * sizeof(uint32_t) * SYMCOMM_MAX_TEAMS));
     SYMCOMM_CUDART(cudaMemset(tickets_, 0, 4 * sizeof(uint32_t) * SYMCOMM_MAX_TEAMS));
+    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&reset_stream_, cudaStreamNonBlocking));
     base_ = windows[static_cast<size_t>(topology.rank)];
     int blocks = static_cast<int>(kSmCopyBlocks.get());
     SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 1024, symcommInvalidArgument,
@@ -158,8 +159,8 @@ class CudaRma final : public RmaBackend {
 
   ~CudaRma() override {
     // Clean-up must not throw; a failure here is logged.
-    for (cudaError_t e : {cudaFree(peer_base_), cudaFree(epochs_), cudaFree(tickets_),
-                          cudaFreeHost(mapped_)})
+    for (cudaError_t e : {cudaStreamDestroy(reset_stream_), cudaFree(peer_base_),
+                          cudaFree(epochs_), cudaFree(tickets_), cudaFreeHost(mapped_)})
       if (e != cudaSuccess) SYMCOMM_WARN("freeing RMA state: %s", cudaGetErrorString(e));
   }
 
@@ -436,17 +437,23 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
+  // Both run when a team is made (collective), on a stream of their own that waits for
+  // nothing else on the GPU: no operation on the team id's previous team may be in flight
+  // (symcommTeamDestroy), so only the clear itself must be complete, not the rest of the
+  // GPU's work (a training step on another stream, another communicator's kernels waiting
+  // for their peers; tests/mp/rma_test.cc, Rma.TeamSplitDoesNotWaitForOtherWork).
   void clear(void* local, size_t bytes) override {
     DeviceScope guard(topology_.device);
-    SYMCOMM_CUDART(cudaMemset(local, 0, bytes));
-    SYMCOMM_CUDART(cudaDeviceSynchronize());
+    SYMCOMM_CUDART(cudaMemsetAsync(local, 0, bytes, reset_stream_));
+    SYMCOMM_CUDART(cudaStreamSynchronize(reset_stream_));
   }
 
   void reset_epoch(symcommTeam_t id) override {
     DeviceScope guard(topology_.device);
-    SYMCOMM_CUDART(cudaMemset(epochs_ + id, 0, sizeof(uint64_t)));
-    SYMCOMM_CUDART(cudaMemset(tickets_ + 4 * static_cast<size_t>(id), 0, 4 * sizeof(uint32_t)));
-    SYMCOMM_CUDART(cudaDeviceSynchronize());
+    SYMCOMM_CUDART(cudaMemsetAsync(epochs_ + id, 0, sizeof(uint64_t), reset_stream_));
+    SYMCOMM_CUDART(cudaMemsetAsync(tickets_ + 4 * static_cast<size_t>(id), 0,
+                                   4 * sizeof(uint32_t), reset_stream_));
+    SYMCOMM_CUDART(cudaStreamSynchronize(reset_stream_));
   }
 
   void raise_recorded_error() override {
@@ -583,6 +590,7 @@ class CudaRma final : public RmaBackend {
   char** peer_base_ = nullptr;
   std::vector<char*> windows_;  // peer_base_ on the host
   uint64_t* epochs_ = nullptr;
+  cudaStream_t reset_stream_ = nullptr;  // clear() and reset_epoch()
   uint32_t* tickets_ = nullptr;  // [SYMCOMM_MAX_TEAMS][4]: copy_boxes_synced_kernel's
   char* base_ = nullptr;
   int copy_blocks_ = 32;

@@ -737,6 +737,32 @@ TEST_F(Rma, TeamsWithAShortRowAndNestedSplits) {
 // and offsets, on a random engine, into its slot on every rank (itself included) at once.
 // Each receiver checks every piece, and the poison around it, when it observes the piece's
 // signal, poisons the slot again and acknowledges; a sender reuses a slot only after that.
+// Making a team clears its barrier state on a stream of its own: it does not wait for other
+// work on the GPU (here a kernel that runs for 3 s on another stream), as a whole-device
+// synchronisation did; and the new team's barrier runs beside that kernel.
+TEST_F(Rma, TeamSplitDoesNotWaitForOtherWork) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "GPU work: the cuda space only";
+  char* a = static_cast<char*>(mp::local_alloc(64));
+  char* b = static_cast<char*>(mp::local_alloc(64));
+  mp::copy_after_early_trigger(stream_, a, b, 64, 1);  // loads the kernel before the timing
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  mp::copy_after_early_trigger(stream_, a, b, 64, 3000000);
+  const auto start = std::chrono::steady_clock::now();
+  symcommTeam_t team;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 1, mp::nranks(), &team));
+  symcommStream_t other = mp::new_stream();
+  for (int k = 0; k < 10; ++k) SC_OK(symcommBarrierOnStream(comm_, team, other));
+  mp::sync(other);
+  EXPECT_LT(seconds_since(start), 1.5) << "the split or the barriers waited for the kernel";
+  mp::sync(stream_);
+  SC_OK(symcommQuietOnStream(comm_, other));
+  mp::free_stream(other);
+  SC_OK(symcommTeamDestroy(comm_, team));
+  mp::local_free(b);
+  mp::local_free(a);
+}
+
 TEST_F(Rma, StressEveryPeerAtOnce) {
   const int n = mp::nranks(), me = mp::rank();
   const int rounds = mp::space() == symcommSpaceHost ? 120 : 60;
