@@ -96,6 +96,9 @@ typedef struct symcommDecomp* symcommDecomp_t;
 /* Collective over the communicator: every rank passes the same configuration (checked). */
 symcommResult_t symcommDecompCreate(symcommComm_t comm, const symcommDecompConfig_t* config,
                                     symcommDecomp_t* decomp);
+/* No transpose or halo exchange of `decomp` may still be in flight: synchronise the streams
+ * they ran on first (as for symcommTeamDestroy). Its teams' ids, barrier state and internal
+ * buffers are reused at once by the next decomposition or team that is made. */
 symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp);
 /* The registered backends' names, and the ones a decomposition uses for its transposes and
  * for its halo exchanges. */
