@@ -4,12 +4,11 @@
 // (SYMCOMM_HAVE_NCCL); without it, NCCL is "not available" and only nccl_unavailable_reason()
 // exists.
 //
-// Loading sets NCCL_NVLS_ENABLE=0 in the environment unless the caller set it: NVLink
-// multicast (NVLS) is forbidden on the machines symcomm runs on, and NCCL reads the variable
-// when it first initialises, so it must be set before any NCCL call. Loading also sets
-// NCCL_GRAPH_REGISTER=0 (whatever it was): in CUDA graph captures NCCL would register the
-// symmetric heap's buffers and not the others, a mix within one call that NCCL does not
-// allow (nccl_lib.cc).
+// Loading sets NCCL_NVLS_ENABLE=0 and NCCL_GRAPH_REGISTER=0 in the environment, overriding
+// (with a warning) any other value the caller set: NVLink multicast (NVLS) is forbidden on
+// the machines symcomm runs on, and in CUDA graph captures NCCL would register the symmetric
+// heap's buffers and not the others, a mix within one call that NCCL does not allow. NCCL
+// reads both when it first initialises, so they are set before any NCCL call (nccl_lib.cc).
 #pragma once
 
 #include <string>

@@ -9,9 +9,7 @@
 // (symcomm.h, docs/coll.md "Rules and limits"). The threads copy data in their stream's order
 // only (copy_*_host_on): a whole-device synchronisation would wait for other threads' kernels,
 // which wait for their peers.
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
