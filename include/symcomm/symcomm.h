@@ -16,7 +16,12 @@
  * communicators may be used concurrently from different threads. Their GPU work shares the
  * GPU: collectives whose kernels wait for their peers need their grids resident, so large
  * ones of different communicators should not run at once on one GPU (order them on one
- * stream or with events, the same on every rank; docs/coll.md, "Rules and limits").
+ * stream or with events, the same on every rank; docs/coll.md, "Rules and limits"). Making a
+ * communicator in the cuda space loads every kernel of the library: CUDA's lazy loading
+ * (CUDA_MODULE_LOADING=LAZY, the default) would load each at its first launch, which may wait
+ * for every kernel on the GPU, other communicators' kernels waiting for their peers
+ * included. Load your own kernels that run beside communicator work the same way (one
+ * cudaFuncGetAttributes each, before) or set CUDA_MODULE_LOADING=EAGER.
  */
 #ifndef SYMCOMM_SYMCOMM_H_
 #define SYMCOMM_SYMCOMM_H_

@@ -21,7 +21,10 @@
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)              \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)           \
   X(cuMemSetAccess) X(cuMemGetAddressRange) X(cuMemsetD8) X(cuMemcpy)             \
-  X(cuStreamWriteValue64) X(cuStreamWaitValue64) X(cuStreamWriteValue32)
+  X(cuStreamWriteValue64) X(cuStreamWaitValue64) X(cuStreamWriteValue32)          \
+  X(cuKernelGetLibrary) X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels)  \
+  X(cuKernelGetFunction) X(cuKernelGetName) X(cuFuncLoad) X(cuFuncIsLoaded)      \
+  X(cuModuleGetLoadingMode)
 
 namespace symcomm {
 

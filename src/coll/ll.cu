@@ -59,6 +59,7 @@
 #include <cstring>
 
 #include "base/cuda_runtime_check.h"
+#include "base/kernel_load.h"
 #include "base/log.h"
 #include "coll/coll.h"
 #include "coll/resident_launch.cuh"
@@ -504,6 +505,9 @@ class LlAlgorithm final : public CollAlgorithm {
                     static_cast<cudaStream_t>(a.stream), "ll", "");
   }
 };
+
+// Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
+const KernelLibrary kKernels(reinterpret_cast<const void*>(&ll_kernel<uint8_t>));
 
 }  // namespace
 

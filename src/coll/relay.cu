@@ -67,6 +67,7 @@
 #include <algorithm>
 
 #include "base/cuda_runtime_check.h"
+#include "base/kernel_load.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "coll/coll.h"
@@ -409,6 +410,9 @@ class RelayAlgorithm final : public CollAlgorithm {
            reinterpret_cast<uintptr_t>(a.recv) % 16 == 0;
   }
 };
+
+// Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
+const KernelLibrary kKernels(reinterpret_cast<const void*>(&relay_kernel));
 
 }  // namespace
 

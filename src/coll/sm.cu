@@ -34,6 +34,7 @@
 #include <algorithm>
 
 #include "base/cuda_runtime_check.h"
+#include "base/kernel_load.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "coll/coll.h"
@@ -811,6 +812,9 @@ class SmAlgorithm final : public CollAlgorithm {
   }
 
 };
+
+// Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
+const KernelLibrary kKernels(reinterpret_cast<const void*>(&sm_kernel<uint8_t>));
 
 }  // namespace
 

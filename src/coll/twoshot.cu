@@ -70,6 +70,7 @@
 #include <cstring>
 
 #include "base/cuda_runtime_check.h"
+#include "base/kernel_load.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "coll/coll.h"
@@ -472,6 +473,9 @@ class TwoshotAlgorithm final : public CollAlgorithm {
                     stream, "twoshot", "lower SYMCOMM_COLL_TWOSHOT_BLOCKS");
   }
 };
+
+// Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
+const KernelLibrary kKernels(reinterpret_cast<const void*>(&twoshot_kernel<uint8_t>));
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "base/cuda_driver.h"
+#include "base/kernel_load.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "rma/box_copy.cuh"
@@ -138,6 +139,7 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaMalloc(&tickets_, 4 * sizeof(uint32_t) * SYMCOMM_MAX_TEAMS));
     SYMCOMM_CUDART(cudaMemset(tickets_, 0, 4 * sizeof(uint32_t) * SYMCOMM_MAX_TEAMS));
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&reset_stream_, cudaStreamNonBlocking));
+    load_kernels(drv_);  // all of the library's, before any of them can wait for a peer
     base_ = windows[static_cast<size_t>(topology.rank)];
     int blocks = static_cast<int>(kSmCopyBlocks.get());
     SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 1024, symcommInvalidArgument,
@@ -604,6 +606,9 @@ class CudaRma final : public RmaBackend {
   mutable std::mutex failed_mutex_;
   std::vector<uintptr_t> failed_;  // the words of every failed wait raised (under the mutex)
 };
+
+// Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
+const KernelLibrary kKernels(reinterpret_cast<const void*>(&copy_kernel));
 
 }  // namespace
 
