@@ -24,7 +24,8 @@
   X(cuStreamWriteValue64) X(cuStreamWaitValue64) X(cuStreamWriteValue32)          \
   X(cuKernelGetLibrary) X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels)  \
   X(cuKernelGetFunction) X(cuKernelGetName) X(cuFuncLoad) X(cuFuncIsLoaded)      \
-  X(cuModuleGetLoadingMode)
+  X(cuFuncGetName) X(cuLibraryGetModule) X(cuModuleGetFunctionCount)             \
+  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode)
 
 namespace symcomm {
 

@@ -17,25 +17,24 @@ std::vector<const void*>& anchors() {
   return a;
 }
 
-// Every kernel of every registered unit's library (each library once; `libraries` counts
-// them).
-std::vector<CUkernel> all_kernels(const CudaDriver& drv, int* libraries_out = nullptr) {
-  std::vector<CUlibrary> libraries;
-  std::vector<CUkernel> kernels;
+// Every registered unit's library, each once.
+std::vector<CUlibrary> libraries(const CudaDriver& drv) {
+  std::vector<CUlibrary> out;
   for (const void* anchor : anchors()) {
     cudaKernel_t k = nullptr;
     SYMCOMM_CUDART(cudaGetKernel(&k, anchor));
     CUlibrary lib = nullptr;
     SYMCOMM_CU(drv, cuKernelGetLibrary(&lib, reinterpret_cast<CUkernel>(k)));
-    if (std::find(libraries.begin(), libraries.end(), lib) != libraries.end()) continue;
-    libraries.push_back(lib);
-    unsigned count = 0;
-    SYMCOMM_CU(drv, cuLibraryGetKernelCount(&count, lib));
-    const size_t at = kernels.size();
-    kernels.resize(at + count);
-    SYMCOMM_CU(drv, cuLibraryEnumerateKernels(kernels.data() + at, count, lib));
+    if (std::find(out.begin(), out.end(), lib) == out.end()) out.push_back(lib);
   }
-  if (libraries_out) *libraries_out = static_cast<int>(libraries.size());
+  return out;
+}
+
+std::vector<CUkernel> kernels_of(const CudaDriver& drv, CUlibrary lib) {
+  unsigned count = 0;
+  SYMCOMM_CU(drv, cuLibraryGetKernelCount(&count, lib));
+  std::vector<CUkernel> kernels(count);
+  SYMCOMM_CU(drv, cuLibraryEnumerateKernels(kernels.data(), count, lib));
   return kernels;
 }
 }  // namespace
@@ -43,29 +42,50 @@ std::vector<CUkernel> all_kernels(const CudaDriver& drv, int* libraries_out = nu
 KernelLibrary::KernelLibrary(const void* anchor) { anchors().push_back(anchor); }
 
 void load_kernels(const CudaDriver& drv) {
-  const std::vector<CUkernel> kernels = all_kernels(drv);
-  for (CUkernel k : kernels) {
-    CUfunction f = nullptr;
-    SYMCOMM_CU(drv, cuKernelGetFunction(&f, k));
-    SYMCOMM_CU(drv, cuFuncLoad(f));
-  }
-  SYMCOMM_DEBUG("loaded the library's %zu kernels", kernels.size());
+  size_t n = 0;
+  for (CUlibrary lib : libraries(drv))
+    for (CUkernel k : kernels_of(drv, lib)) {
+      CUfunction f = nullptr;
+      SYMCOMM_CU(drv, cuKernelGetFunction(&f, k));  // the kernel in the current context
+      SYMCOMM_CU(drv, cuFuncLoad(f));
+      ++n;
+    }
+  SYMCOMM_DEBUG("loaded the library's %zu kernels", n);
 }
 
+// Observed without loading anything: cuKernelGetFunction would load the kernel (under lazy
+// loading it does), so the loaded functions are those of the library's module in this context,
+// where there is one yet.
 KernelLoadState kernel_load_state(const CudaDriver& drv) {
   KernelLoadState s;
-  for (CUkernel k : all_kernels(drv, &s.libraries)) {
-    ++s.kernels;
-    CUfunction f = nullptr;
-    SYMCOMM_CU(drv, cuKernelGetFunction(&f, k));
-    CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_UNLOADED;
-    SYMCOMM_CU(drv, cuFuncIsLoaded(&state, f));
-    if (state == CU_FUNCTION_LOADING_STATE_LOADED) {
-      ++s.loaded;
-    } else if (s.unloaded.empty()) {
+  for (CUlibrary lib : libraries(drv)) {
+    ++s.libraries;
+    const std::vector<CUkernel> kernels = kernels_of(drv, lib);
+    s.kernels += static_cast<int>(kernels.size());
+    CUmodule mod = nullptr;
+    const CUresult r = drv.cuLibraryGetModule(&mod, lib);
+    if (r == CUDA_ERROR_NOT_FOUND) {  // nothing of this library loaded here
       const char* name = "?";
-      if (drv.cuKernelGetName(&name, k) != CUDA_SUCCESS) name = "?";
-      s.unloaded = name;
+      if (s.unloaded.empty() && !kernels.empty() &&
+          drv.cuKernelGetName(&name, kernels[0]) == CUDA_SUCCESS)
+        s.unloaded = name;
+      continue;
+    }
+    if (r != CUDA_SUCCESS) throw_cuda_error(r, "cuLibraryGetModule", __FILE__, __LINE__);
+    unsigned count = 0;
+    SYMCOMM_CU(drv, cuModuleGetFunctionCount(&count, mod));
+    std::vector<CUfunction> functions(count);
+    SYMCOMM_CU(drv, cuModuleEnumerateFunctions(functions.data(), count, mod));
+    for (CUfunction f : functions) {
+      CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_UNLOADED;
+      SYMCOMM_CU(drv, cuFuncIsLoaded(&state, f));
+      if (state == CU_FUNCTION_LOADING_STATE_LOADED) {
+        ++s.loaded;
+      } else if (s.unloaded.empty()) {
+        const char* name = "?";
+        if (drv.cuFuncGetName(&name, f) != CUDA_SUCCESS) name = "?";
+        s.unloaded = name;
+      }
     }
   }
   return s;
