@@ -12,7 +12,8 @@
 //
 // Each translation unit that defines kernels registers one of them with a static
 // KernelLibrary; the CUDA library that holds it (all the unit's kernels, every template
-// instance) is loaded whole.
+// instance) is loaded whole. unit_kernels_registered (CI) checks that every .cu file of src/
+// registers; gpu_kernel_load that making a communicator loads them all.
 #pragma once
 
 #include <string>
