@@ -418,26 +418,22 @@ TEST_F(CollMix, RandomSequenceReplayedFromAGraph) {
   refill(0);
   SC_OK(symcommHostBarrier(comm_));
   std::vector<uint8_t> fell_back;
-  bool issued = run_sequence(false, fell_back);
+  const bool issued = run_sequence(false, fell_back);
   mp::sync(stream_);
   ASSERT_TRUE(issued);
   check(fell_back, "eager");
-  SC_OK(symcommHostBarrier(comm_));
-  ASSERT_EQ(mp::begin_capture(stream_), 0);
-  issued = run_sequence(true, fell_back);
-  void* exec = mp::end_capture(stream_);
-  ASSERT_TRUE(issued);
-  ASSERT_NE(exec, nullptr);
-  for (uint64_t r = 1; r <= 3; ++r) {
-    expect(r * 1000003);
-    refill(r * 1000003);
-    SC_OK(symcommHostBarrier(comm_));
-    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
-    mp::sync(stream_);
-    check(fell_back, "replay " + std::to_string(r));
-    if (!mp::all_ok(!HasFailure())) break;
-  }
-  mp::destroy_graph(exec);
+  mp::capture_and_replay(
+      comm_, stream_, [&] { return run_sequence(true, fell_back); },
+      [&](int run) {
+        const uint64_t fresh = static_cast<uint64_t>(run) * 1000003;
+        expect(fresh);
+        refill(fresh);
+        return fresh;
+      },
+      [&](uint64_t, const std::string& when) {
+        mp::sync(stream_);
+        check(fell_back, when);
+      });
   if (me_ == 0) std::printf("[ mix ] graph, seed %llu: %s\n", static_cast<unsigned long long>(seed_), tally().c_str());
 }
 

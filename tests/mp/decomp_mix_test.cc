@@ -275,20 +275,13 @@ TEST_F(DecompMix, InterleavedChainsReplayedFromAGraph) {
   SC_OK(symcommHostBarrier(mp::world()));
   ASSERT_TRUE(run_sequence());  // eager first: NCCL makes its communicators outside a capture
   check(0, "eager");
-  SC_OK(symcommHostBarrier(mp::world()));
-  ASSERT_EQ(mp::begin_capture(stream_), 0);
-  const bool issued = run_sequence();
-  void* graph = mp::end_capture(stream_);
-  ASSERT_TRUE(issued);
-  ASSERT_NE(graph, nullptr);
-  for (int r = 1; r <= 3; ++r) {
-    refill(1e6 * r);
-    SC_OK(symcommHostBarrier(mp::world()));
-    ASSERT_EQ(mp::launch_graph(graph, stream_), 0);
-    check(1e6 * r, "replay " + std::to_string(r));
-    if (!mp::all_ok(!HasFailure())) break;
-  }
-  mp::destroy_graph(graph);
+  mp::capture_and_replay(
+      mp::world(), stream_, [&] { return run_sequence(); },
+      [&](int run) {
+        refill(1e6 * run);
+        return 1e6 * run;
+      },
+      [&](double offset, const std::string& when) { check(offset, when); });
 }
 
 }  // namespace
