@@ -56,6 +56,23 @@ struct CollArgs {
   size_t bytes_per_rank() const;
 };
 
+// An all-to-all-v's parts in bytes, with host counts, into a kernel plan (sm's and ll's
+// Plan: send_off/send_len and recv_off/recv_len per member, nothing to or from this rank
+// there, and its own part as self_src/self_dst/self_len). Trusts that each receiver's counts
+// are its senders' (see symcomm.h).
+template <typename Plan>
+void alltoallv_parts(Plan& p, const CollArgs& a) {
+  for (int j = 0; j < a.team.size; ++j) {
+    p.send_off[j] = a.send_displs[j] * a.elem;
+    p.send_len[j] = j == a.me ? 0 : a.send_counts[j] * a.elem;
+    p.recv_off[j] = a.recv_displs[j] * a.elem;
+    p.recv_len[j] = j == a.me ? 0 : a.recv_counts[j] * a.elem;
+  }
+  p.self_src = a.send_displs[a.me] * a.elem;
+  p.self_dst = a.recv_displs[a.me] * a.elem;
+  p.self_len = a.send_counts[a.me] * a.elem;
+}
+
 class CollAlgorithm;
 
 // What an algorithm keeps per communicator (a symmetric area, NCCL communicators per team),

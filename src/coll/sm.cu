@@ -534,15 +534,7 @@ inline void point_at_area(Plan& p, char* area, int nranks) {
 inline void move_plan(Plan& p, const CollArgs& a) {
   const int n = a.team.size;
   if (a.op == CollOp::AllToAllv) {
-    for (int j = 0; j < n; ++j) {
-      p.send_off[j] = a.send_displs[j] * a.elem;
-      p.send_len[j] = j == a.me ? 0 : a.send_counts[j] * a.elem;
-      p.recv_off[j] = a.recv_displs[j] * a.elem;
-      p.recv_len[j] = j == a.me ? 0 : a.recv_counts[j] * a.elem;
-    }
-    p.self_src = a.send_displs[a.me] * a.elem;
-    p.self_dst = a.recv_displs[a.me] * a.elem;
-    p.self_len = a.send_counts[a.me] * a.elem;
+    alltoallv_parts(p, a);
     return;
   }
   const uint64_t block = a.count * a.elem;
