@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "probe_check.h"
+#include "probe_gpus.h"
 
 constexpr int kMaxStreams = 16;
 int n = 0;
@@ -24,30 +24,8 @@ size_t B = 0;  // bytes per peer
 std::vector<char*> sendb, recvb;
 std::vector<std::vector<cudaStream_t>> streams;
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-void sync_all() {
-  for (int g = 0; g < n; ++g) {
-    CK(cudaSetDevice(g));
-    CK(cudaDeviceSynchronize());
-  }
-}
-// Median time of `issue` (which enqueues work on any GPUs) over reps, host-timed.
-double timed(const std::function<void()>& issue, int reps = 7) {
-  issue();
-  sync_all();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    double t0 = now_us();
-    issue();
-    sync_all();
-    t.push_back(now_us() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+void sync_all() { sync_gpus(n); }
+double timed(const std::function<void()>& issue, int reps = 7) { return timed_on(n, issue, reps); }
 void report(const char* name, double us, double bytes_per_gpu) {
   std::printf("%-58s %10.1f us  %7.1f GB/s per GPU\n", name, us, bytes_per_gpu / us * 1e-3);
   std::fflush(stdout);
@@ -133,8 +111,6 @@ int main(int argc, char** argv) {
   sendb.resize(n);
   recvb.resize(n);
   streams.assign(n, std::vector<cudaStream_t>(kMaxStreams));
-  ksrc.resize(n);
-  kdst.resize(n);
   for (int g = 0; g < n; ++g) {
     CK(cudaSetDevice(g));
     for (int p = 0; p < n; ++p)
@@ -149,20 +125,7 @@ int main(int argc, char** argv) {
     CK(cudaMemset(sendb[g], g + 1, B * n));
     for (auto& s : streams[g]) CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   }
-  for (int g = 0; g < n; ++g) {
-    std::vector<const int4*> hs;
-    std::vector<int4*> hd;
-    for (int d = 1; d < n; ++d) {
-      const int r = (g + d) % n;
-      hs.push_back(reinterpret_cast<const int4*>(sendb[g] + (size_t)r * B));
-      hd.push_back(reinterpret_cast<int4*>(recvb[r] + (size_t)g * B));
-    }
-    CK(cudaSetDevice(g));
-    CK(cudaMalloc(&ksrc[g], sizeof(void*) * n));
-    CK(cudaMalloc(&kdst[g], sizeof(void*) * n));
-    CK(cudaMemcpy(ksrc[g], hs.data(), sizeof(void*) * (n - 1), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(kdst[g], hd.data(), sizeof(void*) * (n - 1), cudaMemcpyHostToDevice));
-  }
+  a2a_tables(n, B, sendb, recvb, ksrc, kdst);
   sync_all();
   const double out = (double)B * (n - 1);
   char name[128];

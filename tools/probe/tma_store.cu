@@ -13,7 +13,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "probe_check.h"
+#include "probe_gpus.h"
 
 int n = 0;
 size_t B = 0;  // bytes per peer
@@ -29,29 +29,8 @@ std::vector<cudaStream_t> streams;
 std::vector<const int4**> ksrc;
 std::vector<int4**> kdst;
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-void sync_all() {
-  for (int g = 0; g < n; ++g) {
-    CK(cudaSetDevice(g));
-    CK(cudaDeviceSynchronize());
-  }
-}
-double timed(const std::function<void()>& issue, int reps = 7) {
-  issue();
-  sync_all();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = now_us();
-    issue();
-    sync_all();
-    t.push_back(now_us() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+void sync_all() { sync_gpus(n); }
+double timed(const std::function<void()>& issue, int reps = 7) { return timed_on(n, issue, reps); }
 
 __global__ void sm_kernel(const int4* const* src, int4* const* dst, int peers, size_t n16) {
   const int per = gridDim.x / peers;
@@ -164,8 +143,6 @@ int main(int argc, char** argv) {
   sendb.resize(n);
   recvb.resize(n);
   streams.resize(n);
-  ksrc.resize(n);
-  kdst.resize(n);
   for (int g = 0; g < n; ++g) {
     CK(cudaSetDevice(g));
     for (int p = 0; p < n; ++p)
@@ -175,20 +152,7 @@ int main(int argc, char** argv) {
     CK(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
     CK(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
   }
-  for (int g = 0; g < n; ++g) {
-    std::vector<const int4*> hs;
-    std::vector<int4*> hd;
-    for (int d = 1; d < n; ++d) {
-      const int r = (g + d) % n;
-      hs.push_back(reinterpret_cast<const int4*>(sendb[g] + (size_t)r * B));
-      hd.push_back(reinterpret_cast<int4*>(recvb[r] + (size_t)g * B));
-    }
-    CK(cudaSetDevice(g));
-    CK(cudaMalloc(&ksrc[g], sizeof(void*) * n));
-    CK(cudaMalloc(&kdst[g], sizeof(void*) * n));
-    CK(cudaMemcpy(ksrc[g], hs.data(), sizeof(void*) * (n - 1), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(kdst[g], hd.data(), sizeof(void*) * (n - 1), cudaMemcpyHostToDevice));
-  }
+  a2a_tables(n, B, sendb, recvb, ksrc, kdst);
   sync_all();
   const double out = static_cast<double>(B) * (n - 1) * k;
   uint32_t seed = 1;
