@@ -41,6 +41,12 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+namespace {
+std::unique_ptr<StreamHold> g_hold;  // --hold
+}  // namespace
+
+void set_hold(bool on) { g_hold = on ? std::make_unique<StreamHold>() : nullptr; }
+
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
                       const std::function<void()>& body, double* host_us) {
   for (int i = 0; i < warmup; ++i) body();
@@ -49,14 +55,30 @@ double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
   BENCH_CUDA(cudaEventCreate(&a));
   BENCH_CUDA(cudaEventCreate(&b));
   std::vector<double> t, host;
+  bool held = g_hold != nullptr;
   for (int r = 0; r < reps; ++r) {
+    if (held) g_hold->hold(s);
     BENCH_CUDA(cudaEventRecord(a, s));
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < inner; ++i) body();
-    host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-                   inner);
+    const double enqueue_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / inner;
     BENCH_CUDA(cudaEventRecord(b, s));
+    if (held) g_hold->release();
     BENCH_CUDA(cudaEventSynchronize(b));
+    if (held && g_hold->gave_up()) {
+      // A call waited for the GPU inside the batch: this point is timed without the hold
+      // (said once per process).
+      static bool said = false;
+      if (!said)
+        std::fprintf(stderr, "symcomm-bench: --hold: a call waited for the GPU while its batch "
+                             "was held; such points are timed without the hold\n");
+      said = true;
+      held = false;
+      --r;
+      continue;
+    }
+    host.push_back(enqueue_us);
     float ms = 0;
     BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
     t.push_back(1000.0 * ms / inner);
@@ -120,7 +142,9 @@ void emit(const Context& ctx, const Record& r) {
 
 void write_json(const Context& ctx, const Record& r) {
   if (ctx.rank != 0 || ctx.opt.json.empty()) return;
-  if (!append_record(ctx.opt.json, ctx.opt.machine, r))
+  Record held = r;
+  if (ctx.opt.hold) held.extra.emplace_back("hold", "true");  // timed behind a StreamHold
+  if (!append_record(ctx.opt.json, ctx.opt.machine, held))
     die("writing", ctx.opt.json.c_str(), __FILE__, __LINE__);
 }
 
@@ -154,7 +178,9 @@ const Subcommand kSubcommands[] = {
 void usage(FILE* f, const Subcommand* only) {
   std::fprintf(f, "usage: symrun -n N symcomm-bench SUBCOMMAND [options]\n"
                "common options: [--json FILE] [--machine NAME] [--iters N] [--warmup N] "
-               "[--max-bytes B]\n");
+               "[--max-bytes B] [--hold]\n"
+               "  --hold: each timed batch waits behind a kernel until all of it is enqueued "
+               "(the GPU's time only; default: the batch's first call's enqueueing counts)\n");
   for (const Subcommand& s : kSubcommands)
     if (!only || only == &s) std::fprintf(f, "symcomm-bench %s%s\n%s", s.name, *s.usage ? ":" : "", s.usage);
 }
@@ -187,6 +213,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--machine")) ctx.opt.machine = next();
     else if (!std::strcmp(argv[i], "--iters")) ctx.opt.iters = std::atoi(next());
     else if (!std::strcmp(argv[i], "--warmup")) ctx.opt.warmup = std::atoi(next());
+    else if (!std::strcmp(argv[i], "--hold")) ctx.opt.hold = true;
     else if (!std::strcmp(argv[i], "--max-bytes")) {
       if (!bench::parse_bytes(next(), &ctx.opt.max_bytes)) {
         std::fprintf(stderr, "symcomm-bench: --max-bytes %s is not a size (4096, 64M, 1G)\n", argv[i]);
@@ -221,7 +248,9 @@ int main(int argc, char** argv) {
     ctx.opt.machine = bench::machine_name(prop.name, ctx.nranks);
   }
   BENCH_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+  bench::set_hold(ctx.opt.hold);
   int rc = cmd->run(ctx);
+  bench::set_hold(false);
   BENCH_CUDA(cudaStreamDestroy(ctx.stream));
   if (ctx.nccl) ncclCommDestroy(ctx.nccl);
   BENCH_SC(symcommFinalize(ctx.comm));

@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +70,7 @@ struct Options {
   int iters = 20;         // --iters: timed repetitions per point (median reported)
   int warmup = 3;         // --warmup
   size_t max_bytes = size_t{1} << 30;  // --max-bytes
+  bool hold = false;      // --hold: batches timed behind a StreamHold (time_stream_us)
   CollOptions coll;
   DecompOptions decomp;
 };
@@ -80,9 +83,34 @@ struct Context {
   ncclComm_t nccl = nullptr;
 };
 
+// A kernel that holds a stream until release() (hold.cu): each timed batch of --hold starts
+// behind one, so that its time leaves out the host's enqueueing of its first call.
+class StreamHold {
+ public:
+  StreamHold();
+  ~StreamHold();
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+  void hold(cudaStream_t s);  // the next batch's kernel, on s
+  void release();             // lets it end
+  // After the batch's completion: whether the kernel stopped waiting at its bound (a call of
+  // the batch waited for the GPU); cleared by the call.
+  bool gave_up();
+
+ private:
+  uint32_t* host_ = nullptr;  // [0] the batch released, [1] gave up (mapped pinned memory)
+  uint32_t* dev_ = nullptr;
+  uint32_t batch_ = 0;
+};
+
+// --hold (every subcommand): time_stream_us holds each batch behind a StreamHold.
+void set_hold(bool on);
+
 // Median time per call of `body` over `reps` batches of `inner` back-to-back calls on stream s
-// (events around each batch). host_us, if given, receives the median host time per call to
-// enqueue a batch: where it is close to the result, the host, not the GPU, set the pace.
+// (events around each batch; with --hold each batch waits behind a StreamHold until it is
+// all enqueued, else the first call's enqueueing is in the batch's time). host_us, if given,
+// receives the median host time per call to enqueue a batch: where it is close to the result,
+// the host, not the GPU, set the pace.
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner, const std::function<void()>& body,
                       double* host_us = nullptr);
 double median(std::vector<double> v);
