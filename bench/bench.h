@@ -49,6 +49,7 @@ struct CollOptions {
   double point_ms = 300;           // --point-ms: most timed work per point (large sizes)
   size_t check_bytes = size_t{64} << 20;  // --check-bytes: whole recv checked up to this
   bool graph = false;              // --graph: each batch replayed as one captured CUDA graph
+  bool nccl_last = false;          // --nccl-last: NCCL's lines measured after the others
 };
 
 // Options of `symcomm-bench decomp` (decomp_bench.cu; --help lists them).

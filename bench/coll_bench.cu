@@ -63,6 +63,8 @@ const char* const kCollUsage =
     "  --graph          each timed batch is one CUDA graph of the batch's calls, captured once\n"
     "                   and replayed (no host launch per call: the GPU's time); the replayed\n"
     "                   graph is checked too; calls that cannot be captured are skipped\n"
+    "  --nccl-last      at each size, time NCCL's lines after the others (default: first);\n"
+    "                   the table still lists NCCL first\n"
     "  bytes per rank is nccl-tests' size: recv of allgather, send of reducescatter, send =\n"
     "  recv of the others; --iters is the most timed batches per point, --warmup in batches.\n";
 
@@ -325,6 +327,8 @@ bool coll_option(Options& opt, int argc, char** argv, int& i) {
     c.check_bytes = to_bytes(name, v);
   } else if (!std::strcmp(name, "--graph")) {
     c.graph = true;
+  } else if (!std::strcmp(name, "--nccl-last")) {
+    c.nccl_last = true;
   } else {
     return false;
   }
@@ -407,8 +411,16 @@ int run_coll(Context& ctx) {
       const size_t count = nominal / per, bytes = count * per;
       if (count == 0 && !barrier) continue;
       if (op.alltoall()) set_counts(b, count, n);
-      double nccl_us = -1;
-      for (const Impl& impl : barrier ? barrier_impls : impls) {
+      // Every implementation is measured, then reported in the list's order (NCCL's line
+      // first, with each symcomm line's ratio to it); --nccl-last measures NCCL's lines after
+      // the others, to show what the order of measurement does.
+      std::vector<const Impl*> order;
+      for (const Impl& impl : barrier ? barrier_impls : impls) order.push_back(&impl);
+      if (c.nccl_last)
+        std::stable_partition(order.begin(), order.end(), [](const Impl* i) { return !i->nccl; });
+      std::vector<std::pair<const Impl*, Timing>> measured;
+      for (const Impl* ip : order) {
+        const Impl& impl = *ip;
         if (impl.counts_to_host && op.op != Op::AllToAllvDevice) continue;
         const std::string where = point_name(op, impl, bytes, count);
         auto skip = [&](const std::string& why) {
@@ -440,10 +452,17 @@ int run_coll(Context& ctx) {
           skip(why);
           continue;
         }
-        if (impl.nccl && !impl.counts_to_host) nccl_us = t->us;  // the reference: NCCL's best
-        report(ctx, op, impl, b, bytes, barrier && impl.nccl ? 1 : count, *t, nccl_us);
-        ++points;
+        measured.emplace_back(ip, *t);
       }
+      double nccl_us = -1;  // the reference: NCCL's line
+      for (const auto& [impl, t] : measured)
+        if (impl->nccl && !impl->counts_to_host) nccl_us = t.us;
+      for (const Impl& impl : barrier ? barrier_impls : impls)
+        for (const auto& [done, t] : measured)
+          if (done == &impl) {
+            report(ctx, op, impl, b, bytes, barrier && impl.nccl ? 1 : count, t, nccl_us);
+            ++points;
+          }
     }
     if (ctx.rank == 0) std::printf("# %s: %.1f s\n", op.name, seconds_since(op_t0));
   }
