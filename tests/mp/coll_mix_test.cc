@@ -299,6 +299,20 @@ class CollMix : public ::testing::Test {
     }
   }
 
+  // Plans `calls` calls on buffers of at most `max_bytes`, runs them once eagerly and checks
+  // every output; `fell_back` says which calls ran with auto instead.
+  void run_eagerly(int calls, size_t max_bytes, std::vector<uint8_t>& fell_back) {
+    plan(calls, max_bytes);
+    allocate();
+    expect(0);
+    refill(0);
+    SC_OK(symcommHostBarrier(comm_));
+    const bool issued = run_sequence(false, fell_back);
+    mp::sync(stream_);
+    ASSERT_TRUE(issued);
+    check(fell_back, "eager");
+  }
+
   // Issues the whole sequence on the stream, no synchronisation between calls. A call whose
   // algorithm refuses it (by design: the operation, the buffers, the space, a capture) runs
   // with the automatic choice instead; `fell_back` says which did, for the check that every
@@ -395,16 +409,9 @@ int mix_calls(int fallback) {
 }
 
 TEST_F(CollMix, RandomSequenceAcrossAlgorithmsAndTeams) {
-  plan(mix_calls(mp::space() == symcommSpaceCuda ? 96 : 48), mix_max_bytes());
-  allocate();
-  expect(0);
-  refill(0);
-  SC_OK(symcommHostBarrier(comm_));
   std::vector<uint8_t> fell_back;
-  const bool issued = run_sequence(false, fell_back);
-  mp::sync(stream_);
-  ASSERT_TRUE(issued);
-  check(fell_back, "eager");
+  ASSERT_NO_FATAL_FAILURE(
+      run_eagerly(mix_calls(mp::space() == symcommSpaceCuda ? 96 : 48), mix_max_bytes(), fell_back));
   if (me_ == 0) std::printf("[ mix ] seed %llu: %s\n", static_cast<unsigned long long>(seed_), tally().c_str());
 }
 
@@ -412,16 +419,8 @@ TEST_F(CollMix, RandomSequenceAcrossAlgorithmsAndTeams) {
 // the calls run eagerly first (NCCL makes its communicators outside the capture).
 TEST_F(CollMix, RandomSequenceReplayedFromAGraph) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
-  plan(mix_calls(48), mix_max_bytes());
-  allocate();
-  expect(0);
-  refill(0);
-  SC_OK(symcommHostBarrier(comm_));
   std::vector<uint8_t> fell_back;
-  const bool issued = run_sequence(false, fell_back);
-  mp::sync(stream_);
-  ASSERT_TRUE(issued);
-  check(fell_back, "eager");
+  ASSERT_NO_FATAL_FAILURE(run_eagerly(mix_calls(48), mix_max_bytes(), fell_back));
   mp::capture_and_replay(
       comm_, stream_, [&] { return run_sequence(true, fell_back); },
       [&](int run) {

@@ -733,10 +733,6 @@ TEST_F(Rma, TeamsWithAShortRowAndNestedSplits) {
     if (t != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, t));
 }
 
-// Stress: many rounds in which every rank put-signals a piece of random size (0 included)
-// and offsets, on a random engine, into its slot on every rank (itself included) at once.
-// Each receiver checks every piece, and the poison around it, when it observes the piece's
-// signal, poisons the slot again and acknowledges; a sender reuses a slot only after that.
 // Making a team clears its barrier state on a stream of its own: it does not wait for other
 // work on the GPU (here a kernel that runs for 3 s on another stream), as a whole-device
 // synchronisation did; and the new team's barrier runs beside that kernel.
@@ -763,6 +759,10 @@ TEST_F(Rma, TeamSplitDoesNotWaitForOtherWork) {
   mp::local_free(a);
 }
 
+// Stress: many rounds in which every rank put-signals a piece of random size (0 included)
+// and offsets, on a random engine, into its slot on every rank (itself included) at once.
+// Each receiver checks every piece, and the poison around it, when it observes the piece's
+// signal, poisons the slot again and acknowledges; a sender reuses a slot only after that.
 TEST_F(Rma, StressEveryPeerAtOnce) {
   const int n = mp::nranks(), me = mp::rank();
   const int rounds = mp::space() == symcommSpaceHost ? 120 : 60;
