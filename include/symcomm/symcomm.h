@@ -367,7 +367,8 @@ symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTeam_t team, 
 /* All-to-all with counts per member (MPI_Alltoallv): sendcounts[j] elements at element
  * offset sdispls[j] of send go to member j, where they land at element offset rdispls[i] of
  * recv (i = the sender's team rank); recvcounts[i] of member j must equal sendcounts[j] of
- * member i. Host arrays of team-size entries. The blocks received must not overlap in recv
+ * member i (for its own block, sendcounts[me] == recvcounts[me], checked on every call).
+ * Host arrays of team-size entries. The blocks received must not overlap in recv
  * (checked), nor recv and send. A member that receives nothing may pass recv = NULL. "copy"
  * checks the counts of every pair (the same error on every member) and synchronises the
  * stream to do so (so the automatic choice passes over it in a CUDA graph capture, and by
@@ -383,7 +384,8 @@ symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team,
  * team-rank order into recv, which holds recv_capacity elements: recvcounts[i] (device,
  * written) is what member i sent here and rdispls[i] (device, written) where its block
  * starts. A block that does not fit in recv_capacity is dropped whole (recvcounts still
- * counts it; compare rdispls[i] + recvcounts[i] with the capacity on the device). Nothing is
+ * counts it; compare rdispls[i] + recvcounts[i] with the capacity on the device; where counts
+ * are so large that the sum of those before a block wraps around, the block is dropped too). Nothing is
  * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" in the cuda space;
  * in the host space, where all memory is the host's, "copy" runs it with the same results
  * (so that programs and their tests run in CI). The four arrays must be memory the GPU can

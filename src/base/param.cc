@@ -1,5 +1,6 @@
 #include "base/param.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -150,7 +151,7 @@ double SecondsParam::get() const {
   std::string t = text();
   auto v = parse_seconds(t);
   if (!v) reject(t, "a non-negative number of seconds");
-  return *v;
+  return std::min(*v, kMaxSeconds);
 }
 
 std::string EnumParam::get() const {

@@ -77,8 +77,13 @@ class BoolParam : public Param {
 };
 
 // A non-negative duration in seconds ("60", "0.5").
+// Durations. Values above kMaxSeconds (about 116 days) count as kMaxSeconds: every bound is
+// then still a bound, and no conversion of it (to nanoseconds in std::chrono, or on the GPU)
+// overflows; before, 1e10 seconds wrapped to a negative deadline and every wait timed out at
+// once.
 class SecondsParam : public Param {
  public:
+  static constexpr double kMaxSeconds = 1e7;
   SecondsParam(const char* name, const char* def, const char* desc)
       : Param(name, ParamType::Seconds, def, desc) {}
   double get() const;

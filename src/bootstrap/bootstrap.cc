@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -63,19 +64,37 @@ void send_msg(int fd, Op op, uint64_t seq, int64_t arg, const std::string& paylo
   if (!payload.empty()) send_all(fd, payload.data(), payload.size(), deadline, abort, what);
 }
 
-std::string recv_msg(int fd, MsgHeader* h, uint64_t seq, Deadline deadline,
-                     const AbortCheck& abort, const char* what) {
-  recv_all(fd, h, sizeof *h, deadline, abort, what);
-  SYMCOMM_REQUIRE(h->magic == kMsgMagic, symcommInternalError,
-                  "corrupt bootstrap message %s (magic 0x%08x)", what, h->magic);
-  SYMCOMM_REQUIRE(h->seq == seq, symcommInvalidUsage,
+MsgHeader recv_header(int fd, uint64_t seq, Deadline deadline, const AbortCheck& abort,
+                      const char* what) {
+  MsgHeader h;
+  recv_all(fd, &h, sizeof h, deadline, abort, what);
+  SYMCOMM_REQUIRE(h.magic == kMsgMagic, symcommInternalError,
+                  "corrupt bootstrap message %s (magic 0x%08x)", what, h.magic);
+  SYMCOMM_REQUIRE(h.seq == seq, symcommInvalidUsage,
                   "ranks are out of step %s: expected collective #%llu, got #%llu (%s); every "
                   "rank must make the same collective calls in the same order",
                   what, static_cast<unsigned long long>(seq),
-                  static_cast<unsigned long long>(h->seq), op_name(h->op));
-  std::string payload(h->bytes, '\0');
-  if (h->bytes) recv_all(fd, payload.data(), payload.size(), deadline, abort, what);
+                  static_cast<unsigned long long>(h.seq), op_name(h.op));
+  return h;
+}
+
+// Only after the header's size has been checked: the receiver allocates what it announces.
+std::string recv_payload(int fd, const MsgHeader& h, Deadline deadline, const AbortCheck& abort,
+                         const char* what) {
+  std::string payload(h.bytes, '\0');
+  if (h.bytes) recv_all(fd, payload.data(), payload.size(), deadline, abort, what);
   return payload;
+}
+
+// Reads and drops a payload (at most kMaxUnexpectedBytes) so that the connection stays in step.
+void skip_payload(int fd, uint64_t bytes, Deadline deadline, const AbortCheck& abort,
+                  const char* what) {
+  char buf[64 << 10];
+  while (bytes > 0) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(bytes, sizeof buf));
+    recv_all(fd, buf, n, deadline, abort, what);
+    bytes -= n;
+  }
 }
 
 }  // namespace
@@ -144,7 +163,7 @@ void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadl
       SYMCOMM_WARN("rank 0 dropped a connection that sent no greeting: %s", e.what());
       continue;
     }
-    if (h.magic != kHubMagic || std::memcmp(h.token, token_.data(), 16) != 0 ||
+    if (h.magic != kHubMagic || !same_token(h.token, token_) ||
         h.comm_id != comm_id_ || h.rank <= 0 || h.rank >= nranks_) {
       SYMCOMM_WARN("rank 0 refused a connection without this communicator's token");
       continue;
@@ -159,37 +178,69 @@ void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadl
   }
 }
 
-std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload) {
+std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
+                             uint64_t reply_bytes) {
   check_alive();
   ++seq_;
-  if (rank_ == 0) return hub_round(op, arg, payload);
+  if (rank_ == 0) return hub_round(op, arg, payload, reply_bytes);
   Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
   std::string what = format("in bootstrap %s #%llu with rank 0", op_name(op),
                             static_cast<unsigned long long>(seq_));
   send_msg(data_[0].get(), op, seq_, arg, payload, deadline, abort_check(), what.c_str());
-  MsgHeader h;
-  std::string reply = recv_msg(data_[0].get(), &h, seq_, deadline, abort_check(), what.c_str());
-  if (h.op == Op::Error) throw Error(static_cast<symcommResult_t>(h.arg), reply);
+  MsgHeader h = recv_header(data_[0].get(), seq_, deadline, abort_check(), what.c_str());
+  // A result has the size this rank's call gives; an error message is bounded.
+  const bool error = h.op == Op::Error;
+  SYMCOMM_REQUIRE(error ? h.bytes <= kMaxUnexpectedBytes : h.bytes == reply_bytes,
+                  symcommSystemError,
+                  "protocol error %s: rank 0 announced %s of %s where this rank expects %s%s "
+                  "(a corrupt stream, or a process that is not this symcomm holding the token)",
+                  what.c_str(), error ? "an error message" : "a result",
+                  format_bytes(h.bytes).c_str(), error ? "at most " : "",
+                  format_bytes(error ? kMaxUnexpectedBytes : reply_bytes).c_str());
+  std::string reply = recv_payload(data_[0].get(), h, deadline, abort_check(), what.c_str());
+  if (error) throw Error(static_cast<symcommResult_t>(h.arg), reply);
   return reply;
 }
 
-std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload) {
+std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
+                                 uint64_t reply_bytes) {
   Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
   std::vector<std::string> parts(static_cast<size_t>(nranks_));
+  std::vector<uint64_t> sizes(static_cast<size_t>(nranks_), payload.size());
   std::vector<int64_t> args(static_cast<size_t>(nranks_), arg);
   parts[0] = payload;
   std::string problem;
+  symcommResult_t code = symcommInvalidUsage;
   for (int r = 1; r < nranks_; ++r) {
     std::string what = format("in bootstrap %s #%llu waiting for rank %d", op_name(op),
                               static_cast<unsigned long long>(seq_), r);
-    MsgHeader h;
-    parts[static_cast<size_t>(r)] =
-        recv_msg(data_[static_cast<size_t>(r)].get(), &h, seq_, deadline, abort_check(),
-                 what.c_str());
+    const int fd = data_[static_cast<size_t>(r)].get();
+    MsgHeader h = recv_header(fd, seq_, deadline, abort_check(), what.c_str());
     args[static_cast<size_t>(r)] = h.arg;
+    sizes[static_cast<size_t>(r)] = h.bytes;
     if (h.op != op && problem.empty())
       problem = format("ranks are out of step: rank 0 called %s, rank %d called %s",
                        op_name(op), r, op_name(h.op));
+    // What rank r sends if its call matches rank 0's: only that much is allocated. Another
+    // size means that the calls disagree, which is reported below from the headers: the
+    // payload is read and dropped, up to kMaxUnexpectedBytes; a larger one is a protocol
+    // error, left unread.
+    const uint64_t expected =
+        op == Op::Broadcast ? 8 + (r == arg ? reply_bytes : 0) : payload.size();
+    if (h.bytes == expected) {
+      parts[static_cast<size_t>(r)] = recv_payload(fd, h, deadline, abort_check(), what.c_str());
+    } else if (h.bytes <= kMaxUnexpectedBytes) {
+      skip_payload(fd, h.bytes, deadline, abort_check(), what.c_str());
+    } else if (code != symcommSystemError) {
+      // Rank r's connection is out of step from here on; the other ranks still get the error.
+      code = symcommSystemError;
+      problem = format("protocol error in bootstrap %s #%llu: rank %d announced a message of "
+                       "%s where rank 0 expects %s (the most it reads of a message that does "
+                       "not match its call is %s): the ranks' calls disagree, or a process "
+                       "that is not this symcomm holds the token", op_name(op),
+                       static_cast<unsigned long long>(seq_), r, format_bytes(h.bytes).c_str(),
+                       format_bytes(expected).c_str(), format_bytes(kMaxUnexpectedBytes).c_str());
+    }
   }
   std::string reply;
   if (op == Op::Broadcast && problem.empty())
@@ -198,10 +249,11 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload)
         problem = format("rank %d passes broadcast root %lld, out of range [0, %d)", r,
                          static_cast<long long>(args[static_cast<size_t>(r)]), nranks_);
   for (int r = 1; r < nranks_ && problem.empty(); ++r) {
-    const std::string& p = parts[static_cast<size_t>(r)];
-    if (op == Op::Allgather && p.size() != payload.size())
+    const std::string& p = parts[static_cast<size_t>(r)];  // empty if dropped
+    if (op == Op::Allgather && sizes[static_cast<size_t>(r)] != payload.size())
       problem = format("ranks disagree on the allgather size: rank 0 gives %zu bytes, rank %d "
-                       "gives %zu", payload.size(), r, p.size());
+                       "gives %llu", payload.size(), r,
+                       static_cast<unsigned long long>(sizes[static_cast<size_t>(r)]));
     if (op == Op::Broadcast && (args[static_cast<size_t>(r)] != arg || p.substr(0, 8) !=
                                 payload.substr(0, 8)))
       problem = format("ranks disagree on the broadcast: rank 0 passes root %lld, rank %d "
@@ -218,16 +270,16 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload)
   const std::string& out = problem.empty() ? reply : problem;
   for (int r = 1; r < nranks_; ++r) {
     std::string what = format("answering rank %d", r);
-    send_msg(data_[static_cast<size_t>(r)].get(), answer, seq_,
-             problem.empty() ? 0 : symcommInvalidUsage, out, deadline, abort_check(),
-             what.c_str());
+    send_msg(data_[static_cast<size_t>(r)].get(), answer, seq_, problem.empty() ? 0 : code, out,
+             deadline, abort_check(), what.c_str());
   }
-  if (!problem.empty()) throw Error(symcommInvalidUsage, problem);
+  if (!problem.empty()) throw Error(code, problem);
   return reply;
 }
 
 void Bootstrap::allgather(const void* mine, size_t bytes, void* all) {
-  std::string reply = round(Op::Allgather, 0, std::string(static_cast<const char*>(mine), bytes));
+  std::string reply = round(Op::Allgather, 0, std::string(static_cast<const char*>(mine), bytes),
+                            bytes * static_cast<size_t>(nranks_));
   SYMCOMM_REQUIRE(reply.size() == bytes * static_cast<size_t>(nranks_), symcommInternalError,
                   "allgather returned %zu bytes, expected %zu", reply.size(),
                   bytes * static_cast<size_t>(nranks_));
@@ -239,13 +291,13 @@ void Bootstrap::broadcast(void* buf, size_t bytes, int root) {
   uint64_t size = bytes;
   std::string payload(reinterpret_cast<const char*>(&size), 8);
   if (rank_ == root) payload.append(static_cast<const char*>(buf), bytes);
-  std::string reply = round(Op::Broadcast, root, payload);
+  std::string reply = round(Op::Broadcast, root, payload, bytes);
   SYMCOMM_REQUIRE(reply.size() == bytes, symcommInternalError,
                   "broadcast returned %zu bytes, expected %zu", reply.size(), bytes);
   if (rank_ != root && bytes) std::memcpy(buf, reply.data(), bytes);
 }
 
-void Bootstrap::barrier() { round(Op::Barrier, 0, ""); }
+void Bootstrap::barrier() { round(Op::Barrier, 0, "", 0); }
 
 void Bootstrap::agree(symcommResult_t mine, const std::string& message) {
   struct Outcome {

@@ -83,9 +83,11 @@ class Bootstrap {
   Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
   void connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadline);
   // One round through the hub: every rank sends (op, arg, payload); the hub checks and
-  // answers each rank with `reply` (or with an error that every rank throws).
-  std::string round(Op op, int64_t arg, const std::string& payload);
-  std::string hub_round(Op op, int64_t arg, const std::string& payload);
+  // answers each rank with `reply` (or with an error that every rank throws). The reply has
+  // `reply_bytes` on every rank whose call matches rank 0's: no rank allocates what a header
+  // announces before checking it against the sizes its own call gives.
+  std::string round(Op op, int64_t arg, const std::string& payload, uint64_t reply_bytes);
+  std::string hub_round(Op op, int64_t arg, const std::string& payload, uint64_t reply_bytes);
   void start_monitor();
   void stop_monitor();
   void monitor_loop();

@@ -12,6 +12,11 @@ namespace symcomm {
 void Bootstrap::send_to(int peer, uint64_t tag, const std::string& payload) {
   SYMCOMM_REQUIRE(peer >= 0 && peer < nranks_, symcommInternalError,
                   "bootstrap message to rank %d of %d", peer, nranks_);
+  // The receiver refuses more (a header's size is all it has to go by): fail here, clearly.
+  SYMCOMM_REQUIRE(payload.size() <= kMaxUnexpectedBytes, symcommInternalError,
+                  "bootstrap message %llu to rank %d has %s, more than the %s a message may carry",
+                  static_cast<unsigned long long>(tag), peer, format_bytes(payload.size()).c_str(),
+                  format_bytes(kMaxUnexpectedBytes).c_str());
   check_alive();
   if (peer == rank_) {
     std::lock_guard<std::mutex> lock(p2p_mutex_);
@@ -50,24 +55,37 @@ std::string Bootstrap::recv_from(int from, uint64_t tag) {
     Fd c = accept_before(p2p_listener_.get(), deadline, abort_check(), what.c_str());
     P2pHeader h{};
     std::string payload;
+    bool too_large = false;
     try {
       // The sender writes the whole message as soon as it is connected: a short bound.
       Deadline d = Deadline::after_ms(std::min<int64_t>(5000, deadline.remaining_ms(5000)));
       recv_all(c.get(), &h, sizeof h, d, abort_check(), "reading a bootstrap message");
-      if (h.magic != kP2pMagic || std::memcmp(h.token, token_.data(), sizeof h.token) != 0 ||
-          h.comm_id != comm_id_ || h.from < 0 || h.from >= nranks_) {
+      if (h.magic != kP2pMagic || !same_token(h.token, token_) || h.comm_id != comm_id_ ||
+          h.from < 0 || h.from >= nranks_) {
         SYMCOMM_WARN("rank %d dropped a connection without this communicator's token", rank_);
         continue;
       }
-      payload.resize(h.bytes);
-      if (h.bytes) recv_all(c.get(), payload.data(), payload.size(), d, abort_check(),
-                            "reading a bootstrap message");
+      // Checked before allocating: a header may announce any size.
+      too_large = h.bytes > kMaxUnexpectedBytes;
+      if (!too_large) {
+        payload.resize(h.bytes);
+        if (h.bytes) recv_all(c.get(), payload.data(), payload.size(), d, abort_check(),
+                              "reading a bootstrap message");
+      }
     } catch (const Error& e) {
       if (e.code() == symcommPeerLost && lost_rank_.load() >= 0) throw;
       SYMCOMM_WARN("rank %d dropped a bootstrap message that did not arrive whole: %s", rank_,
                    e.what());
       continue;
     }
+    // From a holder of the token, unlike the connections dropped above: a member that breaks
+    // the protocol, whose messages (perhaps the one awaited) cannot be trusted to come.
+    SYMCOMM_REQUIRE(!too_large, symcommSystemError,
+                    "protocol error: rank %d announced bootstrap message %llu of %s, more than "
+                    "the %s a message may carry (a corrupt stream, or a process that is not "
+                    "this symcomm holding the token)", h.from,
+                    static_cast<unsigned long long>(h.tag), format_bytes(h.bytes).c_str(),
+                    format_bytes(kMaxUnexpectedBytes).c_str());
     p2p_kept_[{h.from, h.tag}].push_back(std::move(payload));
   }
 }

@@ -74,6 +74,13 @@ struct P2pHeader {
   uint64_t bytes;
 };
 
+// The most payload a receiver takes from a message whose size it cannot know from its own
+// call: a point-to-point message, rank 0's error answer, or a collective's message that does
+// not match rank 0's call (read and dropped so that the disagreement can be reported). A
+// header announcing more is a protocol error: it comes from a corrupt stream or from a
+// process that is not this symcomm, and allocating what it asks for could exhaust memory.
+constexpr uint64_t kMaxUnexpectedBytes = uint64_t{64} << 20;
+
 // Bytes on a liveness connection.
 constexpr char kHeartbeat = 'H';
 constexpr char kPeerLost = 'L';  // followed by int32 rank (hub to others)

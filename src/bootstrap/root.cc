@@ -62,7 +62,7 @@ class Root {
         SYMCOMM_WARN("bootstrap root: dropped a connection that sent no join: %s", e.what());
         continue;
       }
-      if (hello.magic != kJoinMagic || std::memcmp(hello.token, token_.data(), 16) != 0) {
+      if (hello.magic != kJoinMagic || !same_token(hello.token, token_)) {
         SYMCOMM_WARN("bootstrap root: refused a connection without the unique id's token");
         reply(conn, symcommInvalidArgument,
               "the bootstrap root refused the connection: wrong token (the unique id does not "

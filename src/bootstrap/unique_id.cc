@@ -66,6 +66,13 @@ Token random_token() {
   return t;
 }
 
+bool same_token(const uint8_t* given, const Token& token) {
+  // Every byte is looked at; volatile keeps the compiler from stopping at the first difference.
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) diff = diff | (given[i] ^ token[i]);
+  return diff == 0;
+}
+
 uint64_t random_u64() {
   uint64_t v;
   fill_random(&v, sizeof v);

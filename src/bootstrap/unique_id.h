@@ -25,6 +25,9 @@ struct UniqueId {
 
 // 128 bits from the kernel's random source.
 Token random_token();
+// Whether `given` (16 bytes from a peer) is `token`, in a time that does not depend on where
+// they first differ: a process guessing the token learns nothing from how fast it is refused.
+bool same_token(const uint8_t* given, const Token& token);
 uint64_t random_u64();
 
 // Hex text of bytes and back (lower case; decoding accepts either case).

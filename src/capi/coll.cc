@@ -150,10 +150,13 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
   chosen->run(a, *c.coll);
 }
 
-// Host all-to-all-v: every count and extent fits (no overflow, in elements and in bytes), and
-// no two blocks that this rank receives overlap. Returns the send and receive extents, in
+// Host all-to-all-v: every count and extent fits (no overflow, in elements and in bytes), no
+// two blocks that this rank receives overlap, and the block this rank (team rank `me`) sends
+// itself is the one it expects from itself: the algorithms copy sendcounts[me] elements to
+// rdispls[me], so a larger send count would write past the receive block (where rdispls[me]
+// is not even checked when recvcounts[me] is 0). Returns the send and receive extents, in
 // elements (for the overlap check of send and recv).
-std::pair<size_t, size_t> check_v(int n, const size_t* sendcounts, const size_t* sdispls,
+std::pair<size_t, size_t> check_v(int n, int me, const size_t* sendcounts, const size_t* sdispls,
                                   const size_t* recvcounts, const size_t* rdispls,
                                   symcommDataType_t type) {
   const size_t limit = max_elems(type_size(type)) / static_cast<size_t>(n);  // so is their sum
@@ -178,6 +181,10 @@ std::pair<size_t, size_t> check_v(int n, const size_t* sendcounts, const size_t*
                     "the receive blocks of members %d ([%zu, +%zu)) and %d ([%zu, +%zu)) overlap",
                     i, rdispls[i], recvcounts[i], j, rdispls[j], recvcounts[j]);
   }
+  SYMCOMM_REQUIRE(sendcounts[me] == recvcounts[me], symcommInvalidArgument,
+                  "sendcounts[%d] = %zu but recvcounts[%d] = %zu: the block team rank %d sends "
+                  "itself must be the one it receives from itself", me, sendcounts[me], me,
+                  recvcounts[me], me);
   return {send_elems, recv_elems};
 }
 
@@ -249,8 +256,10 @@ extern "C" symcommResult_t symcommAllToAllvOnStream(
           SYMCOMM_REQUIRE_ARG(sdispls);
           SYMCOMM_REQUIRE_ARG(recvcounts);
           SYMCOMM_REQUIRE_ARG(rdispls);
-          return check_v(checked(comm).rma->teams().get(team).size, sendcounts, sdispls,
-                         recvcounts, rdispls, type);
+          symcommComm& c = checked(comm);
+          const Team& t = c.rma->teams().get(team);
+          return check_v(t.size, t.index_of(c.topology.rank), sendcounts, sdispls, recvcounts,
+                         rdispls, type);
         }, false, v);
   });
 }

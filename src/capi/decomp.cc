@@ -177,6 +177,9 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     SYMCOMM_REQUIRE_ARG(config);
     c.check_live();
     const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, c.coll.get()};
+    // Agreed, before any other field is read (a configuration of another header version
+    // would be read out of bounds), so that every rank fails alike.
+    layers.bootstrap.agree_on([&] { require_initialised(*config); });
     const bool tune = (config->pdims[0] == 0 && config->pdims[1] == 0) ||
                       std::strncmp(config->backend, "auto", sizeof config->backend) == 0 ||
                       std::strncmp(config->halo_backend, "auto", sizeof config->halo_backend) == 0;

@@ -79,7 +79,9 @@ std::string record(const CollArgs& a, const std::string& text, bool refused, boo
     h.count = a.count;
     const size_t rb = a.recv_bytes;
     h.recv = place_of(ctx, a.recv, rb);
-    const char* s = a.send;
+    // A send this rank does not read (a broadcast's on a member other than the root; an empty
+    // one) stays unused, wherever it points: it agrees with anything.
+    const char* s = a.send_bytes ? a.send : nullptr;
     if (s && a.recv && rb && s >= a.recv && s < a.recv + rb) {
       uint64_t off = static_cast<uint64_t>(s - a.recv);
       if (a.op == CollOp::AllGather) off -= static_cast<uint64_t>(a.me) * a.count * a.elem;

@@ -115,7 +115,11 @@ class CopyAlgorithm final : public CollAlgorithm {
       mine[static_cast<size_t>(n + j)] = a.recv_counts[j];
       mine[static_cast<size_t>(2 * n + j)] = a.recv_displs[j];
     }
-    mine[words - 1] = a.recv && ctx.addressable(a.recv, extent);
+    // In place only where every member receives something into a buffer the others can
+    // address: a member that receives nothing may pass any recv (NULL, or another object of
+    // the heap, which the others would then take for its receive buffer when this member
+    // writes into theirs at its own recv's place).
+    mine[words - 1] = a.recv && extent > 0 && ctx.addressable(a.recv, extent);
     char* ws = ctx.workspace();
     ctx.barrier(a);  // every member is in the call: its workspace and receive buffer are free
     for (int j = 0; j < n; ++j)
@@ -192,8 +196,15 @@ class CopyAlgorithm final : public CollAlgorithm {
       for (int k = 0; k < i; ++k) at += count(k, j);
       return at;
     };
+    // Decided on place(i, j) with counts past the capacity saturating (the capacity is at most
+    // SIZE_MAX / 2 elements), so that counts whose sum wraps around cannot make a block fit
+    // (as in sm's kernel).
     auto fits = [&](int i, int j) {
-      return place(i, j) + count(i, j) <= all[static_cast<size_t>(j) * words + nn];
+      const size_t capacity = static_cast<size_t>(all[static_cast<size_t>(j) * words + nn]);
+      const size_t past = capacity + 1;
+      size_t bound = 0;
+      for (int k = 0; k < i; ++k) bound = std::min(bound + std::min(count(k, j), past), past);
+      return count(i, j) <= capacity && bound <= capacity - count(i, j);
     };
     std::vector<size_t> sends(nn), receives(nn), displs(nn);
     for (int k = 0; k < n; ++k) {

@@ -400,9 +400,17 @@ __device__ bool read_counts(const Plan& p, int j, bool last, Transfer* t) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p.dc_readers),
               static_cast<unsigned long long>(last ? 1 + kCallWeight - readers : 1));
   }
-  uint64_t at = 0;
-  for (int m = 0; m < j; ++m) at += count[m];
-  *t = {count[j] * p.elem, at * p.elem, at + count[j] <= p.capacity, kHead, 0, 0};
+  // Where the block lands, and whether it fits. The fit is decided on the same sum with
+  // counts past the capacity saturating (the capacity is at most SIZE_MAX / 2 elements), so
+  // that counts from the device whose sum wraps around cannot make a block fit.
+  const uint64_t past = p.capacity + 1;
+  uint64_t at = 0, bound = 0;
+  for (int m = 0; m < j; ++m) {
+    at += count[m];
+    bound = min(bound + min(count[m], past), past);
+  }
+  const bool fits = count[j] <= p.capacity && bound <= p.capacity - count[j];
+  *t = {count[j] * p.elem, at * p.elem, fits, kHead, 0, 0};
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "decomp/decomp.h"
+#include "decomp/halo.h"
 
 namespace symcomm {
 
@@ -173,8 +174,20 @@ void run_rounds(const symcommDecompConfig_t& c, double best, const std::function
   }
 }
 
+// Failures that every rank meets alike, at the same point: the backends' and the plans'
+// checks decide from what every rank shares, and the heap's state is the same on every rank
+// (so is running out of it). The candidate cannot run; the others are tried.
+bool agreed_failure(const Error& e) {
+  return e.code() == symcommInvalidArgument || e.code() == symcommNotSupported ||
+         e.code() == symcommOutOfMemory;
+}
+
 // Symmetric buffers of the same size on every rank (the largest any rank asks for), so that
-// every memory space and every backend's direct path can use them; freed collectively.
+// every memory space and every backend's direct path can use them, for the time of `use`'s
+// body; freed collectively after it, also where it fails alike on every rank (a candidate
+// that cannot run must not keep its buffers from the next; before, one that ran out of heap
+// took what the others needed). Other failures end the autotuning, and the buffers stay with
+// the heap: freeing is collective, and the other ranks are not freeing.
 class Buffers {
  public:
   explicit Buffers(const DecompLayers& layers) : layers_(layers) {}
@@ -183,12 +196,22 @@ class Buffers {
     all_.push_back(static_cast<char*>(layers_.heap.malloc(bytes)));
     return all_.back();
   }
+  template <typename Body>
+  void use(const Body& body) {
+    try {
+      body();
+    } catch (const Error& e) {
+      if (agreed_failure(e)) free();
+      throw;
+    }
+    free();
+  }
+
+ private:
   void free() {
     for (auto it = all_.rbegin(); it != all_.rend(); ++it) layers_.heap.free(*it);
     all_.clear();
   }
-
- private:
   const DecompLayers& layers_;
   std::vector<char*> all_;
 };
@@ -204,28 +227,30 @@ void time_transposes(const DecompLayers& layers, const symcommDecompConfig_t& c,
   for (int a = 0; a < 3; ++a)
     most = std::max(most, d->geometry().pencil(d->rank(), a, nullptr, nullptr).size);
   Buffers buffers(layers);
-  char* buf[2] = {buffers.get(static_cast<size_t>(most) * e),
-                  buffers.get(static_cast<size_t>(most) * e)};
-  char* ws = buffers.get(d->backend().transpose_workspace(ctx, e));
-  const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
-  run_rounds(c, best, [&] {
-    double weighted = 0;
-    for (int s = 0; s < 4; ++s) {
-      if (c.autotune_weights[s] == 0) continue;
-      TransposeCall t{};
-      t.from = steps[s][0];
-      t.to = steps[s][1];
-      t.input = buf[s % 2];
-      t.output = buf[1 - s % 2];
-      t.workspace = ws;
-      t.elem = e;
-      t.in = d->geometry().pencil(d->rank(), t.from, nullptr, nullptr);
-      t.out = d->geometry().pencil(d->rank(), t.to, nullptr, nullptr);
-      weighted += c.autotune_weights[s] * slowest_us(layers, [&] { d->backend().transpose(ctx, t); });
-    }
-    return weighted;
-  }, cand);
-  buffers.free();
+  buffers.use([&] {
+    char* buf[2] = {buffers.get(static_cast<size_t>(most) * e),
+                    buffers.get(static_cast<size_t>(most) * e)};
+    char* ws = buffers.get(d->backend().transpose_workspace(ctx, e));
+    const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
+    run_rounds(c, best, [&] {
+      double weighted = 0;
+      for (int s = 0; s < 4; ++s) {
+        if (c.autotune_weights[s] == 0) continue;
+        TransposeCall t{};
+        t.from = steps[s][0];
+        t.to = steps[s][1];
+        t.input = buf[s % 2];
+        t.output = buf[1 - s % 2];
+        t.workspace = ws;
+        t.elem = e;
+        t.in = d->geometry().pencil(d->rank(), t.from, nullptr, nullptr);
+        t.out = d->geometry().pencil(d->rank(), t.to, nullptr, nullptr);
+        weighted += c.autotune_weights[s] *
+                    slowest_us(layers, [&] { d->backend().transpose(ctx, t); });
+      }
+      return weighted;
+    }, cand);
+  });
 }
 
 // A halo backend candidate (c.halo_backend): exchanges of the autotune_halo_axis pencil along
@@ -245,32 +270,56 @@ void time_halos(const DecompLayers& layers, const symcommDecompConfig_t& c, doub
       if (halo[dim] > 0) ws_bytes = std::max(ws_bytes, b.halo_workspace(ctx, axis, dim, e, halo, nullptr));
   });
   Buffers buffers(layers);
-  char* buf = buffers.get(static_cast<size_t>(d->geometry().pencil(d->rank(), axis, halo, nullptr).size) * e);
-  char* ws = buffers.get(ws_bytes);
-  run_rounds(c, best, [&] {
-    double total = 0;
-    for (int dim = 0; dim < 3; ++dim) {
-      if (halo[dim] == 0) continue;
-      HaloCall h{};
-      h.axis = axis;
-      h.dim = dim;
-      h.buffer = buf;
-      h.workspace = ws;
-      h.elem = e;
-      h.halo = halo;
-      h.padding = nullptr;
-      h.periodic = c.autotune_halo_periods[dim] != 0;
-      total += slowest_us(layers, [&] { b.halo(ctx, h); });
-    }
-    return total;
-  }, cand);
-  buffers.free();
+  buffers.use([&] {
+    const symcommPencilInfo_t p = d->geometry().pencil(d->rank(), axis, halo, nullptr);
+    char* buf = buffers.get(static_cast<size_t>(p.size) * e);
+    char* ws = buffers.get(ws_bytes);
+    run_rounds(c, best, [&] {
+      double total = 0;
+      for (int dim = 0; dim < 3; ++dim) {
+        if (halo[dim] == 0) continue;
+        HaloCall h{};
+        h.axis = axis;
+        h.dim = dim;
+        h.buffer = buf;
+        h.workspace = ws;
+        h.elem = e;
+        h.halo = halo;
+        h.padding = nullptr;
+        h.periodic = c.autotune_halo_periods[dim] != 0;
+        total += slowest_us(layers, [&] { b.halo(ctx, h); });
+      }
+      return total;
+    }, cand);
+  });
+}
+
+// Why the autotuner's halo exchanges (halo_backend "auto": autotune_halo_extents around the
+// autotune_halo_axis pencil) cannot run on the grid pr x pc, or "" where they can: a halo
+// wider than a part along a dimension the grid splits, or a grid that does not fit the
+// dimensions. The same on every rank (the plans cover every part).
+std::string halo_misfit(const symcommDecompConfig_t& config, int pr, int pc, int nranks) {
+  symcommDecompConfig_t c = config;
+  c.pdims[0] = pr;
+  c.pdims[1] = pc;
+  try {
+    const Geometry g(c, nranks);
+    for (int dim = 0; dim < 3; ++dim)
+      if (c.autotune_halo_extents[dim] > 0)
+        plan_halo(g, 0, c.autotune_halo_axis, dim, c.autotune_halo_extents, nullptr,
+                  c.autotune_halo_periods[dim] != 0);
+  } catch (const Error& e) {
+    if (e.code() != symcommInvalidArgument) throw;
+    return e.what();
+  }
+  return "";
 }
 
 // Times every candidate with `measure` (the configuration `config_of` makes for it), printing a
 // line per candidate and then the table on rank 0 (`label` names a candidate there); returns
 // the winner. A candidate that cannot run (does not fit the dimensions, or its backend cannot
-// run here: agreed failures) is marked so; any other failure ends autotuning.
+// run here: agreed failures) is marked so, as is one marked so before (not measured); any
+// other failure ends autotuning.
 const Candidate& tune(const DecompLayers& layers, const symcommDecompConfig_t& config,
                       std::vector<Candidate>& candidates,
                       const std::function<symcommDecompConfig_t(const Candidate&)>& config_of,
@@ -282,12 +331,16 @@ const Candidate& tune(const DecompLayers& layers, const symcommDecompConfig_t& c
   const Candidate* winner = nullptr;
   std::string last_failure;
   for (Candidate& cand : candidates) {
-    try {
-      measure(layers, config_of(cand), winner ? winner->score_us : -1, cand);
-    } catch (const Error& e) {
-      if (e.code() != symcommInvalidArgument && e.code() != symcommNotSupported) throw;
-      cand.outcome = Candidate::kCannotRun;
-      cand.why = last_failure = e.what();
+    if (cand.outcome == Candidate::kCannotRun) {  // known before: not measured
+      last_failure = cand.why;
+    } else {
+      try {
+        measure(layers, config_of(cand), winner ? winner->score_us : -1, cand);
+      } catch (const Error& e) {
+        if (!agreed_failure(e)) throw;
+        cand.outcome = Candidate::kCannotRun;
+        cand.why = last_failure = e.what();
+      }
     }
     if (cand.outcome == Candidate::kRan && (!winner || cand.score_us < winner->score_us))
       winner = &cand;
@@ -324,13 +377,7 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
                                          const symcommDecompConfig_t& config) {
   // Agreed, before any field is read: a configuration of another header version would be
   // read out of bounds below.
-  layers.bootstrap.agree_on([&] {
-    SYMCOMM_REQUIRE(config.magic == SYMCOMM_DECOMP_CONFIG_MAGIC &&
-                        config.struct_size == sizeof config,
-                    symcommInvalidArgument,
-                    "config was not initialised with symcommDecompConfigInit (or header and "
-                    "library differ)");
-  });
+  layers.bootstrap.agree_on([&] { require_initialised(config); });
   // The same on every rank, so that every rank makes the same candidates.
   require_same_config(layers, config);
   const int n = layers.topology.nranks;
@@ -343,6 +390,7 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
   Filter grids, backends, more_grids, more_backends;
   layers.bootstrap.agree_on([&] {
     validate(config, halo_open);
+    if (!grid_open) (void)Geometry(config, n);  // a given grid: its checks and messages
     grids = parse_filter(field(config.autotune_grids, sizeof config.autotune_grids),
                          "autotune_grids", grid_name, "a grid PxQ");
     backends = parse_filter(field(config.autotune_backends, sizeof config.autotune_backends),
@@ -372,12 +420,22 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
       if (grid_open && (!grids.allows(name) || !more_grids.allows(name) ||
                         (!config.autotune_allow_uneven && uneven(config, pr, pc))))
         continue;
+      const size_t first = candidates.size();
       if (!backend_open) {
         candidates.push_back(Candidate{pr, pc, wanted});
-        continue;
+      } else {
+        for (DecompBackend* b : decomp_backends())
+          if (backend_allowed(b->name())) candidates.push_back(Candidate{pr, pc, b->name()});
       }
-      for (DecompBackend* b : decomp_backends())
-        if (backend_allowed(b->name())) candidates.push_back(Candidate{pr, pc, b->name()});
+      // The halo phase comes on the grid chosen here: a grid on which its exchanges cannot
+      // run is none (before, the grid phase could choose one, and the halo phase then failed
+      // on every backend, naming only the last backend's reason).
+      if (grid_open && halo_open)
+        if (const std::string why = halo_misfit(config, pr, pc, n); !why.empty())
+          for (size_t k = first; k < candidates.size(); ++k) {
+            candidates[k].outcome = Candidate::kCannotRun;
+            candidates[k].why = why;
+          }
     }
     // Rows of consecutive ranks first: pc as large as possible (the grid 1 x n) first.
     std::stable_sort(candidates.begin(), candidates.end(),
@@ -405,6 +463,10 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
   }
   std::memcpy(chosen.halo_backend, config.halo_backend, sizeof chosen.halo_backend);
   if (halo_open) {
+    const std::string misfit = halo_misfit(config, chosen.pdims[0], chosen.pdims[1], n);
+    SYMCOMM_REQUIRE(misfit.empty(), symcommInvalidArgument,
+                    "halo_backend \"auto\": the autotuner's halo exchanges cannot run on the %d x "
+                    "%d grid: %s", chosen.pdims[0], chosen.pdims[1], misfit.c_str());
     std::vector<Candidate> candidates;
     for (DecompBackend* b : decomp_backends())
       if (backend_allowed(b->name()))

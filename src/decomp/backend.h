@@ -141,6 +141,14 @@ struct TransposeFrame {
   BoxLayout in_layout, out_layout;
   bool in_place;
 };
+// Whether the transpose runs in place on any member of its exchange, not only here: what a
+// path that writes into the members' outputs must ask (sm and ce's direct paths), since a
+// member whose output overlaps its input is still reading that input. Symmetric input and
+// output are the same objects on every member (the contract above), at the same offsets, but
+// with uneven splits the members' pencils differ in size: the same two addresses can overlap
+// on one member and not on another. Every member works out the same answer.
+bool in_place_on_any_member(const DecompContext& ctx, const TransposeCall& t,
+                            const ExchangePlan& plan);
 // What every halo exchange works out first: its plan, the element size, the size of one slab
 // slot in bytes (the largest slab of any rank), and the layout of this rank's buffer.
 // Backends take it apart: const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);

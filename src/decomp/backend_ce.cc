@@ -49,7 +49,7 @@ class CeBackend final : public DecompBackend {
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
-    const bool direct = ctx.heap.contains(t.output) && !in_place;
+    const bool direct = ctx.heap.contains(t.output) && !in_place_on_any_member(ctx, t, plan);
     auto copy = [&](void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                     const Box& box) {
       if (!b.copy_box_ce(dst, dl, src, sl, box.lo, box.hi, e, t.stream))

@@ -45,6 +45,23 @@ TransposeFrame::TransposeFrame(const DecompContext& ctx, const TransposeCall& t)
       in_place(overlaps(t.input, static_cast<size_t>(t.in.size) * t.elem, t.output,
                         static_cast<size_t>(t.out.size) * t.elem)) {}
 
+bool in_place_on_any_member(const DecompContext& ctx, const TransposeCall& t,
+                            const ExchangePlan& plan) {
+  // A buffer outside the heap is this rank's own: it can overlap only this rank's other one.
+  if (!ctx.heap.contains(t.input) || !ctx.heap.contains(t.output))
+    return overlaps(t.input, static_cast<size_t>(t.in.size) * t.elem, t.output,
+                    static_cast<size_t>(t.out.size) * t.elem);
+  const Geometry& g = ctx.geometry;
+  for (int member : plan.members) {
+    const int64_t in = g.pencil(member, t.from, t.in.halo, t.in.padding).size;
+    const int64_t out = g.pencil(member, t.to, t.out.halo, t.out.padding).size;
+    if (overlaps(t.input, static_cast<size_t>(in) * t.elem, t.output,
+                 static_cast<size_t>(out) * t.elem))
+      return true;
+  }
+  return false;
+}
+
 HaloFrame::HaloFrame(const DecompContext& ctx, const HaloCall& h)
     : plan(plan_halo(ctx.geometry, ctx.rank, h.axis, h.dim, h.halo, h.padding, h.periodic)),
       e(h.elem),

@@ -57,7 +57,7 @@ class SmBackend final : public DecompBackend {
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     char* recv = t.workspace;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
-    const bool direct = !in_place && ctx.heap.contains(t.output);
+    const bool direct = ctx.heap.contains(t.output) && !in_place_on_any_member(ctx, t, plan);
     BoxCopies copies(e);  // one launch writes every member's block at once
     for (int s = 1; s < n; ++s) {
       const size_t k = static_cast<size_t>((me + s) % n);

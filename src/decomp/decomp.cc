@@ -22,9 +22,9 @@ DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx)
                     "no decomposition backend named %s can run on this communicator%s%s",
                     wanted.c_str(), why.empty() ? "" : ": ", why.c_str());
     }
+  const std::string named = wanted.empty() ? "" : "named " + wanted + " ";
   SYMCOMM_THROW(wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
-                "no decomposition backend %s%scan run on this communicator",
-                wanted.empty() ? "" : "named ", wanted.c_str());
+                "no decomposition backend %scan run on this communicator", named.c_str());
 }
 
 }  // namespace

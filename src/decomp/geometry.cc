@@ -11,11 +11,15 @@ Range split(int64_t n, int p, int k) {
   return Range{k * base + std::min<int64_t>(k, extra), base + (k < extra ? 1 : 0)};
 }
 
-Geometry::Geometry(const symcommDecompConfig_t& c, int nranks) : config_(c) {
+void require_initialised(const symcommDecompConfig_t& c) {
   SYMCOMM_REQUIRE(c.magic == SYMCOMM_DECOMP_CONFIG_MAGIC && c.struct_size == sizeof c,
                   symcommInvalidArgument,
                   "config was not initialised with symcommDecompConfigInit (or header and "
                   "library differ)");
+}
+
+Geometry::Geometry(const symcommDecompConfig_t& c, int nranks) : config_(c) {
+  require_initialised(c);
   for (int a = 0; a < 3; ++a)
     SYMCOMM_REQUIRE(c.gdims[a] >= 1, symcommInvalidArgument, "gdims[%d] is %lld, must be >= 1",
                     a, static_cast<long long>(c.gdims[a]));

@@ -16,6 +16,10 @@ struct Range {
 // Part k of n points split over p parts (the first n % p parts hold one point more).
 Range split(int64_t n, int p, int k);
 
+// Throws symcommInvalidArgument where `config` was not made by symcommDecompConfigInit of
+// this library's header: no other field may be read before this check.
+void require_initialised(const symcommDecompConfig_t& config);
+
 class Geometry {
  public:
   // Checks the configuration against `nranks` (throws symcommInvalidArgument).

@@ -40,7 +40,14 @@ FdExchange::FdExchange(const Bootstrap& bootstrap, const Topology& topology)
   dir_ = format("%s/symcomm-%u-%016llx", kSocketDir.get().c_str(), geteuid(),
                 static_cast<unsigned long long>(bootstrap.comm_id()));
   make_private_dir(dir_);
-  listener_ = unix_listen(path_of(topology.rank), SOMAXCONN);
+  try {
+    listener_ = unix_listen(path_of(topology.rank), SOMAXCONN);
+  } catch (...) {
+    // As the destructor would: none runs for a constructor that throws.
+    unlink(path_of(topology.rank).c_str());
+    rmdir(dir_.c_str());
+    throw;
+  }
 }
 
 FdExchange::~FdExchange() {
@@ -65,6 +72,10 @@ std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
   std::vector<Fd> got(static_cast<size_t>(topology_.nranks));
   int pending = topology_.local_size - 1;
   for (auto it = early_.begin(); it != early_.end();) {
+    if (it->first.first < tag) {  // of an exchange that failed: closed unused
+      it = early_.erase(it);
+      continue;
+    }
     if (it->first.first != tag) { ++it; continue; }
     got[static_cast<size_t>(it->first.second)] = std::move(it->second);
     it = early_.erase(it);
@@ -79,6 +90,14 @@ std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
     if (h.comm_id != bootstrap_.comm_id() || h.rank < 0 || h.rank >= topology_.nranks ||
         !topology_.same_node(h.rank) || h.rank == topology_.rank) {
       SYMCOMM_WARN("ignored a memory handle from outside this communicator (rank %d)", h.rank);
+      continue;
+    }
+    if (h.tag < tag) {
+      // Sent for an exchange that failed before this rank accepted it: it names a chunk that
+      // its sender has since destroyed, and must not pass for this exchange's. `received`
+      // closes it.
+      SYMCOMM_DEBUG("dropped rank %d's memory handle of failed exchange #%llu", h.rank,
+                    static_cast<unsigned long long>(h.tag));
       continue;
     }
     if (h.tag != tag) {

@@ -22,7 +22,9 @@ class FdExchange {
 
   // Collective over the ranks of the node: sends `fd` to every other local rank and returns
   // the descriptor each of them sent, indexed by rank (empty for this rank and other nodes).
-  // `tag` must be the same on all ranks and new for every exchange.
+  // `tag` must be the same on all ranks and larger for every exchange, failed ones included:
+  // descriptors that arrive under an older tag (sent for an exchange that failed here before
+  // they were accepted) are closed unused.
   std::vector<Fd> exchange(int fd, uint64_t tag);
 
 

@@ -40,13 +40,20 @@ Heap::Heap(Bootstrap& bootstrap, const Topology& topology, Space& space)
                     format_bytes(all[static_cast<size_t>(r)].max).c_str(),
                     format_bytes(all[static_cast<size_t>(r)].chunk).c_str());
   windows_.assign(static_cast<size_t>(topology.nranks), nullptr);
-  bootstrap_.agree_on([&] {
-    for (int pe = 0; pe < topology.nranks; ++pe)
-      if (topology.accessible[static_cast<size_t>(pe)])
-        windows_[static_cast<size_t>(pe)] = static_cast<char*>(space.reserve(max_));
-    if (!space.handles_are_bytes()) fds_ = std::make_unique<FdExchange>(bootstrap, topology);
-  });
-  bootstrap_.barrier();  // every rank's handle socket exists before the first exchange
+  try {
+    bootstrap_.agree_on([&] {
+      for (int pe = 0; pe < topology.nranks; ++pe)
+        if (topology.accessible[static_cast<size_t>(pe)])
+          windows_[static_cast<size_t>(pe)] = static_cast<char*>(space.reserve(max_));
+      if (!space.handles_are_bytes()) fds_ = std::make_unique<FdExchange>(bootstrap, topology);
+    });
+    bootstrap_.barrier();  // every rank's handle socket exists before the first exchange
+  } catch (...) {
+    // No destructor runs for a constructor that throws: give the windows back here.
+    for (char* w : windows_)
+      if (w) space_.unreserve(w, max_);
+    throw;
+  }
 }
 
 Heap::~Heap() {
@@ -80,7 +87,7 @@ void* Heap::malloc(size_t bytes) {
                   "the symmetric heap cannot fit %s: used %s in %zu allocations, mapped %s, "
                   "maximum %s (SYMCOMM_HEAP_MAX), largest free range %s",
                   format_bytes(bytes).c_str(), format_bytes(used()).c_str(),
-                  allocator_.allocations() - internal_allocations_, format_bytes(mapped()).c_str(),
+                  allocator_.allocations() - internal_.size(), format_bytes(mapped()).c_str(),
                   format_bytes(max_).c_str(), format_bytes(allocator_.largest_free()).c_str());
   };
   if (bytes > max_) out_of_memory();
@@ -100,11 +107,15 @@ void* Heap::malloc(size_t bytes) {
 void* Heap::malloc_internal(size_t bytes) {
   void* p = malloc(bytes);
   internal_bytes_ += Allocator::round_up(bytes, Allocator::kAlignment);
-  ++internal_allocations_;
+  internal_.insert(offset_of(p));
   return p;
 }
 
 void Heap::grow(size_t bytes) {
+  // Counted before anything can fail: a failed attempt can leave its handles queued at a rank
+  // that never accepted them, and the next attempt, at the same offset, must not take them
+  // for its own.
+  const uint64_t attempt = growths_++;
   Chunk chunk{mapped(), bytes, 0};
   bool created = false, mapped_here = false;
   auto undo_local = [&] {
@@ -125,7 +136,7 @@ void Heap::grow(size_t bytes) {
   }
   std::vector<int> peers;
   try {
-    bootstrap_.agree_on([&] { map_peers(chunk, peers); });
+    bootstrap_.agree_on([&] { map_peers(chunk, attempt, peers); });
   } catch (const Error& e) {
     unmap_chunk(chunk, peers);
     SYMCOMM_THROW(e.code(), "cannot map a new heap chunk of the ranks of this node: %s",
@@ -137,7 +148,7 @@ void Heap::grow(size_t bytes) {
                 format_bytes(mapped()).c_str());
 }
 
-void Heap::map_peers(const Chunk& chunk, std::vector<int>& mapped) {
+void Heap::map_peers(const Chunk& chunk, uint64_t attempt, std::vector<int>& mapped) {
   SharedHandle mine = space_.share(chunk.handle);
   std::vector<SharedHandle> theirs(static_cast<size_t>(topology_.nranks));
   if (space_.handles_are_bytes()) {
@@ -145,7 +156,7 @@ void Heap::map_peers(const Chunk& chunk, std::vector<int>& mapped) {
     bootstrap_.allgather(mine.bytes.data(), 64, all.data());
     for (int pe = 0; pe < topology_.nranks; ++pe) theirs[static_cast<size_t>(pe)].bytes = all[static_cast<size_t>(pe)];
   } else {
-    std::vector<Fd> fds = fds_->exchange(mine.fd.get(), chunks_.size());
+    std::vector<Fd> fds = fds_->exchange(mine.fd.get(), attempt);
     for (int pe = 0; pe < topology_.nranks; ++pe)
       theirs[static_cast<size_t>(pe)].fd = std::move(fds[static_cast<size_t>(pe)]);
   }
@@ -168,16 +179,21 @@ void Heap::unmap_chunk(const Chunk& chunk, const std::vector<int>& peers) {
 }
 
 void Heap::free(void* ptr) {
+  // Request::status: an Allocator::FreeStatus, or one of these.
+  constexpr int32_t kNull = -1;
+  constexpr int32_t kInternal = -2;  // the start of one of malloc_internal's allocations
   struct Request {
     uint64_t offset;
-    int32_t status;  // Allocator::FreeStatus, or -1 for NULL
-  } mine{0, -1};
+    int32_t status;
+  } mine{0, kNull};
   if (ptr) {
     if (!contains(ptr)) {
       mine.status = static_cast<int32_t>(Allocator::FreeStatus::NotInHeap);
     } else {
       mine.offset = offset_of(ptr);
-      mine.status = static_cast<int32_t>(allocator_.check_free(mine.offset));
+      mine.status = internal_.count(mine.offset)
+                        ? kInternal
+                        : static_cast<int32_t>(allocator_.check_free(mine.offset));
     }
   }
   std::vector<Request> all(static_cast<size_t>(topology_.nranks));
@@ -185,6 +201,11 @@ void Heap::free(void* ptr) {
   for (int r = 0; r < topology_.nranks; ++r) {
     const Request& q = all[static_cast<size_t>(r)];
     const char* who = r == topology_.rank ? "this rank" : "another rank";
+    if (q.status == kInternal)
+      SYMCOMM_THROW(symcommInvalidArgument,
+                    "symcommFree: rank %d (%s) passed offset %llu, which symcomm allocated for "
+                    "its own use (a collective workspace or signal area), not symcommMalloc",
+                    r, who, static_cast<unsigned long long>(q.offset));
     switch (static_cast<Allocator::FreeStatus>(q.status)) {
       case Allocator::FreeStatus::Ok: break;
       case Allocator::FreeStatus::NotInHeap:
@@ -206,11 +227,12 @@ void Heap::free(void* ptr) {
       SYMCOMM_THROW(symcommInvalidUsage,
                     "symcommFree is collective and needs the same allocation on every rank: "
                     "rank 0 frees %s%llu, rank %d frees %s%llu",
-                    all[0].status < 0 ? "NULL " : "offset ",
+                    all[0].status == kNull ? "NULL " : "offset ",
                     static_cast<unsigned long long>(all[0].offset), r,
-                    q.status < 0 ? "NULL " : "offset ", static_cast<unsigned long long>(q.offset));
+                    q.status == kNull ? "NULL " : "offset ",
+                    static_cast<unsigned long long>(q.offset));
   }
-  if (mine.status < 0) return;
+  if (mine.status == kNull) return;
   allocator_.free(mine.offset);
 }
 

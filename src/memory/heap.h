@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -51,7 +52,7 @@ class Heap {
     uint64_t handle;
   };
   void grow(size_t bytes);
-  void map_peers(const Chunk& chunk, std::vector<int>& mapped);
+  void map_peers(const Chunk& chunk, uint64_t attempt, std::vector<int>& mapped);
   void unmap_chunk(const Chunk& chunk, const std::vector<int>& peers);
 
   Bootstrap& bootstrap_;
@@ -64,7 +65,11 @@ class Heap {
   Allocator allocator_;
   std::unique_ptr<FdExchange> fds_;
   size_t internal_bytes_ = 0;
-  size_t internal_allocations_ = 0;
+  // Where malloc_internal's allocations start (never freed): symcommFree refuses them.
+  std::set<size_t> internal_;
+  // Growth attempts so far, failed ones included: the same on every rank, since every rank
+  // attempts every growth. Tags each attempt's handle exchange.
+  uint64_t growths_ = 0;
 };
 
 }  // namespace symcomm

@@ -11,7 +11,10 @@ namespace {
 
 using HandleBytes = std::array<uint8_t, 64>;
 
-bool overlap(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
+// Without computing an end, which can wrap for huge sizes.
+bool overlap(const char* a, size_t an, const char* b, size_t bn) {
+  return a < b ? static_cast<size_t>(b - a) < an : static_cast<size_t>(a - b) < bn;
+}
 
 }  // namespace
 
@@ -125,9 +128,11 @@ void Registrations::remove(const Registration* registration) {
 const Registration* Registrations::find(const void* p, size_t bytes) const {
   const char* c = static_cast<const char*>(p);
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& r : live_)
-    if (c >= r->ptr && c + bytes <= r->ptr + r->bytes && (bytes > 0 || c < r->ptr + r->bytes))
-      return r.get();
+  for (const auto& r : live_) {
+    if (c < r->ptr) continue;
+    const auto at = static_cast<size_t>(c - r->ptr);  // c + bytes could wrap; this cannot
+    if (at < r->bytes && bytes <= r->bytes - at) return r.get();
+  }
   return nullptr;
 }
 

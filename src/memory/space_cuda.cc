@@ -168,7 +168,7 @@ class CudaSpace final : public Space {
     size_t size = 0;
     SYMCOMM_CU(drv_, cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)));
     const auto at = reinterpret_cast<CUdeviceptr>(ptr);
-    SYMCOMM_REQUIRE(at + bytes <= base + size, symcommInvalidArgument,
+    SYMCOMM_REQUIRE(bytes <= size - (at - base), symcommInvalidArgument,  // at is in the range
                     "[%p, +%zu) runs past the end of its allocation (%zu bytes from %p)", ptr,
                     bytes, size, reinterpret_cast<void*>(base));
     cudaIpcMemHandle_t h;

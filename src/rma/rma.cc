@@ -71,6 +71,10 @@ std::vector<symcommTeam_t> Rma::agree_ids(bool member, const int32_t args[4], in
                     o.args[0], o.args[1], o.args[2], o.args[3], first->args[0], first->args[1],
                     first->args[2], first->args[3]);
   }
+  // Every rank sees the same offers: a parent that is a team on no rank fails everywhere
+  // (before, every rank got SYMCOMM_TEAM_INVALID and success).
+  SYMCOMM_REQUIRE(first != nullptr, symcommInvalidArgument,
+                  "the parent team %d is a team on no rank", args[0]);
   std::vector<symcommTeam_t> ids;
   for (int id = 0; id < SYMCOMM_MAX_TEAMS && static_cast<int>(ids.size()) < count; ++id)
     if (free >> id & 1) ids.push_back(id);

@@ -25,15 +25,22 @@ Team Team::strided(int first, int step, int count) const {
                   symcommInvalidArgument,
                   "start %d + stride %d x (size %d - 1) goes past the parent team's %d ranks",
                   first, step, count, size);
-  return Team{world_of(first), stride * step, count};
+  // A team of one has no stride: any step is allowed there, and stride x step would overflow
+  // (and a stride of 0 divide by zero in index_of). Otherwise the product stays below the
+  // world's size, as the last member's world rank does.
+  return Team{world_of(first), count == 1 ? 1 : stride * step, count};
 }
 
+// An xrange of the parent's size or more gives one row of every member, and columns of one:
+// clamped to the size, so that no index arithmetic below overflows for xrange near INT_MAX.
 Team Team::row_of(int index, int xrange) const {
+  xrange = std::min(xrange, size);
   int row = index / xrange;
   return strided(row * xrange, 1, std::min(xrange, size - row * xrange));
 }
 
 Team Team::column_of(int index, int xrange) const {
+  xrange = std::min(xrange, size);
   int col = index % xrange;
   return strided(col, xrange, (size - col + xrange - 1) / xrange);
 }

@@ -59,6 +59,69 @@ TEST_P(Coll, AllToAllvIntoNullOnAMemberThatReceivesNothing) {
   release(send, false);
   release(recv, true);
 }
+// A member that receives nothing may pass any recv: here the last one passes another
+// symmetric object (poisoned on every rank) while the others' recv are symmetric. Every
+// algorithm must leave that object alone on every rank and deliver the others' blocks (copy
+// once went in place with it: the last member wrote its blocks into the peers' copies of
+// that object, at its own recv's place).
+TEST_P(Coll, AllToAllvIntoAnotherObjectOnAMemberThatReceivesNothing) {
+  if (refuses(Op::AllToAllv, true)) GTEST_SKIP() << algo_ << " does not do all-to-all-v";
+  const Type& t = kTypes[1];  // int32
+  const size_t nn = static_cast<size_t>(n_), last = nn - 1;
+  VLayout v;
+  v.counts.assign(nn, std::vector<size_t>(nn));
+  for (size_t i = 0; i < nn; ++i)
+    for (size_t j = 0; j < nn; ++j) v.counts[i][j] = j == last ? 0 : 500 + 3 * i + j;
+  const std::vector<size_t> sc = v.sends(me_), sd = v.sdispls(me_), rc = v.receives(me_),
+                            rd = v.rdispls(me_);
+  const size_t se = VLayout::extent(sd, sc) + 1, re = nn * (500 + 4 * nn) + 1;
+  void* send = buffer(se * t.size, false);
+  void* recv = buffer(re * t.size, true);
+  void* other = buffer(re * t.size, true);
+  const bool receives = static_cast<size_t>(me_) != last;
+  put(send, make(t, seed_, me_, 0, se));
+  poison(recv, re * t.size);
+  poison(other, re * t.size);
+  SC_OK(symcommHostBarrier(comm_));
+  SC_OK(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, sc.data(), sd.data(),
+                                 receives ? recv : other, rc.data(), rd.data(), t.id, algo_,
+                                 stream_));
+  if (receives) {
+    EXPECT_EQ(differences(fetch(recv, re * t.size), v.received(t, seed_, me_, re), t.size), "");
+  }
+  EXPECT_EQ(differences(fetch(other, re * t.size), std::vector<uint8_t>(re * t.size, 0xAB),
+                        t.size), "")
+      << "the last member's recv (another object), here";
+  SC_OK(symcommHostBarrier(comm_));
+  release(other, true);
+  release(recv, true);
+  release(send, false);
+}
+
+// The block a member sends itself must be the one it expects from itself: every algorithm
+// copies sendcounts[me] elements to rdispls[me], so a larger send count wrote past the
+// receive block (a smaller one left part of it unwritten). Refused on every member before
+// anything runs.
+TEST_P(Coll, AllToAllvOwnBlockMustMatch) {
+  const size_t nn = static_cast<size_t>(n_), me = static_cast<size_t>(me_);
+  std::vector<size_t> scounts(nn, 4), rcounts(nn, 4), sd(nn), rd(nn);
+  for (size_t j = 0; j < nn; ++j) sd[j] = rd[j] = 8 * j;
+  scounts[me] = 8;  // more than the 4 this member expects from itself
+  void* send = buffer(64 * nn, false);
+  void* recv = buffer(64 * nn, false);
+  SC_FAILS(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, scounts.data(), sd.data(),
+                                    recv, rcounts.data(), rd.data(), symcommInt32, algo_, stream_),
+           symcommInvalidArgument);
+  const std::string want = "sendcounts[" + std::to_string(me_) + "] = 8 but recvcounts[" +
+                           std::to_string(me_) + "] = 4";
+  EXPECT_NE(std::string(symcommGetLastError()).find(want), std::string::npos)
+      << symcommGetLastError();
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  release(send, false);
+  release(recv, false);
+}
+
 // Counts that do not match between a sender and its receiver: "copy" sees the whole matrix
 // and every member reports the same pair.
 TEST_P(Coll, AllToAllvCountsMustMatch) {
@@ -86,6 +149,47 @@ TEST_P(Coll, AllToAllvWithCountsOnTheDevice) {
   for (const Type& t : kTypes)
     for (size_t max_count : kCounts)
       if (!device_counts_case(t, max_count)) return;  // refused (checked): once is enough
+}
+
+// Counts on the device are trusted, but a block that does not fit in the capacity is dropped
+// whole, also where the counts before it add up past 2^64: member 0 "sends" the last member
+// SIZE_MAX - 1 elements (never moved: they do not fit), every other member 4. The sum
+// wrapped around to a place inside recv, and the 4 elements were written at element
+// SIZE_MAX - 1 of recv. Host space (copy): sm on GPUs moves every block, dropped or not,
+// so a count this large would read past send there.
+TEST_P(Coll, AllToAllvWithCountsOnTheDeviceWhoseSumWraps) {
+  if (refuses(Op::AllToAllvDevice, false) || std::string(algo_) != "copy")
+    GTEST_SKIP() << "copy's counts on the device, in the host space";
+  const size_t nn = static_cast<size_t>(n_), me = static_cast<size_t>(me_), last = nn - 1;
+  const size_t capacity = 16;
+  std::vector<size_t> table(4 * nn, 0);  // sendcounts, sdispls, recvcounts, rdispls
+  if (me == 0) table[last] = SIZE_MAX - 1;
+  else table[last] = 4;
+  size_t* counts = static_cast<size_t*>(buffer(table.size() * sizeof(size_t), false));
+  put(counts, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(table.data()),
+                                   reinterpret_cast<const uint8_t*>(table.data() + table.size())));
+  void* send = buffer(4 * sizeof(int32_t), false);
+  put(send, make(kTypes[1], seed_, me_, 0, 4));
+  void* recv = buffer((capacity + 1) * sizeof(int32_t), false);
+  poison(recv, (capacity + 1) * sizeof(int32_t));
+  SC_OK(symcommHostBarrier(comm_));
+  SC_OK(symcommAllToAllvDeviceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, counts, counts + nn, recv,
+                                       capacity, counts + 2 * nn, counts + 3 * nn, symcommInt32,
+                                       algo_, stream_));
+  std::vector<uint8_t> raw = fetch(counts, table.size() * sizeof(size_t));
+  const size_t* got_counts = reinterpret_cast<const size_t*>(raw.data()) + 2 * nn;
+  if (me == last) {
+    EXPECT_EQ(got_counts[0], SIZE_MAX - 1);
+    for (size_t i = 1; i < nn; ++i) EXPECT_EQ(got_counts[i], 4u) << "count from " << i;
+  }
+  EXPECT_EQ(differences(fetch(recv, (capacity + 1) * sizeof(int32_t)),
+                        std::vector<uint8_t>((capacity + 1) * sizeof(int32_t), 0xAB), 4),
+            "")
+      << "every block to the last member comes after one that does not fit";
+  SC_OK(symcommHostBarrier(comm_));
+  release(recv, false);
+  release(send, false);
+  release(counts, false);
 }
 
 // Six all-to-all-vs with counts on the device, each with counts, sizes and data of its own,

@@ -150,6 +150,23 @@ TEST_F(CollCheck, ABroadcastFromAPlainSendIntoSymmetricBuffers) {
   EXPECT_EQ(got, mine);
 }
 
+// The members other than the root do not read send, so it may point anywhere: into their
+// own recv (a common way to call it, one expression for every rank) or elsewhere. The check
+// once took such a send for an in-place one and failed every member, naming a mismatch with
+// the root's plain send.
+TEST_F(CollCheck, ABroadcastWhoseMembersPassTheirRecvAsSend) {
+  const int root = n_ - 1;
+  std::vector<int32_t> mine(kCount), got(kCount);
+  for (size_t i = 0; i < kCount; ++i) mine[i] = 8000 + static_cast<int32_t>(i);
+  if (me_ == root) mp::copy_from_host(local_, mine.data(), kCount * sizeof(int32_t));
+  mp::fill(sym_[1], kCount * sizeof(int32_t), me_, 98);  // poison
+  SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, me_ == root ? local_ : sym_[1],
+                                 sym_[1], kCount, symcommInt32, root, "copy", stream_));
+  mp::sync(stream_);
+  mp::copy_to_host(got.data(), sym_[1], kCount * sizeof(int32_t));
+  EXPECT_EQ(got, mine);
+}
+
 // Registered buffers (cuda space): the same registration at another offset on one member.
 TEST_F(CollCheck, RegisteredBuffersAtAnotherOffset) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "registration is for cudaMalloc memory";

@@ -479,7 +479,7 @@ TEST(DecompAutotune, HaloBackendGiven) {
   expect_y_halo_works(d, c.gdims);
   SC_OK(symcommDecompDestroy(d));
   std::snprintf(c.halo_backend, sizeof c.halo_backend, "bogus");
-  expect_rejected(c, symcommInvalidArgument, "named bogus");
+  expect_rejected(c, symcommInvalidArgument, "no decomposition backend named bogus can run");
 }
 
 // halo_backend "auto": every allowed backend is timed on halo exchanges on the grid given;
@@ -523,6 +523,94 @@ TEST(DecompAutotune, HaloBackendAutotuned) {
   EXPECT_FALSE(table(r.out0, "halo backend").empty()) << r.out0;
   agreed_choice(r.decomp);
   SC_OK(symcommDecompDestroy(r.decomp));
+}
+
+// A grid given with backend "auto" is checked as a decomposition checks it (the error used
+// to blame the autotuner's filters: "no grid and backend candidate").
+TEST(DecompAutotune, AGivenGridIsCheckedAsGiven) {
+  const int n = mp::nranks();
+  symcommDecompConfig_t c = tiny_config(8, 8, 8);
+  c.pdims[0] = 0;
+  c.pdims[1] = n;
+  expect_rejected(c, symcommInvalidArgument, "pdims is 0 x");
+  c.pdims[0] = n + 1;
+  c.pdims[1] = n + 1;
+  expect_rejected(c, symcommInvalidArgument, "does not match the communicator's");
+}
+
+// With halo_backend "auto" and an open grid, a grid on which the autotuner's halo exchanges
+// cannot run (a halo wider than a part) is no candidate: a 64 x (n + 1) x 64 grid on n x 1
+// splits y (the X pencils') into parts of 1-2 points, narrower than a halo of 2; before, the
+// grid phase could choose it and the halo phase then failed on every backend.
+TEST(DecompAutotune, AGridTooFineForTheHalosIsNoCandidate) {
+  const int n = mp::nranks();
+  if (n < 2) GTEST_SKIP() << "needs a grid that splits y";
+  symcommDecompConfig_t c = tiny_config(64, n + 1, 64);
+  std::snprintf(c.halo_backend, sizeof c.halo_backend, "auto");
+  for (int a = 0; a < 3; ++a) c.autotune_halo_extents[a] = 2;
+  std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "%dx1,1x%d", n, n);
+  symcommDecomp_t d = nullptr;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const symcommDecompConfig_t chosen = agreed_choice(d);
+  EXPECT_EQ(chosen.pdims[0], 1) << "the halos do not fit y split over " << n << " rows";
+  SC_OK(symcommDecompDestroy(d));
+  // Only the grid that cannot run them: the error says why.
+  std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "%dx1", n);
+  expect_rejected(c, symcommNotSupported, "halo 2 along axis 1 is larger than part");
+  // A given grid too fine for them: said before any halo backend is timed.
+  std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "%s", "");
+  c.pdims[0] = n;
+  c.pdims[1] = 1;
+  std::snprintf(c.backend, sizeof c.backend, "%s", "copy");
+  expect_rejected(c, symcommInvalidArgument, "the autotuner's halo exchanges cannot run on the");
+}
+
+// The largest symmetric allocation `comm` can make now (collective), to 4 KiB.
+size_t largest_allocation(symcommComm_t comm, size_t most) {
+  size_t lo = 0, hi = most;
+  while (hi - lo > 4096) {
+    const size_t mid = (lo + hi) / 2 / 4096 * 4096;
+    void* p = nullptr;
+    if (symcommMalloc(comm, mid, &p) == symcommSuccess) {
+      EXPECT_EQ(symcommFree(comm, p), symcommSuccess) << symcommGetLastError();
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// A candidate whose buffers do not fit in the heap cannot run; the others still can, and no
+// candidate keeps its buffers. The heap is filled to leave 3.5 pencils: sm's transposes need
+// three (two pencils and its receive area), fused's four (its workspace is two). Before, the
+// first failure to fit ended the autotuning, and the buffers allocated before it stayed.
+TEST(DecompAutotune, ACandidateThatDoesNotFitInTheHeapCannotRun) {
+  const int n = mp::nranks();
+  mp::ScopedEnv heap_max("SYMCOMM_HEAP_MAX", "32M");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommDecompConfig_t c = tiny_config(32, 32, 32);
+  c.pdims[0] = 1;
+  c.pdims[1] = n;
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "sm,fused");
+  const size_t pencil = 32 * 32 * 32 * 8 / static_cast<size_t>(n);  // C32
+  const size_t free_at_first = largest_allocation(comm, size_t{32} << 20);
+  ASSERT_GT(free_at_first, 4 * pencil);
+  void* filler = nullptr;
+  SC_OK(symcommMalloc(comm, free_at_first - (7 * pencil) / 2, &filler));
+  const size_t before = largest_allocation(comm, 8 * pencil);
+  ASSERT_GE(before, 3 * pencil);
+  ASSERT_LT(before, 4 * pencil);
+  symcommDecomp_t d = nullptr;
+  SC_OK(symcommDecompCreate(comm, &c, &d));
+  const char* backend = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &backend));
+  EXPECT_STREQ(backend, "sm");
+  SC_OK(symcommDecompDestroy(d));
+  EXPECT_EQ(largest_allocation(comm, 8 * pencil), before) << "a candidate kept heap memory";
+  SC_OK(symcommFree(comm, filler));
+  SC_OK(symcommFinalize(comm));
 }
 
 }  // namespace

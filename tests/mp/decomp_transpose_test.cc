@@ -155,6 +155,51 @@ void transpose_between_layouts(const std::string& backend, int pr, int pc, Buffe
   SC_OK(symcommDecompDestroy(d));
 }
 
+// One symmetric buffer holds both pencils, the output `shift` elements after the input. With
+// uneven splits the pencils differ in size between members, so the two overlap on some
+// members and not on others. A member that sees no overlap here must still not write into a
+// member whose output overlaps the input it is still reading (sm and ce's direct paths once
+// did: wrong values on every rank, found in review).
+TEST_P(DecompBackends, InPlaceOnSomeMembersOnly) {
+  SKIP_UNLESS_BACKEND_RUNS(GetParam());
+  const int n = mp::nranks();
+  if (n < 2) GTEST_SKIP() << "needs members whose pencils differ in size";
+  const int64_t gdims[3] = {n + 1, n + 1, 1};  // X pencils of n + 1 points and of 2 (n + 1)
+  symcommDecomp_t d = make_decomp(grid_config(gdims, n, 1), GetParam());
+  ASSERT_NE(d, nullptr);
+  size_t ws_bytes = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+  void* ws = dirty_workspace(ws_bytes);
+  symcommPencilInfo_t in, out;
+  SC_OK(symcommDecompPencilInfo(d, 0, nullptr, nullptr, &in));
+  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &out));
+  // The first shift at which the output overlaps the input on some member and not on another.
+  int64_t shift = 0;
+  for (int64_t s = 1; s <= 4 * (n + 1) && shift == 0; ++s)
+    if (!mp::all_ok(s >= in.size) && !mp::all_ok(s < in.size)) shift = s;
+  ASSERT_GT(shift, 0) << "every member's pencils overlap alike";
+  const size_t total = static_cast<size_t>(shift + std::max(in.size, out.size) + 8);
+  void* buf = alloc_buffer(Buffers::Symmetric, total * sizeof(double));
+  store_values(buf, std::vector<double>(total, -7.0), symcommR64);
+  store_values(buf, fill_pencil(in, gdims), symcommR64);
+  symcommStream_t stream = mp::new_stream();
+  double* output = static_cast<double*>(buf) + shift;
+  SC_OK(symcommDecompTranspose(d, 0, 1, buf, output, ws, symcommR64, nullptr, nullptr, nullptr,
+                               nullptr, stream));
+  mp::sync(stream);
+  const std::vector<double> got = load_values(output, static_cast<size_t>(out.size), symcommR64);
+  const std::vector<double> want = fill_pencil(out, gdims);
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+  EXPECT_EQ(bad, 0u) << "output " << shift << " elements after the input, whose "
+                     << in.size << " elements " << (shift < in.size ? "overlap" : "do not overlap")
+                     << " it on this rank";
+  mp::free_stream(stream);
+  free_buffer(Buffers::Symmetric, buf);
+  SC_OK(symcommFree(mp::world(), ws));
+  SC_OK(symcommDecompDestroy(d));
+}
+
 TEST_P(DecompBackends, TransposesBetweenDifferentLayouts) {
   SKIP_UNLESS_BACKEND_RUNS(GetParam());
   const std::vector<std::pair<int, int>> grids = test_grids();

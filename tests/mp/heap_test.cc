@@ -1,10 +1,19 @@
 // The symmetric heap: many sizes, interleaved allocation and free, growth across chunks,
-// data written by each rank and read by all through symcommPtr, and every bad input.
+// data written by each rank and read by all through symcommPtr, every bad input, a growth
+// that fails on one rank, and a failed initialization.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 
 #include "mp.h"
 
@@ -25,6 +34,45 @@ void write_and_verify_all(symcommComm_t comm, void* ptr, size_t bytes, uint64_t 
         << bytes << " bytes written by rank " << pe;
   }
   SC_OK(symcommHostBarrier(comm));  // nobody reuses the memory while others still read it
+}
+
+// Leaves this process (where `active`) a single free descriptor until it goes out of scope.
+class OneFreeDescriptor {
+ public:
+  explicit OneFreeDescriptor(bool active) : active_(active) {
+    if (!active_) return;
+    EXPECT_EQ(getrlimit(RLIMIT_NOFILE, &old_), 0);
+    const int first = lowest_free(0);
+    rlimit limit = old_;
+    limit.rlim_cur = static_cast<rlim_t>(lowest_free(first + 1));
+    EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+  }
+  ~OneFreeDescriptor() {
+    if (active_) EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &old_), 0);
+  }
+
+ private:
+  static int lowest_free(int from) {
+    while (fcntl(from, F_GETFD) >= 0) ++from;
+    return from;
+  }
+  bool active_;
+  rlimit old_{};
+};
+
+// Bytes of this process's address space reserved without access (PROT_NONE), as the heap's
+// windows are in the host space.
+size_t reserved_bytes() {
+  std::ifstream maps("/proc/self/maps");
+  size_t total = 0;
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long start = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &start, &end, perms) == 3 &&
+        std::strcmp(perms, "---p") == 0)
+      total += end - start;
+  }
+  return total;
 }
 
 class Heap : public ::testing::Test {
@@ -183,6 +231,89 @@ TEST(HeapLimits, ExhaustionNamesSizesAndRecovers) {
   SC_OK(symcommFree(comm, a));
   SC_OK(symcommFree(comm, b));
   SC_OK(symcommFinalize(comm));
+}
+
+// symcomm's own allocations (collective workspace, signal areas) share the heap with the
+// application's, below its first allocation, but are not the application's to free.
+TEST(HeapLimits, InternalAllocationsCannotBeFreed) {
+  mp::ScopedEnv workspace("SYMCOMM_COLL_WORKSPACE", "64K");  // a short walk below
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  char* first = nullptr;
+  SC_OK(symcommMalloc(comm, 256, reinterpret_cast<void**>(&first)));
+  // Every address below the first allocation, down to the heap's start, is refused: the
+  // interior of an internal allocation as such, its start as symcomm's own.
+  int internal = 0;
+  for (char* q = first - 256; symcommPtr(comm, q, mp::rank()) == q; q -= 256) {
+    const symcommResult_t rc = symcommFree(comm, q);
+    ASSERT_EQ(rc, symcommInvalidArgument)
+        << "symcommFree of " << first - q << " bytes below the first allocation: "
+        << symcommGetLastError();
+    internal += std::strstr(symcommGetLastError(), "symcomm allocated for its own use") != nullptr;
+  }
+  EXPECT_GT(internal, 0);
+  size_t used = 0;
+  SC_OK(symcommHeapInfo(comm, &used, nullptr, nullptr));
+  EXPECT_EQ(used, 256u);
+  void* next = nullptr;  // and nothing below the first allocation was handed out again
+  SC_OK(symcommMalloc(comm, 256, &next));
+  EXPECT_GT(next, static_cast<void*>(first));
+  SC_OK(symcommFinalize(comm));
+}
+
+// A growth that fails on rank 1 after its peers sent it their new chunks' handles (rank 1
+// cannot duplicate its own chunk's descriptor) leaves those handles queued at rank 1, for
+// chunks that the failure destroyed. The next growth, at the same offset, must map the
+// chunks it made, not those.
+TEST(HeapLimits, FailedGrowthLeavesNoStaleHandles) {
+  if (mp::space() == symcommSpaceCuda)
+    GTEST_SKIP() << "the descriptor limit is aimed at the host space's memfd";
+  mp::ScopedEnv chunk("SYMCOMM_HEAP_CHUNK_SIZE", "2M");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const size_t bytes = 4 << 20;  // more than any free range (< 1 chunk): every call grows
+  size_t before = 0, mapped = 0;
+  SC_OK(symcommHeapInfo(comm, nullptr, &before, nullptr));
+  void* p = nullptr;
+  {
+    // The other ranks wait for rank 1's handle until the bootstrap timeout: a short one,
+    // which rank 1 outwaits in the agreement after.
+    mp::ScopedEnv timeout("SYMCOMM_BOOTSTRAP_TIMEOUT", mp::rank() == 1 ? "60" : "5");
+    OneFreeDescriptor limit(mp::rank() == 1);  // its chunk's memfd takes the one
+    const symcommResult_t rc = symcommMalloc(comm, bytes, &p);
+    EXPECT_NE(rc, symcommSuccess);
+  }
+  SC_OK(symcommHeapInfo(comm, nullptr, &mapped, nullptr));
+  EXPECT_EQ(mapped, before);
+  SC_OK(symcommMalloc(comm, bytes, &p));
+  SC_OK(symcommHeapInfo(comm, nullptr, &mapped, nullptr));
+  EXPECT_GT(mapped, before);
+  write_and_verify_all(comm, p, bytes, 41);
+  SC_OK(symcommFree(comm, p));
+  SC_OK(symcommFinalize(comm));
+}
+
+// An initialization that fails once the heap reserved its windows (the socket directory is
+// too long for a Unix socket's path) gives them back, and removes the directory it made.
+TEST(HeapLimits, FailedInitGivesWindowsBack) {
+  if (mp::space() == symcommSpaceCuda)
+    GTEST_SKIP() << "the cuda space's windows are not in /proc/self/maps";
+  char parent[] = "/tmp/symcomm-heap-test-XXXXXX";  // one per rank
+  ASSERT_NE(mkdtemp(parent), nullptr);
+  const std::string dir = std::string(parent) + "/" + std::string(100, 'd');
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  mp::ScopedEnv sockets("SYMCOMM_SOCKET_DIR", dir);
+  mp::ScopedEnv max("SYMCOMM_HEAP_MAX", "4G");  // a window per rank, far above the noise
+  const size_t reserved = reserved_bytes();
+  symcommUniqueId uid = mp::shared_uid();
+  symcommComm_t comm = nullptr;
+  symcommConfig_t cfg = mp::config();
+  SC_FAILS(symcommInit(&comm, mp::nranks(), mp::rank(), &uid, &cfg), symcommInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  // (Other PROT_NONE regions, such as thread stacks' guards, may come and go.)
+  EXPECT_LT(reserved_bytes(), reserved + (size_t{512} << 20));
+  EXPECT_EQ(rmdir(dir.c_str()), 0) << dir << ": " << std::strerror(errno);
+  EXPECT_EQ(rmdir(parent), 0);
 }
 
 TEST(HeapLimits, GrowthAcrossChunks) {

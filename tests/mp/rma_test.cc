@@ -4,6 +4,7 @@
 // every peer at once, and every bad argument.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -669,6 +670,42 @@ TEST_F(Rma, Teams) {
   SC_FAILS(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 1, 1, n, &t),
            symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "goes past"), nullptr) << symcommGetLastError();
+  // A parent that is a team on no rank (it was a success that made no team).
+  SC_FAILS(symcommTeamSplitStrided(comm_, 40, 0, 1, 1, &t), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "parent team 40 is a team on no rank"), nullptr)
+      << symcommGetLastError();
+  // Teams of one with huge strides, split again (stride x step overflowed into a stride of
+  // 0, and index_of divided by zero), and 2D splits with an xrange near INT_MAX.
+  symcommTeam_t one, one_again, row_team, col_team;
+  SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, n, 1, &one));
+  const bool in_one = me == 0;
+  EXPECT_EQ(one != SYMCOMM_TEAM_INVALID, in_one);
+  SC_OK(symcommTeamSplitStrided(comm_, in_one ? one : SYMCOMM_TEAM_INVALID, 0, 1 << 30, 1,
+                                &one_again));
+  EXPECT_EQ(one_again != SYMCOMM_TEAM_INVALID, in_one);
+  SC_OK(symcommTeamSplit2D(comm_, in_one ? one : SYMCOMM_TEAM_INVALID, 1 << 30, &row_team,
+                           &col_team));
+  if (in_one) {
+    for (symcommTeam_t id : {one_again, row_team, col_team}) {
+      int size = 0, rank = -1;
+      SC_OK(symcommTeamSize(comm_, id, &size));
+      SC_OK(symcommTeamRank(comm_, id, &rank));
+      EXPECT_EQ(size, 1);
+      EXPECT_EQ(rank, 0);
+    }
+    SC_OK(symcommBarrierOnStream(comm_, one_again, stream_));
+    mp::sync(stream_);
+  }
+  symcommTeam_t rows, cols;  // the world in one row of n (xrange past its size), columns of one
+  SC_OK(symcommTeamSplit2D(comm_, SYMCOMM_TEAM_WORLD, INT_MAX, &rows, &cols));
+  int rows_size = 0, cols_size = 0;
+  SC_OK(symcommTeamSize(comm_, rows, &rows_size));
+  SC_OK(symcommTeamSize(comm_, cols, &cols_size));
+  EXPECT_EQ(rows_size, n);
+  EXPECT_EQ(cols_size, 1);
+  for (symcommTeam_t id : {rows, cols}) SC_OK(symcommTeamDestroy(comm_, id));
+  for (symcommTeam_t id : {one_again, row_team, col_team, one})
+    if (id != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, id));
   SC_FAILS(symcommTeamDestroy(comm_, SYMCOMM_TEAM_WORLD), symcommInvalidArgument);
   SC_OK(symcommTeamDestroy(comm_, row));
   SC_OK(symcommTeamDestroy(comm_, col));

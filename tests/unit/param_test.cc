@@ -1,6 +1,7 @@
 // The parameter registry and its parsers.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -37,6 +38,23 @@ TEST(Param, ParsesOthers) {
   EXPECT_FALSE(parse_seconds("-1"));
   EXPECT_FALSE(parse_seconds("inf"));
   EXPECT_FALSE(parse_seconds("10s"));
+}
+
+// Durations past kMaxSeconds count as kMaxSeconds: a bound of 1e10 s once wrapped to a
+// negative deadline in std::chrono's nanoseconds (every wait timed out at once).
+const SecondsParam kTestSeconds("SYMCOMM_UNIT_TEST_SECONDS", "1", "a duration for the unit test");
+TEST(Param, HugeDurationsAreClamped) {
+  setenv("SYMCOMM_UNIT_TEST_SECONDS", "1e10", 1);
+  EXPECT_EQ(kTestSeconds.get(), SecondsParam::kMaxSeconds);
+  const int64_t ms = kTestSeconds.get_ms();
+  EXPECT_EQ(ms, static_cast<int64_t>(SecondsParam::kMaxSeconds * 1000));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  EXPECT_GT(deadline, std::chrono::steady_clock::now());
+  setenv("SYMCOMM_UNIT_TEST_SECONDS", "1e300", 1);
+  EXPECT_EQ(kTestSeconds.get(), SecondsParam::kMaxSeconds);
+  setenv("SYMCOMM_UNIT_TEST_SECONDS", "2.5", 1);
+  EXPECT_EQ(kTestSeconds.get(), 2.5);
+  unsetenv("SYMCOMM_UNIT_TEST_SECONDS");
 }
 
 const SizeParam kTestSize("SYMCOMM_UNIT_TEST_SIZE", "2M", "a size for the unit test");
