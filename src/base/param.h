@@ -76,11 +76,10 @@ class BoolParam : public Param {
   bool get() const;
 };
 
-// A non-negative duration in seconds ("60", "0.5").
-// Durations. Values above kMaxSeconds (about 116 days) count as kMaxSeconds: every bound is
-// then still a bound, and no conversion of it (to nanoseconds in std::chrono, or on the GPU)
-// overflows; before, 1e10 seconds wrapped to a negative deadline and every wait timed out at
-// once.
+// A non-negative duration in seconds ("60", "0.5"). Values above kMaxSeconds (about 116 days)
+// count as kMaxSeconds: every bound is then still a bound, and no conversion of it (to
+// nanoseconds in std::chrono, or on the GPU) overflows; before, 1e10 seconds wrapped to a
+// negative deadline and every wait timed out at once.
 class SecondsParam : public Param {
  public:
   static constexpr double kMaxSeconds = 1e7;

@@ -11,8 +11,9 @@ namespace {
 
 using HandleBytes = std::array<uint8_t, 64>;
 
-// Without computing an end, which can wrap for huge sizes.
+// Without computing an end, which can wrap for huge sizes; an empty range overlaps nothing.
 bool overlap(const char* a, size_t an, const char* b, size_t bn) {
+  if (an == 0 || bn == 0) return false;
   return a < b ? static_cast<size_t>(b - a) < an : static_cast<size_t>(a - b) < bn;
 }
 
