@@ -16,17 +16,20 @@
 //
 // Records: bench "decomp", op "transpose_xy" / "_yz" / "_zy" / "_yx", impl "symcomm:<backend>",
 // dtype "c32" / "f64", shape "[n,n,n] pr x pc", bytes per rank as above, algbw_gbs the GB/s
-// per GPU; extra fields: n, grid, buffers, verified, launch ("eager", or "graph" with --graph:
-// each batch one replayed CUDA graph), host_us (the median host time to enqueue one call, the
-// slowest rank's: near time_us, the point is bound by the host), and speedup_vs_nccl (the
-// nccl backend's time over this one's) where the nccl backend ran on the same configuration.
+// per GPU; extra fields: n, grid, buffers, layout ("x_fastest", or "axis_contiguous" with
+// --contiguous), verified, launch ("eager", or "graph" with --graph: each batch one replayed
+// CUDA graph), host_us (the median host time to enqueue one call, the slowest rank's: near
+// time_us, the point is bound by the host), and speedup_vs_nccl (the nccl backend's time over
+// this one's) where the nccl backend ran on the same configuration, timed this transpose and
+// passed its check (else the field is left out).
 //
 // Then, per (size, dtype) unless --no-autotune, the autotuner checked against these numbers
 // (target: its pick within 5% of the best configuration measured): symcommDecompCreate with
 // pdims 0 x 0 and backend "auto" among the grids and backends measured, and one record, op
 // "autotune", impl and grid of the pick, time_us the sum of the bench's timed transposes of the
 // pick (all four by default: the autotuner's score with equal weights); extra fields
-// best_impl, best_grid, best_time_us, ratio (pick over best), pick_measured, ops_summed.
+// n, grid, buffers, layout, pick_measured, best_impl, best_grid, best_time_us, ratio (pick
+// over best; null where the pick is not among the configurations measured), ops_summed.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -173,6 +176,11 @@ int64_t sent_elements(const symcommPencilInfo_t& a, const symcommPencilInfo_t& b
 }
 
 std::string grid_name(int pr, int pc) { return std::to_string(pr) + "x" + std::to_string(pc); }
+
+// The record's "layout" (a JSON string): how the pencils lie in memory.
+std::string layout_json(const DecompOptions& o) {
+  return o.contiguous ? "\"axis_contiguous\"" : "\"x_fastest\"";
+}
 
 std::string shape_of(int64_t n, int pr, int pc) {
   const std::string ns = std::to_string(n);
@@ -502,6 +510,7 @@ void report_autotune(const Context& ctx, const Config& cfg, const Pick& pick,
   rec.extra = {{"n", std::to_string(cfg.n)},
                {"grid", "\"" + grid_name(pick.pr, pick.pc) + "\""},
                {"buffers", ctx.opt.decomp.local ? "\"local\"" : "\"symmetric\""},
+               {"layout", layout_json(ctx.opt.decomp)},
                {"pick_measured", mine ? "true" : "false"},
                {"best_impl", best ? "\"symcomm:" + best->r.backend + "\"" : "null"},
                {"best_grid", best ? "\"" + grid_name(best->pr, best->pc) + "\"" : "null"},
@@ -620,9 +629,11 @@ int run_decomp(Context& ctx) {
           measured.push_back({pr, pc, results.back()});
         }
         grids.push_back(grid);
+        // The baseline: the nccl backend, where it ran and its round trip was right (its
+        // times are compared per transpose below, where it timed that transpose).
         const Result* nccl = nullptr;
         for (const Result& r : results)
-          if (r.backend == "nccl" && r.ran) nccl = &r;
+          if (r.backend == "nccl" && r.ran && r.verified) nccl = &r;
         for (int op = 0; op < kNumOps; ++op)
           for (const Result& r : results) {
             if (!r.ran || !r.timed[op]) continue;
@@ -641,13 +652,15 @@ int run_decomp(Context& ctx) {
             rec.extra.push_back({"n", std::to_string(n)});
             rec.extra.push_back({"grid", "\"" + grid + "\""});
             rec.extra.push_back({"buffers", o.local ? "\"local\"" : "\"symmetric\""});
+            rec.extra.push_back({"layout", layout_json(o)});
             rec.extra.push_back({"verified", r.verified ? "true" : "false"});
             rec.extra.push_back({"launch", o.graph ? "\"graph\"" : "\"eager\""});
             char host[32];
             std::snprintf(host, sizeof host, "%.3f", r.host_us[op]);
             rec.extra.push_back({"host_us", host});
             double speedup = -1;
-            if (nccl && r.us[op] > 0) {
+            // (With --graph a transpose the nccl backend could not capture has no time: 0.)
+            if (nccl && nccl->timed[op] && nccl->us[op] > 0 && r.us[op] > 0) {
               speedup = nccl->us[op] / r.us[op];
               char v[32];
               std::snprintf(v, sizeof v, "%.3f", speedup);

@@ -1,10 +1,15 @@
 // symcomm-bench rma: put bandwidth (copy engines, SM kernels, device block-scope puts) against
 // NCCL send/recv of the same sizes, signal ping-pong latency (signal alone, and put_signal
 // with 8 bytes of data the receiver checks: a wrong round fails the run), and on-stream
-// barrier latency.
+// barrier latency. Every put point (implementation and size) is first checked once: the
+// receiver's buffer poisoned, one put of a pattern particular to the sender and the point,
+// the receiver's copy compared with it (whole up to 64 MiB, sampled above) and the bytes
+// after it still poisoned; the record says `verified`, and a wrong put makes the run exit 1.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
+#include <string>
 #include <utility>
 
 #include "bench.h"
@@ -176,6 +181,105 @@ std::vector<size_t> sizes(size_t max_bytes) {
 
 int inner_for(size_t bytes) { return bytes <= (1 << 20) ? 100 : bytes <= (64 << 20) ? 10 : 2; }
 
+// ---- The check of each put point ------------------------------------------------------------
+
+constexpr unsigned char kPoison = 0xff;             // the receive buffer before the put
+constexpr size_t kCheckBytes = size_t{64} << 20;    // compared whole up to this, sampled above
+constexpr size_t kGuardBytes = 4096;                // after the put's bytes: must stay poisoned
+
+__host__ __device__ inline uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Byte i of the pattern `seed`: any value but the poison.
+__host__ __device__ inline unsigned char pattern_byte(uint64_t seed, size_t i) {
+  const uint64_t word = mix64(seed + (static_cast<uint64_t>(i >> 3) + 1) * 0x9e3779b97f4a7c15ull);
+  const auto b = static_cast<unsigned char>(word >> ((i & 7) * 8));
+  return b == kPoison ? 0 : b;
+}
+
+__global__ void fill_pattern(unsigned char* p, size_t n, uint64_t seed) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    p[i] = pattern_byte(seed, i);
+}
+
+struct Span {
+  size_t begin, len;  // bytes of the receive buffer
+};
+
+// What is compared: every byte up to kCheckBytes; above, the first and last 64 KiB and 64
+// windows of 4 KiB at places that change with the seed.
+std::vector<Span> spans_to_check(size_t bytes, uint64_t seed) {
+  if (bytes <= kCheckBytes) return {{0, bytes}};
+  const size_t edge = size_t{64} << 10, len = 4096;
+  std::vector<Span> spans{{0, edge}, {bytes - edge, edge}};
+  uint64_t r = seed;
+  for (int i = 0; i < 64; ++i) {
+    r = mix64(r + 0x9e3779b97f4a7c15ull);
+    spans.push_back({static_cast<size_t>(r % (bytes - len + 1)), len});
+  }
+  return spans;
+}
+
+// One put of `bytes` checked at the receiver, rank 1: rank 0 fills its `src` with a pattern
+// of its own and of `point`, rank 1 poisons `recv` (its own buffer the put lands in) and up to
+// kGuardBytes after it (within `capacity`, the buffer's size), then `put` runs on every rank
+// (it makes the call on the ranks that take part) and every rank's stream is synchronised;
+// rank 1 compares. Collective; returns whether the data arrived and nothing past it changed.
+// (A wrong put is said on stderr by rank 1.)
+bool check_put(Context& ctx, const std::string& where, char* src, char* recv, size_t bytes,
+               size_t capacity, uint64_t point, const std::function<void()>& put) {
+  const int sender = 0;  // every put of the series goes from rank 0 to rank 1
+  const uint64_t seed =
+      mix64((static_cast<uint64_t>(sender + 1) << 56) ^ (point << 8) ^ 0x726d6163686b0000ull);
+  const size_t guard = std::min(kGuardBytes, capacity - bytes);
+  if (ctx.rank == sender) {
+    const unsigned grid = static_cast<unsigned>(std::min<size_t>((bytes + 255) / 256, 4096));
+    fill_pattern<<<grid, 256, 0, ctx.stream>>>(reinterpret_cast<unsigned char*>(src), bytes, seed);
+    BENCH_CUDA(cudaGetLastError());
+  } else if (ctx.rank == 1) {
+    BENCH_CUDA(cudaMemsetAsync(recv, kPoison, bytes + guard, ctx.stream));
+  }
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  BENCH_SC(symcommHostBarrier(ctx.comm));  // poisoned before anything is put
+  put();
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  BENCH_SC(symcommHostBarrier(ctx.comm));  // the put is complete
+  size_t wrong = 0, past = 0, checked = 0;
+  if (ctx.rank == 1) {
+    std::string first;
+    std::vector<unsigned char> got;
+    for (const Span& sp : spans_to_check(bytes, seed)) {
+      got.resize(sp.len);
+      BENCH_CUDA(cudaMemcpy(got.data(), recv + sp.begin, sp.len, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < sp.len; ++i) {
+        const unsigned char want = pattern_byte(seed, sp.begin + i);
+        if (got[i] == want) continue;
+        if (++wrong <= 3) {
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "%s[%zu] want 0x%02x got 0x%02x", first.empty() ? "" : ", ",
+                        sp.begin + i, want, got[i]);
+          first += buf;
+        }
+      }
+      checked += sp.len;
+    }
+    got.resize(guard);
+    if (guard) BENCH_CUDA(cudaMemcpy(got.data(), recv + bytes, guard, cudaMemcpyDeviceToHost));
+    past = static_cast<size_t>(std::count_if(got.begin(), got.end(),
+                                             [](unsigned char b) { return b != kPoison; }));
+    if (wrong || past)
+      std::fprintf(stderr, "symcomm-bench rma: FAILED: put %s, %zu bytes: %zu of %zu checked "
+                   "bytes differ (%s); %zu of %zu bytes after it written\n", where.c_str(), bytes,
+                   wrong, checked, first.c_str(), past, guard);
+  }
+  return max_over_ranks(ctx, static_cast<double>(wrong + past)) == 0;
+}
+
 Record point(const Context& ctx, const char* op, std::string impl, size_t bytes, double us,
              int ranks) {
   Record r;
@@ -205,11 +309,29 @@ MemcpyAsyncFn driver_memcpy_async() {
 #define BENCH_CU(call) \
   do { if (int rc_ = (call)) die(#call, ("CUresult " + std::to_string(rc_)).c_str(), __FILE__, __LINE__); } while (0)
 
-void put_bandwidth(Context& ctx, char* dst, char* src) {
+// Returns the number of points whose check failed (check_put; their records say
+// "verified": false).
+int put_bandwidth(Context& ctx, char* dst, char* src) {
   print_header(ctx, "Put GPU0 -> GPU1, stream-serialised (rank 0 issues; time per put)");
   DeviceComm h;
   BENCH_SC(symcommGetDeviceComm(ctx.comm, SYMCOMM_TEAM_WORLD, &h));
   if (!ctx.nccl) ctx.nccl = make_nccl(ctx);
+  const size_t capacity = ctx.opt.max_bytes;  // of dst and src
+  uint64_t points = 0;
+  int failed = 0;
+  // The point's check: `put` makes the one put on rank 0 (and NCCL's receive on rank 1) into
+  // `recv`, rank 1's buffer.
+  auto check = [&](const std::string& impl, size_t bytes, char* recv,
+                   const std::function<void()>& put) {
+    const bool ok = check_put(ctx, impl, src, recv, bytes, capacity, ++points, put);
+    failed += !ok;
+    return ok;
+  };
+  auto emit_put = [&](const std::string& impl, size_t bytes, double us, bool ok) {
+    Record r = point(ctx, "put", impl, bytes, us, 2);
+    r.extra.push_back({"verified", ok ? "true" : "false"});
+    emit(ctx, r);
+  };
   for (size_t bytes : sizes(ctx.opt.max_bytes)) {
     const int inner = inner_for(bytes);
     auto host_put = [&](symcommEngine_t e) {
@@ -221,15 +343,24 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
     } engines[] = {{"symcomm:ce", symcommEngineCe}, {"symcomm:sm", symcommEngineSm},
                    {"symcomm:auto", symcommEngineAuto}};
     for (const auto& e : engines) {
+      const bool ok = check(e.impl, bytes, dst, [&] { if (ctx.rank == 0) host_put(e.engine)(); });
       double us = 0;
       if (ctx.rank == 0) us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, host_put(e.engine));
       BENCH_SC(symcommHostBarrier(ctx.comm));
-      emit(ctx, point(ctx, "put", e.impl, bytes, us, 2));
+      emit_put(e.impl, bytes, us, ok);
     }
     // The floor under the host API for small puts: the runtime's (and the driver's) own copy
     // call on the peer address, without symcomm around it.
     if (bytes <= (64 << 10)) {
       void* peer = symcommPtr(ctx.comm, dst, 1);
+      const bool rt_ok = check("raw:cudaMemcpyAsync", bytes, dst, [&] {
+        if (ctx.rank == 0) BENCH_CUDA(cudaMemcpyAsync(peer, src, bytes, cudaMemcpyDefault, ctx.stream));
+      });
+      const bool drv_ok = check("raw:cuMemcpyAsync", bytes, dst, [&] {
+        if (ctx.rank == 0)
+          BENCH_CU(driver_memcpy_async()(reinterpret_cast<uintptr_t>(peer),
+                                         reinterpret_cast<uintptr_t>(src), bytes, ctx.stream));
+      });
       double rt = 0, drv = 0;
       if (ctx.rank == 0) {
         rt = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
@@ -241,21 +372,30 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
         });
       }
       BENCH_SC(symcommHostBarrier(ctx.comm));
-      emit(ctx, point(ctx, "put", "raw:cudaMemcpyAsync", bytes, rt, 2));
-      emit(ctx, point(ctx, "put", "raw:cuMemcpyAsync", bytes, drv, 2));
+      emit_put("raw:cudaMemcpyAsync", bytes, rt, rt_ok);
+      emit_put("raw:cuMemcpyAsync", bytes, drv, drv_ok);
     }
     for (unsigned blocks : {32u, 132u}) {
       double us = 0;
       unsigned grid = static_cast<unsigned>(std::min<size_t>(blocks, (bytes + 4095) / 4096));
+      const std::string impl = "symcomm:device_block_x" + std::to_string(blocks);
+      const bool ok = check(impl, bytes, dst, [&] {
+        if (ctx.rank == 0) device_put_kernel<<<grid, 1024, 0, ctx.stream>>>(h, dst, src, bytes, 1);
+      });
       if (ctx.rank == 0)
         us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
           device_put_kernel<<<grid, 1024, 0, ctx.stream>>>(h, dst, src, bytes, 1);
         });
       BENCH_CUDA(cudaGetLastError());
       BENCH_SC(symcommHostBarrier(ctx.comm));
-      emit(ctx, point(ctx, "put", "symcomm:device_block_x" + std::to_string(blocks), bytes, us, 2));
+      emit_put(impl, bytes, us, ok);
     }
-    // NCCL send/recv of the same size: rank 0 sends, rank 1 receives, same repetitions.
+    // NCCL send/recv of the same size: rank 0 sends, rank 1 receives (into its own src), same
+    // repetitions.
+    const bool nccl_ok = check("nccl:sendrecv", bytes, src, [&] {
+      if (ctx.rank == 0) BENCH_NCCL(ncclSend(src, bytes, ncclChar, 1, ctx.nccl, ctx.stream));
+      else if (ctx.rank == 1) BENCH_NCCL(ncclRecv(src, bytes, ncclChar, 0, ctx.nccl, ctx.stream));
+    });
     double us = 0;
     if (ctx.rank <= 1) {
       us = time_stream_us(ctx.stream, ctx.opt.warmup, ctx.opt.iters, inner, [&] {
@@ -265,8 +405,11 @@ void put_bandwidth(Context& ctx, char* dst, char* src) {
     }
     std::vector<double> all(static_cast<size_t>(ctx.nranks));
     BENCH_SC(symcommHostAllgather(ctx.comm, &us, all.data(), sizeof us));
-    emit(ctx, point(ctx, "put", "nccl:sendrecv", bytes, all[0], 2));
+    emit_put("nccl:sendrecv", bytes, all[0], nccl_ok);
   }
+  if (failed && ctx.rank == 0)
+    std::fprintf(stderr, "symcomm-bench rma: FAILED: %d put point(s) delivered wrong data\n", failed);
+  return failed;
 }
 
 // The library's device ping-pong (half: which of its halves are the library's), or (variant
@@ -413,7 +556,7 @@ int run_rma(Context& ctx) {
   BENCH_CUDA(cudaMalloc(&src, ctx.opt.max_bytes));
   BENCH_CUDA(cudaMemset(src, 0x5a, ctx.opt.max_bytes));
   BENCH_CUDA(cudaDeviceSynchronize());
-  if (!latency_only) put_bandwidth(ctx, dst, src);
+  const int wrong_puts = latency_only ? 0 : put_bandwidth(ctx, dst, src);
 
   print_header(ctx, "Latency (time us: one way for ping-pong; per barrier)");
   uint64_t* sig;
@@ -451,7 +594,7 @@ int run_rma(Context& ctx) {
   BENCH_SC(symcommFree(ctx.comm, sig));
   BENCH_CUDA(cudaFree(src));
   BENCH_SC(symcommFree(ctx.comm, dst));
-  return wrong ? 1 : 0;
+  return wrong || wrong_puts ? 1 : 0;
 }
 
 }  // namespace bench

@@ -5,15 +5,20 @@
 
 reads DIR/rma_HASH.jsonl, coll_HASH.jsonl, decomp_HASH.jsonl (as committed under
 bench/results/<machine>/); without --commit DIR/rma.jsonl and so on (as `scripts/gpu-check
-benchonly` writes them into $OUT), else the newest of each kind; and prints a Markdown table: issue, measure, target,
+benchonly` writes them into $OUT), else, of each kind, the file named exactly
+<kind>_<hex commit>.jsonl (no variant suffix such as _graph or _small) whose records have the
+latest "date" (ties: the last name); and prints a Markdown table: issue, measure, target,
 measured (with the run's NCCL figure where the target is relative), met or missed. The
 targets are stated for 8 x H200; on other machines the table says how many ranks the run
-had. Exit code 0 whether or not targets are met: the table is the result.
+had. Records with "verified": false are no candidates; decomposition records count only in
+the default layout (x fastest; records without a "layout" field are in it). Exit code 0
+whether or not targets are met: the table is the result.
 """
 import argparse
 import glob
 import json
 import os
+import re
 import sys
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -34,6 +39,24 @@ def load(path):
     return rows
 
 
+def run_date(path):
+    """The latest "date" of any line of a results file ("" if none): ISO 8601 strings, which
+    compare in time order as text."""
+    latest = ""
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                d = json.loads(line).get("date")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(d, str) and d > latest:
+                latest = d
+    return latest
+
+
 def pick(directory, kind, commit):
     if commit:
         path = os.path.join(directory, f"{kind}_{commit}.jsonl")
@@ -41,8 +64,13 @@ def pick(directory, kind, commit):
     plain = os.path.join(directory, f"{kind}.jsonl")  # as scripts/gpu-check writes them
     if os.path.exists(plain):
         return plain
-    paths = sorted(glob.glob(os.path.join(directory, f"{kind}_*.jsonl")), key=os.path.getmtime)
-    return paths[-1] if paths else None
+    # A full run is committed as <kind>_<commit>.jsonl; variant runs (<kind>_graph_<commit>,
+    # <kind>_small_<commit>, ...) are no candidates. Of the runs, the latest by the dates its
+    # records carry (a file's mtime is the checkout's, not the run's).
+    named = re.compile(re.escape(kind) + r"_[0-9a-f]{7,40}\.jsonl")
+    paths = [p for p in glob.glob(os.path.join(directory, f"{kind}_*.jsonl"))
+             if named.fullmatch(os.path.basename(p))]
+    return max(paths, key=lambda p: (run_date(p), os.path.basename(p))) if paths else None
 
 
 class Table:
@@ -65,19 +93,37 @@ def one(rows, **key):
     return found[-1] if found else None
 
 
+def unverified(r):
+    """A record whose result was checked and found wrong (no "verified" field: not checked
+    apart, as in records older than the field, which count as verified)."""
+    return r.get("verified", True) is not True
+
+
 def rma_targets(t, rows):
+    # Puts carry "verified" (what the receiver got compared with what was sent): a put whose
+    # data was wrong is no measurement, and its target is missed.
+    wrong = [r for r in rows if unverified(r)]
+    rows = [r for r in rows if not unverified(r)]
+    def absent(*keys):
+        """(measured, met) where no verified record matches any of keys."""
+        if any(one(wrong, **k) for k in keys):
+            return "unverified: the receiver's data was wrong", False
+        return "not in the run", None
     ce = one(rows, op="put", impl="symcomm:ce", bytes=GIB)
     t.add("3 RMA", "CE put GPU0->GPU1, 1 GB", ">= 385 GB/s",
-          f"{ce['algbw_gbs']:.1f} GB/s" if ce else "not in the run", ce and ce["algbw_gbs"] >= 385)
+          *((f"{ce['algbw_gbs']:.1f} GB/s", ce["algbw_gbs"] >= 385) if ce
+            else absent(dict(op="put", impl="symcomm:ce", bytes=GIB))))
     sm = [r for r in (one(rows, op="put", impl=i, bytes=64 * MIB)
                       for i in ("symcomm:sm", "symcomm:device_block_x32")) if r]
     best = max(sm, key=lambda r: r["algbw_gbs"]) if sm else None
     t.add("3 RMA", "SM put, 64 MB, at most 32 SMs", ">= 340 GB/s",
-          f"{best['algbw_gbs']:.1f} GB/s ({best['impl']})" if best else "not in the run",
-          best and best["algbw_gbs"] >= 340)
+          *((f"{best['algbw_gbs']:.1f} GB/s ({best['impl']})", best["algbw_gbs"] >= 340) if best
+            else absent(*(dict(op="put", impl=i, bytes=64 * MIB)
+                          for i in ("symcomm:sm", "symcomm:device_block_x32")))))
     put = one(rows, op="put", impl="symcomm:auto", bytes=8 * KIB)
     t.add("3 RMA", "on-stream put, 8 KB, stream-serialised", "<= 3 us",
-          f"{put['time_us']:.2f} us" if put else "not in the run", put and put["time_us"] <= 3)
+          *((f"{put['time_us']:.2f} us", put["time_us"] <= 3) if put
+            else absent(dict(op="put", impl="symcomm:auto", bytes=8 * KIB))))
     pp = one(rows, op="pingpong", impl="symcomm:device")
     floor = one(rows, op="pingpong", impl="naive:volatile")
     t.add("3 RMA", "signal ping-pong, one way", "<= 0.65 us",
@@ -136,41 +182,96 @@ def coll_targets(t, rows):
           if r and n else "not in the run", r and n and r["busbw_gbs"] >= 0.95 * n["busbw_gbs"])
 
 
+DEFAULT_LAYOUT = "x_fastest"  # symcomm-bench decomp without --contiguous
+
+
 def decomp_targets(t, rows):
-    rows = [r for r in rows if r.get("buffers", "symmetric") == "symmetric" and r.get("dtype") == "c32"]
-    cases = {}  # (n, grid, op) -> {impl: row}
+    rows = [r for r in rows if r.get("buffers", "symmetric") == "symmetric" and r.get("dtype") == "c32"
+            and r.get("layout", DEFAULT_LAYOUT) == DEFAULT_LAYOUT]
+    cases = {}  # (n, grid, op) -> {impl: row}: the verified rows
+    wrong = {}  # (n, grid, op) -> {impl: row}: the unverified rows
     for r in rows:
         if r["op"].startswith("transpose_"):
-            cases.setdefault((r["n"], r["grid"], r["op"]), {})[r["impl"]] = r
+            into = wrong if unverified(r) else cases
+            into.setdefault((r["n"], r["grid"], r["op"]), {})[r["impl"]] = r
     def ratios(n):
-        out = []
-        for (size, grid, op), by in sorted(cases.items()):
+        """(ratio, grid, op, best row) per case of size n with communication and a verified
+        NCCL baseline and backend; and (grid, op, why) per case that lacks either because its
+        records are unverified."""
+        out, lost = [], []
+        for key in sorted(set(cases) | set(wrong)):
+            size, grid, op = key
+            by, bad = cases.get(key, {}), wrong.get(key, {})
+            if size != n or any(r.get("bytes", 1) == 0 for r in list(by.values()) + list(bad.values())):
+                continue  # (no communication: a team of one)
             nccl = by.get("symcomm:nccl")
             others = [r for i, r in by.items() if i != "symcomm:nccl"]
-            if size != n or not nccl or not others or nccl.get("bytes", 1) == 0:
-                continue  # (no communication: a team of one)
+            if not nccl and "symcomm:nccl" in bad:
+                lost.append((grid, op, "the NCCL baseline unverified"))
+            elif not others and any(i != "symcomm:nccl" for i in bad):
+                lost.append((grid, op, "every other backend unverified"))
+            if not nccl or not others:
+                continue
             best = min(others, key=lambda r: r["time_us"])
             out.append((nccl["time_us"] / best["time_us"], grid, op, best))
-        return out
+        return out, lost
     for n, goal, grids in ((1024, 1.3, ("1x8", "2x4")), (256, 2.0, None)):
-        rs = [x for x in ratios(n) if grids is None or x[1] in grids]
-        if not rs:  # another machine: every grid with communication
-            rs = ratios(n)
+        rs, lost = ratios(n)
+        label = ""
+        if grids:
+            present = sorted({x[1] for x in rs} | {x[0] for x in lost})
+            used = [g for g in grids if g in present]
+            if used:  # the target's grids, as many as the run had
+                rs = [x for x in rs if x[1] in used]
+                lost = [x for x in lost if x[0] in used]
+                label = ", " + " and ".join(used)
+                if len(used) < len(grids):
+                    label += f" (target: {' and '.join(grids)})"
+            elif present:  # another machine: every grid with communication, named
+                label = f", grids present: {', '.join(present)} (target: {' and '.join(grids)})"
+            else:
+                label = ", " + " and ".join(grids)
         worst = min(rs, key=lambda x: x[0]) if rs else None
-        t.add("5 decomp", f"best backend vs NCCL backend, {n}^3 C32" + (", 1x8 and 2x4" if grids else ""),
-              f">= {goal}x",
-              f"lowest {worst[0]:.2f}x ({worst[1]} {worst[2]}, {worst[3]['impl']}); {len(rs)} cases"
-              if worst else "not in the run", worst and worst[0] >= goal)
-    gbs = [r for by in cases.values() for r in by.values() if r["n"] == 1024 and r.get("algbw_gbs")]
-    best = max(gbs, key=lambda r: r["algbw_gbs"]) if gbs else None
-    t.add("5 decomp", "best backend, 1024^3 C32, per-GPU bytes sent", ">= 300 GB/s",
-          f"{best['algbw_gbs']:.1f} GB/s ({best['grid']} {best['op']}, {best['impl']})" if best
-          else "not in the run", best and best["algbw_gbs"] >= 300)
+        if worst:
+            measured = f"lowest {worst[0]:.2f}x ({worst[1]} {worst[2]}, {worst[3]['impl']}); {len(rs)} cases"
+        else:
+            measured = "not in the run"
+        if lost:
+            g, op, why = lost[0]
+            measured = ((measured + "; ") if worst else "") + \
+                f"{len(lost)} cases without a verified comparison ({g} {op}: {why}" + \
+                (", ..." if len(lost) > 1 else "") + ")"
+        t.add("5 decomp", f"best backend vs NCCL backend, {n}^3 C32" + label, f">= {goal}x",
+              measured, False if lost else (worst and worst[0] >= goal))
+    at = [r for by in cases.values() for r in by.values() if r["n"] == 1024 and r.get("algbw_gbs")]
+    bad_at = [r for by in wrong.values() for r in by.values() if r["n"] == 1024 and r.get("algbw_gbs")]
+    best = max(at, key=lambda r: r["algbw_gbs"]) if at else None
+    if best:
+        measured, met = f"{best['algbw_gbs']:.1f} GB/s ({best['grid']} {best['op']}, {best['impl']})", \
+            best["algbw_gbs"] >= 300
+    elif bad_at:
+        measured, met = f"no verified record ({len(bad_at)} unverified)", False
+    else:
+        measured, met = "not in the run", None
+    t.add("5 decomp", "best backend, 1024^3 C32, per-GPU bytes sent", ">= 300 GB/s", measured, met)
     picks = [r for r in rows if r["op"] == "autotune" and "ratio" in r]
-    worst = max(picks, key=lambda r: r["ratio"]) if picks else None
-    t.add("5 decomp", "autotuner's pick vs the best it measured", "within 5%",
-          f"at most {100 * (worst['ratio'] - 1):.1f}% ({worst['shape']}, {worst['impl']})" if worst
-          else "not in the run", worst and worst["ratio"] <= 1.05)
+    # ratio null: the autotuner picked a configuration the bench did not measure (or none was
+    # measured to compare with): no evidence that the pick is within 5%.
+    def numeric(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    timed = [r for r in picks if numeric(r["ratio"])]
+    untimed = [r for r in picks if not numeric(r["ratio"])]
+    worst = max(timed, key=lambda r: r["ratio"]) if timed else None
+    measured = (f"at most {100 * (worst['ratio'] - 1):.1f}% ({worst['shape']}, {worst['impl']})"
+                if worst else "not in the run")
+    if untimed:
+        u = untimed[0]
+        measured = ((measured + "; ") if worst else "") + \
+            f"{len(untimed)} of {len(picks)} picks not compared: ratio null, the pick not among " \
+            f"the configurations measured ({u.get('shape')}, {u.get('impl')}" + \
+            (", ..." if len(untimed) > 1 else "") + ")"
+    t.add("5 decomp", "autotuner's pick vs the best it measured", "within 5%", measured,
+          False if untimed else (worst and worst["ratio"] <= 1.05))
 
 
 def main():

@@ -16,13 +16,17 @@
 // other way. Pencils are axis-contiguous, so every 1D FFT runs over contiguous lines (cuFFT
 // batches on GPUs; a radix-2 or plain DFT on the CPU in the host memory space). Checks: a
 // single Fourier mode transforms into one spike of height N, a random field comes back
-// after forward and inverse, and the Poisson solution matches sin(x) sin(y) sin(z).
+// after forward and inverse, and the Poisson solution matches sin(x) sin(y) sin(z). During
+// the checks every transpose's output buffer is poisoned first (NaN: with two symmetric
+// buffers, the one the transpose writes; a local buffer is transposed in place), so that a
+// point a transpose fails to write cannot pass with an earlier stage's value; a NaN anywhere
+// fails the check it reaches.
 //
 // --json appends one record of symcomm-bench's format (bench/record.h, BENCH_FORMAT.md):
 // bench "decomp", op "fft3d_c2c", impl "symcomm:<backend>", bytes the largest pencil of any
 // rank, time_us per 3D FFT (one batch of --iters forward + inverse pairs, the slowest rank),
-// tflops at 5 N log2 N; machine from --machine (default: GPU model x ranks, or "host"),
-// commit from SYMCOMM_BENCH_COMMIT.
+// tflops at 5 N log2 N, layout "axis_contiguous"; machine from --machine (default: GPU model x
+// ranks, or "host"), commit from SYMCOMM_BENCH_COMMIT. --iters must be at least 1.
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -99,6 +103,8 @@ struct Fft {
   void* data() const { return buf[cur]; }
   cudaStream_t stream = nullptr;
   cufftHandle plan[3] = {0, 0, 0};
+  size_t bytes = 0;     // of each buffer
+  bool poison = false;  // during the checks: each transpose's output buffer poisoned first
 
   // Batched 1D transforms along the pencil's own (fastest) axis.
   void lines(int axis, int sign) {
@@ -116,6 +122,12 @@ struct Fft {
   }
   void transpose(int from, int to) {
     const int next = symmetric ? 1 - cur : cur;
+    // (Stream-ordered before the transpose, which peers write through only once this rank
+    // has reached it.)
+    if (poison && next != cur) {
+      if (gpu) CHECK_CUDA(cudaMemsetAsync(buf[next], 0xff, bytes, stream));
+      else std::memset(buf[next], 0xff, bytes);
+    }
     CHECK_SC(symcommDecompTranspose(decomp, from, to, buf[cur], buf[next], workspace, symcommC32,
                                     nullptr, nullptr, nullptr, nullptr, stream));
     cur = next;
@@ -159,11 +171,17 @@ void for_points(const symcommPencilInfo_t& p, F&& f) {
         f(x, y, z, static_cast<size_t>(symcommPencilIndex(&p, x, y, z)));
 }
 
+// The larger error, NaN if either is (std::max would drop a NaN: a poisoned point would pass).
+double worse(double a, double b) {
+  if (std::isnan(a)) return a;
+  return std::isnan(b) || b > a ? b : a;
+}
+
 double max_over_ranks(symcommComm_t comm, int nranks, double v) {
   std::vector<double> all(static_cast<size_t>(nranks));
   CHECK_SC(symcommHostAllgather(comm, &v, all.data(), sizeof v));
   double m = 0;
-  for (double x : all) m = std::max(m, x);
+  for (double x : all) m = worse(m, x);
   return m;
 }
 
@@ -171,6 +189,10 @@ double max_over_ranks(symcommComm_t comm, int nranks, double v) {
 bool write_record(const char* path, std::string machine, const Fft& f, const symcommDecompConfig_t& c,
                   int64_t n, int nranks, size_t bytes, const char* backend, int iters,
                   double time_us, double tflops, bool verified) {
+  if (!std::isfinite(time_us) || !std::isfinite(tflops)) {
+    std::fprintf(stderr, "symcomm-fft3d: the time (%g us) is not a number to record\n", time_us);
+    return false;
+  }
   if (machine.empty()) {
     cudaDeviceProp prop{};
     int device = 0;
@@ -199,6 +221,7 @@ bool write_record(const char* path, std::string machine, const Fft& f, const sym
              {"grid", "\"" + grid + "\""},
              {"buffers", f.symmetric ? "\"symmetric\"" : "\"local\""},
              {"space", f.gpu ? "\"cuda\"" : "\"host\""},
+             {"layout", "\"axis_contiguous\""},
              {"verified", verified ? "true" : "false"}};
   return bench::append_record(path, machine, r);
 }
@@ -228,6 +251,10 @@ int main(int argc, char** argv) {
                    "[--machine NAME]\n");
       return 2;
     }
+  }
+  if (iters < 1) {
+    std::fprintf(stderr, "symcomm-fft3d: --iters must be at least 1 (got %d)\n", iters);
+    return 2;
   }
   symcommComm_t comm;
   CHECK_SC(symcommInitFromEnv(&comm, nullptr));
@@ -261,6 +288,7 @@ int main(int argc, char** argv) {
   // of any rank.
   const size_t bytes = static_cast<size_t>(max_over_ranks(comm, nranks, static_cast<double>(most))) *
                        sizeof(cfloat);
+  f.bytes = bytes;
   if (f.symmetric)
     for (void*& b : f.buf) CHECK_SC(symcommMalloc(comm, bytes, &b));
   if (f.gpu) {
@@ -277,6 +305,7 @@ int main(int argc, char** argv) {
   }
   const double N = static_cast<double>(n) * n * n, two_pi = 2 * M_PI;
   bool ok = true;
+  f.poison = true;  // checks 1 to 3
 
   // 1. One Fourier mode (2, 3, 5) becomes a spike of height N at that wavevector.
   const int64_t kx = 2 % n, ky = 3 % n, kz = 5 % n;
@@ -290,7 +319,7 @@ int main(int argc, char** argv) {
   double spike_err = 0;
   for_points(f.pencil[2], [&](int64_t x, int64_t y, int64_t z, size_t i) {
     const double want = (x == kx && y == ky && z == kz) ? N : 0.0;
-    spike_err = std::max(spike_err, std::abs(std::complex<double>(spec[i]) - want) / N);
+    spike_err = worse(spike_err, std::abs(std::complex<double>(spec[i]) - want) / N);
   });
   spike_err = max_over_ranks(comm, nranks, spike_err);
   ok = ok && spike_err < 1e-4;
@@ -305,7 +334,7 @@ int main(int argc, char** argv) {
   std::vector<cfloat> back = f.read(0);
   double round_err = 0;
   for (size_t i = 0; i < u.size(); ++i)
-    round_err = std::max(round_err, std::abs(std::complex<double>(back[i]) / N - std::complex<double>(u[i])));
+    round_err = worse(round_err, std::abs(std::complex<double>(back[i]) / N - std::complex<double>(u[i])));
   round_err = max_over_ranks(comm, nranks, round_err);
   ok = ok && round_err < 1e-4;
 
@@ -328,12 +357,13 @@ int main(int argc, char** argv) {
   double poisson_err = 0;
   for_points(f.pencil[0], [&](int64_t x, int64_t y, int64_t z, size_t i) {
     const double want = std::sin(grid(x)) * std::sin(grid(y)) * std::sin(grid(z));
-    poisson_err = std::max(poisson_err, std::abs(std::complex<double>(back[i]) / N - want));
+    poisson_err = worse(poisson_err, std::abs(std::complex<double>(back[i]) / N - want));
   });
   poisson_err = max_over_ranks(comm, nranks, poisson_err);
   ok = ok && poisson_err < 1e-4;
 
   // 4. Time: forward + inverse pairs; 5 N log2 N flops per 3D FFT.
+  f.poison = false;
   f.write(u);
   f.forward();
   f.inverse();

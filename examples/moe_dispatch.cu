@@ -5,7 +5,9 @@
 // and displacements of the first as its send counts and displacements) brings every token
 // back to the rank that owns it. The host never reads a count, so one step is captured in a
 // CUDA graph once and replayed, with a new routing each step (the step number lives in device
-// memory). Every token of every step is checked on the device.
+// memory). Every token of every step is checked on the device; the receive buffers of both
+// all-to-alls are poisoned (NaN) at the start of each step, so that a token a step fails to
+// deliver cannot pass with an earlier step's value (the time per step includes the poisoning).
 //
 //   symrun -n 4 build/bin/symcomm-moe [--tokens T] [--hidden H] [--steps S]
 //
@@ -181,8 +183,12 @@ int main(int argc, char** argv) {
   size_t* const recv_displs = field(offsetof(State, recv_displs));
   size_t* const back_counts = field(offsetof(State, back_counts));
   size_t* const back_displs = field(offsetof(State, back_displs));
-  // One step, enqueued on `stream`: route, dispatch, expert, combine, check, next step.
+  // One step, enqueued on `stream`: poison, route, dispatch, expert, combine, check, next
+  // step. (Stream-ordered before the all-to-alls, which deliver into recv and back only once
+  // this rank has reached them.)
   auto step = [&] {
+    CHECK_CUDA(cudaMemsetAsync(recv, 0xff, n * elems * sizeof(float), stream));
+    CHECK_CUDA(cudaMemsetAsync(back, 0xff, elems * sizeof(float), stream));
     plan_routes<<<1, 1024, 0, stream>>>(s, me, nranks, tokens, hidden);
     scatter<<<512, 256, 0, stream>>>(s, x, send, pos, me, nranks, tokens, hidden);
     CHECK_SC(symcommAllToAllvDeviceOnStream(comm, SYMCOMM_TEAM_WORLD, send, send_counts,

@@ -6,16 +6,24 @@
 //
 // Times are per rank: "cuda init" is the CUDA driver and context start-up, done first
 // through the runtime so that "symcomm init" shows what joining costs on its own.
+//
+// --json FILE appends (rank 0) one record per step of symcomm-bench's format (bench/record.h,
+// BENCH_FORMAT.md): bench "demo", op cuda_init / init / malloc / put_all, impl
+// "symcomm:<space>", bytes each rank's buffer, time_us the median over ranks (max_time_us the
+// slowest), verified true, iters 1, warmup 0, machine from --machine (default: GPU model x
+// ranks, or "host"), commit from SYMCOMM_BENCH_COMMIT. Only a run whose check passed is
+// written.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "bench/record.h"
 #include "check.h"
 #include "symcomm/symcomm.h"
 
@@ -71,17 +79,15 @@ double start_cuda() {
   return ms_since(t);
 }
 
-void write_json(const char* path, const char* machine, const std::vector<Row>& rows, int nranks,
-                size_t bytes, bool gpu) {
-  FILE* f = std::fopen(path, "w");
-  if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", path);
-    return;
+// Appends the records of a run whose check passed; false if the file cannot be written.
+bool write_json(const char* path, const char* machine, const std::vector<Row>& rows, int nranks,
+                size_t bytes, bool gpu, int device) {
+  std::string name = machine ? machine : "";
+  if (name.empty()) {
+    cudaDeviceProp prop{};
+    if (gpu) CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+    name = bench::machine_name(gpu ? prop.name : nullptr, nranks);
   }
-  time_t now = time(nullptr);
-  char date[32];
-  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-  if (!machine) machine = gpu ? "gpu" : "host";
   auto median = [&](double Row::*field) {
     std::vector<double> v;
     for (const Row& r : rows) v.push_back(r.*field);
@@ -98,13 +104,22 @@ void write_json(const char* path, const char* machine, const std::vector<Row>& r
     double Row::*field;
   } ops[] = {{"cuda_init", &Row::cuda_ms}, {"init", &Row::init_ms}, {"malloc", &Row::alloc_ms},
              {"put_all", &Row::put_ms}};
-  for (const auto& o : ops)
-    std::fprintf(f, "{\"bench\": \"demo\", \"op\": \"%s\", \"impl\": \"symcomm:%s\", "
-                 "\"dtype\": \"bytes\", \"bytes\": %zu, \"ranks\": %d, \"time_us\": %.1f, "
-                 "\"max_time_us\": %.1f, \"machine\": \"%s\", \"date\": \"%s\"}\n",
-                 o.op, gpu ? "cuda" : "host", bytes, nranks, 1000 * median(o.field),
-                 1000 * max_of(o.field), machine, date);
-  std::fclose(f);
+  for (const auto& o : ops) {
+    bench::Record r;
+    r.bench = "demo";
+    r.op = o.op;
+    r.impl = gpu ? "symcomm:cuda" : "symcomm:host";
+    r.bytes = bytes;
+    r.ranks = nranks;
+    r.time_us = 1000 * median(o.field);
+    r.iters = 1;  // each step once
+    r.warmup = 0;
+    char slowest[32];
+    std::snprintf(slowest, sizeof slowest, "%.1f", 1000 * max_of(o.field));
+    r.extra = {{"max_time_us", slowest}, {"verified", "true"}};
+    if (!bench::append_record(path, name, r)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -222,7 +237,14 @@ int main(int argc, char** argv) {
                 ok ? "PASSED" : "FAILED", bytes);
   }
   for (const Row& r : rows) ok = ok && r.bad == 0;
-  if (json && row.rank == 0) write_json(json, machine, rows, nranks, bytes, gpu);
+  if (json && row.rank == 0) {
+    if (!ok) {
+      std::fprintf(stderr, "symcomm-demo: the check failed: nothing written to %s\n", json);
+    } else if (!write_json(json, machine, rows, nranks, bytes, gpu, row.device)) {
+      std::fprintf(stderr, "symcomm-demo: cannot write %s\n", json);
+      ok = false;
+    }
+  }
   CHECK_SC(symcommFree(comm, buf));
   CHECK_SC(symcommFinalize(comm));
   return ok ? 0 : 1;

@@ -155,7 +155,9 @@ symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp, symcommDecomp
  * layout as in symcommDecompPencilInfo; halo points are neither read nor written. input and
  * output may be the same buffer (large enough for both pencils). `workspace` is a symmetric
  * buffer with symcommDecompWorkspaceSize bytes from `workspace` to the end of its
- * allocation, the same object on every rank.
+ * allocation, the same object on every rank, aligned to 16 bytes, and overlapping neither
+ * input nor output; input and output are aligned to the size of their elements. A halo or
+ * padding whose pencil would exceed 2^55 points is refused (symcommInvalidArgument).
  *
  * input and output are each either symmetric (symcommMalloc, holding the pencil within the
  * allocation) on every rank, the same object and with the same halo and padding, or
@@ -183,8 +185,9 @@ symcommResult_t symcommDecompHaloWorkspaceSize(symcommDecomp_t decomp, int axis,
  * leaving the halo alone at a non-periodic boundary. The slabs span the halos of the other
  * axes too, so exchanging x, then y, then z fills the corners. Every part of a split axis
  * must hold at least halo[dim] points. `workspace`: symcommDecompHaloWorkspaceSize bytes,
- * symmetric, the same object on every rank. `buffer` follows the transposes' rule: symmetric
- * on every rank (the same object) or on none, and accessible to the device. */
+ * symmetric, the same object on every rank, aligned to 16 bytes and apart from `buffer`.
+ * `buffer` follows the transposes' rules: symmetric on every rank (the same object) or on
+ * none, accessible to the device, aligned to the size of its elements. */
 symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, int dim, void* buffer,
                                   void* workspace, symcommDecompType_t type, const int64_t halo[3],
                                   const int64_t padding[3], const int periodic[3],

@@ -17,9 +17,13 @@ static const SecondsParam kBootstrapTimeout(
     "SYMCOMM_BOOTSTRAP_TIMEOUT", "60",
     "bound on joining a communicator and on every bootstrap collective");
 static const SecondsParam kPeerTimeout(
-    "SYMCOMM_PEER_TIMEOUT", "10", "a rank silent for this long is declared lost");
+    "SYMCOMM_PEER_TIMEOUT", "10",
+    "a rank silent for this long is declared lost; 0: silence is never a loss (a closed "
+    "connection still is)");
 static const SecondsParam kHeartbeatInterval(
-    "SYMCOMM_HEARTBEAT_INTERVAL", "1", "how often ranks tell rank 0 (and it them) they live");
+    "SYMCOMM_HEARTBEAT_INTERVAL", "1",
+    "how often ranks tell rank 0 (and it them) they live; at most half SYMCOMM_PEER_TIMEOUT "
+    "(a longer interval is shortened to that, with a warning)");
 static const StringParam kNodeName(
     "SYMCOMM_NODE_NAME", "",
     "overrides the node identity (hostname and boot id): ranks with equal names share a node");
@@ -374,8 +378,17 @@ void Bootstrap::stop_monitor() {
 }
 
 void Bootstrap::monitor_loop() {
-  const auto interval = std::chrono::milliseconds(kHeartbeatInterval.get_ms());
-  const auto timeout = std::chrono::milliseconds(kPeerTimeout.get_ms());
+  const int64_t timeout_ms = kPeerTimeout.get_ms();
+  int64_t interval_ms = kHeartbeatInterval.get_ms();
+  if (timeout_ms > 0 && interval_ms > timeout_ms / 2) {
+    // Heartbeats rarer than the timeout would make every live peer look lost.
+    SYMCOMM_WARN("SYMCOMM_HEARTBEAT_INTERVAL (%.3g s) is more than half SYMCOMM_PEER_TIMEOUT "
+                 "(%.3g s): heartbeats every %.3g s instead",
+                 kHeartbeatInterval.get(), kPeerTimeout.get(), (timeout_ms / 2) / 1000.0);
+    interval_ms = timeout_ms / 2;
+  }
+  const auto interval = std::chrono::milliseconds(interval_ms);
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
   // Peers this rank watches: all others on the hub, only the hub elsewhere.
   std::vector<int> watched;
   for (int r = 0; r < nranks_; ++r)
@@ -425,7 +438,7 @@ void Bootstrap::monitor_loop() {
       gone.push_back(r);
     }
     for (int r : watched)
-      if (!finalizing_.load() && !leaving[static_cast<size_t>(r)] &&
+      if (timeout_ms > 0 && !finalizing_.load() && !leaving[static_cast<size_t>(r)] &&
           now - last_seen[static_cast<size_t>(r)] > timeout) {
         mark_lost(r, format("no heartbeat for %.3g s (SYMCOMM_PEER_TIMEOUT)",
                             kPeerTimeout.get()));

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "base/param.h"
@@ -348,17 +349,42 @@ void send_fd(int sock, const void* header, size_t bytes, int fd_to_send) {
 }
 
 Fd recv_fd(int sock, void* header, size_t bytes, Deadline deadline, const AbortCheck& abort) {
-  wait_ready(sock, POLLIN, deadline, abort, "receiving a memory handle from a local peer");
-  FdMessage m(header, bytes);
-  ssize_t n;
-  do n = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC | MSG_WAITALL); while (n < 0 && errno == EINTR);
-  SYMCOMM_SYSCHECK(n);
-  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
-  SYMCOMM_REQUIRE(static_cast<size_t>(n) == bytes && c && c->cmsg_type == SCM_RIGHTS,
-                  symcommPeerLost, "a local peer closed its handle connection early");
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-  return Fd(fd);
+  // The sender writes header and descriptor in one sendmsg, but a stream socket may still
+  // deliver the header in pieces, and a connection that stalls mid-message must not hold
+  // this rank past its deadline: read without blocking, waiting under the deadline between.
+  auto* p = static_cast<char*>(header);
+  size_t got = 0;
+  std::vector<Fd> fds;
+  while (got < bytes) {
+    wait_ready(sock, POLLIN, deadline, abort, "receiving a memory handle from a local peer");
+    FdMessage m(p + got, bytes - got);
+    ssize_t n = ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == ECONNRESET)
+        SYMCOMM_THROW(symcommPeerLost, "a local peer closed its handle connection early");
+      throw_system_error(__FILE__, __LINE__, "recvmsg", errno);
+    }
+    // Own every descriptor that arrived before judging the message, so none leaks.
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int d;
+        std::memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds.emplace_back(d);
+      }
+    }
+    SYMCOMM_REQUIRE(!(m.msg.msg_flags & MSG_CTRUNC), symcommSystemError,
+                    "a local peer sent more descriptors with a memory handle than one");
+    SYMCOMM_REQUIRE(n > 0, symcommPeerLost,
+                    "a local peer closed its handle connection after %zu of %zu bytes", got,
+                    bytes);
+    got += static_cast<size_t>(n);
+  }
+  SYMCOMM_REQUIRE(fds.size() == 1, symcommSystemError,
+                  "a local peer sent %zu descriptors with a memory handle, not one", fds.size());
+  return std::move(fds[0]);
 }
 
 }  // namespace symcomm

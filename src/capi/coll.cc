@@ -21,13 +21,6 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 // the team size) stay far from overflowing.
 size_t max_elems(size_t elem) { return (SIZE_MAX / 2) / elem; }
 
-// Reductions and SM kernels load elements through T*: a buffer must be aligned to its type.
-void require_aligned(const void* p, size_t alignment, const char* what) {
-  SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(p) % alignment == 0, symcommInvalidArgument,
-                  "%s %p is not aligned to %zu bytes (the size of its elements)", what, p,
-                  alignment);
-}
-
 // What every collective shares: the team, this rank's place in it, the type, op and root.
 CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
                    symcommDataType_t type, symcommRedOp_t redop, int root,

@@ -38,6 +38,17 @@ static const BoolParam kCheck(
     "call; for debugging): symmetric buffers at the same heap offset on every rank or on none, "
     "same type, halos and paddings");
 
+constexpr size_t kWorkspaceAlignment = 16;
+
+// A data buffer of `bytes` bytes must not overlap the `need` bytes of the workspace, which
+// the backends write while they read or write the data.
+void apart_from_workspace(const void* p, size_t bytes, const char* what, const void* ws,
+                          size_t need) {
+  SYMCOMM_REQUIRE(!overlaps(p, bytes, ws, need), symcommInvalidArgument,
+                  "%s [%p, +%zu bytes) overlaps the workspace [%p, +%zu bytes)", what, p, bytes,
+                  ws, need);
+}
+
 // `ws` must be a live symmetric allocation with at least `bytes` bytes from ws to its end.
 char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char* query) {
   auto* p = static_cast<char*>(ws);
@@ -50,6 +61,10 @@ char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char
   const size_t left = c.heap->bytes_left(p);
   SYMCOMM_REQUIRE(left > 0, symcommInvalidArgument,
                   "workspace %p is in the symmetric heap but in no live allocation (freed?)", ws);
+  SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(p) % kWorkspaceAlignment == 0,
+                  symcommInvalidArgument,
+                  "workspace %p is not aligned to %zu bytes (it holds 64-bit signal words and "
+                  "16-byte elements)", ws, kWorkspaceAlignment);
   SYMCOMM_REQUIRE(bytes <= left, symcommInvalidArgument,
                   "workspace %p is too small: %zu bytes from it to the end of its allocation, "
                   "%s gives %zu",
@@ -58,11 +73,13 @@ char* checked_workspace(const symcommComm& c, void* ws, size_t bytes, const char
 }
 
 // A buffer of the call's data (`what`: "input", "output", "buffer") of `bytes` bytes: not
-// NULL; a symmetric one must hold them within its allocation (the direct paths reach it from
+// NULL, aligned to its elements (`elem` bytes: kernels load them whole); a symmetric one must hold them within its allocation (the direct paths reach it from
 // the peers at the same offset); any other must be memory the communicator's device can
 // access (the space says: in the cuda space, not pageable host memory).
-void check_data_buffer(const symcommComm& c, const void* p, size_t bytes, const char* what) {
+void check_data_buffer(const symcommComm& c, const void* p, size_t bytes, size_t elem,
+                       const char* what) {
   SYMCOMM_REQUIRE(p, symcommInvalidArgument, "%s is NULL", what);
+  require_aligned(p, elem, what);
   if (!c.heap->contains(p)) return c.space->check_device_accessible(p, what);
   const size_t left = c.heap->bytes_left(p);
   SYMCOMM_REQUIRE(bytes <= left, symcommInvalidArgument,
@@ -295,14 +312,18 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
       t.from = from;
       t.to = to;
       t.elem = type_bytes(type);
-      t.in = dd.geometry().pencil(dd.rank(), from, in_halo, in_padding);
-      t.out = dd.geometry().pencil(dd.rank(), to, out_halo, out_padding);
-      check_data_buffer(c, input, static_cast<size_t>(t.in.size) * t.elem, "input");
-      check_data_buffer(c, output, static_cast<size_t>(t.out.size) * t.elem, "output");
+      t.in = dd.geometry().pencil(dd.rank(), from, in_halo, in_padding, "in_");
+      t.out = dd.geometry().pencil(dd.rank(), to, out_halo, out_padding, "out_");
+      const size_t in_bytes = static_cast<size_t>(t.in.size) * t.elem;
+      const size_t out_bytes = static_cast<size_t>(t.out.size) * t.elem;
+      check_data_buffer(c, input, in_bytes, t.elem, "input");
+      check_data_buffer(c, output, out_bytes, t.elem, "output");
       t.input = input;
       t.output = output;
-      t.workspace = checked_workspace(c, workspace, dd.backend().transpose_workspace(ctx, t.elem),
-                                      "symcommDecompWorkspaceSize");
+      const size_t need = dd.backend().transpose_workspace(ctx, t.elem);
+      t.workspace = checked_workspace(c, workspace, need, "symcommDecompWorkspaceSize");
+      apart_from_workspace(input, in_bytes, "input", workspace, need);
+      apart_from_workspace(output, out_bytes, "output", workspace, need);
     });
     t.stream = stream;
     dd.backend().transpose(ctx, t);
@@ -356,9 +377,11 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
       need = dd.halo_backend().halo_workspace(ctx, axis, dim, h.elem, halo, padding);
       if (need == 0) return;  // no halo along dim: nothing is touched
       const symcommPencilInfo_t p = dd.geometry().pencil(dd.rank(), axis, halo, padding);
-      check_data_buffer(c, buffer, static_cast<size_t>(p.size) * h.elem, "buffer");
+      const size_t bytes = static_cast<size_t>(p.size) * h.elem;
+      check_data_buffer(c, buffer, bytes, h.elem, "buffer");
       h.buffer = buffer;
       h.workspace = checked_workspace(c, workspace, need, "symcommDecompHaloWorkspaceSize");
+      apart_from_workspace(buffer, bytes, "buffer", workspace, need);
     });
     if (need == 0) return;
     dd.halo_backend().halo(ctx, h);

@@ -29,6 +29,12 @@ void check_stream(const symcommComm& c, symcommStream_t stream) {
                   "and take no stream", static_cast<void*>(stream));
 }
 
+void require_aligned(const void* p, size_t alignment, const char* what) {
+  SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(p) % alignment == 0, symcommInvalidArgument,
+                  "%s %p is not aligned to %zu bytes (the size of its elements)", what, p,
+                  alignment);
+}
+
 }  // namespace symcomm
 
 using namespace symcomm;

@@ -46,6 +46,8 @@ symcommResult_t guarded(Describe&& describe, Body&& body) {
 symcommComm& checked(symcommComm_t comm);
 // A stream argument must be NULL in the host memory space (operations are synchronous).
 void check_stream(const symcommComm& comm, symcommStream_t stream);
+// Kernels load elements through T*: a buffer must be aligned to the size of its elements.
+void require_aligned(const void* p, size_t alignment, const char* what);
 
 }  // namespace symcomm
 

@@ -253,7 +253,12 @@ CeState::CeState(CollContext& ctx)
     if (!failure.empty()) mine = 3;
   }
   std::vector<int32_t> all(static_cast<size_t>(nranks_));
-  ctx.rma().bootstrap().allgather(&mine, sizeof mine, all.data());
+  try {
+    ctx.rma().bootstrap().allgather(&mine, sizeof mine, all.data());
+  } catch (...) {
+    destroy();  // no destructor runs for a constructor that throws
+    throw;
+  }
   for (int r = 0; r < nranks_ && problem_.empty(); ++r) {
     const int32_t v = all[static_cast<size_t>(r)];
     if (v == 1)

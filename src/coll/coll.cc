@@ -115,11 +115,11 @@ void CollContext::place_counters(CounterState& s, size_t bytes, size_t clear) {
   backend().fill_device_comm(s.world, SYMCOMM_TEAM_WORLD, rma_.teams().get(SYMCOMM_TEAM_WORLD));
 }
 
-void CollContext::check_counters(const char* algorithm, const CounterState& s) const {
-  SYMCOMM_REQUIRE(!rma_.backend().wait_failed_in(s.area, s.area_bytes), symcommTimeout,
-                  "a wait of an earlier %s collective on this communicator failed (timed out or "
-                  "aborted): its counters no longer agree with its peers', so %s cannot run on "
-                  "this communicator any more (finalize it)", algorithm, algorithm);
+void CollContext::check_counters(const char* algorithm) const {
+  SYMCOMM_REQUIRE(!rma_.backend().any_wait_failed(), symcommTimeout,
+                  "a device-side wait on this communicator failed earlier (timed out or "
+                  "aborted): the counters %s keeps with its peers may no longer agree, so %s "
+                  "cannot run on this communicator any more (finalize it)", algorithm, algorithm);
 }
 
 bool CollContext::aligned_alike(const void* p, size_t alignment) const {

@@ -115,11 +115,12 @@ class CollContext {
   // Allocates s's area of `bytes` (collective: every rank's state makes one), zeroes its first
   // `clear` bytes and fills its world handle.
   void place_counters(CounterState& s, size_t bytes, size_t clear);
-  // Throws symcommTimeout where a device-side wait on a word of s's area failed in an
+  // Throws symcommTimeout where a device-side wait on this communicator failed in an
   // earlier call (timed out, or the communicator was aborted): `algorithm` keeps counters
-  // with its peers there, which no longer agree with theirs, so that a later call could
+  // with its peers, and a kernel of it queued behind the failed wait may have stopped early
+  // too, with nothing recorded (the record holds one failure), so that a later call could
   // pass a wait on a peer's stale signal. It refuses every call instead.
-  void check_counters(const char* algorithm, const CounterState& s) const;
+  void check_counters(const char* algorithm) const;
   // Every member's copy of `p` (symmetric, or at the same offset of a registered buffer)
   // starts at the same address modulo `alignment` (a power of two up to 256), so that a
   // choice made from this rank's alignment is every member's. False where p is neither.

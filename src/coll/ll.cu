@@ -484,7 +484,7 @@ class LlAlgorithm final : public CollAlgorithm {
 
   void run(const CollArgs& a, CollContext& ctx) override {
     LlState& s = ctx.state<LlState>(this);
-    ctx.check_counters(name(), s);
+    ctx.check_counters(name());
     Plan p{};
     p.comm = s.world;
     p.packets = reinterpret_cast<uint4*>(s.area);

@@ -760,7 +760,7 @@ class SmAlgorithm final : public CollAlgorithm {
 
   void run(const CollArgs& a, CollContext& ctx) override {
     SmState& s = ctx.state<SmState>(this);
-    ctx.check_counters(name(), s);
+    ctx.check_counters(name());
     Plan p = base_plan(a, s);
     if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) {
       Plan plans[2];

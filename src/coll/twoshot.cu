@@ -426,7 +426,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
 
   void run(const CollArgs& a, CollContext& ctx) override {
     TwoshotState& s = ctx.state<TwoshotState>(this);
-    ctx.check_counters(name(), s);
+    ctx.check_counters(name());
     const int n = a.team.size;
     const bool all = a.op == CollOp::AllReduce;
     const uint64_t block = a.count * a.elem;  // all-reduce: the buffer; else a segment

@@ -23,6 +23,14 @@ Geometry::Geometry(const symcommDecompConfig_t& c, int nranks) : config_(c) {
   for (int a = 0; a < 3; ++a)
     SYMCOMM_REQUIRE(c.gdims[a] >= 1, symcommInvalidArgument, "gdims[%d] is %lld, must be >= 1",
                     a, static_cast<long long>(c.gdims[a]));
+  int64_t points = 1;
+  for (int a = 0; a < 3; ++a)
+    SYMCOMM_REQUIRE(!__builtin_mul_overflow(points, c.gdims[a], &points) && points <= kMaxPoints,
+                    symcommInvalidArgument,
+                    "a %lld x %lld x %lld grid has more than %lld points (its bytes would "
+                    "overflow)", static_cast<long long>(c.gdims[0]),
+                    static_cast<long long>(c.gdims[1]), static_cast<long long>(c.gdims[2]),
+                    static_cast<long long>(kMaxPoints));
   SYMCOMM_REQUIRE(c.pdims[0] >= 1 && c.pdims[1] >= 1, symcommInvalidArgument,
                   "pdims is %d x %d: both must be >= 1 (or both 0, to autotune the grid)",
                   c.pdims[0], c.pdims[1]);
@@ -57,7 +65,7 @@ int Geometry::rank_at(int row, int col) const {
 }
 
 symcommPencilInfo_t Geometry::pencil(int rank, int axis, const int64_t* halo,
-                                     const int64_t* padding) const {
+                                     const int64_t* padding, const char* prefix) const {
   SYMCOMM_REQUIRE(axis >= 0 && axis < 3, symcommInvalidArgument, "axis %d is not 0, 1 or 2", axis);
   symcommPencilInfo_t p{};
   p.axis = axis;
@@ -66,9 +74,11 @@ symcommPencilInfo_t Geometry::pencil(int rank, int axis, const int64_t* halo,
   for (int a = 0; a < 3; ++a) {
     p.halo[a] = halo ? halo[a] : 0;
     p.padding[a] = padding ? padding[a] : 0;
-    SYMCOMM_REQUIRE(p.halo[a] >= 0 && p.padding[a] >= 0, symcommInvalidArgument,
-                    "halo[%d] = %lld and padding[%d] = %lld must not be negative", a,
-                    static_cast<long long>(p.halo[a]), a, static_cast<long long>(p.padding[a]));
+    SYMCOMM_REQUIRE(p.halo[a] >= 0, symcommInvalidArgument, "%shalo[%d] is %lld: negative",
+                    prefix, a, static_cast<long long>(p.halo[a]));
+    SYMCOMM_REQUIRE(p.padding[a] >= 0, symcommInvalidArgument,
+                    "%spadding[%d] is %lld: negative", prefix, a,
+                    static_cast<long long>(p.padding[a]));
     p.lo[a] = 0;
     p.hi[a] = config_.gdims[a];
   }
@@ -80,11 +90,22 @@ symcommPencilInfo_t Geometry::pencil(int rank, int axis, const int64_t* halo,
   p.hi[kSplit[axis][1]] = c.start + c.count;
   for (int i = 0; i < 3; ++i) p.order[i] = config_.axis_contiguous[axis] ? (axis + i) % 3 : i;
   p.size = 1;
+  bool fits = true;
   for (int i = 0; i < 3; ++i) {
     const int a = p.order[i];
-    p.shape[i] = p.hi[a] - p.lo[a] + 2 * p.halo[a] + p.padding[a];
-    p.size *= p.shape[i];
+    int64_t twice_halo = 0;
+    fits = fits && !__builtin_mul_overflow(p.halo[a], 2, &twice_halo) &&
+           !__builtin_add_overflow(p.hi[a] - p.lo[a], twice_halo, &p.shape[i]) &&
+           !__builtin_add_overflow(p.shape[i], p.padding[a], &p.shape[i]) &&
+           !__builtin_mul_overflow(p.size, p.shape[i], &p.size) && p.size <= kMaxPoints;
   }
+  SYMCOMM_REQUIRE(fits, symcommInvalidArgument,
+                  "with %shalo {%lld, %lld, %lld} and %spadding {%lld, %lld, %lld}, the pencil of "
+                  "axis %d has more than %lld points (its bytes would overflow)",
+                  prefix, static_cast<long long>(p.halo[0]), static_cast<long long>(p.halo[1]),
+                  static_cast<long long>(p.halo[2]), prefix,
+                  static_cast<long long>(p.padding[0]), static_cast<long long>(p.padding[1]),
+                  static_cast<long long>(p.padding[2]), axis, static_cast<long long>(kMaxPoints));
   return p;
 }
 

@@ -27,8 +27,15 @@ class Geometry {
   int row_of(int rank) const;
   int col_of(int rank) const;
   int rank_at(int row, int col) const;
-  // The pencil of `axis` held by `rank`.
-  symcommPencilInfo_t pencil(int rank, int axis, const int64_t* halo, const int64_t* padding) const;
+  // The pencil of `axis` held by `rank`. Refuses negative halos and paddings, and pencils
+  // whose byte size could overflow (more than kMaxPoints points); `prefix` names the
+  // arguments in messages ("in_" for in_halo and in_padding).
+  symcommPencilInfo_t pencil(int rank, int axis, const int64_t* halo, const int64_t* padding,
+                             const char* prefix = "") const;
+
+  // The most points of a grid or pencil (2^55): their bytes (16 per point at most) fit in
+  // int64_t with room for workspaces of several pencils or slabs.
+  static constexpr int64_t kMaxPoints = INT64_MAX / 256;
   const symcommDecompConfig_t& config() const { return config_; }
 
  private:

@@ -86,7 +86,17 @@ std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
     Fd c = accept_before(listener_.get(), deadline, abort,
                          "waiting for memory handles from the ranks of this node");
     Header h{};
-    Fd received = recv_fd(c.get(), &h, sizeof h, deadline, abort);
+    Fd received;
+    try {
+      received = recv_fd(c.get(), &h, sizeof h, deadline, abort);
+    } catch (const Error& e) {
+      // Only this user can connect (the directory is 0700), but a connection that ends
+      // early or carries no descriptor is no peer's handle: drop it and keep waiting. A
+      // peer that died meanwhile is caught by `abort`; running out of time is not ignored.
+      if (e.code() != symcommPeerLost && e.code() != symcommSystemError) throw;
+      SYMCOMM_WARN("ignored a malformed memory-handle message: %s", e.what());
+      continue;
+    }
     if (h.comm_id != bootstrap_.comm_id() || h.rank < 0 || h.rank >= topology_.nranks ||
         !topology_.same_node(h.rank) || h.rank == topology_.rank) {
       SYMCOMM_WARN("ignored a memory handle from outside this communicator (rank %d)", h.rank);

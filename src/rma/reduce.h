@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "symcomm/symcomm.h"
 
@@ -31,10 +33,36 @@ template <typename T> SYMCOMM_RHD T narrow(typename Accum<T>::type v) { return v
 template <> SYMCOMM_RHD __half narrow<__half>(float v) { return __float2half_rn(v); }
 template <> SYMCOMM_RHD __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+// Min and max of floats do not depend on the order of the operands, so every algorithm and
+// every rank order gives the same bits: a NaN is dropped unless both are NaN (as fmin and
+// fmax, and NCCL, do), and -0 is below +0.
+template <typename A> SYMCOMM_RHD A pick(bool min, A a, A b) {
+  if (min ? b < a : a < b) return b;
+  return a;
+}
+template <typename A> SYMCOMM_RHD bool sign_bit(A v) {
+  using Bits = typename std::conditional<sizeof(A) == 8, uint64_t, uint32_t>::type;
+  Bits bits;
+  memcpy(&bits, &v, sizeof bits);
+  return (bits >> (8 * sizeof bits - 1)) != 0;
+}
+template <typename A> SYMCOMM_RHD A pick_float(bool min, A a, A b) {
+  if (b != b) return a;  // NaN
+  if (a != a) return b;
+  if (a == b) return sign_bit(a) == min ? a : b;  // equal, or zeros of either sign
+  return pick(min, a, b);
+}
 template <typename A> SYMCOMM_RHD A combine(symcommRedOp_t op, A a, A b) {
   if (op == symcommSum) return a + b;
-  if (op == symcommMin) return b < a ? b : a;
-  return a < b ? b : a;
+  return pick(op == symcommMin, a, b);
+}
+template <> SYMCOMM_RHD float combine<float>(symcommRedOp_t op, float a, float b) {
+  if (op == symcommSum) return a + b;
+  return pick_float(op == symcommMin, a, b);
+}
+template <> SYMCOMM_RHD double combine<double>(symcommRedOp_t op, double a, double b) {
+  if (op == symcommSum) return a + b;
+  return pick_float(op == symcommMin, a, b);
 }
 
 // dst[i] = op over k < n of the element i of block k (blocks `stride` bytes apart).

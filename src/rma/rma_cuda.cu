@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 
 #include "base/cuda_driver.h"
@@ -463,10 +464,7 @@ class CudaRma final : public RmaBackend {
     if (__atomic_load_n(&e.code, __ATOMIC_ACQUIRE) == 0) return;
     DeviceError copy = e;
     std::memset(&e, 0, sizeof e);  // reported once
-    {
-      std::lock_guard<std::mutex> lock(failed_mutex_);
-      failed_.push_back(copy.address);
-    }
+    failed_.store(true, std::memory_order_release);
     symcommResult_t code = static_cast<symcommResult_t>(copy.code);
     // A word of the barrier area is a barrier's slot, whose failed wait recorded the member
     // that did not arrive as the pe (barrier_block, copy_boxes_synced_kernel).
@@ -481,13 +479,7 @@ class CudaRma final : public RmaBackend {
                      barrier ? copy.pe : -1);
   }
 
-  bool wait_failed_in(const void* p, size_t bytes) const override {
-    const auto lo = reinterpret_cast<uintptr_t>(p);
-    std::lock_guard<std::mutex> lock(failed_mutex_);
-    for (uintptr_t a : failed_)
-      if (a >= lo && a - lo < bytes) return true;
-    return false;
-  }
+  bool any_wait_failed() const override { return failed_.load(std::memory_order_acquire); }
 
   void abort() override { __atomic_store_n(&mapped_->abort, 1, __ATOMIC_RELEASE); }
 
@@ -603,8 +595,7 @@ class CudaRma final : public RmaBackend {
   bool memop_signal_ = true;
   unsigned wait_flush_ = 0;  // CU_STREAM_WAIT_VALUE_FLUSH where the GPU supports it
   uint64_t wait_timeout_ns_ = 0;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
-  mutable std::mutex failed_mutex_;
-  std::vector<uintptr_t> failed_;  // the words of every failed wait raised (under the mutex)
+  std::atomic<bool> failed_{false};  // a device-side wait failed and was raised
 };
 
 // Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).

@@ -129,6 +129,72 @@ TEST_P(Coll, ReductionsOfRandomFloats) {
 }
 
 
+// Min and max of floats whatever rank holds a NaN or a zero of either sign: a NaN is dropped
+// unless every rank holds one, -0 is below +0, and the result is the same bits on every rank
+// and for every algorithm. Before, the result depended on which rank held the NaN (kept
+// from rank 0, dropped from the others), so the same call gave NaN or a number by size.
+// NCCL's kernels decide the sign of a zero min or max themselves: for "nccl", zeros are
+// compared by value.
+TEST_P(Coll, MinMaxWithNaNsAndSignedZeros) {
+  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
+  const size_t n = static_cast<size_t>(n_);
+  // [0, n): rank i holds a NaN, the others numbers; n: every rank a NaN; [n + 1, 2n + 1):
+  // rank i - n - 1 holds -0, the others +0; 2n + 1: rank 0 holds +0, the others -0.
+  const size_t count = 2 * n + 2;
+  auto input = [&](int r, size_t i) {
+    const double nan = std::nan("");
+    if (i < n) return i == static_cast<size_t>(r) ? nan : (r + 1.0) * (i % 2 ? 1.0 : -1.0);
+    if (i == n) return nan;
+    if (i < 2 * n + 1) return i - n - 1 == static_cast<size_t>(r) ? -0.0 : 0.0;
+    return r == 0 ? 0.0 : -0.0;
+  };
+  for (int ti : {4, 5, 6, 7}) {  // float16, bfloat16, float32, float64
+    const Type& t = kTypes[ti];
+    SCOPED_TRACE(t.name);
+    std::vector<uint8_t> mine(count * t.size);
+    for (size_t i = 0; i < count; ++i) store(t, &mine[i * t.size], input(me_, i));
+    void* send = buffer(count * t.size, false);
+    void* recv = buffer(count * t.size, false);
+    put(send, mine);
+    for (symcommRedOp_t op : {symcommMin, symcommMax}) {
+      SCOPED_TRACE(op == symcommMin ? "min" : "max");
+      poison(recv, count * t.size);
+      SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, op,
+                                     algo_, stream_));
+      const std::vector<uint8_t> got = fetch(recv, count * t.size);
+      for (size_t i = 0; i < count; ++i) {
+        const double g = load(t, &got[i * t.size]);
+        if (i == n) {
+          EXPECT_TRUE(std::isnan(g)) << "element " << i << " (NaN everywhere): got " << g;
+          continue;
+        }
+        // The reference, from the rules: the non-NaN inputs, -0 below +0.
+        double want = 0;
+        bool any = false;
+        for (int r = 0; r < n_; ++r) {
+          const double v = input(r, i);
+          if (std::isnan(v)) continue;
+          const bool better = op == symcommMin
+                                  ? (v < want || (v == want && std::signbit(v)))
+                                  : (v > want || (v == want && !std::signbit(v)));
+          if (!any || better) want = v;
+          any = true;
+        }
+        EXPECT_EQ(g, want) << "element " << i;
+        if (want == 0 && algo_ != "nccl")
+          EXPECT_EQ(std::signbit(g), std::signbit(want)) << "element " << i << ": got " << g;
+      }
+      std::vector<uint8_t> all(got.size() * n);
+      SC_OK(symcommHostAllgather(comm_, got.data(), all.data(), got.size()));
+      for (size_t r = 1; r < n; ++r)
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + static_cast<long>(got.size() * r)))
+            << "rank " << r << "'s result differs from rank 0's";
+    }
+    release(send, false);
+    release(recv, false);
+  }
+}
+
 // sm's large mode (SYMCOMM_COLL_SM_BLOCKS_LARGE blocks for messages between two members
 // from SYMCOMM_COLL_SM_LARGE bytes, 16 MiB by default) at test sizes, for every operation:
 // the threshold lowered to 16 KiB and the normal mode cut to 8 blocks, so that the two modes

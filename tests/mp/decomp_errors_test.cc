@@ -126,6 +126,78 @@ TEST(Decomp, HaloBadArguments) {
   SC_OK(symcommDecompDestroy(d));
 }
 
+// Buffers the kernels cannot use whole: misaligned data or workspace, data that overlaps
+// the workspace, a padding whose size overflows. Each used to be accepted: the overflow
+// crashed the process in the copies, the overlap gave wrong values (fused), a misaligned
+// buffer faults on a GPU.
+TEST(Decomp, RefusesMisalignedOverlappingAndOverflowingBuffers) {
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, nullptr, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &y));
+  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 16;
+  size_t need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommC64, &need));
+  char* in = static_cast<char*>(mp::local_alloc(bytes + 16));
+  char* out = static_cast<char*>(mp::local_alloc(bytes + 16));
+  // One symmetric allocation that holds a workspace and an output, apart or overlapping.
+  void* both_raw = nullptr;
+  const size_t whole = static_cast<size_t>(c.gdims[0] * c.gdims[1] * c.gdims[2]) * 16;
+  SC_OK(symcommMalloc(mp::world(), need + whole + 256, &both_raw));  // same size everywhere
+  char* both = static_cast<char*>(both_raw);
+  symcommStream_t stream = mp::new_stream();
+  auto transpose = [&](const void* i, void* o, void* w, const int64_t* out_padding = nullptr) {
+    return symcommDecompTranspose(d, 0, 1, i, o, w, symcommC64, nullptr, nullptr, nullptr,
+                                  out_padding, stream);
+  };
+  SC_FAILS_SAYING(transpose(in + 8, out, both), symcommInvalidArgument, "input",
+                  "not aligned to 16");
+  SC_FAILS_SAYING(transpose(in, out + 4, both), symcommInvalidArgument, "output",
+                  "not aligned to 16");
+  SC_FAILS_SAYING(transpose(in, out, both + 8), symcommInvalidArgument, "workspace",
+                  "not aligned to 16");
+  SC_FAILS_SAYING(transpose(in, both, both), symcommInvalidArgument, "output",
+                  "overlaps the workspace");
+  SC_FAILS_SAYING(transpose(both + need - 16, out, both), symcommInvalidArgument, "input",
+                  "overlaps the workspace");
+  const int64_t wraps[3] = {int64_t{1} << 59, 0, 0};
+  SC_FAILS_SAYING(transpose(in, out, both, wraps), symcommInvalidArgument, "out_padding",
+                  "overflow");
+  const int64_t negative[3] = {0, -1, 0};
+  SC_FAILS_SAYING(transpose(in, out, both, negative), symcommInvalidArgument,
+                  "out_padding[1] is -1");
+  // Apart, aligned: it runs (output right after the workspace, in the same allocation).
+  const size_t after = (need + 255) / 256 * 256;
+  SC_OK(transpose(in, both + after, both));
+  mp::sync(stream);
+
+  const int64_t halo[3] = {1, 1, 1};
+  const int periodic[3] = {1, 1, 1};
+  size_t halo_need = 0;
+  SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommC64, halo, nullptr, &halo_need));
+  void* hws = nullptr;
+  SC_OK(symcommMalloc(mp::world(), halo_need + whole * 2, &hws));  // room for a buffer too
+  symcommPencilInfo_t hx;
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &hx));
+  char* hbuf = static_cast<char*>(mp::local_alloc(static_cast<size_t>(hx.size) * 16 + 16));
+  auto exchange = [&](void* b, void* w) {
+    return symcommDecompHalo(d, 0, 1, b, w, symcommC64, halo, nullptr, periodic, stream);
+  };
+  SC_FAILS_SAYING(exchange(hbuf + 8, hws), symcommInvalidArgument, "buffer", "not aligned");
+  SC_FAILS_SAYING(exchange(hws, hws), symcommInvalidArgument, "buffer", "overlaps the workspace");
+  SC_OK(exchange(hbuf, hws));
+  mp::sync(stream);
+  mp::free_stream(stream);
+  mp::local_free(hbuf);
+  SC_OK(symcommFree(mp::world(), hws));
+  SC_OK(symcommFree(mp::world(), both_raw));
+  mp::local_free(out);
+  mp::local_free(in);
+  SC_OK(symcommDecompDestroy(d));
+}
+
 // In the cuda space a buffer the GPU cannot access (pageable host memory) is refused before
 // anything is enqueued, where the copy kernels would fault and the copy engines would stage
 // through the host.

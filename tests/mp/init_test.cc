@@ -264,3 +264,28 @@ TEST(HostCollectives, DisagreementsFailOnEveryRank) {
 }
 
 }  // namespace
+
+namespace {
+
+// Joins a communicator under `peer_timeout` and `heartbeat`, stays quiet for `quiet_s`, and
+// checks that no peer was taken for lost: a host barrier still passes.
+void quiet_peers_stay(const char* peer_timeout, const char* heartbeat, double quiet_s) {
+  mp::ScopedEnv t("SYMCOMM_PEER_TIMEOUT", peer_timeout);
+  mp::ScopedEnv h("SYMCOMM_HEARTBEAT_INTERVAL", heartbeat);
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  std::this_thread::sleep_for(std::chrono::duration<double>(quiet_s));
+  EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
+  SC_OK(symcommFinalize(comm));
+}
+
+// 0 turns the silence bound off; it used to declare every peer lost at the first look.
+TEST(PeerTimeout, ZeroMeansSilenceIsNoLoss) { quiet_peers_stay("0", "1", 0.5); }
+
+// Heartbeats rarer than the timeout are sent every half timeout instead; they used to let
+// every live peer pass for lost.
+TEST(PeerTimeout, AHeartbeatLongerThanTheTimeoutIsShortened) {
+  quiet_peers_stay("1", "5", 2.0);
+}
+
+}  // namespace

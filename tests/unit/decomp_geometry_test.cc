@@ -99,5 +99,37 @@ TEST(DecompGeometry, RejectsBadConfigurations) {
   EXPECT_THROW(g.pencil(0, 0, bad, nullptr), Error);
 }
 
+// Expects `f` to throw symcommInvalidArgument with a message holding `part`.
+template <typename F>
+void expect_refused(F&& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted; expected a refusal saying " << part;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), symcommInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+// Sizes that overflow are refused, naming what: before, a padding of 2^59 wrapped the
+// pencil's size back to the unpadded one, the checks passed and the copies ran off the end.
+TEST(DecompGeometry, RefusesSizesThatOverflow) {
+  expect_refused([] { Geometry(config(1 << 30, 1 << 30, 1 << 30, 1, 1), 1); }, "more than");
+  Geometry g(config(8, 8, 8, 2, 4), 8);
+  const int64_t wraps[3] = {int64_t{1} << 59, 0, 0};
+  expect_refused([&] { g.pencil(0, 0, nullptr, wraps, "in_"); }, "in_padding {576460752303423488");
+  expect_refused([&] { g.pencil(0, 0, wraps, nullptr, "out_"); }, "out_halo {576460752303423488");
+  const int64_t max[3] = {INT64_MAX, 0, 0};
+  expect_refused([&] { g.pencil(0, 1, max, nullptr); }, "more than");
+  expect_refused([&] { g.pencil(0, 2, nullptr, max); }, "more than");
+  const int64_t negative[3] = {0, 0, -2};
+  expect_refused([&] { g.pencil(0, 0, nullptr, negative, "out_"); }, "out_padding[2] is -2");
+  // Rank 0's X pencil is 8 x 4 x 2 points: padding x to kMaxPoints / 8 fits, one more not.
+  const int64_t fits[3] = {Geometry::kMaxPoints / 8 - 8, 0, 0};
+  EXPECT_EQ(g.pencil(0, 0, nullptr, fits).size, Geometry::kMaxPoints / 8 * 8);
+  const int64_t one_more[3] = {Geometry::kMaxPoints / 8 - 7, 0, 0};
+  expect_refused([&] { g.pencil(0, 0, nullptr, one_more); }, "more than");
+}
+
 }  // namespace
 }  // namespace symcomm
