@@ -176,7 +176,10 @@ symcommResult_t symcommPeerAccessible(symcommComm_t comm, int pe, int* accessibl
 /* Host-side collectives over the bootstrap network (for setup, not for data)           */
 /* ------------------------------------------------------------------------------------ */
 /* Each rank contributes `bytes` bytes; `recvbuf` receives nranks * bytes, rank order.
- * Every rank must pass the same `bytes` (checked). Bounded by SYMCOMM_BOOTSTRAP_TIMEOUT. */
+ * Every rank must pass the same `bytes` (checked). Bounded by SYMCOMM_BOOTSTRAP_TIMEOUT.
+ * Both host collectives move at most 1 GiB in all: nranks *
+ * bytes here, bytes for a broadcast; a larger call is refused (symcommInvalidArgument) by
+ * each rank that makes it, before it sends anything. */
 symcommResult_t symcommHostAllgather(symcommComm_t comm, const void* sendbuf, void* recvbuf,
                                      size_t bytes);
 /* `bytes` bytes of rank `root`'s `buf` to every rank's `buf`. */
@@ -289,7 +292,10 @@ typedef enum {
 
 /* Copies `bytes` from `src` (any memory this rank's GPU can read; host memory in the host
  * space) to the symmetric address `dst` on rank `pe`, in stream order. `dst` is given as
- * this rank's symmetric address of the object (as returned by symcommMalloc). */
+ * this rank's symmetric address of the object (as returned by symcommMalloc). A local
+ * buffer that a kernel of this GPU cannot touch at its address (pageable host memory,
+ * another GPU's memory) goes through the copy engines with symcommEngineAuto, and is refused
+ * with symcommEngineSm (symcommInvalidArgument); the same holds for a get's `dst`. */
 symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* src, size_t bytes,
                                    int pe, symcommEngine_t engine, symcommStream_t stream);
 /* Copies `bytes` from the symmetric address `src` on rank `pe` to `dst` (any memory). */

@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
+#include "base/cuda_runtime_check.h"
 #include "base/log.h"
 
 namespace symcomm {
@@ -81,13 +83,50 @@ void throw_cuda_error(CUresult result, const char* call, const char* file, int l
   const char* name = "?";
   const char* text = "?";
   if (const CudaDriver* d = CudaDriver::get()) {
-    d->cuGetErrorName(result, &name);
-    d->cuGetErrorString(result, &text);
+    // Both leave NULL for a code they do not know.
+    if (d->cuGetErrorName(result, &name) != CUDA_SUCCESS || !name) name = "?";
+    if (d->cuGetErrorString(result, &text) != CUDA_SUCCESS || !text) text = "?";
   }
   symcommResult_t code =
       result == CUDA_ERROR_OUT_OF_MEMORY ? symcommOutOfMemory : symcommCudaError;
   throw_error(code, file, line,
               format("%s failed: %s (%d): %s", call, name, static_cast<int>(result), text));
+}
+
+CUcontext primary_context(const CudaDriver& d, int device) {
+  constexpr int kMaxDevices = 256;
+  static std::atomic<CUcontext> contexts[kMaxDevices];
+  static std::mutex mutex;
+  SYMCOMM_REQUIRE(device >= 0 && device < kMaxDevices, symcommInvalidArgument,
+                  "device %d is out of range", device);
+  if (CUcontext c = contexts[device].load(std::memory_order_acquire)) return c;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (CUcontext c = contexts[device].load(std::memory_order_acquire)) return c;
+  CUdevice dev = 0;
+  SYMCOMM_CU(d, cuDeviceGet(&dev, device));
+  CUcontext c = nullptr;
+  SYMCOMM_CU(d, cuDevicePrimaryCtxRetain(&c, dev));
+  contexts[device].store(c, std::memory_order_release);
+  return c;
+}
+
+DeviceScope::DeviceScope(int device) {
+  const CudaDriver& d = cuda_driver();
+  CUcontext current = nullptr;
+  SYMCOMM_CU(d, cuCtxGetCurrent(&current));
+  const CUcontext wanted = primary_context(d, device);
+  if (current == wanted) return;
+  SYMCOMM_CU(d, cuCtxSetCurrent(wanted));
+  previous_ = current;
+  switched_ = true;
+}
+
+DeviceScope::~DeviceScope() {
+  if (!switched_) return;
+  const CudaDriver& d = *CudaDriver::get();  // there is one: the constructor used it
+  if (CUresult r = d.cuCtxSetCurrent(static_cast<CUcontext>(previous_)); r != CUDA_SUCCESS)
+    SYMCOMM_WARN("restoring the caller's CUDA context failed with CUDA error %d",
+                 static_cast<int>(r));
 }
 
 }  // namespace symcomm

@@ -25,7 +25,7 @@
   X(cuKernelGetLibrary) X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels)  \
   X(cuKernelGetFunction) X(cuKernelGetName) X(cuFuncLoad) X(cuFuncIsLoaded)      \
   X(cuFuncGetName) X(cuLibraryGetModule) X(cuModuleGetFunctionCount)             \
-  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode)
+  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode) X(cuStreamGetCtx)
 
 namespace symcomm {
 
@@ -47,6 +47,11 @@ const CudaDriver& cuda_driver();
 // Throws symcommCudaError (symcommOutOfMemory for CUDA_ERROR_OUT_OF_MEMORY) naming the call.
 [[noreturn]] void throw_cuda_error(CUresult result, const char* call, const char* file, int line);
 
+}  // namespace symcomm
+
+namespace symcomm {
+// `device`'s primary context, retained once for the process (the runtime keeps it too).
+CUcontext primary_context(const CudaDriver& d, int device);
 }  // namespace symcomm
 
 // Checks a driver call made through a CudaDriver `drv`: SYMCOMM_CU(drv, cuMemMap(...)).

@@ -22,25 +22,21 @@
 
 namespace symcomm {
 
-// Makes `device` current for the scope and restores the caller's device after it (a failure
-// to restore is logged: destructors do not throw).
+// Makes `device`'s primary context current for the scope and makes the caller's context
+// (or none) current again after it (a failure to restore is logged: destructors do not
+// throw). Contexts, not devices: on a thread that never chose a device, the runtime says
+// device 0, and setting device 0 back would create GPU 0's primary context in every process
+// that calls from such a thread; the runtime's own choice of device is left untouched.
 class DeviceScope {
  public:
-  explicit DeviceScope(int device) : device_(device) {
-    SYMCOMM_CUDART(cudaGetDevice(&previous_));
-    if (previous_ != device_) SYMCOMM_CUDART(cudaSetDevice(device_));
-  }
-  ~DeviceScope() {
-    if (previous_ == device_) return;
-    if (cudaError_t e = cudaSetDevice(previous_); e != cudaSuccess)
-      SYMCOMM_WARN("cudaSetDevice(%d) failed: %s", previous_, cudaGetErrorString(e));
-  }
+  explicit DeviceScope(int device);
+  ~DeviceScope();
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  int device_;
-  int previous_ = -1;
+  void* previous_ = nullptr;  // the caller's CUcontext
+  bool switched_ = false;
 };
 
 }  // namespace symcomm

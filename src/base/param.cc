@@ -83,7 +83,7 @@ std::optional<int64_t> parse_int(const std::string& text) {
   if (t.empty()) return std::nullopt;
   errno = 0;
   char* end = nullptr;
-  long long v = std::strtoll(t.c_str(), &end, 0);
+  long long v = std::strtoll(t.c_str(), &end, 10);  // decimal: "010" is ten, "0x10" junk
   if (errno != 0 || *end != '\0') return std::nullopt;
   return static_cast<int64_t>(v);
 }
@@ -131,6 +131,14 @@ int64_t IntParam::get() const {
   auto v = parse_int(t);
   if (!v) reject(t, "an integer");
   return *v;
+}
+
+int64_t IntParam::get_in(int64_t lo, int64_t hi) const {
+  const int64_t v = get();
+  if (v < lo || v > hi)
+    reject(text(), format("an integer in [%lld, %lld]", static_cast<long long>(lo),
+                          static_cast<long long>(hi)).c_str());
+  return v;
 }
 
 size_t SizeParam::get() const {

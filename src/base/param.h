@@ -11,6 +11,8 @@
 // symcommGetParam list the registry.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,6 +60,8 @@ class IntParam : public Param {
   IntParam(const char* name, const char* def, const char* desc)
       : Param(name, ParamType::Int, def, desc) {}
   int64_t get() const;
+  // get(), refused (symcommInvalidArgument, naming the variable) outside [lo, hi].
+  int64_t get_in(int64_t lo, int64_t hi) const;
 };
 
 // A byte count: "4096", "64K", "512M", "8G", "1T" (binary multiples).
@@ -86,7 +90,11 @@ class SecondsParam : public Param {
   SecondsParam(const char* name, const char* def, const char* desc)
       : Param(name, ParamType::Seconds, def, desc) {}
   double get() const;
-  int64_t get_ms() const { return static_cast<int64_t>(get() * 1000.0 + 0.5); }
+  // Milliseconds, rounded; a positive duration is at least 1 ms (0 often means "no bound").
+  int64_t get_ms() const {
+    const double s = get();
+    return s > 0 ? std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0 + 0.5)) : 0;
+  }
 };
 
 class StringParam : public Param {

@@ -36,8 +36,21 @@ struct symcommComm {
     rma->backend().raise_recorded_error();
   }
 
-  ~symcommComm() {
+  // Finalizing: the layers go, top down, and the handle stays allocated (a few hundred bytes)
+  // with magic 0, so that a stale handle is known as finalized and never aliases a newer
+  // communicator that an allocator would have put at the same address.
+  void tear_down() {
     magic = 0;
     if (bootstrap) bootstrap->on_lost(nullptr);  // the backend goes first
+    dependents.clear();
+    coll.reset();
+    rma.reset();
+    registrations.reset();
+    heap.reset();
+    space.reset();
+    topology = symcomm::Topology{};
+    bootstrap.reset();
   }
+
+  ~symcommComm() { tear_down(); }
 };

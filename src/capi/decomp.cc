@@ -216,7 +216,11 @@ extern "C" symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp) {
   return guarded([] { return std::string("symcommDecompDestroy"); }, [&] {
     symcommDecomp& d = checked_decomp(decomp, false);
     if (d.comm) d.comm->dependents.erase(&d);
-    delete &d;
+    // The handle is kept, dead (a few bytes), as communicators' are: a stale one is known as
+    // destroyed and never aliases a newer decomposition at the same address.
+    d.decomp.reset();
+    d.comm = nullptr;
+    d.magic = 0;
   });
 }
 

@@ -1,8 +1,11 @@
 // Result codes, last-error messages, version, parameters and build information.
+#include <cuda_runtime.h>
+
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/cuda_driver.h"
 #include "base/param.h"
 #include "capi/guard.h"
 #include "symcomm/build_info.h"
@@ -27,6 +30,21 @@ void check_stream(const symcommComm& c, symcommStream_t stream) {
   SYMCOMM_REQUIRE(stream == nullptr || c.space_kind == symcommSpaceCuda, symcommInvalidArgument,
                   "stream %p is not NULL: in the host memory space operations are synchronous "
                   "and take no stream", static_cast<void*>(stream));
+  // A stream of another GPU would run the communicator's kernels there, on addresses that
+  // GPU does not map: they fault, and the fault ends both GPUs' contexts. The legacy and
+  // per-thread default streams are the current device's, which each call makes the
+  // communicator's.
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
+  const CudaDriver& d = cuda_driver();
+  CUcontext context = nullptr;
+  const CUresult r = d.cuStreamGetCtx(reinterpret_cast<CUstream>(stream), &context);
+  SYMCOMM_REQUIRE(r == CUDA_SUCCESS, symcommInvalidArgument,
+                  "stream %p is not a CUDA stream (cuStreamGetCtx: error %d)",
+                  static_cast<void*>(stream), static_cast<int>(r));
+  SYMCOMM_REQUIRE(context == primary_context(d, c.topology.device), symcommInvalidArgument,
+                  "stream %p is not of the primary context of the communicator's device %d "
+                  "(another GPU's stream?): make it with device %d current",
+                  static_cast<void*>(stream), c.topology.device, c.topology.device);
 }
 
 void require_aligned(const void* p, size_t alignment, const char* what) {

@@ -187,7 +187,13 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
 
 extern "C" symcommResult_t symcommFinalize(symcommComm_t comm) {
   return guarded([] { return std::string("symcommFinalize"); }, [&] {
-    std::unique_ptr<symcommComm> owned(&checked(comm));
+    // Torn down however this ends; the handle itself is kept (symcommComm::tear_down).
+    struct TearDown {
+      symcommComm* c;
+      ~TearDown() { if (c) c->tear_down(); }
+      symcommComm* operator->() const { return c; }
+      void reset() { c->tear_down(); c = nullptr; }
+    } owned{&checked(comm)};
     LogRankScope scope(owned->topology.rank);
     for (auto& [object, detach] : owned->dependents) detach();
     owned->dependents.clear();

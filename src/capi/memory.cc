@@ -68,6 +68,21 @@ extern "C" symcommResult_t symcommHeapInfo(symcommComm_t comm, size_t* used, siz
   });
 }
 
+namespace {
+
+// What one host collective may move in all: the bootstrap goes through rank 0's sockets, for
+// setup data. A call above it would fail to allocate on some rank, out of step with the rest.
+constexpr size_t kHostCollMaxBytes = size_t{1} << 30;
+
+void check_host_coll_size(size_t bytes, size_t parts, const char* what) {
+  SYMCOMM_REQUIRE(bytes <= kHostCollMaxBytes / parts, symcommInvalidArgument,
+                  "%s of %zu bytes x %zu ranks is more than the host collectives' limit of %s: "
+                  "they are for setup data",
+                  what, bytes, parts, format_bytes(kHostCollMaxBytes).c_str());
+}
+
+}  // namespace
+
 extern "C" symcommResult_t symcommHostAllgather(symcommComm_t comm, const void* sendbuf,
                                                 void* recvbuf, size_t bytes) {
   return guarded([&] { return format("symcommHostAllgather(bytes=%zu)", bytes); }, [&] {
@@ -77,6 +92,7 @@ extern "C" symcommResult_t symcommHostAllgather(symcommComm_t comm, const void* 
       SYMCOMM_REQUIRE_ARG(sendbuf);
       SYMCOMM_REQUIRE_ARG(recvbuf);
     }
+    check_host_coll_size(bytes, static_cast<size_t>(c.topology.nranks), "an allgather");
     c.bootstrap->allgather(sendbuf, bytes, recvbuf);
   });
 }
@@ -88,6 +104,7 @@ extern "C" symcommResult_t symcommHostBroadcast(symcommComm_t comm, void* buf, s
                    symcommComm& c = checked(comm);
                    LogRankScope scope(c.topology.rank);
                    if (bytes) SYMCOMM_REQUIRE_ARG(buf);
+                   check_host_coll_size(bytes, 1, "a broadcast");
                    c.bootstrap->broadcast(buf, bytes, root);
                  });
 }

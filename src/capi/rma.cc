@@ -47,6 +47,21 @@ void check_engine(symcommEngine_t e) {
                   symcommInvalidArgument, "engine %d is not a symcommEngine_t", static_cast<int>(e));
 }
 
+// The engine for a copy whose local side (`what`: "src" of a put, "dst" of a get) is not
+// symmetric: SM copies touch it from a kernel, so it must be memory this GPU reaches at that
+// address (pageable host memory would fault the kernel and end the context). The copy
+// engines take any memory: auto moves such a buffer with them; an explicit sm is refused.
+symcommEngine_t engine_for(const symcommComm& c, symcommEngine_t engine, const void* local,
+                           const char* what) {
+  if (engine == symcommEngineCe || c.heap->contains(local)) return engine;
+  const std::string problem = c.space->device_access_problem(local);
+  if (problem.empty()) return engine;
+  SYMCOMM_REQUIRE(engine != symcommEngineSm, symcommInvalidArgument,
+                  "%s %s; or pass symcommEngineCe (the copy engines read any memory)", what,
+                  problem.c_str());
+  return symcommEngineCe;
+}
+
 }  // namespace
 
 extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* src,
@@ -60,7 +75,7 @@ extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, con
     char* to = remote(c, dst, bytes, pe, "dst");
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(src);
-    c.rma->backend().put(to, src, bytes, engine, stream);
+    c.rma->backend().put(to, src, bytes, engine_for(c, engine, src, "src"), stream);
   });
 }
 
@@ -75,7 +90,7 @@ extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, con
     const char* from = remote(c, src, bytes, pe, "src");
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(dst);
-    c.rma->backend().get(dst, from, bytes, engine, stream);
+    c.rma->backend().get(dst, from, bytes, engine_for(c, engine, dst, "dst"), stream);
   });
 }
 
@@ -97,7 +112,7 @@ extern "C" symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* ds
     if (bytes > 0) {
       char* to = remote(c, dst, bytes, pe, "dst");
       SYMCOMM_REQUIRE_ARG(src);
-      c.rma->backend().put(to, src, bytes, engine, stream);
+      c.rma->backend().put(to, src, bytes, engine_for(c, engine, src, "src"), stream);
     }
     c.rma->backend().signal(word, value, op, stream);
   });

@@ -25,6 +25,14 @@ void warn_if_failed(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) SYMCOMM_WARN("%s failed with CUDA error %d", what, static_cast<int>(r));
 }
 
+// The allocation a space last found accessible to its GPU, on this thread.
+struct AccessibleRange {
+  const void* space = nullptr;
+  int device = -1;
+  uintptr_t lo = 0, hi = 0;
+};
+thread_local AccessibleRange t_accessible;
+
 // This thread in relaxed stream-capture mode for the scope: a query made while the caller
 // captures a graph must not be taken for an unsafe call, which would end the capture.
 class RelaxedCapture {
@@ -205,17 +213,31 @@ class CudaSpace final : public Space {
   // host memory that the GPU reaches at the same address. Pageable memory is refused even
   // where the GPU could reach it (HMM, ATS): copy engines would stage it through the host,
   // and whether kernels may touch it depends on the system, not on the program.
+  //
+  // The last device or managed allocation found accessible is remembered per thread: puts
+  // and gets from a plain buffer ask about it on every call, and the driver's answer (with
+  // the capture-mode switch around it) costs far more than a range check.
   std::string device_access_problem(const void* ptr) const override {
+    const auto p = reinterpret_cast<uintptr_t>(ptr);
+    if (t_accessible.space == this && t_accessible.device == device_ && p >= t_accessible.lo &&
+        p < t_accessible.hi)
+      return "";
     cudaPointerAttributes attr{};
+    bool accessible = false;
     {
       RelaxedCapture relaxed;  // the caller may be capturing a graph
       DeviceScope guard(device_);
       if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) (void)cudaGetLastError();
+      accessible = attr.type == cudaMemoryTypeManaged ||
+                   (attr.type == cudaMemoryTypeDevice && attr.device == device_);
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      if (accessible &&
+          drv_.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(p)) == CUDA_SUCCESS)
+        t_accessible = AccessibleRange{this, device_, base, base + size};
     }
-    if (attr.type == cudaMemoryTypeManaged ||
-        (attr.type == cudaMemoryTypeDevice && attr.device == device_) ||
-        (attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr))
-      return "";
+    if (accessible) return "";
+    if (attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr) return "";
     return format("%p is %s, which this rank's GPU %d does not access at that address: pass "
                   "memory of this GPU (symcommMalloc, cudaMalloc), managed memory, or pinned "
                   "host memory (cudaMallocHost, cudaHostRegister)",

@@ -142,19 +142,11 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&reset_stream_, cudaStreamNonBlocking));
     load_kernels(drv_);  // all of the library's, before any of them can wait for a peer
     base_ = windows[static_cast<size_t>(topology.rank)];
-    int blocks = static_cast<int>(kSmCopyBlocks.get());
-    SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 1024, symcommInvalidArgument,
-                    "SYMCOMM_SM_COPY_BLOCKS=%d is not in [1, 1024]", blocks);
-    copy_blocks_ = blocks;
-    box_blocks_ = static_cast<int>(kBoxBlocks.get());
+    copy_blocks_ = static_cast<int>(kSmCopyBlocks.get_in(1, 1024));
+    box_blocks_ = static_cast<int>(kBoxBlocks.get_in(1, 1 << 20));
     int sms = 0;
     SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, topology.device));
-    const int per_sm = static_cast<int>(kSyncedPerSm.get());
-    SYMCOMM_REQUIRE(per_sm >= 0 && per_sm <= 64, symcommInvalidArgument,
-                    "SYMCOMM_BOX_COPY_SYNCED_PER_SM=%d is not in [0, 64]", per_sm);
-    synced_blocks_ = sms * per_sm;
-    SYMCOMM_REQUIRE(box_blocks_ >= 1 && box_blocks_ <= (1 << 20), symcommInvalidArgument,
-                    "SYMCOMM_BOX_COPY_BLOCKS=%d is not in [1, 2^20]", box_blocks_);
+    synced_blocks_ = sms * static_cast<int>(kSyncedPerSm.get_in(0, 64));
     sm_copy_max_ = kSmCopyMax.get();
     wait_timeout_ns_ = static_cast<uint64_t>(wait_timeout_ms()) * 1000000ull;
     SYMCOMM_CUDART(cudaDeviceSynchronize());

@@ -1,5 +1,6 @@
 #include "topology/topology.h"
 
+#include <climits>
 #include <cstring>
 #include <string>
 
@@ -39,7 +40,7 @@ int pick_device(const CudaDriver& drv, int requested, int local_rank) {
   int count = 0;
   SYMCOMM_CU(drv, cuDeviceGetCount(&count));
   SYMCOMM_REQUIRE(count > 0, symcommNotSupported, "the cuda space needs a GPU; none is visible");
-  int dev = requested >= 0 ? requested : static_cast<int>(kDevice.get());
+  int dev = requested >= 0 ? requested : static_cast<int>(kDevice.get_in(-1, INT_MAX));
   if (dev < 0) dev = local_rank % count;
   SYMCOMM_REQUIRE(dev < count, symcommInvalidArgument,
                   "device %d does not exist (%d visible; check SYMCOMM_DEVICE, the config's "

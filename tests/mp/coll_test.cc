@@ -133,8 +133,7 @@ TEST_P(Coll, ReductionsOfRandomFloats) {
 // unless every rank holds one, -0 is below +0, and the result is the same bits on every rank
 // and for every algorithm. Before, the result depended on which rank held the NaN (kept
 // from rank 0, dropped from the others), so the same call gave NaN or a number by size.
-// NCCL's kernels decide the sign of a zero min or max themselves: for "nccl", zeros are
-// compared by value.
+// NCCL's kernels (2.28.3 on 4 x H200) give the same answers.
 TEST_P(Coll, MinMaxWithNaNsAndSignedZeros) {
   if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
   const size_t n = static_cast<size_t>(n_);
@@ -181,8 +180,9 @@ TEST_P(Coll, MinMaxWithNaNsAndSignedZeros) {
           any = true;
         }
         EXPECT_EQ(g, want) << "element " << i;
-        if (want == 0 && algo_ != "nccl")
+        if (want == 0) {
           EXPECT_EQ(std::signbit(g), std::signbit(want)) << "element " << i << ": got " << g;
+        }
       }
       std::vector<uint8_t> all(got.size() * n);
       SC_OK(symcommHostAllgather(comm_, got.data(), all.data(), got.size()));

@@ -48,7 +48,9 @@ class OneFreeDescriptor {
     EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
   }
   ~OneFreeDescriptor() {
-    if (active_) EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &old_), 0);
+    if (active_) {
+      EXPECT_EQ(setrlimit(RLIMIT_NOFILE, &old_), 0);
+    }
   }
 
  private:

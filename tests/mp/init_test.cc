@@ -265,6 +265,48 @@ TEST(HostCollectives, DisagreementsFailOnEveryRank) {
 
 }  // namespace
 
+// A finalized handle stays known as finalized, also once a newer communicator exists: the
+// allocator used to put the newer one at the same address, and the stale handle then drove
+// it (finalizing it, here).
+TEST(Init, AFinalizedHandleNeverDrivesANewerCommunicator) {
+  symcommComm_t a = mp::new_comm();
+  ASSERT_NE(a, nullptr);
+  SC_OK(symcommFinalize(a));
+  symcommComm_t b = mp::new_comm();
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  SC_FAILS_SAYING(symcommFinalize(a), symcommInvalidArgument, "not a live communicator");
+  int size = 0;
+  SC_FAILS(symcommCommSize(a, &size), symcommInvalidArgument);
+  SC_OK(symcommCommSize(b, &size));
+  EXPECT_EQ(size, mp::nranks());
+  SC_OK(symcommHostBarrier(b));
+  SC_OK(symcommFinalize(b));
+}
+
+// Sizes beyond the host collectives' limit (1 GiB in all) are refused alike on every rank
+// that passes them, before anything is sent: the communicator stays in step. Before, 2^61
+// bytes failed to allocate on one rank (out of memory) while the others went on into the
+// round, and SIZE_MAX was reported as an internal error.
+TEST(HostCollectives, SizesBeyondTheLimitAreRefusedInStep) {
+  uint64_t buf[2] = {};
+  for (size_t bytes : {size_t{1} << 61, SIZE_MAX, (size_t{1} << 30) + 1}) {
+    SC_FAILS_SAYING(symcommHostBroadcast(mp::world(), buf, bytes, 0), symcommInvalidArgument,
+                    "limit");
+    SC_FAILS_SAYING(symcommHostAllgather(mp::world(), buf, buf, bytes), symcommInvalidArgument,
+                    "limit");
+  }
+  // Per rank, an allgather's limit is 1 GiB / nranks.
+  SC_FAILS_SAYING(symcommHostAllgather(mp::world(), buf, buf,
+                                       (size_t{1} << 30) / static_cast<size_t>(mp::nranks()) + 1),
+                  symcommInvalidArgument, "limit");
+  // In step: the next collectives pair up as they should.
+  buf[0] = 42 + static_cast<uint64_t>(mp::rank());
+  SC_OK(symcommHostBroadcast(mp::world(), buf, 8, 0));
+  EXPECT_EQ(buf[0], 42u);
+  SC_OK(symcommHostBarrier(mp::world()));
+}
+
 namespace {
 
 // Joins a communicator under `peer_timeout` and `heartbeat`, stays quiet for `quiet_s`, and
@@ -287,5 +329,9 @@ TEST(PeerTimeout, ZeroMeansSilenceIsNoLoss) { quiet_peers_stay("0", "1", 0.5); }
 TEST(PeerTimeout, AHeartbeatLongerThanTheTimeoutIsShortened) {
   quiet_peers_stay("1", "5", 2.0);
 }
+
+// A short timeout holds too: the monitor used to wake every 100 ms whatever the interval, so
+// a 50 ms timeout declared every live peer lost.
+TEST(PeerTimeout, AShortTimeoutKeepsLivePeers) { quiet_peers_stay("0.2", "1", 1.0); }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "mp.h"
 #include "symcomm/device_comm.h"
 
@@ -188,6 +190,70 @@ TEST_F(Rma, ZeroBytesIsANoOp) {
   EXPECT_EQ(mismatches(sym, 64, mp::rank(), 11), 0u) << "a zero-byte put wrote";
   EXPECT_EQ(mismatches(local, 64, mp::rank(), 12), 0u) << "a zero-byte get wrote";
   mp::local_free(local);
+  SC_OK(symcommFree(comm_, sym));
+}
+
+// A plain local buffer a kernel of this GPU cannot touch (pageable host memory): auto
+// moves it with the copy engines (an SM copy used to fault the kernel, ending the context),
+// sm refuses it naming the buffer, ce takes it. In the host space all memory is the host's.
+TEST_F(Rma, PageableLocalBuffers) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "the host space takes any host memory";
+  const size_t bytes = 4096;  // small: auto picks sm for device memory of this size
+  char* sym;
+  SC_OK(symcommMalloc(comm_, bytes, reinterpret_cast<void**>(&sym)));
+  std::vector<uint8_t> src(bytes), dst(bytes, 0);
+  for (size_t i = 0; i < bytes; ++i) src[i] = mp::pattern(mp::rank(), 21, i);
+  SC_OK(symcommHostBarrier(comm_));
+  SC_FAILS_SAYING(symcommPutOnStream(comm_, sym, src.data(), bytes, right(), symcommEngineSm,
+                                     stream_),
+                  symcommInvalidArgument, "src", "pageable host memory", "symcommEngineCe");
+  SC_FAILS_SAYING(symcommGetOnStream(comm_, dst.data(), sym, bytes, left(), symcommEngineSm,
+                                     stream_),
+                  symcommInvalidArgument, "dst", "pageable host memory");
+  for (symcommEngine_t engine : {symcommEngineAuto, symcommEngineCe}) {
+    mp::fill(sym, bytes, 0xff, 0);
+    SC_OK(symcommHostBarrier(comm_));
+    SC_OK(symcommPutOnStream(comm_, sym, src.data(), bytes, right(), engine, stream_));
+    SC_OK(symcommQuietOnStream(comm_, stream_));
+    mp::sync(stream_);
+    SC_OK(symcommHostBarrier(comm_));
+    EXPECT_EQ(mismatches(sym, bytes, left(), 21), 0u) << "put, engine " << engine;
+    std::fill(dst.begin(), dst.end(), 0);
+    SC_OK(symcommGetOnStream(comm_, dst.data(), sym, bytes, right(), engine, stream_));
+    mp::sync(stream_);
+    size_t bad = 0;  // right's sym holds what this rank put
+    for (size_t i = 0; i < bytes; ++i) bad += dst[i] != mp::pattern(mp::rank(), 21, i);
+    EXPECT_EQ(bad, 0u) << "get, engine " << engine;
+    SC_OK(symcommHostBarrier(comm_));
+  }
+  SC_OK(symcommFree(comm_, sym));
+}
+
+// A stream of another GPU is refused before anything is enqueued: the communicator's kernels
+// would run on that GPU, on addresses it does not map, and the fault would end both GPUs'
+// contexts (a put by the SM engine and a barrier used to return success and then do so).
+TEST_F(Rma, AStreamOfAnotherGpuIsRefused) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "streams are the cuda space's";
+  int count = 0, device = -1;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  SC_OK(symcommCommDevice(comm_, &device));
+  if (count < 2) GTEST_SKIP() << "one GPU";
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaSetDevice((device + 1) % count), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+  char* sym = nullptr;
+  SC_OK(symcommMalloc(comm_, 256, reinterpret_cast<void**>(&sym)));
+  symcommStream_t s = reinterpret_cast<symcommStream_t>(other);
+  SC_FAILS_SAYING(symcommPutOnStream(comm_, sym, sym + 128, 64, right(), symcommEngineSm, s),
+                  symcommInvalidArgument, "primary context of the communicator's device");
+  SC_FAILS_SAYING(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, s), symcommInvalidArgument,
+                  "another GPU's stream");
+  // The communicator's own stream still works.
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  mp::sync(stream_);
+  ASSERT_EQ(cudaStreamDestroy(other), cudaSuccess);
+  SC_OK(symcommHostBarrier(comm_));
   SC_OK(symcommFree(comm_, sym));
 }
 

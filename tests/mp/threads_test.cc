@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include <cuda.h>
+#include <cuda_runtime.h>
+
 #include "mp.h"
 
 namespace {
@@ -131,6 +134,68 @@ TEST(Threads, CommunicatorsUsedAtOnceFromThreads) {
   for (std::thread& t : threads) t.join();
   for (symcommComm_t c : comms)
     EXPECT_EQ(symcommFinalize(c), symcommSuccess) << symcommGetLastError();
+}
+
+}  // namespace
+
+namespace {
+
+// A call from a thread that never chose a device (such as a worker thread of the caller's
+// runtime) runs on the communicator's GPU and leaves that thread as it found it: no context
+// current, and no primary context made on GPU 0. Before, the call "restored" device 0 on
+// the way out, which created GPU 0's primary context (hundreds of MiB) in every process
+// that did so. Checked on ranks whose GPU is not GPU 0.
+TEST(Threads, ACallFromAThreadWithoutADeviceMakesNoContextOnGpu0) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "contexts are the cuda space's";
+  int device = -1;
+  SC_OK(symcommCommDevice(mp::world(), &device));
+  void* sym = nullptr;
+  SC_OK(symcommMalloc(mp::world(), 4096, &sym));
+  void* local = mp::local_alloc(4096);
+  symcommStream_t stream = mp::new_stream();
+  using GetState = CUresult (*)(CUdevice, unsigned*, int*);
+  using GetCurrent = CUresult (*)(CUcontext*);
+  void* state_fn = nullptr;
+  void* current_fn = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state_fn, 12000,
+                                             cudaEnableDefault, &found), cudaSuccess);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &current_fn, 12000,
+                                             cudaEnableDefault, &found),
+            cudaSuccess);
+  auto gpu0_active = [&] {
+    unsigned flags = 0;
+    int active = -1;
+    EXPECT_EQ(reinterpret_cast<GetState>(state_fn)(0, &flags, &active), CUDA_SUCCESS);
+    return active;
+  };
+  bool checked = false;
+  if (device != 0 && gpu0_active() == 0) {
+    checked = true;
+    symcommResult_t put = symcommInternalError, quiet = symcommInternalError;
+    int runtime_device = -1;
+    CUcontext after = reinterpret_cast<CUcontext>(1);
+    std::thread t([&] {
+      put = symcommPutOnStream(mp::world(), sym, local, 4096, mp::rank(), symcommEngineSm, stream);
+      quiet = symcommQuietOnStream(mp::world(), stream);
+      (void)cudaGetDevice(&runtime_device);
+      reinterpret_cast<GetCurrent>(current_fn)(&after);
+    });
+    t.join();
+    EXPECT_EQ(put, symcommSuccess);
+    EXPECT_EQ(quiet, symcommSuccess);
+    EXPECT_EQ(runtime_device, 0) << "the thread's own choice of device changed";
+    EXPECT_EQ(after, nullptr) << "a context stayed current on the thread";
+    EXPECT_EQ(gpu0_active(), 0) << "the call made GPU 0's primary context";
+  }
+  mp::sync(stream);
+  mp::free_stream(stream);
+  mp::local_free(local);
+  SC_OK(symcommHostBarrier(mp::world()));
+  SC_OK(symcommFree(mp::world(), sym));
+  if (!checked)
+    GTEST_SKIP() << "this rank's GPU is GPU 0, or GPU 0's context was made before (device "
+                 << device << ")";
 }
 
 }  // namespace

@@ -29,7 +29,10 @@ TEST(Param, ParsesSizes) {
 
 TEST(Param, ParsesOthers) {
   EXPECT_EQ(parse_int("-12"), -12);
-  EXPECT_EQ(parse_int("0x10"), 16);
+  // Decimal only: a leading 0 is not octal, and 0x is junk.
+  EXPECT_EQ(parse_int("010"), 10);
+  EXPECT_FALSE(parse_int("0x10"));
+  EXPECT_EQ(parse_int("08"), 8);
   EXPECT_FALSE(parse_int("1.5"));
   EXPECT_EQ(parse_bool("Yes"), true);
   EXPECT_EQ(parse_bool("off"), false);
@@ -54,6 +57,11 @@ TEST(Param, HugeDurationsAreClamped) {
   EXPECT_EQ(kTestSeconds.get(), SecondsParam::kMaxSeconds);
   setenv("SYMCOMM_UNIT_TEST_SECONDS", "2.5", 1);
   EXPECT_EQ(kTestSeconds.get(), 2.5);
+  // A positive duration never rounds to 0 ms, which often means "no bound".
+  setenv("SYMCOMM_UNIT_TEST_SECONDS", "0.0002", 1);
+  EXPECT_EQ(kTestSeconds.get_ms(), 1);
+  setenv("SYMCOMM_UNIT_TEST_SECONDS", "0", 1);
+  EXPECT_EQ(kTestSeconds.get_ms(), 0);
   unsetenv("SYMCOMM_UNIT_TEST_SECONDS");
 }
 
@@ -112,6 +120,23 @@ TEST(Param, RegistryListsEveryParameterOnce) {
   EXPECT_EQ(symcommGetParam(n, &info), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "symcommGetParam(index="), nullptr);
   EXPECT_EQ(symcommGetParam(0, nullptr), symcommInvalidArgument);
+}
+
+const IntParam kTestInt("SYMCOMM_UNIT_TEST_INT", "5", "an integer for the unit test");
+TEST(Param, IntegersInARange) {
+  EXPECT_EQ(kTestInt.get_in(1, 8), 5);
+  setenv("SYMCOMM_UNIT_TEST_INT", "4294967297", 1);  // 2^32 + 1: was cast to int as 1
+  try {
+    kTestInt.get_in(1, 1024);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), symcommInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("SYMCOMM_UNIT_TEST_INT='4294967297' is not an integer "
+                                         "in [1, 1024]"), std::string::npos) << e.what();
+  }
+  setenv("SYMCOMM_UNIT_TEST_INT", "-5", 1);
+  EXPECT_THROW(kTestInt.get_in(-1, 7), Error);
+  unsetenv("SYMCOMM_UNIT_TEST_INT");
 }
 
 }  // namespace
