@@ -48,6 +48,17 @@ Loaded load() {
   }
   SYMCOMM_CUDA_DRIVER_FUNCTIONS(SYMCOMM_LOAD_PFN)
 #undef SYMCOMM_LOAD_PFN
+  static_assert(CUDA_VERSION >= 12050, "cuStreamGetCtx_v2 is CUDA 12.5's");
+  {
+    CUdriverProcAddressQueryResult status;
+    void* p = nullptr;
+    if (get_proc("cuStreamGetCtx", &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
+            CUDA_SUCCESS || !p) {
+      l.reason = format("the CUDA driver lacks cuStreamGetCtx for CUDA %d", CUDA_VERSION);
+      return l;
+    }
+    d.cuStreamGetCtx_v2 = reinterpret_cast<decltype(d.cuStreamGetCtx_v2)>(p);
+  }
   CUresult r = d.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = "?";

@@ -10,13 +10,16 @@
 #include "base/error.h"
 
 // The driver entry points symcomm uses, looked up by their base names with
-// cuGetProcAddress for the CUDA version symcomm was built with.
+// cuGetProcAddress for the CUDA version symcomm was built with. That gives the newest
+// version of each: a function whose newer version takes other arguments while the header
+// keeps the old name without mapping it (cuStreamGetCtx, cuCtxSynchronize, cuCtxGetDevice)
+// must be declared with the newer type (see cuStreamGetCtx_v2 below), not listed here.
 #define SYMCOMM_CUDA_DRIVER_FUNCTIONS(X)                                          \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)          \
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName)  \
   X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDeviceCanAccessPeer)                \
   X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
-  X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)    \
+  X(cuCtxSetCurrent) X(cuCtxGetCurrent)                                          \
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                \
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)              \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)           \
@@ -25,7 +28,7 @@
   X(cuKernelGetLibrary) X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels)  \
   X(cuKernelGetFunction) X(cuKernelGetName) X(cuFuncLoad) X(cuFuncIsLoaded)      \
   X(cuFuncGetName) X(cuLibraryGetModule) X(cuModuleGetFunctionCount)             \
-  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode) X(cuStreamGetCtx)
+  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode)
 
 namespace symcomm {
 
@@ -33,6 +36,10 @@ struct CudaDriver {
 #define SYMCOMM_DECLARE_PFN(fn) decltype(&::fn) fn = nullptr;
   SYMCOMM_CUDA_DRIVER_FUNCTIONS(SYMCOMM_DECLARE_PFN)
 #undef SYMCOMM_DECLARE_PFN
+  // Looked up by the base name "cuStreamGetCtx", which for CUDA 12.5 and later gives this
+  // version: three arguments (the header's cuStreamGetCtx takes two; calling the pointer as
+  // that left the third, an output, as garbage: a crash).
+  decltype(&::cuStreamGetCtx_v2) cuStreamGetCtx_v2 = nullptr;
   int version = 0;  // cuDriverGetVersion, e.g. 13000
 
   // The driver, loaded and initialised once; nullptr when there is none (see reason()).

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "base/param.h"
+#include "bootstrap/root.h"
 
 namespace symcomm {
 
@@ -118,7 +119,17 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int 
     b->p2p_listener_ = tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN);
     me.p2p = socket_local_addr(b->p2p_listener_.get());
   }
-  Fd root = tcp_connect(uid.root, deadline, nullptr, "connecting to the bootstrap root");
+  Fd root;
+  try {
+    root = tcp_connect(uid.root, deadline, nullptr, "connecting to the bootstrap root");
+  } catch (const Error& e) {
+    if (e.code() != symcommTimeout) throw;
+    throw Error(symcommTimeout,
+                std::string(e.what()) +
+                    "; is the root still there? A root serves one join: it stops once that "
+                    "is done, or if no rank joined it within SYMCOMM_BOOTSTRAP_TIMEOUT of its "
+                    "start (symrun's serves one join after another while symrun runs)");
+  }
   JoinHello hello{kJoinMagic, {}, nranks, rank, me};
   std::memcpy(hello.token, uid.token.data(), 16);
   send_all(root.get(), &hello, sizeof hello, deadline, nullptr, "joining through the root");
@@ -143,6 +154,9 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int 
 void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadline) {
   if (nranks_ == 1) return;
   if (rank_ != 0) {
+    // Two connections to the hub, and one memory handle per peer while the communicator is
+    // set up.
+    ensure_descriptors(nranks_ + 1, "a rank");
     const NetAddr& hub = peers_[0].hub;
     for (Channel ch : {Channel::Data, Channel::Liveness}) {
       Fd c = tcp_connect(hub, deadline, nullptr, "connecting to rank 0");
@@ -156,6 +170,9 @@ void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadl
   data_.resize(static_cast<size_t>(nranks_));
   live_.resize(static_cast<size_t>(nranks_));
   int pending = 2 * (nranks_ - 1);
+  // The hub keeps two connections per other rank for the communicator's lifetime, and
+  // receives one memory handle per peer while the communicator is set up.
+  ensure_descriptors(int64_t{3} * (nranks_ - 1), "rank 0 (the hub of the bootstrap network)");
   while (pending > 0) {
     Fd c = accept_before(hub_listener.get(), deadline, nullptr,
                          "waiting for every rank to connect to rank 0");

@@ -21,7 +21,8 @@ static const StringParam kToken(
     "32 hex digits every rank presents to the root (default: derived from the job's ids)");
 static const IntParam kMasterPortOffset(
     "SYMCOMM_MASTER_PORT_OFFSET", "1",
-    "the root listens on MASTER_PORT plus this, leaving MASTER_PORT to torch.distributed");
+    "the root listens on MASTER_PORT plus this (decimal, may be negative), leaving "
+    "MASTER_PORT to torch.distributed");
 // Other launchers' variables, read through the registry like our own.
 static const StringParam kTorchRank("RANK", "", "torchrun: global rank");
 static const StringParam kTorchWorld("WORLD_SIZE", "", "torchrun: number of ranks");
@@ -45,12 +46,46 @@ static const StringParam kSlurmStep("SLURM_STEP_ID", "", "Slurm: step id");
 
 namespace {
 
+// Launchers write plain decimal numbers. The registry's parse_int (strtoll, base 0) would
+// read RANK=010 as octal 8 and accept "0x8", " +8" and "8 ": the ranks would then disagree
+// on who is who. Here: an optional '-' where allowed, then decimal digits only.
+std::optional<int64_t> parse_decimal(const std::string& t, bool allow_minus) {
+  size_t i = allow_minus && !t.empty() && t[0] == '-' ? 1 : 0;
+  if (i == t.size() || t.size() - i > 12) return std::nullopt;  // bounded: no overflow
+  int64_t v = 0;
+  for (size_t k = i; k < t.size(); ++k) {
+    if (t[k] < '0' || t[k] > '9') return std::nullopt;
+    v = v * 10 + (t[k] - '0');
+  }
+  return i == 1 ? -v : v;
+}
+
 int as_int(const Param& p, int min) {
   std::string t = p.text();
-  auto v = parse_int(t);
+  auto v = parse_decimal(t, false);
   SYMCOMM_REQUIRE(v && *v >= min && *v <= (1 << 30), symcommInvalidArgument,
-                  "%s='%s' is not an integer >= %d", p.name(), t.c_str(), min);
+                  "%s='%s' is not a decimal integer from %d to %d", p.name(), t.c_str(), min,
+                  1 << 30);
   return static_cast<int>(*v);
+}
+
+// MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET, computed without overflow and checked to be a port.
+int master_root_port() {
+  std::string port_text = kMasterPort.text(), offset_text = kMasterPortOffset.text();
+  auto port = parse_decimal(port_text, false);
+  SYMCOMM_REQUIRE(port && *port >= 1 && *port <= 65535, symcommInvalidArgument,
+                  "MASTER_PORT='%s' is not a decimal port number from 1 to 65535",
+                  port_text.c_str());
+  auto offset = parse_decimal(offset_text, true);
+  SYMCOMM_REQUIRE(offset, symcommInvalidArgument,
+                  "SYMCOMM_MASTER_PORT_OFFSET='%s' is not a decimal integer",
+                  offset_text.c_str());
+  const int64_t root_port = *port + *offset;
+  SYMCOMM_REQUIRE(root_port >= 1 && root_port <= 65535, symcommInvalidArgument,
+                  "MASTER_PORT (%s) + SYMCOMM_MASTER_PORT_OFFSET (%s) = %lld is not a port: "
+                  "the bootstrap root listens there, which must be from 1 to 65535",
+                  port_text.c_str(), offset_text.c_str(), static_cast<long long>(root_port));
+  return static_cast<int>(root_port);
 }
 
 bool set(const Param& p) { return p.raw().has_value() && !p.raw()->empty(); }
@@ -113,10 +148,7 @@ LaunchEnv read_launch_env() {
   if (set(kRoot)) {
     env.root = NetAddr::parse(kRoot.text());
   } else if (set(kMasterAddr) && set(kMasterPort)) {
-    int port = as_int(kMasterPort, 1) + static_cast<int>(kMasterPortOffset.get());
-    SYMCOMM_REQUIRE(port < 65536, symcommInvalidArgument,
-                    "MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET = %d is not a port", port);
-    env.root = NetAddr::parse(kMasterAddr.text(), port);
+    env.root = NetAddr::parse(kMasterAddr.text(), master_root_port());
   } else {
     SYMCOMM_THROW(symcommInvalidArgument,
                   "%s environment gives rank %d of %d but no way to meet: set "

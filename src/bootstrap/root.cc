@@ -1,5 +1,8 @@
 #include "bootstrap/root.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -18,13 +21,19 @@ struct Joined {
   JoinHello hello;
 };
 
+// A serial root waits for the first rank of each join without a bound (about 35 years).
+constexpr int64_t kForeverMs = int64_t{1} << 40;
+
 class Root {
  public:
-  Root(Fd listener, const Token& token) : listener_(std::move(listener)), token_(token) {}
+  Root(Fd listener, const Token& token, RootMode mode)
+      : listener_(std::move(listener)), token_(token), mode_(mode) {}
 
   void run() {
     try {
-      serve();
+      do {
+        serve();
+      } while (mode_ == RootMode::Serial);
     } catch (const std::exception& e) {
       // The ranks learn of the failure through their own connections and deadlines.
       SYMCOMM_WARN("bootstrap root stopped: %s", e.what());
@@ -32,9 +41,10 @@ class Root {
   }
 
  private:
+  // Serves one join, successful or not.
   void serve() {
-    const int64_t timeout_ms = bootstrap_timeout_ms();
-    Deadline deadline = Deadline::after_ms(timeout_ms);
+    int64_t timeout_ms = bootstrap_timeout_ms();
+    Deadline deadline = Deadline::after_ms(mode_ == RootMode::Serial ? kForeverMs : timeout_ms);
     int nranks = -1;
     std::vector<Joined> joined;
     // Once the join has failed, the root stays until the deadline to give every rank that
@@ -42,13 +52,19 @@ class Root {
     symcommResult_t failed = symcommSuccess;
     std::string failure;
     int answered = 0;
+    bool started = false;
     while (failed != symcommSuccess ? answered < nranks
                                     : nranks < 0 || static_cast<int>(joined.size()) < nranks) {
       Fd conn;
       try {
         conn = accept_before(listener_.get(), deadline, nullptr, "waiting for ranks to join");
       } catch (const Error& e) {
-        if (e.code() != symcommTimeout) throw;
+        if (e.code() != symcommTimeout) {
+          // The root stops: the ranks that joined hear why rather than a closed connection.
+          if (failed == symcommSuccess)
+            fail_all(joined, e.code(), std::string("the bootstrap root stopped: ") + e.what());
+          throw;
+        }
         if (failed == symcommSuccess)
           fail_all(joined, symcommTimeout, missing_message(joined, nranks, timeout_ms));
         return;
@@ -69,6 +85,11 @@ class Root {
               "match the root's)");
         continue;
       }
+      if (!started) {
+        started = true;
+        timeout_ms = bootstrap_timeout_ms();
+        deadline = Deadline::after_ms(timeout_ms);  // the join starts with the first rank
+      }
       if (failed != symcommSuccess) {
         reply(conn, failed, failure);
         ++answered;
@@ -87,7 +108,8 @@ class Root {
       }
       if (nranks < 0) {
         nranks = hello.nranks;
-        deadline = Deadline::after_ms(timeout_ms);  // the join starts with the first rank
+        // The root keeps every rank's connection until all have joined.
+        ensure_descriptors(std::min(nranks, 1 << 20), "the bootstrap root");
       }
       joined.push_back(Joined{std::move(conn), hello});
     }
@@ -161,13 +183,48 @@ class Root {
 
   Fd listener_;
   Token token_;
+  RootMode mode_;
 };
+
+// Descriptors open in this process, or -1 where /proc cannot tell.
+int64_t open_descriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int64_t count = 0;
+  while (readdir(dir) != nullptr) ++count;
+  closedir(dir);
+  return count - 3;  // ".", ".." and the directory's own descriptor
+}
 
 }  // namespace
 
-NetAddr start_bootstrap_root(Fd listener, const Token& token) {
+void ensure_descriptors(int64_t more, const char* who) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  const int64_t open = open_descriptors();
+  // Room for what the process opens meanwhile (shared memory, sockets of the library).
+  const int64_t needed = std::max<int64_t>(open, 0) + more + 64;
+  if (static_cast<int64_t>(limit.rlim_cur) >= needed) return;
+  rlimit raised = limit;
+  raised.rlim_cur = limit.rlim_max == RLIM_INFINITY
+                        ? static_cast<rlim_t>(needed)
+                        : std::min(static_cast<rlim_t>(needed), limit.rlim_max);
+  if (raised.rlim_cur > limit.rlim_cur && setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+    SYMCOMM_DEBUG("%s: raised the open-file limit from %llu to %llu", who,
+                  static_cast<unsigned long long>(limit.rlim_cur),
+                  static_cast<unsigned long long>(raised.rlim_cur));
+    limit = raised;
+  }
+  if (static_cast<int64_t>(limit.rlim_cur) < needed)
+    SYMCOMM_WARN("%s needs about %lld open files (%lld open, %lld more), but the limit is "
+                 "%llu and cannot be raised (raise ulimit -n)",
+                 who, static_cast<long long>(needed), static_cast<long long>(open),
+                 static_cast<long long>(more), static_cast<unsigned long long>(limit.rlim_cur));
+}
+
+NetAddr start_bootstrap_root(Fd listener, const Token& token, RootMode mode) {
   NetAddr addr = socket_local_addr(listener.get());
-  auto root = std::make_shared<Root>(std::move(listener), token);
+  auto root = std::make_shared<Root>(std::move(listener), token, mode);
   std::thread([root] { root->run(); }).detach();
   return addr;
 }

@@ -229,16 +229,44 @@ Fd tcp_connect(const NetAddr& addr, Deadline deadline, const AbortCheck& abort, 
                 addr.to_string().c_str(), strerror(last_err));
 }
 
+// accept(2): Linux passes pending network errors of the new connection to accept, which
+// should then be retried like EAGAIN; they say nothing about the listening socket.
+static bool accept_error_is_transient(int err) {
+  switch (err) {
+    case EINTR: case EAGAIN: case ECONNABORTED: case ENETDOWN: case EPROTO: case ENOPROTOOPT:
+    case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Fd accept_before(int listen_fd, Deadline deadline, const AbortCheck& abort, const char* what) {
+  // Out of descriptors (EMFILE, ENFILE): the connection waits in the backlog while others
+  // close theirs; retried briefly until the deadline.
+  int out_of_files = 0;
   for (;;) {
+    if (out_of_files != 0) {
+      if (abort) abort();
+      if (deadline.expired())
+        SYMCOMM_THROW(symcommSystemError,
+                      "cannot accept a connection %s: too many open files (raise ulimit -n): %s",
+                      what, strerror(out_of_files));
+      ::poll(nullptr, 0, std::min(20, deadline.remaining_ms(20)));
+    }
     wait_ready(listen_fd, POLLIN, deadline, abort, what);
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) {
       set_socket_options(fd);  // harmless on Unix sockets
       return Fd(fd);
     }
-    if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
-      throw_system_error(__FILE__, __LINE__, "accept4", errno);
+    const int err = errno;
+    if (err == EMFILE || err == ENFILE) {
+      out_of_files = err;
+      continue;
+    }
+    out_of_files = 0;
+    if (!accept_error_is_transient(err)) throw_system_error(__FILE__, __LINE__, "accept4", err);
   }
 }
 
@@ -309,12 +337,24 @@ Fd unix_connect(const std::string& path, Deadline deadline, const AbortCheck& ab
   for (;;) {
     if (abort) abort();
     Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    SYMCOMM_SYSCHECK(fd.get());
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0) return fd;
-    int err = errno;
-    if (deadline.expired())
+    int err;
+    if (!fd) {
+      // Out of descriptors: retried until the deadline, as others may close theirs.
+      err = errno;
+      if (err != EMFILE && err != ENFILE) throw_system_error(__FILE__, __LINE__, "socket", err);
+    } else if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+      return fd;
+    } else {
+      err = errno;
+    }
+    if (deadline.expired()) {
+      if (err == EMFILE || err == ENFILE)
+        SYMCOMM_THROW(symcommSystemError,
+                      "cannot connect to Unix socket %s: too many open files (raise ulimit -n): "
+                      "%s", path.c_str(), strerror(err));
       SYMCOMM_THROW(symcommTimeout, "timed out connecting to Unix socket %s: %s", path.c_str(),
                     strerror(err));
+    }
     ::poll(nullptr, 0, 10);
   }
 }

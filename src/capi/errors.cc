@@ -37,7 +37,9 @@ void check_stream(const symcommComm& c, symcommStream_t stream) {
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
   const CudaDriver& d = cuda_driver();
   CUcontext context = nullptr;
-  const CUresult r = d.cuStreamGetCtx(reinterpret_cast<CUstream>(stream), &context);
+  CUgreenCtx green = nullptr;
+  const CUresult r =
+      d.cuStreamGetCtx_v2(reinterpret_cast<CUstream>(stream), &context, &green);
   SYMCOMM_REQUIRE(r == CUDA_SUCCESS, symcommInvalidArgument,
                   "stream %p is not a CUDA stream (cuStreamGetCtx: error %d)",
                   static_cast<void*>(stream), static_cast<int>(r));

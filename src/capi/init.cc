@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "bootstrap/launcher_env.h"
@@ -128,6 +129,22 @@ extern "C" symcommResult_t symcommGetUniqueId(symcommUniqueId* uid) {
   });
 }
 
+// For symrun alone, declared there (no public header): like symcommGetUniqueId, but the root
+// serves one join after another for the process's lifetime (a program may finalize and
+// initialize again), each bounded by SYMCOMM_BOOTSTRAP_TIMEOUT from its first rank only (a
+// program may take its time before it joins).
+extern "C" __attribute__((visibility("default"))) symcommResult_t symcommLauncherUniqueId(
+    symcommUniqueId* uid) {
+  return guarded([] { return std::string("symcommLauncherUniqueId"); }, [&] {
+    SYMCOMM_REQUIRE_ARG(uid);
+    UniqueId u;
+    u.token = random_token();
+    u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
+                                  u.token, RootMode::Serial);
+    *uid = u.encode();
+  });
+}
+
 extern "C" symcommResult_t symcommUniqueIdToString(const symcommUniqueId* uid, char* buf,
                                                    size_t buflen) {
   return guarded([&] { return format("symcommUniqueIdToString(buflen=%zu)", buflen); }, [&] {
@@ -179,7 +196,18 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
     } else {
       uid.root = *env.root;
       uid.token = env.token;
-      if (env.rank == 0) start_bootstrap_root(tcp_listen(*env.root, SOMAXCONN), env.token);
+      if (env.rank == 0) {
+        // MASTER_ADDR (or the root's host name) is how the others reach rank 0, and may
+        // resolve here to an address they cannot reach (127.0.1.1 for the host's own name on
+        // many distributions): the root listens on every address of the family, on that port.
+        // Where SYMCOMM_BOOTSTRAP_ADDR is set, sockets bind only the addresses named: the root
+        // binds the root address itself, as it always did.
+        NetAddr bind_addr = *env.root;
+        const char* chosen = std::getenv("SYMCOMM_BOOTSTRAP_ADDR");
+        if (chosen == nullptr || *chosen == '\0')
+          std::memset(bind_addr.addr, 0, sizeof bind_addr.addr);  // INADDR_ANY, in6addr_any
+        start_bootstrap_root(tcp_listen(bind_addr, SOMAXCONN), env.token);
+      }
     }
     *comm = create(uid, env.nranks, env.rank, c).release();
   });

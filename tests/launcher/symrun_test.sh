@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Tests of symrun, the local launcher.
 #
-#   symrun_test.sh PATH_TO_SYMRUN
+#   symrun_test.sh PATH_TO_SYMRUN [--helper PATH] [--init PATH] [--cases NAME,NAME...]
 #
-# Runs every case in its own bash under `timeout 60`, prints "ok - NAME" or
-# "not ok - NAME: REASON" per case and then "N passed, M failed"; exits non-zero if M > 0.
+# Runs every case (the default list below, or those named) in its own bash under
+# `timeout 60`, prints "ok - NAME" or "not ok - NAME: REASON" per case and then
+# "N passed, M failed"; exits non-zero if M > 0. Some cases need --helper (symrun_helper.c:
+# how a process ended, blocked signals) or --init (symrun_init.c: a rank that joins a
+# communicator).
 # The ranks are small bash programs. Each case gets a scratch directory ($TEST_DIR) and a
 # unique string ($TEST_MARK) that its ranks carry on their command line ($0 of `bash -c`), so
 # that leftover rank processes can be found with pgrep -f.
@@ -14,6 +17,10 @@
 set -u
 
 CASES=(prefix environment failure sigkill keep_going sigterm grace timeout usage success)
+# Cases that need --helper or --init (each ctest entry names its own; see tools/symrun.cmake).
+MORE_CASES=(blocked_signals blocked_sigterm symrun_killed dies_by_signal sigquit
+            leftover_background stalled_stdout stalled_output_sigterm late_join join_again
+            fd_limit)
 
 # ------------------------------------------------------------------------------------------
 # Helpers for the cases (each runs in the case's own bash process)
@@ -224,6 +231,239 @@ case_timeout() {
   check_no_leftovers
 }
 
+# ------------------------------------------------------------------------------------------
+# Cases with symrun_helper (--helper) and symrun_init (--init)
+# ------------------------------------------------------------------------------------------
+
+need_helper() { [ -x "${SYMRUN_HELPER:-}" ] || fail "needs --helper PATH (symrun_helper)"; }
+need_init() { [ -x "${SYMRUN_INIT:-}" ] || fail "needs --init PATH (symrun_init)"; }
+
+# Like start_background, but symrun runs under `symrun_helper run`, which writes how symrun
+# ended to "$TEST_DIR/symrun.status" (and lets it handle SIGINT and SIGQUIT, which a shell's
+# background commands ignore). Sets SYMRUN_PID (symrun) and HELPER_PID.
+start_background_helper() {
+  local program=$1
+  shift
+  need_helper
+  "$SYMRUN_HELPER" run "$TEST_DIR/symrun" "$SYMRUN" -n 3 "$@" bash -c "$program" \
+    "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err" &
+  HELPER_PID=$!
+  if ! wait_for_files "$TEST_DIR"/ready.{0,1,2} "$TEST_DIR/symrun.pid"; then
+    kill -KILL "$(cat "$TEST_DIR/symrun.pid" 2>/dev/null)" 2>/dev/null
+    fail "ranks did not start: $(head -c 300 "$TEST_DIR/err")"
+  fi
+  SYMRUN_PID=$(cat "$TEST_DIR/symrun.pid")
+}
+
+# Waits for the helper started by start_background_helper; fails unless symrun ended as $1
+# says ("exited N" or "signaled S").
+expect_status() {
+  local want=$1 got
+  wait "$HELPER_PID"
+  got=$(head -n 1 "$TEST_DIR/symrun.status")
+  [ "$got" = "$want" ] || fail "symrun ended as '$got', expected '$want' (stderr: $(head -c 300 "$TEST_DIR/err"))"
+}
+
+# Callers may start symrun with signals blocked (Python's subprocess after
+# pthread_sigmask, some daemons): symrun must still see its ranks end, and each rank gets
+# the caller's mask back.
+case_blocked_signals() {
+  local rc start elapsed blocked masks mask
+  need_helper
+  blocked="$(kill -l CHLD),$(kill -l TERM),$(kill -l INT),$(kill -l HUP)"
+  start=$(now_ms)
+  timeout -k 1 20 "$SYMRUN_HELPER" block "$blocked" "$SYMRUN" -n 2 --timeout 15 \
+    grep SigBlk /proc/self/status >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  elapsed=$(($(now_ms) - start))
+  expect_rc "$rc" 0 "symrun with SIGCHLD blocked"
+  [ "$elapsed" -lt 8000 ] || fail "took $elapsed ms"
+  # SIGHUP, SIGINT, SIGTERM and SIGCHLD are bits 0, 1, 14 and 16 (0x14003).
+  masks=$(sed -n 's/^\[[01]\] SigBlk:[[:space:]]*\([0-9a-f]*\)$/\1/p' "$TEST_DIR/out")
+  [ "$(printf '%s\n' "$masks" | grep -c .)" -eq 2 ] || fail "no masks: $(head -c 300 "$TEST_DIR/out")"
+  for mask in $masks; do
+    [ $((16#$mask & 16#14003)) -eq $((16#14003)) ] ||
+      fail "the ranks did not get the caller's signal mask back: $(head -c 300 "$TEST_DIR/out")"
+  done
+}
+
+case_blocked_sigterm() {
+  local rc i
+  need_helper
+  "$SYMRUN_HELPER" block "$(kill -l TERM),$(kill -l CHLD)" "$SYMRUN" -n 3 --grace 1 bash -c '
+    echo $$ >"$TEST_DIR/pid.$SYMCOMM_RANK"
+    touch "$TEST_DIR/ready.$SYMCOMM_RANK"
+    exec sleep 100' "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err" &
+  SYMRUN_PID=$!
+  wait_for_files "$TEST_DIR"/ready.{0,1,2} || fail "ranks did not start: $(head -c 300 "$TEST_DIR/err")"
+  kill -TERM "$SYMRUN_PID" || fail "cannot signal symrun"
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$SYMRUN_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$SYMRUN_PID" 2>/dev/null && fail "symrun still runs 5 s after SIGTERM (blocked on entry)"
+  wait "$SYMRUN_PID"
+  rc=$?
+  expect_rc "$rc" 143 "symrun"
+  check_no_leftovers
+}
+
+# symrun killed by SIGKILL (or dying of a signal it does not handle) takes its ranks along.
+case_symrun_killed() {
+  start_background '
+    echo $$ >"$TEST_DIR/pid.$SYMCOMM_RANK"
+    touch "$TEST_DIR/ready.$SYMCOMM_RANK"
+    exec sleep 100'
+  kill -KILL "$SYMRUN_PID" || fail "cannot kill symrun"
+  wait "$SYMRUN_PID"
+  check_no_leftovers
+}
+
+# symrun forwards the signal, then dies by it (a calling script stops at Ctrl-C).
+case_dies_by_signal() {
+  local sig
+  for sig in INT TERM USR1; do
+    rm -f "$TEST_DIR"/ready.* "$TEST_DIR"/pid.* "$TEST_DIR"/symrun.*
+    start_background_helper '
+      echo $$ >"$TEST_DIR/pid.$SYMCOMM_RANK"
+      touch "$TEST_DIR/ready.$SYMCOMM_RANK"
+      exec sleep 100' --grace 2
+    kill -"$sig" "$SYMRUN_PID" || fail "cannot signal symrun"
+    expect_status "signaled $(kill -l "$sig")"
+    check_no_leftovers
+  done
+}
+
+case_sigquit() {
+  local r
+  start_background_helper '
+    trap "touch \"$TEST_DIR/quit.$SYMCOMM_RANK\"; exit 0" QUIT
+    sleep 100 &
+    echo $! >"$TEST_DIR/pid.$SYMCOMM_RANK"
+    touch "$TEST_DIR/ready.$SYMCOMM_RANK"
+    wait' --grace 1
+  kill -QUIT "$SYMRUN_PID" || fail "cannot signal symrun"
+  expect_status "signaled $(kill -l QUIT)"
+  for r in 0 1 2; do
+    [ -e "$TEST_DIR/quit.$r" ] || fail "rank $r did not receive SIGQUIT"
+  done
+  check_no_leftovers
+}
+
+# Ranks that exit while a background child of theirs holds their output: symrun waits the
+# grace period without spinning (even past --timeout), then stops that child.
+case_leftover_background() {
+  local start elapsed cpu
+  need_helper
+  start=$(now_ms)
+  "$SYMRUN_HELPER" run "$TEST_DIR/symrun" "$SYMRUN" -n 2 --timeout 2 --grace 4 bash -c '
+    sleep 100 &
+    echo $! >"$TEST_DIR/pid.$SYMCOMM_RANK"
+    echo started' "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  elapsed=$(($(now_ms) - start))
+  [ "$(head -n 1 "$TEST_DIR/symrun.status")" = "exited 0" ] ||
+    fail "symrun ended as '$(head -n 1 "$TEST_DIR/symrun.status")', expected 'exited 0' (stderr: $(head -c 300 "$TEST_DIR/err"))"
+  [ "$elapsed" -lt 12000 ] || fail "took $elapsed ms"
+  [ "$(grep -c '^\[[01]\] started$' "$TEST_DIR/out")" -eq 2 ] ||
+    fail "the ranks' output is missing: $(head -c 300 "$TEST_DIR/out")"
+  cpu=$(sed -n 's/^cpu_ms //p' "$TEST_DIR/symrun.status")
+  [ "$cpu" -lt 300 ] || fail "symrun used $cpu ms of CPU while waiting (busy loop)"
+  expect_grep 'still hold their output open' "$TEST_DIR/err"
+  check_no_leftovers
+}
+
+# symrun's stdout is a pipe that nobody reads: symrun must still stop the ranks at --timeout
+# (and exit soon after, dropping what it cannot write) rather than block in write().
+case_stalled_stdout() {
+  local rc start elapsed
+  mkfifo "$TEST_DIR/fifo" || fail "mkfifo"
+  exec 3<>"$TEST_DIR/fifo"  # holds the pipe open without reading it
+  start=$(now_ms)
+  timeout -s KILL 20 "$SYMRUN" -n 2 --timeout 2 --grace 1 bash -c '
+    seq 1 10000000
+    sleep 100' "$TEST_MARK" >"$TEST_DIR/fifo" 2>"$TEST_DIR/err" 3>&-
+  rc=$?
+  elapsed=$(($(now_ms) - start))
+  expect_rc "$rc" 124 "symrun"
+  [ "$elapsed" -lt 12000 ] || fail "took $elapsed ms"
+  expect_grep '^symrun: timeout after 2 s, stopping 2 rank(s)$' "$TEST_DIR/err"
+  expect_grep 'not read' "$TEST_DIR/err"
+  check_no_leftovers
+}
+
+# ... and stdout and stderr both unread: signals still work.
+case_stalled_output_sigterm() {
+  local rc start elapsed i
+  mkfifo "$TEST_DIR/fifo" || fail "mkfifo"
+  exec 3<>"$TEST_DIR/fifo"
+  "$SYMRUN" -n 3 --grace 1 bash -c '
+    touch "$TEST_DIR/ready.$SYMCOMM_RANK"
+    seq 1 10000000 >&2
+    seq 1 10000000
+    sleep 100' "$TEST_MARK" >"$TEST_DIR/fifo" 2>&1 3>&- &
+  SYMRUN_PID=$!
+  wait_for_files "$TEST_DIR"/ready.{0,1,2} || fail "ranks did not start"
+  sleep 0.5  # the pipe and symrun's queue fill up
+  start=$(now_ms)
+  kill -TERM "$SYMRUN_PID" || fail "cannot signal symrun"
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$SYMRUN_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  elapsed=$(($(now_ms) - start))
+  if kill -0 "$SYMRUN_PID" 2>/dev/null; then
+    kill -KILL "$SYMRUN_PID"
+    fail "symrun still runs $elapsed ms after SIGTERM with its output unread"
+  fi
+  wait "$SYMRUN_PID"
+  rc=$?
+  expect_rc "$rc" 143 "symrun"
+  check_no_leftovers
+}
+
+# symrun's root waits for each join's first rank without a bound (a program may take longer
+# than SYMCOMM_BOOTSTRAP_TIMEOUT before it joins).
+case_late_join() {
+  local rc
+  need_init
+  SYMCOMM_BOOTSTRAP_TIMEOUT=3 INIT_SLEEP=5 "$SYMRUN" -n 2 --timeout 40 "$SYMRUN_INIT" \
+    >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun"
+  [ "$(grep -c '^\[[01]\] joined [01] of 2$' "$TEST_DIR/out")" -eq 2 ] ||
+    fail "expected 2 joins: $(head -c 300 "$TEST_DIR/out")"
+}
+
+# ... and serves one join after another: init, finalize, init again.
+case_join_again() {
+  local rc
+  need_init
+  INIT_TIMES=3 "$SYMRUN" -n 3 --timeout 40 "$SYMRUN_INIT" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun"
+  [ "$(grep -c '^\[[0-2]\] joined [0-2] of 3$' "$TEST_DIR/out")" -eq 9 ] ||
+    fail "expected 9 joins: $(head -c 300 "$TEST_DIR/out")"
+}
+
+# More ranks than the caller's open-file limit allows symrun's pipes and root (3 per rank)
+# and rank 0's hub (2 per other rank): both raise their soft limit toward the hard one.
+case_fd_limit() {
+  local rc n=${FD_LIMIT_RANKS:-80} soft=${FD_LIMIT_SOFT:-100} hard
+  need_init
+  hard=$(ulimit -Hn)
+  [ "$hard" = unlimited ] || [ "$hard" -ge $((3 * n + 200)) ] || {
+    echo "skip: hard limit $hard is too low for this case"
+    return 0
+  }
+  ulimit -Sn "$soft" || fail "cannot lower the soft limit"
+  SYMCOMM_BOOTSTRAP_TIMEOUT=10 "$SYMRUN" -n "$n" --timeout 20 "$SYMRUN_INIT" \
+    >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun -n $n under ulimit -Sn $soft"
+  [ "$(grep -c '\] joined [0-9]* of '"$n"'$' "$TEST_DIR/out")" -eq "$n" ] ||
+    fail "expected $n joins: $(grep -v joined "$TEST_DIR/err" | head -c 300)"
+}
+
 # Runs symrun with the arguments and expects a usage error: exit code 2, a reason and usage.
 expect_usage_error() {
   local rc
@@ -334,19 +574,42 @@ run_all() {
   [ "$failed" -eq 0 ]
 }
 
+absolute() {
+  case "$1" in
+    /*) echo "$1" ;;
+    *) echo "$PWD/$1" ;;
+  esac
+}
+
 if [ "$#" -lt 1 ]; then
-  echo "usage: $0 PATH_TO_SYMRUN" >&2
+  echo "usage: $0 PATH_TO_SYMRUN [--helper PATH] [--init PATH] [--cases NAME,NAME...]" >&2
   exit 2
 fi
-SYMRUN=$1
-case "$SYMRUN" in
-  /*) ;;
-  *) SYMRUN=$PWD/$SYMRUN ;;
-esac
+SYMRUN=$(absolute "$1")
+shift
 
-if [ "${2:-}" = "--case" ]; then
+if [ "${1:-}" = "--case" ]; then
   export TEST_DIR TEST_MARK
-  "case_$3"
+  "case_$2"
   exit 0
 fi
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --helper) SYMRUN_HELPER=$(absolute "$2") ;;
+    --init) SYMRUN_INIT=$(absolute "$2") ;;
+    --cases)
+      if [ "$2" = all ]; then
+        CASES+=("${MORE_CASES[@]}")
+      else
+        IFS=, read -r -a CASES <<<"$2"
+      fi
+      ;;
+    *)
+      echo "unknown option $1" >&2
+      exit 2
+      ;;
+  esac
+  shift 2
+done
+export SYMRUN_HELPER SYMRUN_INIT
 run_all

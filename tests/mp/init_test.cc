@@ -335,3 +335,18 @@ TEST(PeerTimeout, AHeartbeatLongerThanTheTimeoutIsShortened) {
 TEST(PeerTimeout, AShortTimeoutKeepsLivePeers) { quiet_peers_stay("0.2", "1", 1.0); }
 
 }  // namespace
+
+// Without SYMCOMM_BOOTSTRAP_ADDR, rank 0's root listens on every address on the root's port:
+// MASTER_ADDR may name rank 0's host by an address it does not resolve to there (a host name
+// that maps to 127.0.1.1 on its own host, and to its network address elsewhere). Here rank 0
+// reaches its root at 127.0.0.1 and the others at 127.0.0.2; the token is given, as it would
+// otherwise be derived from MASTER_ADDR.
+TEST(InitFromEnv, RootListensOnEveryAddress) {
+  mp::ScopedEnv addr("SYMCOMM_BOOTSTRAP_ADDR", ""), timeout("SYMCOMM_BOOTSTRAP_TIMEOUT", "5");
+  int port = free_port() - 1;  // the root listens on MASTER_PORT + 1
+  join_from({{"RANK", std::to_string(mp::rank())},
+             {"WORLD_SIZE", std::to_string(mp::nranks())},
+             {"MASTER_ADDR", mp::rank() == 0 ? "127.0.0.1" : "127.0.0.2"},
+             {"MASTER_PORT", std::to_string(port)},
+             {"SYMCOMM_BOOTSTRAP_TOKEN", "0123456789abcdef0123456789abcdef"}});
+}

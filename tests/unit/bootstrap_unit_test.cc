@@ -2,14 +2,45 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "bootstrap/launcher_env.h"
+#include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
 #include "symcomm/symcomm.h"
+
+// Errors injected into accept4, which socket.cc (linked into this binary) calls: accept(2)
+// says that Linux passes a new connection's pending network errors to accept, and they are
+// hard to cause for real. Each call takes the next injected error, if any, leaving the
+// connection queued; without one it is the real accept4.
+namespace {
+std::mutex g_accept_mutex;
+std::deque<int> g_accept_errors;
+}  // namespace
+
+extern "C" int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+  {
+    std::lock_guard<std::mutex> lock(g_accept_mutex);
+    if (!g_accept_errors.empty()) {
+      errno = g_accept_errors.front();
+      g_accept_errors.pop_front();
+      return -1;
+    }
+  }
+  return static_cast<int>(syscall(SYS_accept4, fd, addr, len, flags));
+}
 
 namespace symcomm {
 namespace {
@@ -60,8 +91,19 @@ class LaunchEnvTest : public ::testing::Test {
       "SYMCOMM_RANK", "SYMCOMM_NRANKS", "SYMCOMM_UNIQUE_ID", "SYMCOMM_BOOTSTRAP_ROOT",
       "SYMCOMM_BOOTSTRAP_TOKEN", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-      "SLURM_NTASKS", "SLURM_JOB_ID"};
+      "SLURM_NTASKS", "SLURM_JOB_ID", "SYMCOMM_MASTER_PORT_OFFSET"};
 };
+
+// The message of the error that read_launch_env throws, or "" if it throws none.
+std::string launch_env_error() {
+  try {
+    read_launch_env();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), symcommInvalidArgument) << e.what();
+    return e.what();
+  }
+  return "";
+}
 
 TEST_F(LaunchEnvTest, Torchrun) {
   setenv("RANK", "3", 1);
@@ -117,6 +159,161 @@ TEST_F(LaunchEnvTest, ExplainsWhatIsWrong) {
   }
   setenv("SYMCOMM_UNIQUE_ID", "00", 1);
   EXPECT_THROW(read_launch_env(), Error);
+}
+
+// Launchers write decimal numbers: strtoll's base 0 read RANK=010 as octal 8, and took
+// "0x8" and " +8", so that ranks could disagree on who is who.
+TEST_F(LaunchEnvTest, RanksAreDecimal) {
+  setenv("RANK", "010", 1);
+  setenv("WORLD_SIZE", "16", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  EXPECT_EQ(read_launch_env().rank, 10);
+  for (const char* bad : {"0x8", " +8", "+8", "8 ", " 8", "-0", "1e3", "", "8.0", "99999999999999"}) {
+    setenv("RANK", bad, 1);
+    if (*bad == '\0') {
+      // Set but empty is not set: WORLD_SIZE alone names the launcher.
+      EXPECT_NE(launch_env_error().find("RANK=''"), std::string::npos);
+      continue;
+    }
+    std::string why = launch_env_error();
+    EXPECT_NE(why.find("RANK='" + std::string(bad) + "' is not a decimal integer"),
+              std::string::npos) << "RANK='" << bad << "': " << why;
+  }
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "0x10", 1);
+  EXPECT_NE(launch_env_error().find("WORLD_SIZE='0x10'"), std::string::npos);
+  setenv("WORLD_SIZE", "0", 1);  // at least one rank
+  EXPECT_NE(launch_env_error().find("WORLD_SIZE='0'"), std::string::npos);
+}
+
+// MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET must be a port: before, it could be 0 or negative,
+// or wrap through int to a valid-looking port.
+TEST_F(LaunchEnvTest, RootPortIsAPort) {
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  setenv("SYMCOMM_MASTER_PORT_OFFSET", "010", 1);
+  EXPECT_EQ(read_launch_env().root->port, 29510);
+  setenv("SYMCOMM_MASTER_PORT_OFFSET", "-500", 1);
+  EXPECT_EQ(read_launch_env().root->port, 29000);
+  setenv("SYMCOMM_MASTER_PORT_OFFSET", "-29499", 1);
+  EXPECT_EQ(read_launch_env().root->port, 1);
+  setenv("SYMCOMM_MASTER_PORT_OFFSET", "0", 1);
+  setenv("MASTER_PORT", "65535", 1);
+  EXPECT_EQ(read_launch_env().root->port, 65535);
+  struct Case {
+    const char* port;
+    const char* offset;
+    const char* sum;  // "" where the variable itself is refused
+  } cases[] = {{"65535", "1", "65536"},        {"29500", "-29500", "0"},
+               {"29500", "-40000", "-10500"},  {"29500", "4294967297", "4294996797"},
+               {"29500", "4294937297", "4294966797"}, {"0", "1", ""},
+               {"070000", "1", ""},            {"0x7530", "1", ""},
+               {"29500", "0x10", ""},          {"29500", " 1", ""},
+               {"29500", "+1", ""}};
+  for (const Case& c : cases) {
+    setenv("MASTER_PORT", c.port, 1);
+    setenv("SYMCOMM_MASTER_PORT_OFFSET", c.offset, 1);
+    std::string why = launch_env_error();
+    SCOPED_TRACE(std::string("MASTER_PORT='") + c.port + "' SYMCOMM_MASTER_PORT_OFFSET='" +
+                 c.offset + "': " + why);
+    if (*c.sum != '\0') {
+      EXPECT_NE(why.find(std::string("MASTER_PORT (") + c.port +
+                         ") + SYMCOMM_MASTER_PORT_OFFSET (" + c.offset + ") = " + c.sum +
+                         " is not a port"),
+                std::string::npos);
+      EXPECT_NE(why.find("from 1 to 65535"), std::string::npos);
+    } else {
+      EXPECT_TRUE(why.find(std::string("MASTER_PORT='") + c.port + "'") != std::string::npos ||
+                  why.find(std::string("SYMCOMM_MASTER_PORT_OFFSET='") + c.offset + "'") !=
+                      std::string::npos);
+    }
+  }
+}
+
+// A listener on loopback with one connection waiting in its backlog (and the client's end).
+struct PendingConnection {
+  Fd listener = tcp_listen(NetAddr::parse("127.0.0.1", 0), 16);
+  Fd client = tcp_connect(socket_local_addr(listener.get()), Deadline::after_ms(5000), nullptr,
+                          "connecting to the test listener");
+};
+
+void inject_accept_errors(std::initializer_list<int> errors) {
+  std::lock_guard<std::mutex> lock(g_accept_mutex);
+  g_accept_errors.assign(errors);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// accept(2): "Linux accept() passes already-pending network errors on the new socket as an
+// error code from accept()... should treat them like EAGAIN by retrying". One such error
+// used to end the bootstrap root (and every rank's join with it) or rank 0's hub.
+TEST(AcceptBefore, RetriesTheNetworkErrorsOfANewConnection) {
+  PendingConnection p;
+  inject_accept_errors({ENETDOWN, EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH,
+                        EOPNOTSUPP, ENETUNREACH, ECONNABORTED, EINTR, EAGAIN});
+  Fd conn;
+  EXPECT_NO_THROW(conn = accept_before(p.listener.get(), Deadline::after_ms(5000), nullptr,
+                                       "accepting the test connection"));
+  EXPECT_TRUE(conn);
+  std::lock_guard<std::mutex> lock(g_accept_mutex);
+  EXPECT_TRUE(g_accept_errors.empty());
+}
+
+TEST(AcceptBefore, OtherErrorsAreErrors) {
+  PendingConnection p;
+  inject_accept_errors({EINVAL});
+  EXPECT_THROW(accept_before(p.listener.get(), Deadline::after_ms(5000), nullptr, "accepting"),
+               Error);
+  inject_accept_errors({});
+}
+
+// Out of descriptors, accept waits for some to be closed (briefly, until its deadline), then
+// says what to do.
+TEST(AcceptBefore, WaitsOutTooManyOpenFiles) {
+  PendingConnection p;
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // Every descriptor below the lowered limit in use: the next one cannot be made.
+  int lowest_free = dup(0);
+  ASSERT_GE(lowest_free, 0);
+  close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free) + 4;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = dup(0)) >= 0;) fillers.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+
+  auto start = std::chrono::steady_clock::now();
+  std::string why;
+  try {
+    accept_before(p.listener.get(), Deadline::after_ms(300), nullptr, "accepting the test one");
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  double waited = seconds_since(start);
+  EXPECT_NE(why.find("too many open files (raise ulimit -n)"), std::string::npos) << why;
+  EXPECT_GE(waited, 0.25) << why;  // retried until the deadline, not refused at once
+  EXPECT_LT(waited, 5.0);
+
+  // A descriptor closed meanwhile lets the connection in.
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    close(fillers.back());
+  });
+  Fd conn;
+  EXPECT_NO_THROW(conn = accept_before(p.listener.get(), Deadline::after_ms(10000), nullptr,
+                                       "accepting the test one"));
+  closer.join();
+  fillers.pop_back();
+  EXPECT_TRUE(conn);
+  for (int fd : fillers) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 TEST(CApi, ErrorStringsAndConfig) {

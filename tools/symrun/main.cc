@@ -1,7 +1,8 @@
 // symrun: starts N local ranks of a program with the environment that symcommInitFromEnv reads,
 // relays their output line by line with a "[rank] " prefix, and stops them all together.
 // This file: the usage text and the parsing of symrun's options, the low-level helpers that
-// every file uses, and main. spawn.cc starts the ranks; supervise.cc watches them.
+// every file uses, and main. spawn.cc starts the ranks; supervise.cc watches them; output.cc
+// writes what symrun prints.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <symcomm/symcomm.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <exception>
@@ -18,6 +20,11 @@
 #include <vector>
 
 #include "symrun.h"
+
+// Defined by libsymcomm for symrun alone (src/capi/init.cc; in no public header): a unique id
+// whose bootstrap root serves one join after another for as long as this process lives,
+// each bounded by SYMCOMM_BOOTSTRAP_TIMEOUT from the first rank that joins it.
+extern "C" symcommResult_t symcommLauncherUniqueId(symcommUniqueId* uid);
 
 namespace symrun {
 namespace {
@@ -37,9 +44,13 @@ constexpr char kUsage[] =
     "  --grace SEC    seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
     "  -h, --help     print this help\n"
     "\n"
+    "Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to every\n"
+    "rank's process group; the ranks get --grace seconds, then SIGKILL, and symrun then dies\n"
+    "by the same signal. Ranks are killed if symrun itself is killed.\n"
+    "\n"
     "Exit status: 0 if every rank succeeded; else the code of the first failing rank (128+S\n"
-    "for a rank killed by signal S), 124 on timeout, 128+S when symrun receives signal S,\n"
-    "2 on a usage error.\n"
+    "for a rank killed by signal S), 124 on timeout, 2 on a usage error; killed by signal S\n"
+    "(128+S in a shell) when symrun receives S.\n"
     "\n"
     "symrun starts ranks on this node only;\n"
     "for several nodes use mpirun or srun: symcommInitFromEnv reads their variables "
@@ -88,7 +99,7 @@ void say(std::string_view message) {
   line += message;
   line += '\n';
   // Nowhere left to report a failure to write to stderr.
-  (void)write_all(STDERR_FILENO, line);
+  queue_output(STDERR_FILENO, line, false);
 }
 
 // strerror may allocate (it translates), which a child forked from a threaded process must not.
@@ -276,7 +287,17 @@ bool make_unique_id(std::string* text) {
   }
   symcommUniqueId uid;
   char buf[SYMCOMM_UNIQUE_ID_STRING_BYTES];
-  if (symcommGetUniqueId(&uid) != symcommSuccess ||
+  // The root's thread starts with every signal blocked: the handlers' signals go to the main
+  // thread, whose poll they wake (pending ones arrive when the mask is restored).
+  sigset_t all;
+  sigset_t previous;
+  if (sigfillset(&all) != 0 || pthread_sigmask(SIG_SETMASK, &all, &previous) != 0) {
+    say("cannot block signals");
+    return false;
+  }
+  symcommResult_t made = symcommLauncherUniqueId(&uid);
+  if (pthread_sigmask(SIG_SETMASK, &previous, nullptr) != 0) say("cannot unblock signals");
+  if (made != symcommSuccess ||
       symcommUniqueIdToString(&uid, buf, sizeof buf) != symcommSuccess) {
     const char* error = symcommGetLastError();
     say(std::string("cannot create a unique id: ") + (error != nullptr ? error : ""));
@@ -284,6 +305,24 @@ bool make_unique_id(std::string* text) {
   }
   *text = buf;
   return true;
+}
+
+// Ends symrun by `sig` with its default action, so that a calling shell sees the signal (a
+// script stops at Ctrl-C) rather than an exit code; returns if that fails.
+void die_by_signal(int sig) {
+  // A core of symrun itself (SIGQUIT's default) helps nobody.
+  struct rlimit no_core = {0, 0};
+  (void)setrlimit(RLIMIT_CORE, &no_core);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(sig, &action, nullptr) != 0) return;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  raise(sig);  // pending while blocked, delivered when unblocked just below
+  (void)pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 int run_main(int argc, char** argv) {
@@ -303,7 +342,13 @@ int run_main(int argc, char** argv) {
   std::string uid;
   if (!make_unique_id(&uid)) return 1;
   Launcher launcher(opt, wake_fd);
-  return launcher.run(uid);
+  int code = launcher.run(uid);
+  if (launcher.fatal_signal() != 0) {
+    // symrun's last messages first (briefly: stderr may be a pipe that nobody reads).
+    for (int i = 0; i < 100 && !output_idle(STDERR_FILENO); ++i) poll(nullptr, 0, 10);
+    die_by_signal(launcher.fatal_signal());
+  }
+  return code;
 }
 
 }  // namespace
@@ -321,6 +366,8 @@ int main(int argc, char** argv) {
   } catch (...) {
     say("internal error");
   }
+  // symrun's last messages, if queued (briefly: stderr may be a pipe that nobody reads).
+  for (int i = 0; i < 100 && !symrun::output_idle(STDERR_FILENO); ++i) poll(nullptr, 0, 10);
   // libsymcomm's bootstrap thread may still run: exit() would destroy static objects under it.
   _exit(code);
 }

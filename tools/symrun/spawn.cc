@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -25,7 +26,10 @@ namespace {
 // Signals and process limits (state shared with forked children)
 // ---------------------------------------------------------------------------------------------
 
-constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+// The signals that stop the ranks (forwarded to their groups, then symrun dies by the same
+// signal), SIGCHLD, and SIGPIPE (ignored: a closed stdout must not kill symrun).
+constexpr int kHandledSignals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                   SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE};
 constexpr int kNumHandled = sizeof(kHandledSignals) / sizeof(kHandledSignals[0]);
 
 int g_wake_write_fd = -1;
@@ -33,7 +37,8 @@ struct sigaction g_saved_actions[kNumHandled];
 bool g_action_changed[kNumHandled] = {};
 sigset_t g_saved_mask;
 struct rlimit g_saved_nofile;
-bool g_nofile_raised = false;
+bool g_nofile_saved = false;
+pid_t g_launcher_pid = -1;  // symrun's pid, which each child checks against its parent's
 
 extern "C" void on_signal(int sig) {
   int saved_errno = errno;
@@ -88,20 +93,44 @@ int install_signals() {
       return -1;
     }
   }
+  // The caller may have blocked them (a blocked SIGCHLD would leave every exit unnoticed):
+  // symrun itself must receive the signals it handles. Each rank gets the caller's mask back.
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : kHandledSignals) {
+    if (sig != SIGPIPE) sigaddset(&handled, sig);
+  }
+  rc = pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
+  if (rc != 0) {
+    say("cannot unblock signals: " + errno_string(rc));
+    return -1;
+  }
+  g_launcher_pid = getpid();
   return fds[0];
 }
 
-// Each rank needs two pipes; the soft limit is often 1024, too few for -n 1024.
+// Each rank needs two pipes, and symrun's bootstrap root holds one connection per rank while
+// the ranks join; the soft limit is often 1024, too few for -n 360. The soft limit is raised
+// toward the hard limit; each rank gets the caller's limit back.
 void raise_fd_limit(int nranks) {
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;  // pipe2 will report the shortage
-  rlim_t needed = 2 * static_cast<rlim_t>(nranks) + 64;
+  g_saved_nofile = limit;
+  g_nofile_saved = true;
+  rlim_t needed = 3 * static_cast<rlim_t>(nranks) + 64;
   if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return;
   struct rlimit raised = limit;
   raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
-  if (setrlimit(RLIMIT_NOFILE, &raised) != 0) return;  // pipe2 will report the shortage
-  g_saved_nofile = limit;
-  g_nofile_raised = true;
+  if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+    say("cannot raise the limit on open files to " + std::to_string(raised.rlim_cur) + ": " +
+        errno_string(errno));
+    return;  // pipe2 will report the shortage
+  }
+  if (raised.rlim_cur < needed) {
+    say("-n " + std::to_string(nranks) + " needs about " + std::to_string(needed) +
+        " open files, but the hard limit is " + std::to_string(limit.rlim_max) +
+        " (raise ulimit -Hn)");
+  }
 }
 
 namespace {
@@ -144,9 +173,16 @@ bool restore_signals_in_child() {
   if (dup2(plan.stdin_fd, STDIN_FILENO) < 0) child_fail(start_error, "dup2: ", errno);
   if (dup2(plan.stdout_fd, STDOUT_FILENO) < 0) child_fail(start_error, "dup2: ", errno);
   if (dup2(plan.stderr_fd, STDERR_FILENO) < 0) child_fail(start_error, "dup2: ", errno);
-  if (g_nofile_raised && setrlimit(RLIMIT_NOFILE, &g_saved_nofile) != 0) {
+  // The bootstrap root (another thread of symrun) may raise the limit at any time.
+  if (g_nofile_saved && setrlimit(RLIMIT_NOFILE, &g_saved_nofile) != 0) {
     child_fail(start_error, "setrlimit: ", errno);
   }
+  // A rank must not outlive symrun, even one killed by SIGKILL: the kernel kills the rank
+  // when the thread that forked it exits (symrun's main thread, which lives as long as
+  // symrun). If symrun died before this call, the rank has another parent already and must
+  // not run.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(start_error, "prctl: ", errno);
+  if (getppid() != g_launcher_pid) _exit(kExecFailedExit);
   // Unblocking last lets a signal that hit the new group early act with its default action.
   if (!restore_signals_in_child()) child_fail(start_error, "sigaction: ", errno);
   execvpe(plan.file, plan.argv, plan.envp);

@@ -33,10 +33,12 @@ Clock::duration seconds(double s) {
 int Launcher::run(const std::string& uid) {
   timeout_at_ = Clock::now() + seconds(opt_.timeout_s);
   drain_until_ = Clock::now();
+  start_output_queues();
   try {
     spawn_all(uid);
     loop();
     final_sweep();
+    flush_output();
   } catch (...) {
     // Never leave ranks behind, whatever went wrong here.
     abort_all();
@@ -48,16 +50,21 @@ int Launcher::run(const std::string& uid) {
 bool Launcher::finished() const {
   if (running_ > 0) return false;
   if (open_streams_ == 0) return true;
-  // While stopping, what holds the pipes belongs to the ranks' groups: SIGKILL will end it.
-  if (stopping_ && !killed_) return false;
-  return Clock::now() >= drain_until_;
+  // Pipes still open once the ranks have ended are held by processes of their groups (or
+  // that left them): they get the drain period, then SIGTERM and SIGKILL (check_timers), and
+  // then kDrainAfterKillSeconds.
+  return killed_ && Clock::now() >= drain_until_;
 }
 
 int Launcher::poll_timeout_ms() const {
   std::vector<Clock::time_point> deadlines;
-  if (!stopping_ && opt_.timeout_s > 0) deadlines.push_back(timeout_at_);
+  if (running_ > 0 && !stopping_ && opt_.timeout_s > 0) deadlines.push_back(timeout_at_);
   if (stopping_ && !killed_) deadlines.push_back(kill_at_);
+  if (killed_ && running_ > 0) deadlines.push_back(killed_at_ + seconds(kReapAfterKillSeconds));
   if (running_ == 0 && (!stopping_ || killed_)) deadlines.push_back(drain_until_);
+  // SIGCHLD wakes the loop when a rank ends; polling for exits too means that a lost or
+  // blocked SIGCHLD can delay noticing an exit by a second, never forever.
+  if (running_ > 0) deadlines.push_back(Clock::now() + std::chrono::milliseconds(kReapIntervalMs));
   if (deadlines.empty()) return -1;
   auto left = *std::min_element(deadlines.begin(), deadlines.end()) - Clock::now();
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
@@ -70,14 +77,25 @@ void Launcher::loop() {
   while (!finished()) {
     fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
     owners.assign(1, {nullptr, nullptr});
+    // A rank whose sink's queue is full is not read (it blocks, as on a full pipe) until the
+    // queue has room, except while stopping, when what does not fit is dropped.
+    bool full[3] = {false, !stopping_ && output_full(STDOUT_FILENO),
+                    !stopping_ && output_full(STDERR_FILENO)};
     for (Rank& rank : ranks_) {
       for (Stream* stream : {&rank.out, &rank.err}) {
-        if (stream->fd < 0) continue;
+        if (stream->fd < 0 || full[stream->sink]) continue;
         fds.push_back(pollfd{stream->fd, POLLIN, 0});
         owners.emplace_back(&rank, stream);
       }
     }
-    if (poll(fds.data(), fds.size(), poll_timeout_ms()) < 0) {
+    int timeout_ms = poll_timeout_ms();
+    if (full[STDOUT_FILENO] || full[STDERR_FILENO]) {
+      timeout_ms = timeout_ms < 0 ? kOutputFullPollMs : std::min(timeout_ms, kOutputFullPollMs);
+      // Pipes left unread are not held open by anyone yet: the drain starts once read.
+      if (running_ == 0) drain_until_ = std::max(drain_until_, Clock::now() + seconds(opt_.grace_s));
+    }
+    int ready = poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       say("poll: " + errno_string(errno));
       abort_all();
@@ -88,6 +106,11 @@ void Launcher::loop() {
       if (fds[i].revents != 0) read_stream(*owners[i].first, *owners[i].second);
     }
     if (fds[0].revents != 0) handle_wake_pipe();
+    // Not only on SIGCHLD (which a caller may have blocked or which may be lost): on every
+    // timeout, at most every kReapIntervalMs (a full output queue makes short timeouts).
+    if (ready == 0 && Clock::now() >= last_reap_ + std::chrono::milliseconds(kReapIntervalMs)) {
+      reap();
+    }
     check_timers();
   }
 }
@@ -120,9 +143,11 @@ void Launcher::on_signal(int sig) {
     return;
   }
   begin_stop(sig, 128 + sig);
+  fatal_signal_ = sig;
 }
 
 void Launcher::reap() {
+  last_reap_ = Clock::now();
   int was_running = running_;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     Rank& rank = ranks_[i];
@@ -138,7 +163,11 @@ void Launcher::reap() {
     --running_;
     on_rank_end(static_cast<int>(i), status);
   }
-  if (was_running > 0 && running_ == 0) drain_until_ = Clock::now() + seconds(opt_.grace_s);
+  if (was_running > 0 && running_ == 0) {
+    // After SIGKILL, what still holds the pipes has left the ranks' groups: a short drain.
+    drain_until_ = killed_ ? std::max(drain_until_, Clock::now() + seconds(kDrainAfterKillSeconds))
+                           : Clock::now() + seconds(opt_.grace_s);
+  }
 }
 
 // Ranks that end once symrun is stopping them are not reported: their ends are expected.
@@ -173,6 +202,37 @@ void Launcher::begin_stop(int sig, int exit_code) {
   signal_groups(sig);
 }
 
+// Every rank has ended, but after the drain period processes of their groups (background
+// children) still hold the pipes: they are stopped like ranks (SIGTERM, SIGKILL after the grace
+// period), without changing the exit code.
+void Launcher::stop_leftovers() {
+  int groups = 0;
+  for (const Rank& rank : ranks_) {
+    if (rank.pid >= 0 && rank.group_may_live()) ++groups;
+  }
+  say("the ranks have ended, but " + std::to_string(groups) +
+      " of their process groups still hold their output open: stopping them");
+  stopping_ = true;
+  kill_at_ = Clock::now() + seconds(opt_.grace_s);
+  signal_groups(SIGTERM);
+}
+
+// Ranks that SIGKILL has not ended within kReapAfterKillSeconds (stuck in the kernel) are
+// left behind rather than waited for forever.
+void Launcher::abandon_unreaped() {
+  reap();
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& rank = ranks_[i];
+    if (!rank.running) continue;
+    say("rank " + std::to_string(i) + " (pid " + std::to_string(rank.pid) + ") has not ended " +
+        std::to_string(static_cast<int>(kReapAfterKillSeconds)) +
+        " s after SIGKILL; leaving it behind");
+    rank.running = false;
+    --running_;
+  }
+  drain_until_ = std::min(drain_until_, Clock::now());
+}
+
 void Launcher::signal_groups(int sig) {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const Rank& rank = ranks_[i];
@@ -189,11 +249,17 @@ void Launcher::check_timers() {
     say("timeout after " + opt_.timeout_text + " s, stopping " + std::to_string(running_) +
         " rank(s)");
     begin_stop(SIGTERM, kTimeoutExit);
+    timed_out_ = true;
   }
+  if (!stopping_ && running_ == 0 && open_streams_ > 0 && now >= drain_until_) stop_leftovers();
   if (stopping_ && !killed_ && now >= kill_at_) {
     killed_ = true;
+    killed_at_ = now;
     signal_groups(SIGKILL);
     drain_until_ = std::max(drain_until_, now + seconds(kDrainAfterKillSeconds));
+  }
+  if (killed_ && running_ > 0 && now >= killed_at_ + seconds(kReapAfterKillSeconds)) {
+    abandon_unreaped();
   }
 }
 
@@ -232,11 +298,7 @@ void Launcher::relay(const Rank& rank, Stream& stream, const char* data, size_t 
 }
 
 void Launcher::emit(int sink, const std::string& text) {
-  if (text.empty() || sink_broken_[sink]) return;
-  if (write_all(sink, text)) return;
-  // Keep the ranks running and their pipes drained; only the copying stops.
-  sink_broken_[sink] = true;
-  if (sink != STDERR_FILENO) say("cannot write to stdout: " + errno_string(errno));
+  queue_output(sink, text, stopping_);
 }
 
 void Launcher::close_stream(Rank& rank, Stream& stream) {
@@ -259,6 +321,51 @@ void Launcher::final_sweep() {
       }
       if (stream->fd >= 0) close_stream(rank, *stream);
     }
+  }
+}
+
+// Waits until the queued output is written: for as long as it takes after a normal end (a
+// slow reader gets everything), but within --timeout (or kFlushAfterStopSeconds, if longer),
+// at most kFlushAfterStopSeconds once symrun stopped the ranks for a signal or the timeout,
+// and no longer once a signal arrives.
+void Launcher::flush_output() {
+  Clock::time_point until = Clock::now() + seconds(kFlushAfterStopSeconds);
+  if (fatal_signal_ == 0 && !timed_out_) {
+    until = opt_.timeout_s > 0 ? std::max(until, timeout_at_) : Clock::time_point::max();
+  }
+  unsigned char bytes[256];
+  while (!output_idle()) {
+    Clock::time_point now = Clock::now();
+    if (now >= until) break;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
+    pollfd p{wake_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 0, 100))) <= 0) continue;
+    ssize_t n = read(wake_fd_, bytes, sizeof bytes);
+    for (ssize_t i = 0; i < n; ++i) {
+      if (bytes[i] == SIGCHLD || fatal_signal_ != 0) continue;
+      // The ranks have ended: symrun ends now, by that signal.
+      fatal_signal_ = bytes[i];
+      exit_code_ = 128 + bytes[i];
+      until = Clock::now();
+    }
+  }
+  if (output_idle()) {
+    size_t dropped = output_dropped();
+    if (dropped > 0) {
+      say("dropped " + std::to_string(dropped) +
+          " bytes of the ranks' output that arrived while stopping them (stdout or stderr was "
+          "not read fast enough)");
+    }
+    return;
+  }
+  if (fatal_signal_ != 0) return;
+  if (timed_out_) {
+    say("stdout or stderr is not read: the ranks' output still queued is dropped");
+  } else {
+    if (exit_code_ == 0) exit_code_ = kTimeoutExit;
+    say("timeout after " + opt_.timeout_text +
+        " s while writing the ranks' output (stdout or stderr is not read): the rest is "
+        "dropped");
   }
 }
 

@@ -1,6 +1,6 @@
 // What the files of symrun share: its constants, Options, the Launcher class (its methods are
-// defined in spawn.cc and supervise.cc), and the helpers that main.cc and spawn.cc define for
-// the other files.
+// defined in spawn.cc and supervise.cc), and the helpers that main.cc, output.cc and spawn.cc
+// define for the other files.
 #pragma once
 
 #include <stddef.h>
@@ -24,10 +24,22 @@ constexpr double kMaxSeconds = 1e8;
 constexpr size_t kReadChunk = size_t{64} * 1024;
 // Longer lines are cut so that one rank that never writes a newline cannot exhaust memory.
 constexpr size_t kMaxLine = size_t{1024} * 1024;
+// Bytes that may wait in the queue of stdout or stderr before symrun stops reading the ranks'
+// pipes (or, once it stops the ranks, drops their output).
+constexpr size_t kMaxQueuedOutput = size_t{4} * 1024 * 1024;
+// While a queue is full, how often the loop looks whether it has room again.
+constexpr int kOutputFullPollMs = 20;
+// How long symrun, stopped by a signal or the timeout, still writes out queued output.
+constexpr double kFlushAfterStopSeconds = 1;
 // Bounds the last read of pipes that processes outside symrun's control may keep writing to.
 constexpr int kFinalSweepChunks = 16;
 // How long pipes may stay open after SIGKILL (held only by processes that left their group).
 constexpr double kDrainAfterKillSeconds = 1;
+// How long symrun waits for ranks to be reaped after SIGKILL (a process stuck in the kernel
+// may take longer, or forever) before it leaves them and exits.
+constexpr double kReapAfterKillSeconds = 5;
+// While ranks run, symrun looks for exited ones at least this often, even without SIGCHLD.
+constexpr int kReapIntervalMs = 1000;
 
 struct Options {
   int nranks = 0;
@@ -46,6 +58,17 @@ std::string errno_string(int err);
 void say(std::string_view message);
 const char* child_errno_text(int err);
 std::string signal_name(int sig);
+
+// Defined in output.cc. From start_output_queues on, say() and the ranks' output are queued
+// and written by a thread per sink (a reader that stalls cannot block the event loop).
+void start_output_queues();
+// Queues `text` for fd (STDOUT_FILENO or STDERR_FILENO), or writes it at once before
+// start_output_queues. With may_drop, text that finds the queue full is dropped and counted.
+void queue_output(int fd, std::string_view text, bool may_drop);
+bool output_full(int fd);
+bool output_idle();        // every queue written out (or its sink failed)
+bool output_idle(int fd);  // fd's queue (which may be stdout's too: 2>&1)
+size_t output_dropped();
 
 // Defined in spawn.cc.
 int install_signals();
@@ -72,6 +95,8 @@ class Launcher {
  public:
   Launcher(const Options& opt, int wake_fd) : opt_(opt), wake_fd_(wake_fd) {}
   int run(const std::string& uid);
+  // The signal that made symrun stop the ranks (symrun then dies by it), or 0.
+  int fatal_signal() const { return fatal_signal_; }
 
  private:
   void spawn_all(const std::string& uid);
@@ -85,6 +110,8 @@ class Launcher {
   void reap();
   void on_rank_end(int rank, int status);
   void begin_stop(int sig, int exit_code);
+  void stop_leftovers();
+  void abandon_unreaped();
   void signal_groups(int sig);
   void check_timers();
   bool read_stream(Rank& rank, Stream& stream);
@@ -92,6 +119,7 @@ class Launcher {
   void emit(int sink, const std::string& text);
   void close_stream(Rank& rank, Stream& stream);
   void final_sweep();
+  void flush_output();
   void abort_all();
 
   const Options& opt_;
@@ -104,9 +132,12 @@ class Launcher {
   bool failed_ = false;
   bool stopping_ = false;
   bool killed_ = false;
-  bool sink_broken_[3] = {};
+  int fatal_signal_ = 0;
+  bool timed_out_ = false;
   Clock::time_point timeout_at_;
   Clock::time_point kill_at_;
+  Clock::time_point killed_at_;
+  Clock::time_point last_reap_;
   Clock::time_point drain_until_;
 };
 
