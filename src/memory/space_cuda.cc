@@ -225,8 +225,10 @@ class CudaSpace final : public Space {
     cudaPointerAttributes attr{};
     bool accessible = false;
     {
-      RelaxedCapture relaxed;  // the caller may be capturing a graph
+      // The device first: on a thread that chose none, a runtime call outside the scope
+      // would make GPU 0's context (and leave it current).
       DeviceScope guard(device_);
+      RelaxedCapture relaxed;  // the caller may be capturing a graph
       if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) (void)cudaGetLastError();
       accessible = attr.type == cudaMemoryTypeManaged ||
                    (attr.type == cudaMemoryTypeDevice && attr.device == device_);
