@@ -127,6 +127,8 @@ NetAddr NetAddr::parse(const std::string& text, int default_port) {
   return a;
 }
 
+bool bootstrap_addr_configured() { return !kBootstrapAddr.get().empty(); }
+
 std::string bootstrap_host() {
   std::string configured = kBootstrapAddr.get();
   if (!configured.empty()) return configured;

@@ -65,6 +65,8 @@ class Fd {
 // else the first up, non-loopback IPv4 interface (SYMCOMM_BOOTSTRAP_IFNAME narrows the
 // choice), else 127.0.0.1.
 std::string bootstrap_host();
+// Whether SYMCOMM_BOOTSTRAP_ADDR names the addresses to bind (else sockets may bind any).
+bool bootstrap_addr_configured();
 
 Fd tcp_listen(const NetAddr& addr, int backlog);  // port 0: any free port
 NetAddr socket_local_addr(int fd);

@@ -203,8 +203,7 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
         // Where SYMCOMM_BOOTSTRAP_ADDR is set, sockets bind only the addresses named: the root
         // binds the root address itself, as it always did.
         NetAddr bind_addr = *env.root;
-        const char* chosen = std::getenv("SYMCOMM_BOOTSTRAP_ADDR");
-        if (chosen == nullptr || *chosen == '\0')
+        if (!bootstrap_addr_configured())
           std::memset(bind_addr.addr, 0, sizeof bind_addr.addr);  // INADDR_ANY, in6addr_any
         start_bootstrap_root(tcp_listen(bind_addr, SOMAXCONN), env.token);
       }

@@ -110,7 +110,6 @@ bool CollContext::addressable(const void* p, size_t bytes) const {
 
 void CollContext::place_counters(CounterState& s, size_t bytes, size_t clear) {
   s.area = static_cast<char*>(heap_.malloc_internal(bytes));
-  s.area_bytes = bytes;
   backend().clear(s.area, clear);
   backend().fill_device_comm(s.world, SYMCOMM_TEAM_WORLD, rma_.teams().get(SYMCOMM_TEAM_WORLD));
 }

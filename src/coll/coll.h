@@ -91,7 +91,6 @@ class AlgorithmState {
 // blocks of its kernel the GPU holds at once.
 struct CounterState : AlgorithmState {
   char* area = nullptr;
-  size_t area_bytes = 0;
   DeviceComm world{};
   int resident = 0;
 };
