@@ -51,6 +51,8 @@ void log_message(LogLevel level, const char* file, int line, const std::string& 
                rank, kLevelNames[static_cast<int>(level)], message.c_str(), base, line);
 }
 
+void set_log_rank(int rank) { t_rank = rank; }
+
 LogRankScope::LogRankScope(int rank) : previous_(t_rank) { t_rank = rank; }
 LogRankScope::~LogRankScope() { t_rank = previous_; }
 

@@ -1,7 +1,8 @@
 // Logging to stderr (never stdout), filtered by SYMCOMM_LOG_LEVEL. Each line reads
 //   host:pid:rank symcomm WARN message [file.cc:123]
-// where rank is the rank of the communicator the calling thread is working for ('-' when
-// none).
+// where rank is the rank of the communicator the calling thread last worked for: every entry
+// point that takes a communicator sets it, and symcomm's own threads set theirs ('-' before
+// any).
 #pragma once
 
 #include <string>
@@ -14,6 +15,9 @@ enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3, Trace = 4 };
 
 bool log_enabled(LogLevel level);
 void log_message(LogLevel level, const char* file, int line, const std::string& message);
+
+// The rank shown in this thread's log lines from now on.
+void set_log_rank(int rank);
 
 // The rank shown in this thread's log lines while the scope lives.
 class LogRankScope {

@@ -395,6 +395,7 @@ void Bootstrap::stop_monitor() {
 }
 
 void Bootstrap::monitor_loop() {
+  LogRankScope log_rank(rank_);
   const int64_t timeout_ms = kPeerTimeout.get_ms();
   int64_t interval_ms = kHeartbeatInterval.get_ms();
   if (timeout_ms > 0 && interval_ms > timeout_ms / 2) {

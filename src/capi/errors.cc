@@ -23,6 +23,7 @@ symcommComm& checked(symcommComm_t comm) {
   SYMCOMM_REQUIRE(comm->magic == symcommComm::kMagic, symcommInvalidArgument,
                   "comm %p is not a live communicator (finalized already?)",
                   static_cast<void*>(comm));
+  set_log_rank(comm->topology.rank);
   return *comm;
 }
 

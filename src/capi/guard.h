@@ -42,7 +42,7 @@ symcommResult_t guarded(Describe&& describe, Body&& body) {
   return code;
 }
 
-// Checks a communicator handle and scopes log lines to its rank.
+// Checks a communicator handle; this thread's log lines show its rank from now on.
 symcommComm& checked(symcommComm_t comm);
 // A stream argument must be NULL in the host memory space (operations are synchronous).
 void check_stream(const symcommComm& comm, symcommStream_t stream);

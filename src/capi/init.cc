@@ -8,10 +8,15 @@
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
 #include "capi/guard.h"
+#include "coll/nccl_lib.h"
 
 using namespace symcomm;
 
 namespace {
+
+// What a process does once before symcomm starts a thread (a bootstrap root, a peer
+// monitor): the environment is changed here, never while those threads read it.
+void before_threads() { keep_nccl_safe_once(); }
 
 // Logs how long each step of joining took (SYMCOMM_LOG_LEVEL=info).
 class StepTimer {
@@ -45,6 +50,8 @@ void setup(symcommComm& comm, const symcommConfig_t& config);
 
 std::unique_ptr<symcommComm> create(const UniqueId& uid, int nranks, int rank,
                                     const symcommConfig_t& config) {
+  before_threads();
+  LogRankScope log_rank(rank);
   auto comm = std::make_unique<symcommComm>();
   StepTimer timer;
   comm->bootstrap = Bootstrap::join(uid, nranks, rank);
@@ -121,6 +128,7 @@ extern "C" symcommResult_t symcommConfigInit(symcommConfig_t* config) {
 extern "C" symcommResult_t symcommGetUniqueId(symcommUniqueId* uid) {
   return guarded([] { return std::string("symcommGetUniqueId"); }, [&] {
     SYMCOMM_REQUIRE_ARG(uid);
+    before_threads();
     UniqueId u;
     u.token = random_token();
     u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
@@ -137,6 +145,7 @@ extern "C" __attribute__((visibility("default"))) symcommResult_t symcommLaunche
     symcommUniqueId* uid) {
   return guarded([] { return std::string("symcommLauncherUniqueId"); }, [&] {
     SYMCOMM_REQUIRE_ARG(uid);
+    before_threads();
     UniqueId u;
     u.token = random_token();
     u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
@@ -188,6 +197,7 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
   return guarded([] { return std::string("symcommInitFromEnv"); }, [&] {
     SYMCOMM_REQUIRE_ARG(comm);
     *comm = nullptr;
+    before_threads();
     symcommConfig_t c = checked_config(config);
     LaunchEnv env = read_launch_env();
     UniqueId uid;

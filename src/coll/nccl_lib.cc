@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <mutex>
 
 #include "base/log.h"
 #include "base/param.h"
@@ -32,9 +33,12 @@ namespace {
 // any other value the caller set. NCCL reads its variables once, on first use (and
 // ~/.nccl.conf may set them then if the environment does not): they must be 0 before the
 // first NCCL call.
+// Where it is 0 already the environment is left alone: setenv may move the environment while
+// another thread reads it (getenv), which glibc before 2.40 does not make safe.
 void force_off(const StringParam& var, const char* why) {
-  if (std::optional<std::string> v = var.raw(); v && *v != "0")
-    SYMCOMM_WARN("%s=%s is set: overriding it with 0 (%s)", var.name(), v->c_str(), why);
+  const std::optional<std::string> v = var.raw();
+  if (v && *v == "0") return;
+  if (v) SYMCOMM_WARN("%s=%s is set: overriding it with 0 (%s)", var.name(), v->c_str(), why);
   SYMCOMM_SYSCHECK(setenv(var.name(), "0", 1));
 }
 
@@ -56,6 +60,11 @@ void keep_nccl_safe() {
 }
 
 }  // namespace
+
+void keep_nccl_safe_once() {
+  static std::once_flag once;
+  std::call_once(once, keep_nccl_safe);
+}
 
 NcclLoad load_nccl(const char* path) {
   NcclLoad l;

@@ -47,6 +47,12 @@ struct NcclLib {
   static const NcclLib* get();
 };
 
+// Sets NCCL_NVLS_ENABLE and NCCL_GRAPH_REGISTER to 0 in the environment (see nccl_lib.cc),
+// once per process. symcommInit calls it first, before the communicator starts a thread, so
+// that no later call changes the environment while symcomm's threads read it; loading NCCL
+// does it again (a no-op where both are 0 already).
+void keep_nccl_safe_once();
+
 // The result of loading `path` (not cached: get() calls it once; tests call it directly).
 struct NcclLoad {
   NcclLib lib;

@@ -10,6 +10,7 @@
 
 #include "coll/coll.h"
 #include "coll/nccl_lib.h"
+#include "symcomm/symcomm.h"
 #include "decomp/backend.h"
 
 namespace symcomm {
@@ -137,6 +138,21 @@ TEST(Nccl, GraphRegistrationStaysOff) {
   EXPECT_STREQ(std::getenv("NCCL_GRAPH_REGISTER"), "0");
   setenv("NCCL_GRAPH_REGISTER", "1", 1);
   load_nccl("libsymcomm-test-no-such-nccl.so.2");
+  EXPECT_STREQ(std::getenv("NCCL_GRAPH_REGISTER"), "0");
+}
+
+// The first entry point that starts a thread sets both to 0, before that thread exists, so
+// that loading NCCL later changes no environment other threads read. Run alone in its own
+// process (ctest: unit_nccl_env_first_call; the once-per-process step is spent in a process
+// that ran other tests), started with both set to 1.
+TEST(NcclEnv, DISABLED_SetByTheFirstCallBeforeAnyThread) {
+  ASSERT_STREQ(std::getenv("NCCL_NVLS_ENABLE"), "1");
+  ASSERT_STREQ(std::getenv("NCCL_GRAPH_REGISTER"), "1");
+  symcommUniqueId uid;
+  ASSERT_EQ(symcommGetUniqueId(&uid), symcommSuccess) << symcommGetLastError();
+  ASSERT_NE(std::getenv("NCCL_NVLS_ENABLE"), nullptr);
+  EXPECT_STREQ(std::getenv("NCCL_NVLS_ENABLE"), "0");
+  ASSERT_NE(std::getenv("NCCL_GRAPH_REGISTER"), nullptr);
   EXPECT_STREQ(std::getenv("NCCL_GRAPH_REGISTER"), "0");
 }
 
