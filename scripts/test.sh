@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-cd build
+cd "${BUILD_DIR:-build}"
 exec ctest --output-on-failure -j "${CTEST_JOBS:-2}" "$@"

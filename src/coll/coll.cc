@@ -196,9 +196,12 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
     }
     return *a;
   }
-  // The measured selection table, then the registry's order.
-  if (const char* pick = table_choice(selection_table(), args.op, args.team.size,
-                                      args.bytes_per_rank(), args.symmetric))
+  // The measured selection table: the first matching row whose algorithm can run the call
+  // (the rows after the first are the choices measured for the next sizes, closer to the
+  // call than the registry's order); then the registry's order. supports() and capturable()
+  // decide alike on every member, so all take the same row.
+  for (const char* pick : table_choices(selection_table(), args.op, args.team.size,
+                                        args.bytes_per_rank(), args.symmetric))
     if (CollAlgorithm* a = find(pick); a && a->supports(args, ctx) && a->capturable(args, ctx))
       return *a;
   for (CollAlgorithm* a : coll_algorithms())

@@ -37,9 +37,11 @@ const std::vector<SelectionRow>& selection_table() {
   // with the team (ll's one shot does: its bounds are halved); broadcasts to 16 MiB into
   // symmetric buffers go to relay (kRelayGuess below); larger broadcasts and
   // reduce-scatters go to NCCL as on 4 ranks, where sm was 0.43-0.70x NCCL past its rows
-  // (sm's broadcast bound is halved: the root sends 7 copies instead of 3). Everything else,
-  // and calls whose row names an algorithm that cannot run (no NCCL), fall through to the
-  // registry order ("sm" on GPUs, "copy" in the host space).
+  // (sm's broadcast bound is halved: the root sends 7 copies instead of 3). A call whose row
+  // names an algorithm that cannot run it (no NCCL, an alignment, the host space) takes the
+  // next matching row's; everything else falls through to the registry order ("sm" on
+  // GPUs, "copy" in the host space, where direct's rows take symmetric all-to-alls and
+  // all-gathers).
   static const char* const kRun4 =
       "bench/results/h200x4/coll_a45e7a6.jsonl (2026-11-21, commit a45e7a6)";
   static const char* const kSym4 =
@@ -151,16 +153,23 @@ const std::vector<SelectionRow>& selection_table() {
   return table;
 }
 
-const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
-                         size_t bytes, bool symmetric) {
+std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
+                                       int team_size, size_t bytes, bool symmetric) {
+  std::vector<const char*> out;
   for (const SelectionRow& row : table) {
     if (row.op != op) continue;
     if (row.buffers == Buffers::Symmetric && !symmetric) continue;
     if (row.max_team > 0 && team_size > row.max_team) continue;
     if (row.max_bytes > 0 && bytes > row.max_bytes) continue;
-    return row.algorithm;
+    out.push_back(row.algorithm);
   }
-  return nullptr;
+  return out;
+}
+
+const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
+                         size_t bytes, bool symmetric) {
+  const std::vector<const char*> all = table_choices(table, op, team_size, bytes, symmetric);
+  return all.empty() ? nullptr : all.front();
 }
 
 std::string selection_text() {
@@ -172,7 +181,8 @@ std::string selection_text() {
                   row.buffers == Buffers::Symmetric ? ", symmetric buffers" : "",
                   row.algorithm, row.source);
   }
-  out += "otherwise: the first registered algorithm that supports the call\n";
+  out += "a call takes the first matching row whose algorithm can run it; otherwise the first "
+         "registered algorithm that can\n";
   return out;
 }
 

@@ -28,7 +28,11 @@ struct SelectionRow {
 };
 
 const std::vector<SelectionRow>& selection_table();
-// The table's algorithm for the call, or nullptr when no row matches.
+// The algorithms of the rows that match the call, in table order (the first is the table's
+// choice; the ones after it are taken, in turn, where it cannot run the call).
+std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
+                                       int team_size, size_t bytes, bool symmetric);
+// The first of them, or nullptr when no row matches.
 const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
                          size_t bytes, bool symmetric);
 // The table as text, a row per line ("allgather, teams <= 8, <= 64 KiB: sm_oneshot (...)").

@@ -10,7 +10,7 @@ const std::vector<DecompBackend*>& decomp_backends() {
   // 1.54-2.57x the nccl backend and 355-364 GB/s per GPU at 1024^3; fused next, 4-11%
   // slower; ce 1-8% faster than fused at 512^3 and 1024^3 on 1-D grids only; then
   // ce_pipelined, which ce beat everywhere). The NCCL backends come last: "" never picks
-  // them where another backend runs (nccl_pipelined was 0.64-1.26x nccl with
+  // them where another backend runs (nccl_pipelined was 0.63-1.32x nccl with
   // communication), and nccl, the baseline, stays last.
   static const std::vector<DecompBackend*> all = {
       make_sm_backend(),

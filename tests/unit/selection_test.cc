@@ -23,6 +23,32 @@ TEST(Selection, FirstMatchingRowWins) {
   EXPECT_EQ(table_choice(table, CollOp::Broadcast, 2, 10, false), nullptr);
 }
 
+// Every matching row, in table order: where the first row's algorithm cannot run the call,
+// the next matching row's is taken, before the registry's order.
+TEST(Selection, MatchingRowsInTableOrder) {
+  const std::vector<SelectionRow> table = {
+      {CollOp::AllGather, 4, 64 << 10, "small", "test"},
+      {CollOp::AllReduce, 0, 0, "other op", "test"},
+      {CollOp::AllGather, 8, 1 << 20, "mid", "test", Buffers::Symmetric},
+      {CollOp::AllGather, 2, 0, "pairs", "test"},
+      {CollOp::AllGather, 0, 0, "large", "test"},
+  };
+  using V = std::vector<std::string>;
+  auto names = [&](int ranks, size_t bytes, bool symmetric) {
+    V out;
+    for (const char* a : table_choices(table, CollOp::AllGather, ranks, bytes, symmetric))
+      out.emplace_back(a);
+    return out;
+  };
+  EXPECT_EQ(names(4, 1000, true), (V{"small", "mid", "large"}));
+  EXPECT_EQ(names(4, 1000, false), (V{"small", "large"}));
+  EXPECT_EQ(names(2, 2 << 20, true), (V{"pairs", "large"}));
+  EXPECT_EQ(names(8, 100 << 10, true), (V{"mid", "large"}));
+  EXPECT_EQ(names(16, 2 << 20, true), (V{"large"}));
+  EXPECT_TRUE(table_choices(table, CollOp::Broadcast, 4, 1000, true).empty());
+  EXPECT_STREQ(table_choice(table, CollOp::AllGather, 8, 100 << 10, true), "mid");
+}
+
 TEST(Selection, SymmetricRowsOnlyForSymmetricBuffers) {
   const std::vector<SelectionRow> table = {
       {CollOp::AllReduce, 0, 1 << 20, "direct", "test", Buffers::Symmetric},
