@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -213,7 +214,8 @@ class Coll : public ::testing::TestWithParam<std::string> {
     stream_ = mp::new_stream();
     n_ = mp::nranks();
     me_ = mp::rank();
-    seed_ = mp::agree(std::random_device{}());
+    seed_ = mp::test_seed();
+    seed_trace_.emplace(__FILE__, __LINE__, mp::seed_note(seed_));  // in every failure
     algo_ = GetParam().c_str();
     // The same answer on every rank: the algorithm runs here or not at all.
     float x = 0;
@@ -564,6 +566,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
   symcommStream_t stream_ = nullptr;
   int n_ = 0, me_ = 0;
   uint64_t seed_ = 0;
+  std::optional<::testing::ScopedTrace> seed_trace_;  // names seed_ until the test ends
   const char* algo_ = nullptr;
   bool moves_only_ = false;  // direct: data movement into symmetric or registered buffers
   bool broadcasts_only_ = false;  // relay: broadcast into symmetric or registered buffers

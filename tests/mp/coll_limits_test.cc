@@ -148,7 +148,8 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
   const bool cuda = mp::space() == symcommSpaceCuda;
   const Type& t = kTypes[6];  // float32
   const size_t count = 1000, b = count * t.size;
-  const uint64_t seed = mp::agree(std::random_device{}());
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
   void* send = nullptr;
   void* recv = nullptr;
   SC_OK(symcommMalloc(comm, b, &send));
@@ -313,7 +314,8 @@ TEST(CollLimits, AutomaticChoicePassesOverCopyInAGraph) {
   symcommStream_t s = mp::new_stream();
   const int n = mp::nranks(), me = mp::rank();
   const Type& t = kTypes[6];  // float32
-  const uint64_t seed = mp::agree(std::random_device{}());
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
   const VLayout v = random_layout(seed, n, 3000);
   const std::vector<size_t> sc = v.sends(me), sd = v.sdispls(me), rc = v.receives(me), rd = v.rdispls(me);
   const size_t se = VLayout::extent(sd, sc) + 1, re = VLayout::extent(rd, rc) + 1;

@@ -313,10 +313,26 @@ class CollMix : public ::testing::Test {
     check(fell_back, "eager");
   }
 
+  // Whether `algo`'s refusal of a call, saying `why`, is one by design. plan() draws for each
+  // algorithm only the operations and receive buffers it takes, so what is left: NCCL
+  // missing (not loadable, the host space: mp::nccl_missing, as the Coll tests accept), and
+  // in the host space the GPU-only algorithms, which refuse everything (as Coll's SetUp
+  // checks). Any other refusal would hide that algorithm from the sequence, the calls running
+  // on auto instead: a failure.
+  static bool refusal_expected(const std::string& algo, const std::string& why) {
+    if (algo == "nccl") return mp::nccl_missing(why);
+    const bool gpu_only = algo == "sm" || algo == "ll" || algo == "ce" || algo == "twoshot" ||
+                          algo == "relay";
+    return gpu_only && mp::space() != symcommSpaceCuda &&
+           why.find("it needs the cuda memory space") != std::string::npos;
+  }
+
   // Issues the whole sequence on the stream, no synchronisation between calls. A call whose
-  // algorithm refuses it (by design: the operation, the buffers, the space, a capture) runs
-  // with the automatic choice instead; `fell_back` says which did, for the check that every
-  // rank refused the same calls. False after a call failed otherwise.
+  // algorithm refuses it by design (refusal_expected; copy's all-to-all-v in a capture, not
+  // issued) runs with the automatic choice instead; `fell_back` says which did, for the check
+  // that every rank refused the same calls. Any other refusal fails the test (the call still
+  // runs on auto, so that the rest of the sequence is checked). False after a call failed
+  // otherwise.
   bool run_sequence(bool capturing, std::vector<uint8_t>& fell_back) {
     fell_back.assign(calls_.size(), 0);
     for (size_t k = 0; k < calls_.size(); ++k) {
@@ -325,6 +341,11 @@ class CollMix : public ::testing::Test {
       const bool named = !(capturing && c.algo == "copy" && c.op == Op::AllToAllv);
       symcommResult_t rc = named ? issue(c, c.algo.c_str()) : symcommNotSupported;
       if (rc == symcommNotSupported) {
+        const std::string why = named ? symcommGetLastError() : "";
+        if (named && !refusal_expected(c.algo, why))
+          ADD_FAILURE() << "call " << k << " (" << describe(c) << "): " << c.algo
+                        << " refused a call it should run: " << why
+                        << " (SYMCOMM_TEST_MIX_SEED=" << seed_ << ")";
         fell_back[k] = 1;
         c.ran = c.algo + " refused, " + auto_choice(c);
         rc = issue(c, "auto");

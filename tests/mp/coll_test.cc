@@ -294,7 +294,8 @@ TEST(CollLarge, OneGiBAllToAllAndAllGather) {
   symcommStream_t s = mp::new_stream();
   const int n = mp::nranks(), me = mp::rank();
   const size_t all = size_t{1} << 30, block = all / static_cast<size_t>(n);
-  const uint64_t seed = mp::agree(std::random_device{}());
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
   char* send = static_cast<char*>(mp::local_alloc(all));
   for (int j = 0; j < n; ++j)  // block j: pattern(me, seed + j)
     mp::fill(send + static_cast<size_t>(j) * block, block, me, seed + static_cast<uint64_t>(j));

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,7 +76,8 @@ class Device : public ::testing::Test {
     SC_OK(symcommGetDeviceComm(comm_, SYMCOMM_TEAM_WORLD, &h_));
     me_ = mp::rank();
     n_ = mp::nranks();
-    seed_ = mp::agree(std::random_device{}());  // the same random choices on every rank
+    seed_ = mp::test_seed();  // the same random choices on every rank
+    seed_trace_.emplace(__FILE__, __LINE__, mp::seed_note(seed_));  // in every failure
     rng_.seed(seed_);
   }
   void TearDown() override {
@@ -132,6 +134,7 @@ class Device : public ::testing::Test {
   DeviceComm h_{};
   int me_ = -1, n_ = 0;
   uint64_t seed_ = 0;
+  std::optional<::testing::ScopedTrace> seed_trace_;  // names seed_ until the test ends
   std::mt19937_64 rng_;
   std::vector<void*> plain_;
 };

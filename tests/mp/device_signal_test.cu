@@ -1,7 +1,7 @@
 // The device API's signals from kernels: put_signal ordering data before its signal, signals
 // from every peer at once, fence and quiet (every scope) publishing data behind a relaxed
-// flag, and every comparison with put_signal_warp. Outputs are poisoned before and checked
-// byte by byte after (the Device fixture is in device_fixture.cuh).
+// flag, and every comparison with put_signal_warp and at its edges. Outputs are poisoned
+// before and checked byte by byte after (the Device fixture is in device_fixture.cuh).
 #include <string>
 #include <vector>
 
@@ -187,6 +187,18 @@ __global__ void cmp_kernel(DeviceComm c, CmpSteps steps, char* data, const char*
   }
 }
 
+// Comparisons at their edges on a word nobody changes: thread i waits once for
+// `edges.cmp[i] edges.value[i]` and writes what the wait returned to rc[i].
+constexpr int kEdges = 12;
+struct Edges {
+  symcommCmp_t cmp[kEdges];
+  uint64_t value[kEdges];
+};
+__global__ void edges_kernel(DeviceComm c, Edges edges, uint64_t* word, int* rc) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < kEdges) rc[i] = symcomm::signal_wait_until(c, word, edges.cmp[i], edges.value[i]);
+}
+
 TEST_F(Device, PutSignalOrdersDataBeforeSignal) {
   for (const RingShape& shape : kRingShapes) {
     SCOPED_TRACE(std::to_string(shape.chunk) + "-byte chunks, skew " +
@@ -329,6 +341,40 @@ TEST_F(Device, EveryComparisonWithPutSignalWarp) {
   EXPECT_EQ(rc_host, 0);
   EXPECT_EQ(bad_host, 0u) << "a wait passed before its data arrived, seed " << seed_;
   for (int i = 0; i < kCmpSteps; ++i) EXPECT_EQ(after[i], steps.step[i].after) << "step " << i;
+}
+
+// The same comparisons at their edges as Rma.EveryComparisonAtItsEdges, on the device: on a
+// word that holds 50, the six one step past the edge time out (a bound of 50 ms) and the six
+// at the edge hold. EveryComparisonWithPutSignalWarp cannot tell an off-by-one comparison:
+// its words mostly hold their new values before the waits start. The kernel's handle records
+// no failure (error slot cleared): these refusals are expected, not for the communicator to
+// report, and its next call succeeds.
+TEST_F(Device, EveryComparisonAtItsEdges) {
+  const Edges edges{{symcommCmpLt, symcommCmpGt, symcommCmpNe, symcommCmpEq, symcommCmpLe,
+                     symcommCmpGe, symcommCmpLe, symcommCmpGe, symcommCmpEq, symcommCmpLt,
+                     symcommCmpGt, symcommCmpNe},
+                    {50, 50, 50, 49, 49, 51, 50, 50, 50, 51, 49, 49}};
+  const int want[kEdges] = {symcommTimeout, symcommTimeout, symcommTimeout, symcommTimeout,
+                            symcommTimeout, symcommTimeout, 0, 0, 0, 0, 0, 0};
+  uint64_t* word = symmetric<uint64_t>(1);
+  int* rc = plain<int>(kEdges);
+  ASSERT_TRUE(word && rc);
+  const uint64_t fifty = 50;
+  CUDA_OK(cudaMemcpy(word, &fifty, sizeof fifty, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(rc, 0xff, kEdges * sizeof(int)));
+  CUDA_OK(cudaDeviceSynchronize());
+  DeviceComm c = h_;
+  c.wait_timeout_ns = 50'000'000;
+  c.error = nullptr;
+  edges_kernel<<<1, 32>>>(c, edges, word, rc);
+  LAUNCH_OK();
+  int got[kEdges];
+  CUDA_OK(cudaMemcpy(got, rc, sizeof got, cudaMemcpyDeviceToHost));
+  const char* names[] = {"==", "!=", ">=", ">", "<=", "<"};
+  for (int i = 0; i < kEdges; ++i)
+    EXPECT_EQ(got[i], want[i]) << "word 50, wait for " << names[edges.cmp[i]] << " "
+                               << edges.value[i] << (want[i] ? ": passed" : ": did not hold");
+  SC_OK(symcommHostBarrier(comm_));  // nothing recorded for the communicator
 }
 
 }  // namespace device_test

@@ -132,7 +132,9 @@ TEST_F(Heap, SameOffsetsOnEveryRank) {
 }
 
 TEST_F(Heap, InterleavedAllocAndFree) {
-  std::mt19937_64 rng(mp::agree(std::random_device{}()));  // same sequence on every rank
+  const uint64_t seed = mp::test_seed();  // the same sequence on every rank
+  SCOPED_TRACE(mp::seed_note(seed));
+  std::mt19937_64 rng(seed);
   struct Live {
     void* p;
     size_t bytes;

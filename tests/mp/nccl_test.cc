@@ -14,8 +14,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mp.h"
@@ -30,6 +32,18 @@ const char* op_name(Op op) {
   return names[static_cast<int>(op)];
 }
 bool reduces(Op op) { return op == Op::ReduceScatter || op == Op::AllReduce; }
+
+// "" where got[i] == want(i) for every element, else how many differ and the first that does.
+template <typename T, typename Want>
+std::string wrong_elements(const std::vector<T>& got, Want want) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != static_cast<T>(want(i)) && bad++ == 0) first = i;
+  if (bad == 0) return "";
+  return std::to_string(bad) + " of " + std::to_string(got.size()) + " elements wrong, the first " +
+         std::to_string(first) + ": " + std::to_string(got[first]) + " for " +
+         std::to_string(static_cast<T>(want(first)));
+}
 
 symcommResult_t call(Op op, symcommComm_t c, symcommTeam_t team, const void* s, void* r,
                      size_t count, symcommDataType_t t, symcommRedOp_t red, int root,
@@ -120,10 +134,12 @@ TEST(NcclHostSpace, AskedForByNameFailsWithNotSupported) {
                                       count, symcommFloat32, symcommSum, nullptr, nullptr),
              symcommNotSupported);
   }
-  // Automatic choices never pick it here.
+  // Automatic choices never pick it here. Every element of the sum is n; the rest of recv
+  // (sized for the all-gather) is left alone.
+  std::fill(recv.begin(), recv.end(), -1.0f);
   SC_OK(symcommAllReduceOnStream(mp::world(), SYMCOMM_TEAM_WORLD, send.data(), recv.data(), count,
                                  symcommFloat32, symcommSum, nullptr, nullptr));
-  EXPECT_EQ(recv[0], static_cast<float>(n));
+  EXPECT_EQ(wrong_elements(recv, [&](size_t i) { return i < count ? n : -1; }), "");
 }
 
 TEST(NcclHostSpace, DecompBackendAskedForByNameFailsWithNotSupported) {
@@ -166,7 +182,8 @@ class NcclGpu : public ::testing::Test {
     comm_ = mp::new_comm();
     ASSERT_NE(comm_, nullptr);
     stream_ = mp::new_stream();
-    seed_ = mp::agree(std::random_device{}());
+    seed_ = mp::test_seed();
+    seed_trace_.emplace(__FILE__, __LINE__, mp::seed_note(seed_));  // in every failure
   }
   void TearDown() override {
     if (!comm_) return;
@@ -194,9 +211,8 @@ class NcclGpu : public ::testing::Test {
       mp::sync(stream_);
       std::vector<float> got(count);
       mp::copy_to_host(got.data(), buf, count * 4);
-      for (size_t i = 0; i < count; i += 4099)
-        ASSERT_EQ(got[i], static_cast<float>(mp::nranks())) << "replay " << replay << " at " << i;
-      ASSERT_EQ(got[count - 1], static_cast<float>(mp::nranks())) << "replay " << replay;
+      ASSERT_EQ(wrong_elements(got, [](size_t) { return mp::nranks(); }), "")
+          << "replay " << replay;
       SC_OK(symcommHostBarrier(comm_));
     }
     mp::destroy_graph(exec);
@@ -239,6 +255,7 @@ class NcclGpu : public ::testing::Test {
   symcommComm_t comm_ = nullptr;
   symcommStream_t stream_ = nullptr;
   uint64_t seed_ = 0;
+  std::optional<::testing::ScopedTrace> seed_trace_;  // names seed_ until the test ends
 };
 
 TEST_F(NcclGpu, EveryOperationTypeAndReductionMatchesCopy) {
@@ -341,8 +358,7 @@ TEST_F(NcclGpu, TeamIdReusedWithOtherMembers) {
       mp::copy_to_host(got.data(), buf, count * 4);
       int32_t want = 0;
       for (int r = first; r < n; ++r) want += r + 1;
-      EXPECT_EQ(got[0], want);
-      EXPECT_EQ(got[count - 1], want);
+      EXPECT_EQ(wrong_elements(got, [&](size_t) { return want; }), "");
       mp::local_free(buf);
       SC_OK(symcommTeamDestroy(comm_, team));
     }
@@ -544,7 +560,8 @@ TEST_F(NcclDecompGpu, DecompBackendsMatchCopyOnLargeBlocks) {
 // accessible, as across nodes: only NCCL reaches the peers. Its id travels over the
 // bootstrap network, the automatic choice takes it for every operation (the load/store
 // algorithms refuse, saying why), two teams make their NCCL communicators at the same time,
-// and a decomposition with no backend named runs on an NCCL backend.
+// and a decomposition with no backend named runs on an NCCL backend, every transpose
+// between ranks (n x 1 and 1 x n grids) checked point by point.
 TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "NCCL runs in the cuda space only";
   const int n = mp::nranks(), me = mp::rank();
@@ -617,43 +634,69 @@ TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
   mp::copy_to_host(got.data(), buf, count * 4);
   int64_t members = 0, base = 0;
   for (int r = me % 2; r < n; r += 2, ++members) base += int64_t{100000} * (r + 1);
-  EXPECT_EQ(got[0], base);
-  EXPECT_EQ(got[count - 1], base + members * static_cast<int64_t>(count - 1));
+  // Element i: the members' value(r, 0, i) summed.
+  EXPECT_EQ(wrong_elements(got, [&](size_t i) { return base + members * static_cast<int64_t>(i); }),
+            "");
   mp::local_free(buf);
   SC_OK(symcommTeamDestroy(comm, mine));
-  // A decomposition, backend chosen: an NCCL one; X -> Y -> X gives the input back.
-  const int64_t gdims[3] = {12, 10, 9};
-  symcommDecomp_t d = make_decomp(comm, 1, n, gdims, "");
-  ASSERT_NE(d, nullptr);
-  const char* name = nullptr;
-  SC_OK(symcommDecompGetBackend(d, &name));
-  EXPECT_EQ(std::string(name).rfind("nccl", 0), 0u) << name;
-  symcommPencilInfo_t x, y;
-  SC_OK(symcommDecompPencilInfo(d, 0, nullptr, nullptr, &x));
-  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &y));
-  size_t ws_bytes = 0;
-  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
-  void* ws = nullptr;
-  SC_OK(symcommMalloc(comm, ws_bytes, &ws));
-  const size_t bytes = static_cast<size_t>(std::max(x.size, y.size)) * 8;
-  void* a = mp::local_alloc(bytes);
-  void* b = mp::local_alloc(bytes);
-  const std::vector<uint8_t> start = small_integers(kTypes[9], static_cast<size_t>(x.size),
-                                                     static_cast<uint64_t>(me) + 17);
-  mp::store(a, start);
-  mp::store(b, std::vector<uint8_t>(bytes, 0xAB));
-  SC_OK(symcommDecompTranspose(d, 0, 1, a, b, ws, symcommR64, nullptr, nullptr, nullptr, nullptr,
-                               stream));
-  mp::sync(stream);
-  mp::store(a, std::vector<uint8_t>(bytes, 0xCD));
-  SC_OK(symcommDecompTranspose(d, 1, 0, b, a, ws, symcommR64, nullptr, nullptr, nullptr, nullptr,
-                               stream));
-  EXPECT_TRUE(mp::fetch(stream, a, start.size()) == start) << "X -> Y -> X changed the data";
-  SC_OK(symcommHostBarrier(comm));
-  mp::local_free(b);
-  mp::local_free(a);
-  SC_OK(symcommFree(comm, ws));
-  SC_OK(symcommDecompDestroy(d));
+  // A decomposition, backend chosen: an NCCL one. On an n x 1 grid X -> Y exchanges between
+  // all ranks (X pencils split y over the rows, Y pencils x: src/decomp/geometry.cc), on a
+  // 1 x n grid Y -> Z; after each step of X -> Y -> Z -> Y -> X every point of the new pencil
+  // holds its global index (as decomp_autotune_test.cc's expect_transposes_work checks).
+  const int64_t g[3] = {12, 10, 9};
+  auto global = [&](int64_t x, int64_t y, int64_t z) {
+    return static_cast<double>((z * g[1] + y) * g[0] + x);
+  };
+  for (auto [pr, pc] : {std::pair<int, int>{n, 1}, std::pair<int, int>{1, n}}) {
+    SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc));
+    symcommDecomp_t d = make_decomp(comm, pr, pc, g, "");
+    ASSERT_NE(d, nullptr);
+    const char* name = nullptr;
+    SC_OK(symcommDecompGetBackend(d, &name));
+    EXPECT_EQ(std::string(name).rfind("nccl", 0), 0u) << name;
+    symcommPencilInfo_t p[3];
+    int64_t most = 0;
+    for (int a = 0; a < 3; ++a) {
+      SC_OK(symcommDecompPencilInfo(d, a, nullptr, nullptr, &p[a]));
+      most = std::max(most, p[a].size);
+    }
+    size_t ws_bytes = 0;
+    SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
+    std::vector<size_t> sizes(static_cast<size_t>(n));
+    SC_OK(symcommHostAllgather(comm, &ws_bytes, sizes.data(), sizeof ws_bytes));
+    void* ws = nullptr;
+    SC_OK(symcommMalloc(comm, std::max<size_t>(8, *std::max_element(sizes.begin(), sizes.end())),
+                        &ws));
+    const size_t bytes = static_cast<size_t>(most) * 8;
+    void* buf[2] = {mp::local_alloc(bytes), mp::local_alloc(bytes)};
+    std::vector<double> host(static_cast<size_t>(most), -1.0);
+    for (int64_t z = p[0].lo[2]; z < p[0].hi[2]; ++z)
+      for (int64_t y = p[0].lo[1]; y < p[0].hi[1]; ++y)
+        for (int64_t x = p[0].lo[0]; x < p[0].hi[0]; ++x)
+          host[static_cast<size_t>(symcommPencilIndex(&p[0], x, y, z))] = global(x, y, z);
+    mp::copy_from_host(buf[0], host.data(), bytes);
+    const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
+    for (int s = 0; s < 4; ++s) {
+      const symcommPencilInfo_t& out = p[steps[s][1]];
+      const std::vector<double> poison(static_cast<size_t>(most), -1.0);
+      mp::copy_from_host(buf[1 - s % 2], poison.data(), bytes);
+      SC_OK(symcommDecompTranspose(d, steps[s][0], steps[s][1], buf[s % 2], buf[1 - s % 2], ws,
+                                   symcommR64, nullptr, nullptr, nullptr, nullptr, stream));
+      mp::sync(stream);
+      mp::copy_to_host(host.data(), buf[1 - s % 2], bytes);
+      int64_t bad = 0;
+      for (int64_t z = out.lo[2]; z < out.hi[2]; ++z)
+        for (int64_t y = out.lo[1]; y < out.hi[1]; ++y)
+          for (int64_t x = out.lo[0]; x < out.hi[0]; ++x)
+            bad += host[static_cast<size_t>(symcommPencilIndex(&out, x, y, z))] != global(x, y, z);
+      EXPECT_EQ(bad, 0) << "points wrong after transpose " << steps[s][0] << " -> " << steps[s][1];
+    }
+    SC_OK(symcommHostBarrier(comm));
+    mp::local_free(buf[1]);
+    mp::local_free(buf[0]);
+    SC_OK(symcommFree(comm, ws));
+    SC_OK(symcommDecompDestroy(d));
+  }
   mp::free_stream(stream);
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }

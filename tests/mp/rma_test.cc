@@ -82,7 +82,9 @@ class Rma : public ::testing::Test {
 };
 
 TEST_F(Rma, PutAndGetRandomSizesAndOffsets) {
-  std::mt19937_64 rng(mp::agree(std::random_device{}()));
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  std::mt19937_64 rng(seed);
   const size_t max_bytes = (5 << 20) + 333;  // beyond a 2 MiB chunk
   char* sym;
   SC_OK(symcommMalloc(comm_, max_bytes + 128, reinterpret_cast<void**>(&sym)));
@@ -526,6 +528,58 @@ TEST_F(Rma, EveryComparison) {
   SC_OK(symcommFree(comm_, words));
 }
 
+// Every comparison at its edges, on a word that holds 50 and that nobody changes: those one
+// step past the edge (< 50, > 50, != 50, == 49, <= 49, >= 51) never hold and time out after
+// the bound (0.15 s each, naming the comparison), the communicator staying usable; those at
+// the edge (<= 50, >= 50, == 50, < 51, > 49, != 49) hold at once. EveryComparison above
+// cannot tell an off-by-one comparison (< for <=, say): its signals mostly land before the
+// wait starts, and its edges only try comparisons that hold.
+TEST_F(Rma, EveryComparisonAtItsEdges) {
+  const double bound = 0.15;
+  symcommComm_t c = comm_with_timeout("0.15");
+  ASSERT_NE(c, nullptr);
+  uint64_t* word;
+  SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
+  mp::write_u64(word, 50);
+  SC_OK(symcommHostBarrier(c));
+  struct Edge {
+    symcommCmp_t cmp;
+    uint64_t value;
+    const char* text;  // as the error message writes the comparison
+  };
+  const Edge refused[] = {{symcommCmpLt, 50, "< 50"},  {symcommCmpGt, 50, "> 50"},
+                          {symcommCmpNe, 50, "!= 50"}, {symcommCmpEq, 49, "== 49"},
+                          {symcommCmpLe, 49, "<= 49"}, {symcommCmpGe, 51, ">= 51"}};
+  for (const Edge& e : refused) {
+    SCOPED_TRACE(std::string("word 50, wait for ") + e.text);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(reported(c, symcommSignalWaitOnStream(c, word, e.cmp, e.value, stream_)),
+              symcommTimeout) << "a comparison that does not hold passed";
+    const double took = seconds_since(start);
+    const std::string msg = symcommGetLastError();
+    EXPECT_NE(msg.find(std::string("to be ") + e.text + " and last saw 50"), std::string::npos)
+        << msg;
+    EXPECT_GE(took, 0.9 * bound) << "the wait ended before its bound";
+    EXPECT_LT(took, 5.0);
+  }
+  // Usable: the next calls succeed, no failure left to report.
+  SC_OK(symcommQuietOnStream(c, stream_));
+  SC_OK(symcommBarrierOnStream(c, SYMCOMM_TEAM_WORLD, stream_));
+  mp::sync(stream_);
+  const Edge hold[] = {{symcommCmpLe, 50, "<= 50"}, {symcommCmpGe, 50, ">= 50"},
+                       {symcommCmpEq, 50, "== 50"}, {symcommCmpLt, 51, "< 51"},
+                       {symcommCmpGt, 49, "> 49"},  {symcommCmpNe, 49, "!= 49"}};
+  for (const Edge& e : hold) {
+    SCOPED_TRACE(std::string("word 50, wait for ") + e.text);
+    EXPECT_EQ(reported(c, symcommSignalWaitOnStream(c, word, e.cmp, e.value, stream_)),
+              symcommSuccess) << symcommGetLastError();
+  }
+  EXPECT_EQ(mp::read_u64(word), 50u);
+  SC_OK(symcommHostBarrier(c));
+  SC_OK(symcommFree(c, word));
+  SC_OK(symcommFinalize(c));
+}
+
 // A barrier that one member never reaches ends with symcommTimeout naming that member (the
 // call itself fails in the host space; the next call in the cuda space, the stream going
 // on), and the communicator stays usable. The team is one of its own: after the failure its
@@ -883,7 +937,9 @@ TEST_F(Rma, StressEveryPeerAtOnce) {
     size_t bytes, src_off, dst_off;
     symcommEngine_t engine;
   };
-  std::mt19937_64 rng(mp::agree(std::random_device{}()));
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  std::mt19937_64 rng(seed);
   std::vector<Piece> pieces(static_cast<size_t>(n) * n);  // [sender * n + receiver]
   SC_OK(symcommHostBarrier(comm_));
   size_t bad = 0;

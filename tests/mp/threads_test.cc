@@ -33,6 +33,7 @@ void work(symcommComm_t c, int k, uint64_t seed) {
   symcommStream_t stream = mp::new_stream();
   const int n = mp::nranks(), me = mp::rank();
   const int right = (me + 1) % n, left = (me + n - 1) % n;
+  SCOPED_TRACE(mp::seed_note(seed));  // gtest's traces are per thread
   std::mt19937_64 rng(seed + static_cast<uint64_t>(k));
   // Plain memory is allocated once: cudaFree may wait for the whole GPU.
   int32_t* plain = static_cast<int32_t*>(mp::local_alloc(1024 * sizeof(int32_t)));
@@ -127,7 +128,8 @@ TEST(Threads, CommunicatorsUsedAtOnceFromThreads) {
     comms.push_back(mp::new_comm());
     ASSERT_NE(comms.back(), nullptr);
   }
-  const uint64_t seed = mp::agree(std::random_device{}());
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));  // this thread's failures; work() names it on its own
   std::vector<std::thread> threads;
   for (int k = 0; k < kThreads; ++k)
     threads.emplace_back(work, comms[static_cast<size_t>(k)], k, seed);

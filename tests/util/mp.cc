@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace mp {
 
@@ -67,6 +68,16 @@ ScopedEnv::~ScopedEnv() {
 uint64_t agree(uint64_t value) {
   EXPECT_EQ(symcommHostBroadcast(g_world, &value, sizeof value, 0), symcommSuccess);
   return value;
+}
+
+uint64_t test_seed() {
+  const char* fixed = std::getenv("SYMCOMM_TEST_SEED");
+  return agree(fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}());
+}
+
+std::string seed_note(uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (SYMCOMM_TEST_SEED=" + std::to_string(seed) +
+         " repeats it)";
 }
 
 bool all_ok(bool ok) {

@@ -42,6 +42,12 @@ class ScopedEnv {
 
 // The same value on every rank (rank 0's), for seeds and ports.
 uint64_t agree(uint64_t value);
+// The seed of a test's random choices, the same on every rank: SYMCOMM_TEST_SEED (which
+// repeats a run that failed), else a fresh random one. Failures name it through seed_note.
+uint64_t test_seed();
+// "seed N (SYMCOMM_TEST_SEED=N repeats it)": for SCOPED_TRACE (a fixture holds a
+// ::testing::ScopedTrace of it) and failure messages.
+std::string seed_note(uint64_t seed);
 // True on every rank iff `ok` on every rank.
 bool all_ok(bool ok);
 // Whether `why` (an algorithm's refusal) says that NCCL cannot run here: not loadable, the
