@@ -40,19 +40,32 @@ class CollCheck : public ::testing::Test {
   size_t bytes_per_buffer() const { return kCount * sizeof(int32_t) * static_cast<size_t>(n_); }
 
   // An all-gather of kCount int32 per member, this rank's block i holding me * 1000 + i,
-  // checked: the calls that agree still run, with the right result.
+  // checked: the calls that agree still run, with the right result. The whole receive buffer
+  // is poisoned first (mp::fill's pattern bytes): what an earlier call left there (a world
+  // all-gather leaves the very values a team all-gather of the odd ranks gives) cannot pass
+  // for this call's result, and the blocks past `members` (a team smaller than the world)
+  // must still hold their poison afterwards.
   void expect_all_gather_runs(symcommTeam_t team, int members, int my_team_rank) {
+    const size_t block = kCount * sizeof(int32_t), written = block * static_cast<size_t>(members);
+    const size_t rest = bytes_per_buffer() - written;
+    char* recv = static_cast<char*>(sym_[1]);
     std::vector<int32_t> mine(kCount), got(kCount * static_cast<size_t>(members));
     for (size_t i = 0; i < kCount; ++i) mine[i] = my_team_rank * 1000 + static_cast<int32_t>(i);
-    mp::copy_from_host(sym_[0], mine.data(), kCount * sizeof(int32_t));
-    SC_OK(symcommAllGatherOnStream(comm_, team, sym_[0], sym_[1], kCount, symcommInt32, "copy",
+    mp::copy_from_host(sym_[0], mine.data(), block);
+    mp::fill(recv, written, me_, 90);
+    if (rest > 0) mp::fill(recv + written, rest, me_, 91);
+    SC_OK(symcommAllGatherOnStream(comm_, team, sym_[0], recv, kCount, symcommInt32, "copy",
                                    stream_));
     mp::sync(stream_);
-    mp::copy_to_host(got.data(), sym_[1], got.size() * sizeof(int32_t));
+    mp::copy_to_host(got.data(), recv, written);
     for (int r = 0; r < members; ++r)
       for (size_t i = 0; i < kCount; ++i)
         ASSERT_EQ(got[static_cast<size_t>(r) * kCount + i], r * 1000 + static_cast<int32_t>(i))
             << "block of team rank " << r << ", element " << i;
+    if (rest > 0) {
+      EXPECT_EQ(mp::count_mismatches(recv + written, rest, me_, 91), 0u)
+          << "bytes past the team's " << members << " blocks were written";
+    }
   }
 
   std::unique_ptr<mp::ScopedEnv> check_;
@@ -71,6 +84,9 @@ TEST_F(CollCheck, EveryMemberFailsWhereOneDiffers) {
   const std::string zero = "team rank 0 (rank 0)";
   void* send = sym_[0];
   void* recv = sym_[1];
+  // Every buffer the calls below name, poisoned: none of them may run, so none may change.
+  void* const named[4] = {sym_[0], sym_[1], sym_[2], local_};
+  for (int k = 0; k < 4; ++k) mp::fill(named[k], bytes_per_buffer(), me_, 80 + k);
   SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv,
                                            last_ ? kCount - 1 : kCount, symcommInt32, "copy",
                                            stream_),
@@ -107,6 +123,14 @@ TEST_F(CollCheck, EveryMemberFailsWhereOneDiffers) {
   SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, kCount,
                                            symcommInt32, last_ ? "direct" : "copy", stream_),
                   symcommInvalidUsage, last + " passes algorithm direct", zero + " passes copy");
+  // Nothing ran: once every member is past its failed calls (and whatever they might have
+  // enqueued has finished), every buffer still holds its poison, here and on every peer.
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(mp::count_mismatches(named[k], bytes_per_buffer(), me_, 80 + k), 0u)
+        << (k < 3 ? "symmetric buffer " + std::to_string(k) : std::string("the plain buffer"))
+        << " was written by a call that failed";
   expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
 }
 

@@ -102,9 +102,15 @@ TEST_P(Coll, BadArguments) {
             std::string::npos) << symcommGetLastError();
   // Counts on the device: 8-byte aligned, and in memory the GPU can access (the host's
   // pageable memory is refused in the cuda space; in the host space, all memory is the
-  // host's, and copy and auto run the call: here with zero counts, moving nothing).
-  std::vector<size_t> host_counts(4 * nn, 0);
+  // host's, and copy and auto run the call: here every rank r sends r + 1 elements from
+  // offset 0 to every member, into a capacity of 10 elements). The outputs, recvcounts and
+  // rdispls, start as 12345 so that the check below sees them written.
+  std::vector<size_t> host_counts(4 * nn, 12345);
   size_t* hc = host_counts.data();
+  for (size_t j = 0; j < nn; ++j) {
+    hc[j] = static_cast<size_t>(me_) + 1;  // sendcounts
+    hc[nn + j] = 0;                         // sdispls
+  }
   auto* odd = reinterpret_cast<size_t*>(ca + 4);
   SC_FAILS(symcommAllToAllvDeviceOnStream(comm_, w, a, odd, odd, b, 10, odd, odd, symcommFloat32,
                                           algo_, stream_), symcommInvalidArgument);
@@ -121,7 +127,14 @@ TEST_P(Coll, BadArguments) {
     EXPECT_EQ(host_rc, symcommNotSupported) << symcommGetLastError();
   } else {
     EXPECT_EQ(host_rc, symcommSuccess) << symcommGetLastError();
-    EXPECT_EQ(host_counts[2 * nn], 0u);  // what member 0 sent here (written)
+    mp::sync(stream_);
+    // recvcounts[i]: what member i sent here (i + 1 elements, counted even where its block
+    // does not fit); rdispls[i]: where its block starts, packed in team-rank order (the sum
+    // of the counts before it).
+    for (size_t i = 0; i < nn; ++i) {
+      EXPECT_EQ(hc[2 * nn + i], i + 1) << "recvcounts[" << i << "]";
+      EXPECT_EQ(hc[3 * nn + i], i * (i + 1) / 2) << "rdispls[" << i << "]";
+    }
   }
   ASSERT_GE(symcommCollAlgorithmCount(), 2);
   EXPECT_STREQ(symcommCollAlgorithmName(0), "sm");

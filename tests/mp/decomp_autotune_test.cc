@@ -317,7 +317,9 @@ TEST(DecompAutotune, GridFilterIncludesAndExcludes) {
   r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
   EXPECT_NE(agreed_choice(r.decomp).pdims[0], 1);
-  for (const Row& row : table(r.out0, "grid and transpose backend")) EXPECT_NE(row.pr, 1);
+  const std::vector<Row> rows = table(r.out0, "grid and transpose backend");
+  ASSERT_FALSE(rows.empty()) << r.out0;  // the loop below checks something
+  for (const Row& row : rows) EXPECT_NE(row.pr, 1);
   SC_OK(symcommDecompDestroy(r.decomp));
   std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "2by4");
   expect_rejected(c, symcommInvalidArgument, "'2by4' is not a grid PxQ");
@@ -369,6 +371,12 @@ TEST(DecompAutotune, SkipThresholdAfterEveryTimedRound) {
   for (const Row& row : rows)
     if (ran(row)) completed.push_back(&row);
   ASSERT_FALSE(completed.empty());
+  // The first candidate that can run has no best before it: it is never skipped (the scores
+  // compared below begin with it).
+  const auto runnable = [](const Row& row) { return row.score != "cannot run"; };
+  const auto first = std::find_if(rows.begin(), rows.end(), runnable);
+  ASSERT_NE(first, rows.end());
+  EXPECT_EQ(completed.front(), &*first) << r.out0;
   for (size_t i = 1; i < completed.size(); ++i)
     EXPECT_LE(std::stod(completed[i]->score), std::stod(completed[i - 1]->score))
         << "a candidate slower than the best before it was not skipped:\n" << r.out0;
@@ -381,8 +389,19 @@ TEST(DecompAutotune, SkipThresholdAfterEveryTimedRound) {
   c.autotune_skip = 1e300;
   r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
-  for (const Row& row : table(r.out0, "grid and transpose backend"))
-    EXPECT_NE(row.score, "skipped") << row.pr << "x" << row.pc << " " << row.backend;
+  // The same candidates in the same order, and every one that can run (ran or was skipped
+  // above) ran to the end: none is skipped, and none that could run is missing.
+  const std::vector<Row> all = table(r.out0, "grid and transpose backend");
+  ASSERT_EQ(all.size(), rows.size()) << r.out0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Row& row = all[i];
+    SCOPED_TRACE(std::to_string(row.pr) + "x" + std::to_string(row.pc) + " " + row.backend);
+    EXPECT_EQ(row.pr, rows[i].pr);
+    EXPECT_EQ(row.pc, rows[i].pc);
+    EXPECT_EQ(row.backend, rows[i].backend);
+    EXPECT_NE(row.score, "skipped");
+    EXPECT_EQ(ran(row), runnable(rows[i])) << row.score << " (before: " << rows[i].score << ")";
+  }
   SC_OK(symcommDecompDestroy(r.decomp));
 }
 

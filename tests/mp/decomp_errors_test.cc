@@ -28,6 +28,12 @@ TEST(Decomp, TransposeBadArguments) {
   void* ws = nullptr;
   SC_OK(symcommMalloc(mp::world(), need, &ws));
   symcommStream_t stream = mp::new_stream();
+  // Poisoned: the input (so that a transpose that ran would move recognisable bytes), the
+  // output and the workspace. No call below but the last may change the output or the
+  // workspace.
+  mp::fill(in, bytes, mp::rank(), 60);
+  mp::fill(out, bytes, mp::rank(), 61);
+  mp::fill(ws, need, mp::rank(), 62);
   auto transpose = [&](int from, int to, const void* i, void* o, void* w,
                        symcommDecompType_t type = symcommR64) {
     return symcommDecompTranspose(d, from, to, i, o, w, type, nullptr, nullptr, nullptr, nullptr,
@@ -52,6 +58,7 @@ TEST(Decomp, TransposeBadArguments) {
   ASSERT_GT(need, 512u) << "the grid is too small for this test";
   void* small = nullptr;
   SC_OK(symcommMalloc(mp::world(), 256, &small));
+  mp::fill(small, 256, mp::rank(), 63);
   SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "too small", "256",
                   std::to_string(need));
   char* late = static_cast<char*>(ws) + 256;
@@ -61,10 +68,22 @@ TEST(Decomp, TransposeBadArguments) {
   // A symmetric output smaller than its pencil (the direct paths write into it from peers).
   SC_FAILS_SAYING(transpose(0, 1, in, small, ws), symcommInvalidArgument, "output",
                   std::to_string(static_cast<size_t>(y.size) * 8));
+  // Nothing above was enqueued: once every rank is past its failed calls (and its stream
+  // has drained), no output, workspace or input was written, here or by a peer.
+  mp::sync(stream);
+  SC_OK(symcommHostBarrier(mp::world()));
+  EXPECT_EQ(mp::count_mismatches(in, bytes, mp::rank(), 60), 0u) << "input";
+  EXPECT_EQ(mp::count_mismatches(out, bytes, mp::rank(), 61), 0u) << "output";
+  EXPECT_EQ(mp::count_mismatches(ws, need, mp::rank(), 62), 0u) << "workspace";
+  EXPECT_EQ(mp::count_mismatches(small, 256, mp::rank(), 63), 0u) << "the small allocation";
   SC_OK(symcommFree(mp::world(), small));
   // A freed workspace: still inside the mapped heap, in no live allocation.
   SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "no live allocation");
-  // Nothing above was enqueued: the same call with good arguments works.
+  mp::sync(stream);
+  SC_OK(symcommHostBarrier(mp::world()));
+  EXPECT_EQ(mp::count_mismatches(out, bytes, mp::rank(), 61), 0u) << "output";
+  EXPECT_EQ(mp::count_mismatches(ws, need, mp::rank(), 62), 0u) << "workspace";
+  // The same call with good arguments works.
   SC_OK(transpose(0, 1, in, out, ws));
   mp::sync(stream);
   mp::free_stream(stream);
@@ -273,6 +292,10 @@ TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
     return symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, in_halo, nullptr, halo,
                                   nullptr, stream);
   };
+  // Every buffer the failing calls name, poisoned: none of them may change.
+  void* const named[4] = {sym[0], sym[1], local, ws};
+  const size_t named_bytes[4] = {bytes, bytes, bytes, std::max(need, halo_need)};
+  for (int k = 0; k < 4; ++k) mp::fill(named[k], named_bytes[k], mp::rank(), 70 + k);
   SC_FAILS_SAYING(transpose(odd ? local : sym[0], sym[1], halo), symcommInvalidUsage,
                   "the input is symmetric on rank 0 and not on rank " + who,
                   "on every rank or on none");
@@ -290,19 +313,42 @@ TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
   SC_FAILS_SAYING(symcommDecompHalo(d, 1, 0, odd ? local : sym[0], ws, symcommR64, halo, nullptr,
                                     periodic, stream),
                   symcommInvalidUsage, "the buffer is symmetric on rank 0 and not on rank " + who);
-  // Calls that keep the contract pass, symmetric and local alike, and move the data.
+  // Nothing was enqueued: once every rank is past its failed calls and its stream drained,
+  // every buffer still holds its poison, here and on every peer.
+  mp::sync(stream);
+  SC_OK(symcommHostBarrier(mp::world()));
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(mp::count_mismatches(named[k], named_bytes[k], mp::rank(), 70 + k), 0u)
+        << (k == 0 ? "sym[0]" : k == 1 ? "sym[1]" : k == 2 ? "the local buffer" : "the workspace")
+        << " was written by a call that failed";
+  // Calls that keep the contract pass, symmetric and local alike, and move the data. The
+  // reference, over the whole buffer: every owned point holds its global index; the halo
+  // points along x (the exchange's dim 0, periodic) whose y and z are owned hold the index
+  // of the point they mirror (x wrapped around); every other halo point (along y or z, the
+  // corners too: no exchange along those dims, and the transposes neither read nor write
+  // halos) and everything past the pencil keep the -1 stored before.
   const std::vector<double> start = fill_pencil(x, c.gdims);
+  std::vector<double> want(bytes / 8, -1.0);
+  for (int64_t zz = y.lo[2]; zz < y.hi[2]; ++zz)
+    for (int64_t yy = y.lo[1]; yy < y.hi[1]; ++yy)
+      for (int64_t xx = y.lo[0] - halo[0]; xx < y.hi[0] + halo[0]; ++xx) {
+        const int64_t wrapped = (xx + c.gdims[0]) % c.gdims[0];
+        want[static_cast<size_t>(symcommPencilIndex(&y, xx, yy, zz))] =
+            static_cast<double>((zz * c.gdims[1] + yy) * c.gdims[0] + wrapped);
+      }
   for (void* in : {sym[0], local}) {
     SCOPED_TRACE(in == local ? "local" : "symmetric");
+    SC_OK(symcommHostBarrier(mp::world()));  // every peer is done with the last round's sym[1]
     store_values(in, start, symcommR64);
     store_values(sym[1], std::vector<double>(bytes / 8, -1.0), symcommR64);
     SC_OK(transpose(in, sym[1], halo));
     SC_OK(symcommDecompHalo(d, 1, 0, sym[1], ws, symcommR64, halo, nullptr, periodic, stream));
     mp::sync(stream);
-    const std::vector<double> got = load_values(sym[1], static_cast<size_t>(y.size), symcommR64);
-    std::vector<double> want = fill_pencil(y, c.gdims);
+    const std::vector<double> got = load_values(sym[1], want.size(), symcommR64);
     size_t bad = 0;
-    for (size_t i = 0; i < want.size(); ++i) bad += want[i] >= 0 && got[i] != want[i];
+    for (size_t i = 0; i < want.size(); ++i)
+      if (got[i] != want[i] && bad++ < 5)
+        ADD_FAILURE() << "element " << i << " holds " << got[i] << ", expected " << want[i];
     EXPECT_EQ(bad, 0u);
   }
   SC_OK(symcommHostBarrier(mp::world()));

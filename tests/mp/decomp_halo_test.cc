@@ -12,7 +12,8 @@ namespace decomp_test {
 
 // Halo exchanges along x, then y, then z fill every halo point (corners included) with the
 // value of the point it mirrors: wrapped around where periodic, left at -1 past a
-// non-periodic boundary.
+// non-periodic boundary. The padding (-1 from fill_pencil) is neither read nor written: every
+// element outside the owned points and their halo still holds -1.
 void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdims,
                  const int* periodic, int axis, const int64_t* halo, const int64_t* padding,
                  int contiguous, Buffers kind = Buffers::Local,
@@ -45,6 +46,7 @@ void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdim
   mp::sync(stream);
   const std::vector<double> got = load_values(buf, start.size(), type);
   size_t bad = 0;
+  std::vector<bool> in_box(got.size(), false);  // owned or halo: compared below
   for (int64_t z = p.lo[2] - halo[2]; z < p.hi[2] + halo[2]; ++z)
     for (int64_t y = p.lo[1] - halo[1]; y < p.hi[1] + halo[1]; ++y)
       for (int64_t x = p.lo[0] - halo[0]; x < p.hi[0] + halo[0]; ++x) {
@@ -61,11 +63,26 @@ void check_halos(const std::string& backend, int pr, int pc, const int64_t* gdim
         }
         want = outside ? -1.0 : static_cast<double>((w[2] * gdims[1] + w[1]) * gdims[0] + w[0]);
         const int64_t at = symcommPencilIndex(&p, x, y, z);
+        in_box[static_cast<size_t>(at)] = true;
         if (got[static_cast<size_t>(at)] != want && bad++ < 5)
           ADD_FAILURE() << type_name(type) << " halo point (" << x << ", " << y << ", " << z
                         << ") holds " << got[static_cast<size_t>(at)] << ", expected " << want;
       }
   EXPECT_EQ(bad, 0u);
+  // The padding: the rest of the buffer.
+  size_t padding_points = 0, padding_bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (in_box[i]) continue;
+    ++padding_points;
+    if (got[i] != -1.0 && padding_bad++ < 5)
+      ADD_FAILURE() << type_name(type) << " padding element " << i << " holds " << got[i]
+                    << ", expected -1 (never written)";
+  }
+  EXPECT_EQ(padding_bad, 0u);
+  const int64_t box = (p.hi[0] - p.lo[0] + 2 * halo[0]) * (p.hi[1] - p.lo[1] + 2 * halo[1]) *
+                      (p.hi[2] - p.lo[2] + 2 * halo[2]);
+  EXPECT_EQ(padding_points, got.size() - static_cast<size_t>(box))
+      << "the owned points and halo take fewer elements than they are (two at one index?)";
   mp::free_stream(stream);
   free_buffer(kind, buf);
   SC_OK(symcommFree(mp::world(), ws));

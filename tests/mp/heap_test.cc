@@ -284,8 +284,18 @@ TEST(HeapLimits, FailedGrowthLeavesNoStaleHandles) {
     // which rank 1 outwaits in the agreement after.
     mp::ScopedEnv timeout("SYMCOMM_BOOTSTRAP_TIMEOUT", mp::rank() == 1 ? "60" : "5");
     OneFreeDescriptor limit(mp::rank() == 1);  // its chunk's memfd takes the one
+    p = &mapped;  // not NULL: the call sets it
     const symcommResult_t rc = symcommMalloc(comm, bytes, &p);
-    EXPECT_NE(rc, symcommSuccess);
+    // Every rank fails with the first failing rank's error (Bootstrap::agree): rank 0's,
+    // which waited in vain for rank 1's handle (rank 1's own failure, EMFILE, comes after
+    // it in rank order), quoted as "rank 0: " on the other ranks, rank 1 included.
+    const std::string said = symcommGetLastError();
+    EXPECT_EQ(rc, symcommTimeout) << said;
+    EXPECT_NE(said.find("cannot map a new heap chunk of the ranks of this node: " +
+                        std::string(mp::rank() == 0 ? "" : "rank 0: ") +
+                        "timed out waiting for memory handles from the ranks of this node"),
+              std::string::npos) << said;
+    EXPECT_EQ(p, nullptr);
   }
   SC_OK(symcommHeapInfo(comm, nullptr, &mapped, nullptr));
   EXPECT_EQ(mapped, before);

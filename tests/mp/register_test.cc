@@ -142,11 +142,16 @@ TEST(RegisterColl, CollectivesWriteRegisteredBuffersInPlace) {
   char* recv = static_cast<char*>(mp::local_alloc(b * nn + 512));
   char* r = recv + 256;
   mp::fill(send, b * nn, me, 7);
+  mp::fill(recv, b * nn + 512, me, 8);  // poison: the failing call below must not write it
   // Not registered: the workspace cannot hold one slot per member.
   SC_FAILS(symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, r, count, symcommFloat32,
                                     "copy", s), symcommOutOfMemory);
   EXPECT_NE(std::strstr(symcommGetLastError(), "SYMCOMM_COLL_WORKSPACE"), nullptr);
+  // Nothing was enqueued: once every rank's stream drained, recv still holds its poison.
   mp::sync(s);
+  SC_OK(symcommHostBarrier(comm));
+  EXPECT_EQ(mp::count_mismatches(recv, b * nn + 512, me, 8), 0u)
+      << "the all-gather that failed wrote the receive buffer";
   symcommRegistration_t reg = nullptr;
   SC_OK(symcommRegister(comm, recv, b * nn + 512, &reg));
   // All-gather: block j of r is rank j's send (bytes [0, b) of its pattern).

@@ -11,6 +11,7 @@
 // which wait for their peers. Its first run on a fresh 4 x H200 once timed out in round 0:
 // first launches of lazily loaded kernels waited for other communicators' waiting kernels
 // (now all are loaded when a communicator is made: src/base/kernel_load.h).
+#include <atomic>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -28,7 +29,9 @@ constexpr int kThreads = 3;
 constexpr int kRounds = 10;
 
 // One thread's work on communicator `c` (index k), with `seed` the same on every rank.
-void work(symcommComm_t c, int k, uint64_t seed) {
+// `failed` is set by thread 0 once it made its failing calls (or left early), and the other
+// threads wait for it before they check their own message.
+void work(symcommComm_t c, int k, uint64_t seed, std::atomic<bool>& failed) {
   mp::use_device(c);
   symcommStream_t stream = mp::new_stream();
   const int n = mp::nranks(), me = mp::rank();
@@ -82,6 +85,8 @@ void work(symcommComm_t c, int k, uint64_t seed) {
                                                symcommInt64, symcommSum, "no-such-algorithm",
                                                stream),
                       symcommInvalidArgument, "no-such-algorithm");
+      failed = true;
+      failed.notify_all();
     }
     std::vector<int64_t> got_sum(count);
     std::vector<int32_t> got_all(n * gathered);
@@ -111,10 +116,16 @@ void work(symcommComm_t c, int k, uint64_t seed) {
                     static_cast<void*>(sig)})
       SC_OK(symcommFree(c, p));
   }
-  // No failure of this thread's calls is left in its message: the failing calls were
-  // another thread's.
+  // Thread 0's failures do not reach this thread's message: once thread 0 made its failing
+  // calls (waited for here; without the wait this check could run before them), the message
+  // is still what this thread's own calls left, and names neither failure.
   if (k != 0) {
-    EXPECT_EQ(std::string(symcommGetLastError()).find("no-such-algorithm"), std::string::npos);
+    const std::string own = symcommGetLastError();
+    failed.wait(false);
+    const std::string after = symcommGetLastError();
+    EXPECT_EQ(after, own);
+    EXPECT_EQ(after.find("no-such-algorithm"), std::string::npos) << after;
+    EXPECT_EQ(after.find("pe " + std::to_string(n + 3)), std::string::npos) << after;
   }
   mp::sync(stream);
   mp::free_stream(stream);
@@ -130,9 +141,16 @@ TEST(Threads, CommunicatorsUsedAtOnceFromThreads) {
   }
   const uint64_t seed = mp::test_seed();
   SCOPED_TRACE(mp::seed_note(seed));  // this thread's failures; work() names it on its own
+  std::atomic<bool> failed{false};  // thread 0 made its failing calls
   std::vector<std::thread> threads;
   for (int k = 0; k < kThreads; ++k)
-    threads.emplace_back(work, comms[static_cast<size_t>(k)], k, seed);
+    threads.emplace_back([&, k] {
+      work(comms[static_cast<size_t>(k)], k, seed, failed);
+      if (k == 0) {  // also where it left before them (a failed assertion): nobody waits forever
+        failed = true;
+        failed.notify_all();
+      }
+    });
   for (std::thread& t : threads) t.join();
   for (symcommComm_t c : comms)
     EXPECT_EQ(symcommFinalize(c), symcommSuccess) << symcommGetLastError();
