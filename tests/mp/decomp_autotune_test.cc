@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mp.h"
+#include "transpose_check.h"
 #include "symcomm/decomp.h"
 
 namespace {
@@ -122,55 +123,12 @@ bool runs_here(const char* backend) {
   return true;
 }
 
-// The global index of a point, what the checks below fill pencils with.
 double value(const int64_t* g, int64_t x, int64_t y, int64_t z) {
-  return static_cast<double>((z * g[1] + y) * g[0] + x);
+  return mp::global_index(g, x, y, z);
 }
 
-// X -> Y -> Z -> Y -> X on `d` (R64, local buffers, no halo): after each step every point of
-// the new pencil holds its global index.
 void expect_transposes_work(symcommDecomp_t d, const int64_t* g) {
-  symcommPencilInfo_t p[3];
-  int64_t most = 0;
-  for (int a = 0; a < 3; ++a) {
-    SC_OK(symcommDecompPencilInfo(d, a, nullptr, nullptr, &p[a]));
-    most = std::max(most, p[a].size);
-  }
-  size_t ws_bytes = 0;
-  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
-  std::vector<size_t> sizes(static_cast<size_t>(mp::nranks()));
-  SC_OK(symcommHostAllgather(mp::world(), &ws_bytes, sizes.data(), sizeof ws_bytes));
-  void* ws = nullptr;
-  SC_OK(symcommMalloc(mp::world(), *std::max_element(sizes.begin(), sizes.end()), &ws));
-  void* buf[2] = {mp::local_alloc(static_cast<size_t>(most) * 8),
-                  mp::local_alloc(static_cast<size_t>(most) * 8)};
-  std::vector<double> host(static_cast<size_t>(most), -1.0);
-  for (int64_t z = p[0].lo[2]; z < p[0].hi[2]; ++z)
-    for (int64_t y = p[0].lo[1]; y < p[0].hi[1]; ++y)
-      for (int64_t x = p[0].lo[0]; x < p[0].hi[0]; ++x)
-        host[static_cast<size_t>(symcommPencilIndex(&p[0], x, y, z))] = value(g, x, y, z);
-  mp::copy_from_host(buf[0], host.data(), host.size() * 8);
-  symcommStream_t stream = mp::new_stream();
-  const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
-  for (int s = 0; s < 4; ++s) {
-    const symcommPencilInfo_t& out = p[steps[s][1]];
-    std::vector<double> poison(static_cast<size_t>(most), -1.0);
-    mp::copy_from_host(buf[1 - s % 2], poison.data(), poison.size() * 8);
-    SC_OK(symcommDecompTranspose(d, steps[s][0], steps[s][1], buf[s % 2], buf[1 - s % 2], ws,
-                                 symcommR64, nullptr, nullptr, nullptr, nullptr, stream));
-    mp::sync(stream);
-    mp::copy_to_host(host.data(), buf[1 - s % 2], host.size() * 8);
-    int64_t bad = 0;
-    for (int64_t z = out.lo[2]; z < out.hi[2]; ++z)
-      for (int64_t y = out.lo[1]; y < out.hi[1]; ++y)
-        for (int64_t x = out.lo[0]; x < out.hi[0]; ++x)
-          bad += host[static_cast<size_t>(symcommPencilIndex(&out, x, y, z))] != value(g, x, y, z);
-    EXPECT_EQ(bad, 0) << "transpose " << steps[s][0] << " -> " << steps[s][1];
-  }
-  mp::free_stream(stream);
-  mp::local_free(buf[1]);
-  mp::local_free(buf[0]);
-  SC_OK(symcommFree(mp::world(), ws));
+  mp::expect_transposes_work(mp::world(), d, g);
 }
 
 // A periodic halo exchange of the X pencil along y (split over the rows) with a halo of one:

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "mp.h"
+#include "transpose_check.h"
 #include "symcomm/decomp.h"
 
 namespace {
@@ -642,11 +643,8 @@ TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
   // A decomposition, backend chosen: an NCCL one. On an n x 1 grid X -> Y exchanges between
   // all ranks (X pencils split y over the rows, Y pencils x: src/decomp/geometry.cc), on a
   // 1 x n grid Y -> Z; after each step of X -> Y -> Z -> Y -> X every point of the new pencil
-  // holds its global index (as decomp_autotune_test.cc's expect_transposes_work checks).
+  // holds its global index (transpose_check.h).
   const int64_t g[3] = {12, 10, 9};
-  auto global = [&](int64_t x, int64_t y, int64_t z) {
-    return static_cast<double>((z * g[1] + y) * g[0] + x);
-  };
   for (auto [pr, pc] : {std::pair<int, int>{n, 1}, std::pair<int, int>{1, n}}) {
     SCOPED_TRACE("grid " + std::to_string(pr) + "x" + std::to_string(pc));
     symcommDecomp_t d = make_decomp(comm, pr, pc, g, "");
@@ -654,47 +652,7 @@ TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
     const char* name = nullptr;
     SC_OK(symcommDecompGetBackend(d, &name));
     EXPECT_EQ(std::string(name).rfind("nccl", 0), 0u) << name;
-    symcommPencilInfo_t p[3];
-    int64_t most = 0;
-    for (int a = 0; a < 3; ++a) {
-      SC_OK(symcommDecompPencilInfo(d, a, nullptr, nullptr, &p[a]));
-      most = std::max(most, p[a].size);
-    }
-    size_t ws_bytes = 0;
-    SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &ws_bytes));
-    std::vector<size_t> sizes(static_cast<size_t>(n));
-    SC_OK(symcommHostAllgather(comm, &ws_bytes, sizes.data(), sizeof ws_bytes));
-    void* ws = nullptr;
-    SC_OK(symcommMalloc(comm, std::max<size_t>(8, *std::max_element(sizes.begin(), sizes.end())),
-                        &ws));
-    const size_t bytes = static_cast<size_t>(most) * 8;
-    void* buf[2] = {mp::local_alloc(bytes), mp::local_alloc(bytes)};
-    std::vector<double> host(static_cast<size_t>(most), -1.0);
-    for (int64_t z = p[0].lo[2]; z < p[0].hi[2]; ++z)
-      for (int64_t y = p[0].lo[1]; y < p[0].hi[1]; ++y)
-        for (int64_t x = p[0].lo[0]; x < p[0].hi[0]; ++x)
-          host[static_cast<size_t>(symcommPencilIndex(&p[0], x, y, z))] = global(x, y, z);
-    mp::copy_from_host(buf[0], host.data(), bytes);
-    const int steps[4][2] = {{0, 1}, {1, 2}, {2, 1}, {1, 0}};
-    for (int s = 0; s < 4; ++s) {
-      const symcommPencilInfo_t& out = p[steps[s][1]];
-      const std::vector<double> poison(static_cast<size_t>(most), -1.0);
-      mp::copy_from_host(buf[1 - s % 2], poison.data(), bytes);
-      SC_OK(symcommDecompTranspose(d, steps[s][0], steps[s][1], buf[s % 2], buf[1 - s % 2], ws,
-                                   symcommR64, nullptr, nullptr, nullptr, nullptr, stream));
-      mp::sync(stream);
-      mp::copy_to_host(host.data(), buf[1 - s % 2], bytes);
-      int64_t bad = 0;
-      for (int64_t z = out.lo[2]; z < out.hi[2]; ++z)
-        for (int64_t y = out.lo[1]; y < out.hi[1]; ++y)
-          for (int64_t x = out.lo[0]; x < out.hi[0]; ++x)
-            bad += host[static_cast<size_t>(symcommPencilIndex(&out, x, y, z))] != global(x, y, z);
-      EXPECT_EQ(bad, 0) << "points wrong after transpose " << steps[s][0] << " -> " << steps[s][1];
-    }
-    SC_OK(symcommHostBarrier(comm));
-    mp::local_free(buf[1]);
-    mp::local_free(buf[0]);
-    SC_OK(symcommFree(comm, ws));
+    mp::expect_transposes_work(comm, d, g);
     SC_OK(symcommDecompDestroy(d));
   }
   mp::free_stream(stream);
