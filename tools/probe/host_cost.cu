@@ -1,6 +1,6 @@
 // Probe (not built with the project): where the host time of a small collective goes.
 //   nvcc -O2 -std=c++17 -arch=sm_90 -Iinclude tools/probe/host_cost.cu -Lbuild-gpu/lib \
-//        -lsymcomm -Xlinker -rpath=$PWD/build-gpu/lib -o host_cost
+//        -lsymcomm -lnccl -Xlinker -rpath=$PWD/build-gpu/lib -o host_cost
 //   build-gpu/bin/symrun -n 2 ./host_cost
 // Each line: the median over batches of the host time per call of 100 calls enqueued back to
 // back on one stream (the stream synchronised between batches), on rank 0.
@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <functional>
 #include <vector>
+
+#include <nccl.h>
 
 #include "symcomm/symcomm.h"
 
@@ -97,12 +99,34 @@ int main() {
   cases.push_back({"symcommPutOnStream 8 B (CE)", [&] {
                      symcommPutOnStream(comm, recv, send, 8, (rank + 1) % n, symcommEngineCe, s);
                    }});
+  // A 1 MiB broadcast by NCCL itself (a communicator of its own) and through symcomm: what
+  // symcomm's path adds to NCCL's host time (symcomm-bench's host_us of the same calls).
+  ncclUniqueId id;
+  if (rank == 0) ncclGetUniqueId(&id);
+  symcommHostBroadcast(comm, &id, sizeof id, 0);
+  ncclComm_t nccl = nullptr;
+  ncclCommInitRank(&nccl, n, id, rank);
+  const size_t floats = (1 << 20) / 4;
+  cases.push_back({"raw ncclBroadcast 1 MiB", [&] {
+                     ncclBroadcast(send, recv, floats, ncclFloat32, 0, nccl, s);
+                   }});
+  for (const char* algo : {"nccl", "auto"}) {
+    cases.push_back({algo[0] == 'n' ? "symcomm broadcast 1 MiB, nccl" : "symcomm broadcast 1 MiB, auto", [&, algo] {
+                       symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, floats,
+                                                symcommFloat32, 0, algo, s);
+                     }});
+  }
+  cases.push_back({"symcommCollAlgorithm broadcast 1 MiB", [&] {
+                     symcommCollAlgorithm(comm, SYMCOMM_TEAM_WORLD, symcommCollBroadcast, floats,
+                                          symcommFloat32, 1, &name);
+                   }});
   for (auto& [what, call] : cases) {
     symcommHostBarrier(comm);
     const double us = per_call_us(s, call);
     if (rank == 0) std::printf("%-40s %7.2f us\n", what, us);
   }
   std::printf("rank %d last error: %s\n", rank, symcommGetLastError());
+  ncclCommDestroy(nccl);
   symcommFree(comm, send);
   symcommFree(comm, recv);
   symcommFinalize(comm);
