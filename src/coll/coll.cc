@@ -199,10 +199,17 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
   // The measured selection table: the first matching row whose algorithm can run the call
   // (the rows after the first are the choices measured for the next sizes, closer to the
   // call than the registry's order); then the registry's order. supports() and capturable()
-  // decide alike on every member, so all take the same row.
-  for (const char* pick : table_choices(selection_table(), args.op, args.team.size,
-                                        args.bytes_per_rank(), args.symmetric))
-    if (CollAlgorithm* a = find(pick); a && a->supports(args, ctx) && a->capturable(args, ctx))
+  // decide alike on every member, so all take the same row. The rows' algorithms are looked
+  // up once (every call goes through here: no allocation, no name compared).
+  static const std::vector<std::pair<const SelectionRow*, CollAlgorithm*>> rows = [] {
+    std::vector<std::pair<const SelectionRow*, CollAlgorithm*>> r;
+    for (const SelectionRow& row : selection_table()) r.emplace_back(&row, find(row.algorithm));
+    return r;
+  }();
+  const size_t bytes = args.bytes_per_rank();
+  for (const auto& [row, a] : rows)
+    if (a && row_matches(*row, args.op, args.team.size, bytes, args.symmetric) &&
+        a->supports(args, ctx) && a->capturable(args, ctx))
       return *a;
   for (CollAlgorithm* a : coll_algorithms())
     if (a->supports(args, ctx) && a->capturable(args, ctx)) return *a;

@@ -153,16 +153,18 @@ const std::vector<SelectionRow>& selection_table() {
   return table;
 }
 
+bool row_matches(const SelectionRow& row, CollOp op, int team_size, size_t bytes,
+                 bool symmetric) {
+  return row.op == op && (row.buffers != Buffers::Symmetric || symmetric) &&
+         (row.max_team <= 0 || team_size <= row.max_team) &&
+         (row.max_bytes == 0 || bytes <= row.max_bytes);
+}
+
 std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
                                        int team_size, size_t bytes, bool symmetric) {
   std::vector<const char*> out;
-  for (const SelectionRow& row : table) {
-    if (row.op != op) continue;
-    if (row.buffers == Buffers::Symmetric && !symmetric) continue;
-    if (row.max_team > 0 && team_size > row.max_team) continue;
-    if (row.max_bytes > 0 && bytes > row.max_bytes) continue;
-    out.push_back(row.algorithm);
-  }
+  for (const SelectionRow& row : table)
+    if (row_matches(row, op, team_size, bytes, symmetric)) out.push_back(row.algorithm);
   return out;
 }
 
