@@ -355,8 +355,8 @@ typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
  * are staged through a symmetric workspace. `algorithm` is NULL or "auto" for the automatic
  * choice: SYMCOMM_COLL_ALGO's if set (a name, or op=name pairs; "auto" means the table),
  * else the selection table's (the first row matching the call whose algorithm can run it;
- * symcommCollAlgorithm says which), else the first registered algorithm that can run it; or the name of a registered algorithm; symcomm-info
- * lists them. Counts are in elements. Results of reductions are the same on every member;
+ * symcommCollAlgorithm says which), else the first registered algorithm that can run it; or
+ * the name of a registered algorithm; symcomm-info lists them. Counts are in elements. Results of reductions are the same on every member;
  * between runs they are bit-identical for a given algorithm, except that floating-point
  * sums by "nccl" (which the table may pick for large all-reduces and reduce-scatters) follow
  * NCCL's order of combination. */
@@ -430,9 +430,10 @@ typedef enum {
 /* The algorithm (static storage) that a call of `op` over `team` with algorithm NULL or
  * "auto" and on a stream not being captured would run, as chosen now: SYMCOMM_COLL_ALGO's
  * choice if set (an error if it cannot run the call), else the selection table's (the first
- * matching row whose algorithm can run it), else the first registered algorithm that can. `count` and `type` as the call takes them
- * (all-to-all-v: the elements this rank sends in all, counts on the host); `symmetric`
- * (non-zero): the call's buffers are symmetric or registered, else plain memory.
+ * matching row whose algorithm can run it), else the first registered algorithm that can.
+ * `count` and `type` as the call takes them (all-to-all-v: the elements this rank sends in
+ * all, counts on the host); `symmetric` (non-zero): the call's buffers are symmetric or
+ * registered, else plain memory.
  * Local: no communication. */
 symcommResult_t symcommCollAlgorithm(symcommComm_t comm, symcommTeam_t team, symcommCollOp_t op,
                                      size_t count, symcommDataType_t type, int symmetric,
