@@ -356,10 +356,10 @@ typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
  * choice: SYMCOMM_COLL_ALGO's if set (a name, or op=name pairs; "auto" means the table),
  * else the selection table's (the first row matching the call whose algorithm can run it;
  * symcommCollAlgorithm says which), else the first registered algorithm that can run it; or
- * the name of a registered algorithm; symcomm-info lists them. Counts are in elements. Results of reductions are the same on every member;
- * between runs they are bit-identical for a given algorithm, except that floating-point
- * sums by "nccl" (which the table may pick for large all-reduces and reduce-scatters) follow
- * NCCL's order of combination. */
+ * the name of a registered algorithm; symcomm-info lists them. Counts are in elements.
+ * Results of reductions are the same on every member; between runs they are bit-identical
+ * for a given algorithm, except that floating-point sums by "nccl" (which the table may pick
+ * for large all-reduces and reduce-scatters) follow NCCL's order of combination. */
 
 /* recv (team_size * count) = every member's send (count), in team-rank order. */
 symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
