@@ -188,7 +188,6 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
                                                symcommDecomp_t* decomp) {
   return guarded([] { return std::string("symcommDecompCreate"); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     SYMCOMM_REQUIRE_ARG(decomp);
     *decomp = nullptr;
     SYMCOMM_REQUIRE_ARG(config);

@@ -18,6 +18,16 @@ namespace {
 // monitor): the environment is changed here, never while those threads read it.
 void before_threads() { keep_nccl_safe_once(); }
 
+// A fresh token and a bootstrap root serving it (in a thread of this process) in `mode`.
+UniqueId new_unique_id(RootMode mode) {
+  before_threads();
+  UniqueId u;
+  u.token = random_token();
+  u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
+                                u.token, mode);
+  return u;
+}
+
 // Logs how long each step of joining took (SYMCOMM_LOG_LEVEL=info).
 class StepTimer {
  public:
@@ -70,7 +80,6 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   symcommComm* comm = &c;
   Bootstrap& bs = *comm->bootstrap;
   const int rank = bs.rank(), nranks = bs.nranks();
-  LogRankScope scope(rank);
   symcommMemorySpace_t kind = symcommSpaceHost;
   StepTimer timer;
   bs.agree_on([&] { kind = resolve_space(config.space); });  // loads the CUDA driver
@@ -128,12 +137,7 @@ extern "C" symcommResult_t symcommConfigInit(symcommConfig_t* config) {
 extern "C" symcommResult_t symcommGetUniqueId(symcommUniqueId* uid) {
   return guarded([] { return std::string("symcommGetUniqueId"); }, [&] {
     SYMCOMM_REQUIRE_ARG(uid);
-    before_threads();
-    UniqueId u;
-    u.token = random_token();
-    u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
-                                  u.token);
-    *uid = u.encode();
+    *uid = new_unique_id(RootMode::Once).encode();
   });
 }
 
@@ -145,12 +149,7 @@ extern "C" __attribute__((visibility("default"))) symcommResult_t symcommLaunche
     symcommUniqueId* uid) {
   return guarded([] { return std::string("symcommLauncherUniqueId"); }, [&] {
     SYMCOMM_REQUIRE_ARG(uid);
-    before_threads();
-    UniqueId u;
-    u.token = random_token();
-    u.root = start_bootstrap_root(tcp_listen(NetAddr::parse(bootstrap_host(), 0), SOMAXCONN),
-                                  u.token, RootMode::Serial);
-    *uid = u.encode();
+    *uid = new_unique_id(RootMode::Serial).encode();
   });
 }
 
@@ -231,7 +230,6 @@ extern "C" symcommResult_t symcommFinalize(symcommComm_t comm) {
       symcommComm* operator->() const { return c; }
       void reset() { c->tear_down(); c = nullptr; }
     } owned{&checked(comm)};
-    LogRankScope scope(owned->topology.rank);
     for (auto& [object, detach] : owned->dependents) detach();
     owned->dependents.clear();
     owned->bootstrap->begin_finalize();

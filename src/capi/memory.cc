@@ -6,7 +6,6 @@ using namespace symcomm;
 extern "C" symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void** ptr) {
   return guarded([&] { return format("symcommMalloc(bytes=%zu)", bytes); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     SYMCOMM_REQUIRE_ARG(ptr);
     *ptr = nullptr;
     *ptr = c.heap->malloc(bytes);
@@ -16,7 +15,6 @@ extern "C" symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void*
 extern "C" symcommResult_t symcommFree(symcommComm_t comm, void* ptr) {
   return guarded([&] { return format("symcommFree(ptr=%p)", ptr); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     c.heap->free(ptr);
   });
 }
@@ -40,7 +38,6 @@ extern "C" symcommResult_t symcommRegister(symcommComm_t comm, void* ptr, size_t
                                            symcommRegistration_t* registration) {
   return guarded([&] { return format("symcommRegister(ptr=%p, bytes=%zu)", ptr, bytes); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     SYMCOMM_REQUIRE_ARG(registration);
     *registration = nullptr;
     const Registration* r = c.registrations->add(ptr, bytes);
@@ -53,7 +50,6 @@ extern "C" symcommResult_t symcommDeregister(symcommComm_t comm,
   return guarded([&] { return format("symcommDeregister(%p)", static_cast<void*>(registration)); },
                  [&] {
                    symcommComm& c = checked(comm);
-                   LogRankScope scope(c.topology.rank);
                    c.registrations->remove(reinterpret_cast<const Registration*>(registration));
                  });
 }
@@ -87,7 +83,6 @@ extern "C" symcommResult_t symcommHostAllgather(symcommComm_t comm, const void* 
                                                 void* recvbuf, size_t bytes) {
   return guarded([&] { return format("symcommHostAllgather(bytes=%zu)", bytes); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     if (bytes) {
       SYMCOMM_REQUIRE_ARG(sendbuf);
       SYMCOMM_REQUIRE_ARG(recvbuf);
@@ -102,7 +97,6 @@ extern "C" symcommResult_t symcommHostBroadcast(symcommComm_t comm, void* buf, s
   return guarded([&] { return format("symcommHostBroadcast(bytes=%zu, root=%d)", bytes, root); },
                  [&] {
                    symcommComm& c = checked(comm);
-                   LogRankScope scope(c.topology.rank);
                    if (bytes) SYMCOMM_REQUIRE_ARG(buf);
                    check_host_coll_size(bytes, 1, "a broadcast");
                    c.bootstrap->broadcast(buf, bytes, root);
@@ -112,7 +106,6 @@ extern "C" symcommResult_t symcommHostBroadcast(symcommComm_t comm, void* buf, s
 extern "C" symcommResult_t symcommHostBarrier(symcommComm_t comm) {
   return guarded([] { return std::string("symcommHostBarrier"); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     c.bootstrap->barrier();
     // A host-side sync point: report a device-side wait failure here too, once every rank
     // passed the barrier, so that the ranks stay in step.

@@ -11,7 +11,6 @@ extern "C" symcommResult_t symcommTeamSplitStrided(symcommComm_t comm, symcommTe
   return guarded([&] { return format("symcommTeamSplitStrided(parent=%d, start=%d, stride=%d, "
                                      "size=%d)", parent, start, stride, size); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     SYMCOMM_REQUIRE_ARG(team);
     *team = SYMCOMM_TEAM_INVALID;
     c.check_live();
@@ -25,7 +24,6 @@ extern "C" symcommResult_t symcommTeamSplit2D(symcommComm_t comm, symcommTeam_t 
   return guarded([&] { return format("symcommTeamSplit2D(parent=%d, xrange=%d)", parent,
                                      xrange); }, [&] {
     symcommComm& c = checked(comm);
-    LogRankScope scope(c.topology.rank);
     SYMCOMM_REQUIRE_ARG(xteam);
     SYMCOMM_REQUIRE_ARG(yteam);
     *xteam = *yteam = SYMCOMM_TEAM_INVALID;
