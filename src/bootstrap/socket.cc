@@ -110,6 +110,16 @@ NetAddr NetAddr::parse(const std::string& text, int default_port) {
   SYMCOMM_REQUIRE(port >= 0, symcommInvalidArgument, "address '%s' has no port", text.c_str());
   SYMCOMM_REQUIRE(!host.empty(), symcommInvalidArgument, "address '%s' has no host",
                   text.c_str());
+  // getaddrinfo reads IPv4 numbers as inet_aton does: "010.0.0.1" as octal (8.0.0.1), "10.1"
+  // as 10.0.0.1, "0xa.0.0.1" as hex. Ranks that read one address two ways would never meet,
+  // and a typo would reach a stranger: only the four-decimal form is taken (what inet_pton
+  // accepts). A host name that inet_aton cannot read is left to the resolver.
+  in_addr v4{};
+  SYMCOMM_REQUIRE(inet_aton(host.c_str(), &v4) == 0 || inet_pton(AF_INET, host.c_str(), &v4) == 1,
+                  symcommInvalidArgument,
+                  "address '%s': host '%s' is an IPv4 number in a form other than four decimal "
+                  "parts without leading zeros (it would be read as octal, hex or a short form)",
+                  text.c_str(), host.c_str());
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

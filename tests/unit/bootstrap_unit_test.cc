@@ -77,6 +77,24 @@ TEST(NetAddr, Parses) {
   EXPECT_EQ(NetAddr::parse("localhost", 7).port, 7);
   EXPECT_THROW(NetAddr::parse("127.0.0.1"), Error);  // no port
   EXPECT_THROW(NetAddr::parse("127.0.0.1:0"), Error);
+}
+
+// inet_aton's forms (octal, hex, fewer than four parts) are refused rather than read the way
+// getaddrinfo would: "010.0.0.1" is not 10.0.0.1 there, but 8.0.0.1.
+TEST(NetAddr, RefusesAmbiguousIpv4Forms) {
+  for (const char* bad : {"010.0.0.1:80", "127.1:80", "0x7f.0.0.1:80", "2130706433:80",
+                          "127.0.0.01:80"}) {
+    SCOPED_TRACE(bad);
+    try {
+      NetAddr::parse(bad);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), symcommInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("four decimal parts"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(NetAddr::parse("10.0.0.1:80").to_string(), "10.0.0.1:80");
+  EXPECT_EQ(NetAddr::parse("127.0.0.1", 5).port, 5);
   EXPECT_THROW(NetAddr::parse("127.0.0.1:70000"), Error);
   EXPECT_THROW(NetAddr::parse("[::1:5"), Error);
 }
