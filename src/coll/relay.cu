@@ -297,7 +297,12 @@ inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t
   max_lanes = std::min<uint64_t>(max_lanes, static_cast<uint64_t>(std::max(resident, 1)));
   const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
   p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));
-  const uint64_t per = std::max(kMinChunk, (p.piece + p.lanes * steps - 1) / (p.lanes * steps));
+  // Chunks are at least kMinChunk, unless a lane's whole share of the piece is less: then a
+  // lane moves its share as one chunk (more lanes of less each, where lane_bytes asks for
+  // them, rather than fewer lanes of kMinChunk).
+  const uint64_t share = (p.piece + p.lanes - 1) / p.lanes;
+  const uint64_t per =
+      std::max(std::min(kMinChunk, share), (p.piece + p.lanes * steps - 1) / (p.lanes * steps));
   p.chunk = std::max<uint64_t>(16, std::min(max_chunk / 16 * 16, (per + 15) / 16 * 16));
   // No lane without a chunk of piece 0 (16-byte chunks can be fewer than the lanes).
   p.lanes = static_cast<int>(std::min<uint64_t>(p.lanes, (p.piece + p.chunk - 1) / p.chunk));

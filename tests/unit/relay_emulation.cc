@@ -386,6 +386,28 @@ TEST(RelayEmulation, ShapeOfACall) {
   }
 }
 
+// Where a lane's share of the piece is under kMinChunk, the share is one chunk: the lanes
+// lane_bytes asks for all run (a 1 MiB broadcast on 4 ranks with 4 KiB per lane: 86 lanes of
+// one chunk each, not the 11 that 32 KiB chunks would leave); larger shares keep chunks of at
+// least kMinChunk.
+TEST(RelayEmulation, SmallSharesSpreadOverTheLanes) {
+  Plan p{};
+  p.n = 4;
+  p.len = 1 << 20;
+  shape_call(p, 96, 256 << 10, 4 << 10, 8, 132);
+  EXPECT_EQ(p.piece, 349536u);
+  EXPECT_EQ(p.lanes, 86);
+  EXPECT_EQ(p.chunk, 4080u);  // 349536 / 86 = 4064.4, up to 16 bytes
+  for (int k = 0; k < p.n - 1; ++k)
+    for (int b = 0; b < p.lanes; ++b) ASSERT_EQ(lane_chunks(p, k, b), 1u) << k << " " << b;
+  Plan q{};
+  q.n = 4;
+  q.len = 64 << 20;  // 21.3 MiB pieces over 96 lanes: 8 chunks of 28.4 KiB would be under 32 KiB
+  shape_call(q, 96, 256 << 10, 4 << 10, 8, 132);
+  EXPECT_EQ(q.lanes, 96);
+  EXPECT_EQ(q.chunk, kMinChunk);
+}
+
 // Rank 0 as an owner whose peers never start: its first wait (the other owner's ready, the
 // calls counter + 1) ends after the timeout in every lane and records the word it waited
 // for; nothing is stored, and the counters stay as the first call left them. Then the same
