@@ -78,17 +78,21 @@ namespace symcomm {
 
 namespace {
 
-// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): lanes of 32 KiB or more
-// each; 8 chunks per lane gave the best large broadcasts (128 MiB: 449 us, 4 chunks 484),
-// one chunk the best small ones (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds
-// costs some 3.5 us of signals, so chunks are at least kMinChunk. 96 lanes beat 64 by 1-5%
-// from 16 MiB (relay_lanes_cc707f7.jsonl); 128 leave the root's own copy 4 blocks.
+// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): 8 chunks per lane gave the
+// best large broadcasts (128 MiB: 449 us, 4 chunks 484), one chunk the best small ones
+// (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds costs some 3.5 us of signals, so
+// chunks are at least kMinChunk where a lane has more than one. 96 lanes beat 64 by 1-5%
+// from 16 MiB (relay_lanes_cc707f7.jsonl); 128 leave the root's own copy 4 blocks. Lanes
+// of 8 KiB where pieces are at most kEagerPiece (one chunk each: more stores in flight)
+// took 128 KiB-2 MiB 1.7-3.7 us less than lanes of 32 KiB, three runs each; larger pieces
+// keep 32 KiB a lane (8 KiB: 4 MiB 4% slower), relay_lane_bytes_f5a72dc.jsonl.
 const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "96",
                       "most lanes (blocks per member) of a relay broadcast; the same on every "
                       "rank");
-const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "32K",
+const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "8K",
                            "bytes of a member's piece per lane of a relay broadcast, at least "
-                           "(fewer lanes for smaller pieces); the same on every rank");
+                           "(fewer lanes for smaller pieces; at least 32 KiB where pieces exceed "
+                           "1 MiB); the same on every rank");
 const IntParam kStepsParam("SYMCOMM_COLL_RELAY_STEPS", "8",
                            "chunks per lane of a member's piece in a relay broadcast, at most "
                            "(fewer where chunks would be under 32 KiB, more where over "
@@ -294,6 +298,9 @@ inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t
                        uint64_t steps, int resident) {
   const uint64_t owners = static_cast<uint64_t>(p.n - 1);
   p.piece = ((p.len + owners - 1) / owners + 15) / 16 * 16;
+  // Pieces the root signals chunk by chunk (over kEagerPiece) keep lanes of kMinChunk at
+  // least: a fence per owner costs short chunks more than the extra lanes gain.
+  if (p.piece > kEagerPiece) lane_bytes = std::max(lane_bytes, kMinChunk);
   max_lanes = std::min<uint64_t>(max_lanes, static_cast<uint64_t>(std::max(resident, 1)));
   const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
   p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));

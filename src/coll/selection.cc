@@ -66,6 +66,13 @@ const std::vector<SelectionRow>& selection_table() {
   static const char* const kBcast4 =
       "bench/results/h200x4/coll_{eager,graph}_655bab1.jsonl (2026-11-21, commit 655bab1); "
       "coll_{eager,graph}_feff727.jsonl, coll_bcast_relay_d52510d.jsonl";
+  // Broadcasts of 1-2 MiB on 4 ranks into symmetric buffers: relay, with lanes of 8 KiB
+  // where pieces are at most 1 MiB (since f5a72dc): 18.5-18.8 us at 2 MiB against NCCL's
+  // 19.5-19.7, 1.05-1.06x in three runs (3 ranks: 1.15x); at 1 MiB NCCL keeps its row
+  // (relay 14.0-14.2 us, NCCL 12.3-12.6), and from 4 MiB (relay 0.94x).
+  static const char* const kRelay4 =
+      "bench/results/h200x4/relay_lane_bytes_f5a72dc.jsonl (2026-11-22, commit f5a72dc, 8 KiB "
+      "lanes, symmetric)";
   static const char* const kGuess = "extrapolated from the 4-rank rows";
   // relay's traffic per rank does not grow with the team (the root sends L, every other
   // member receives L) and its pipeline is two hops deep at any size; on 4 x H200 it took
@@ -131,6 +138,8 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::Broadcast, 2, 0, "nccl", kPlain2},
       {CollOp::Broadcast, 4, 524288, "sm", kBcast4, kSym},
       {CollOp::Broadcast, 4, 131072, "sm", kRun4},
+      {CollOp::Broadcast, 4, 1048576, "nccl", kRun4},
+      {CollOp::Broadcast, 4, 2097152, "relay", kRelay4, kSym},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
       {CollOp::Broadcast, 0, 65536, "sm", kGuess},
       {CollOp::Broadcast, 0, 16777216, "relay", kRelayGuess, kSym},

@@ -43,7 +43,7 @@ namespace {
 using namespace symcomm;
 
 const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
-constexpr uint64_t kLaneBytes = 32 << 10;      // SYMCOMM_COLL_RELAY_LANE_BYTES's default
+constexpr uint64_t kLaneBytes = 8 << 10;       // SYMCOMM_COLL_RELAY_LANE_BYTES's default
 constexpr uint64_t kSteps = 8;                 // SYMCOMM_COLL_RELAY_STEPS's
 constexpr size_t kGuard = 16;                  // poisoned bytes on each side of a buffer
 
@@ -406,6 +406,14 @@ TEST(RelayEmulation, SmallSharesSpreadOverTheLanes) {
   shape_call(q, 96, 256 << 10, 4 << 10, 8, 132);
   EXPECT_EQ(q.lanes, 96);
   EXPECT_EQ(q.chunk, kMinChunk);
+  // Pieces over kEagerPiece: lanes of 32 KiB at least, whatever lane_bytes asks (4 MiB on 4
+  // ranks: 43 lanes of one chunk, not 96 of 14 KiB).
+  Plan e{};
+  e.n = 4;
+  e.len = 4 << 20;
+  shape_call(e, 96, 256 << 10, 4 << 10, 8, 132);
+  EXPECT_EQ(e.lanes, 43);
+  for (int b = 0; b < e.lanes; ++b) ASSERT_EQ(lane_chunks(e, 0, b), 1u) << b;
 }
 
 // Rank 0 as an owner whose peers never start: its first wait (the other owner's ready, the

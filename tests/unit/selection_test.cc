@@ -123,12 +123,17 @@ TEST(Selection, SmallReduceScattersStayWithSymcommOnFourRanks) {
 }
 
 // Broadcasts on 4 ranks into symmetric buffers: sm to 512 KiB, where it ties or beats NCCL
-// since d52510d (7.0 against 10.7 us at 256 KiB); NCCL from 1 MiB. Plain buffers (not
-// measured past 128 KiB) keep sm to 128 KiB.
+// since d52510d (7.0 against 10.7 us at 256 KiB); NCCL at 1 MiB, relay past it to 2 MiB,
+// NCCL beyond. Plain buffers (not measured past 128 KiB) keep sm to 128 KiB.
 TEST(Selection, BroadcastsToHalfAMebibyteStayWithSmOnFourRanks) {
   EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{256} << 10, true), "sm");
   EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{512} << 10, true), "sm");
   EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{1} << 20, true), "nccl");
+  // Past 1 MiB to 2 MiB relay (1.05-1.06x NCCL at 2 MiB), symmetric buffers only; then NCCL.
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, (size_t{1} << 20) + 16, true), "relay");
+  EXPECT_EQ(pick(CollOp::Broadcast, 3, size_t{2} << 20, true), "relay");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{2} << 20, false), "nccl");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, (size_t{2} << 20) + 16, true), "nccl");
   EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{128} << 10, false), "sm");
   EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{256} << 10, false), "nccl");
 }
