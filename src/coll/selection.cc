@@ -81,6 +81,13 @@ const std::vector<SelectionRow>& selection_table() {
   // (../shared/HARDWARE.md). Larger sizes stay with NCCL (relay 0.90-0.94x on 4 ranks).
   static const char* const kRelayGuess =
       "extrapolated: relay's 4-rank times against NCCL's 8-GPU broadcast in HARDWARE.md";
+  // Below that, sm, as on 4 ranks to half its bound there (its root stores 7 copies, not 3):
+  // relay's call waits for a ready round trip from its members, 11.8-12.8 us on 4 ranks to
+  // 512 KiB where sm takes 6.1-9.3 (bench/results/h200x4/bcast_2aab046_run*.jsonl,
+  // relay_floor_f5a72dc.txt); sm's time grows by some 2.9 us per MiB the root stores, 7 per
+  // MiB broadcast on 8 ranks, so it should still lead at 256 KiB (about 8.6 us).
+  static const char* const kSmGuess =
+      "extrapolated: sm's and relay's 4-rank times (bcast_2aab046_run*.jsonl), sm's bound halved";
   // Teams of 2 (2 x H200, after the own part's copy moved to 64 KiB blocks): ll's packets
   // take 4-4.7 us where sm takes 5.9-6.3 for every moving collective up to 128 KiB (64 KiB
   // for broadcast), sm's one kernel beats NCCL and twoshot on reductions of 128-512 KiB (and
@@ -142,6 +149,7 @@ const std::vector<SelectionRow>& selection_table() {
       {CollOp::Broadcast, 4, 2097152, "relay", kRelay4, kSym},
       {CollOp::Broadcast, 4, 0, "nccl", kRun4},
       {CollOp::Broadcast, 0, 65536, "sm", kGuess},
+      {CollOp::Broadcast, 0, 262144, "sm", kSmGuess, kSym},
       {CollOp::Broadcast, 0, 16777216, "relay", kRelayGuess, kSym},
       {CollOp::Broadcast, 0, 0, "nccl", kGuess},
       {CollOp::ReduceScatter, 2, 131072, "ll", kSym2},

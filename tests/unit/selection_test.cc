@@ -140,13 +140,16 @@ TEST(Selection, BroadcastsToHalfAMebibyteStayWithSmOnFourRanks) {
 
 // Broadcast and reduce-scatter, where sm is 0.43-0.70x NCCL past its rows on 4 ranks: larger
 // teams get NCCL there too (extrapolated rows), not the registry's first (sm); except
-// broadcasts from 64 KiB to 16 MiB into symmetric buffers, which relay moves in two hops
-// where NCCL's ring takes seven.
+// broadcasts past 256 KiB to 16 MiB into symmetric buffers, which relay moves in two hops
+// where NCCL's ring takes seven (below, sm: relay's round trip per call costs it more).
 TEST(Selection, LargeBroadcastsAndReduceScattersGoToNcclOnLargerTeams) {
   for (int ranks : {8, 16}) {
     SCOPED_TRACE(ranks);
     EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{4} << 10, false), "sm");
     EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{64} << 10, true), "sm");
+    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{256} << 10, true), "sm");
+    EXPECT_EQ(pick(CollOp::Broadcast, ranks, (size_t{256} << 10) + 16, true), "relay");
+    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{128} << 10, false), "nccl");
     EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{1} << 20, false), "nccl");
     EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{1} << 20, true), "relay");
     EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{16} << 20, true), "relay");
