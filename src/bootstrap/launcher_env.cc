@@ -46,9 +46,9 @@ static const StringParam kSlurmStep("SLURM_STEP_ID", "", "Slurm: step id");
 
 namespace {
 
-// Launchers write plain decimal numbers. The registry's parse_int (strtoll, base 0) would
-// read RANK=010 as octal 8 and accept "0x8", " +8" and "8 ": the ranks would then disagree
-// on who is who. Here: an optional '-' where allowed, then decimal digits only.
+// Launchers write plain decimal numbers, and a rank that read one differently would
+// disagree with the others on who is who: an optional '-' where allowed, then decimal
+// digits only (the registry's parse_int also takes "+8" and surrounding spaces).
 std::optional<int64_t> parse_decimal(const std::string& t, bool allow_minus) {
   size_t i = allow_minus && !t.empty() && t[0] == '-' ? 1 : 0;
   if (i == t.size() || t.size() - i > 12) return std::nullopt;  // bounded: no overflow

@@ -223,26 +223,26 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
 
 extern "C" symcommResult_t symcommFinalize(symcommComm_t comm) {
   return guarded([] { return std::string("symcommFinalize"); }, [&] {
-    // Torn down however this ends; the handle itself is kept (symcommComm::tear_down).
-    struct TearDown {
-      symcommComm* c;
-      ~TearDown() { if (c) c->tear_down(); }
-      symcommComm* operator->() const { return c; }
-      void reset() { c->tear_down(); c = nullptr; }
-    } owned{&checked(comm)};
-    for (auto& [object, detach] : owned->dependents) detach();
-    owned->dependents.clear();
-    owned->bootstrap->begin_finalize();
+    symcommComm& c = checked(comm);
     symcommResult_t code = symcommSuccess;
     std::string message;
-    try {
-      // Nobody unmaps memory that a peer may still be using.
-      owned->bootstrap->barrier();
-    } catch (const Error& e) {
-      code = e.code();
-      message = e.what();
+    {
+      // Torn down however this ends; the handle itself is kept (symcommComm::tear_down).
+      struct TearDown {
+        symcommComm& c;
+        ~TearDown() { c.tear_down(); }
+      } tear_down{c};
+      for (auto& [object, detach] : c.dependents) detach();
+      c.dependents.clear();
+      c.bootstrap->begin_finalize();
+      try {
+        // Nobody unmaps memory that a peer may still be using.
+        c.bootstrap->barrier();
+      } catch (const Error& e) {
+        code = e.code();
+        message = e.what();
+      }
     }
-    owned.reset();
     if (code != symcommSuccess)
       throw Error(code, "freed everything, but the last barrier failed: " + message);
   });

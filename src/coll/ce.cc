@@ -804,10 +804,7 @@ class CeAlgorithm final : public CollAlgorithm {
   // n - 1 links, so for T the message's time on one link, (K + n - 2) (T / K + 5 us) is
   // least at K = sqrt((n - 2) T / 5 us).
   static size_t chain_chunk(size_t bytes, int n) {
-    int64_t k = kChainChunks.get();
-    if (k < 0 || k > 1024)
-      SYMCOMM_THROW(symcommInvalidArgument, "SYMCOMM_COLL_CE_CHAIN_CHUNKS=%lld is not in [0, 1024]",
-                    static_cast<long long>(k));
+    int64_t k = kChainChunks.get_in(0, 1024);
     if (k == 0) {
       const double link_us = static_cast<double>(bytes) / 390e3;  // 390 GB/s
       k = std::clamp<int64_t>(std::llround(std::sqrt((n - 2) * link_us / 5.0)), 1, 64);

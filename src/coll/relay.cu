@@ -65,6 +65,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "base/cuda_runtime_check.h"
 #include "base/kernel_load.h"
@@ -379,19 +380,14 @@ class RelayAlgorithm final : public CollAlgorithm {
         SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
       return;
     }
-    const int64_t max_lanes = kLanes.get();
-    SYMCOMM_REQUIRE(max_lanes >= 1 && max_lanes <= kMaxLanes, symcommInvalidArgument,
-                    "SYMCOMM_COLL_RELAY_BLOCKS=%lld is not in [1, %d]",
-                    static_cast<long long>(max_lanes), kMaxLanes);
+    const int64_t max_lanes = kLanes.get_in(1, kMaxLanes);
     const uint64_t max_chunk = kChunk.get(), lane_bytes = kLaneBytes.get();
     SYMCOMM_REQUIRE(max_chunk >= 16, symcommInvalidArgument,
                     "SYMCOMM_COLL_RELAY_CHUNK=%llu is under 16 bytes",
                     static_cast<unsigned long long>(max_chunk));
     SYMCOMM_REQUIRE(lane_bytes >= 1, symcommInvalidArgument,
                     "SYMCOMM_COLL_RELAY_LANE_BYTES is 0");
-    const int64_t steps = kStepsParam.get();
-    SYMCOMM_REQUIRE(steps >= 1, symcommInvalidArgument, "SYMCOMM_COLL_RELAY_STEPS=%lld is under 1",
-                    static_cast<long long>(steps));
+    const int64_t steps = kStepsParam.get_in(1, INT64_MAX);
     Plan p{};
     p.comm = s.world;
     p.n = a.team.size;

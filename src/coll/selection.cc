@@ -177,20 +177,6 @@ bool row_matches(const SelectionRow& row, CollOp op, int team_size, size_t bytes
          (row.max_bytes == 0 || bytes <= row.max_bytes);
 }
 
-std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
-                                       int team_size, size_t bytes, bool symmetric) {
-  std::vector<const char*> out;
-  for (const SelectionRow& row : table)
-    if (row_matches(row, op, team_size, bytes, symmetric)) out.push_back(row.algorithm);
-  return out;
-}
-
-const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
-                         size_t bytes, bool symmetric) {
-  const std::vector<const char*> all = table_choices(table, op, team_size, bytes, symmetric);
-  return all.empty() ? nullptr : all.front();
-}
-
 std::string selection_text() {
   std::string out;
   for (const SelectionRow& row : selection_table()) {

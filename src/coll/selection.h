@@ -29,16 +29,10 @@ struct SelectionRow {
 
 const std::vector<SelectionRow>& selection_table();
 // Whether `row` applies to a call of `op` over a team of `team_size` moving `bytes` per rank
-// (symmetric: the call's buffers are symmetric or registered).
+// (symmetric: the call's buffers are symmetric or registered). choose_algorithm (coll.cc)
+// takes the first matching row, in table order, whose algorithm can run the call.
 bool row_matches(const SelectionRow& row, CollOp op, int team_size, size_t bytes,
                  bool symmetric);
-// The algorithms of the rows that match the call, in table order (the first is the table's
-// choice; the ones after it are taken, in turn, where it cannot run the call).
-std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
-                                       int team_size, size_t bytes, bool symmetric);
-// The first of them, or nullptr when no row matches.
-const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
-                         size_t bytes, bool symmetric);
 // The table as text, a row per line ("allgather, teams <= 8, <= 64 KiB: sm_oneshot (...)").
 std::string selection_text();
 

@@ -787,13 +787,8 @@ class SmAlgorithm final : public CollAlgorithm {
     p.slot = s.slot;
     p.n = a.team.size;
     p.me = a.me;
-    for (const IntParam* param : {&kBlocks, &kBlocksLarge}) {
-      const int64_t blocks = param->get();
-      SYMCOMM_REQUIRE(blocks >= 1 && blocks <= 256, symcommInvalidArgument,
-                      "%s=%lld is not in [1, 256]", param->name(), static_cast<long long>(blocks));
-    }
-    set_channels(p, static_cast<int>(kBlocks.get()), static_cast<int>(kBlocksLarge.get()),
-                 s.room());
+    set_channels(p, static_cast<int>(kBlocks.get_in(1, 256)),
+                 static_cast<int>(kBlocksLarge.get_in(1, 256)), s.room());
     p.large_from = kLargeFrom.get();
     p.op = a.redop;
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);

@@ -437,10 +437,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
         SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, block, cudaMemcpyDeviceToDevice, stream));
       return;
     }
-    const int64_t max_blocks = kBlocks.get();
-    SYMCOMM_REQUIRE(max_blocks >= 1 && max_blocks <= kMaxBlocks, symcommInvalidArgument,
-                    "SYMCOMM_COLL_TWOSHOT_BLOCKS=%lld is not in [1, %d]",
-                    static_cast<long long>(max_blocks), kMaxBlocks);
+    const int64_t max_blocks = kBlocks.get_in(1, kMaxBlocks);
     Plan p{};
     p.comm = s.world;
     p.n = n;

@@ -2,11 +2,30 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "coll/selection.h"
 
 namespace symcomm {
 namespace {
+
+// The algorithms of the rows that match a call, in table order, as choose_algorithm walks
+// them (row_matches); the first is the table's choice, the ones after it are taken in turn
+// where it cannot run the call.
+std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
+                                       int team_size, size_t bytes, bool symmetric) {
+  std::vector<const char*> out;
+  for (const SelectionRow& row : table)
+    if (row_matches(row, op, team_size, bytes, symmetric)) out.push_back(row.algorithm);
+  return out;
+}
+
+// The first of them, or nullptr when no row matches.
+const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
+                         size_t bytes, bool symmetric) {
+  const std::vector<const char*> all = table_choices(table, op, team_size, bytes, symmetric);
+  return all.empty() ? nullptr : all.front();
+}
 
 TEST(Selection, FirstMatchingRowWins) {
   const std::vector<SelectionRow> table = {

@@ -325,6 +325,12 @@ void die_by_signal(int sig) {
   (void)pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
+// Waits briefly for symrun's last messages to be written (stderr may be a pipe that nobody
+// reads).
+void flush_stderr_briefly() {
+  for (int i = 0; i < 100 && !output_idle(STDERR_FILENO); ++i) poll(nullptr, 0, 10);
+}
+
 int run_main(int argc, char** argv) {
   Options opt;
   bool help = false;
@@ -344,8 +350,7 @@ int run_main(int argc, char** argv) {
   Launcher launcher(opt, wake_fd);
   int code = launcher.run(uid);
   if (launcher.fatal_signal() != 0) {
-    // symrun's last messages first (briefly: stderr may be a pipe that nobody reads).
-    for (int i = 0; i < 100 && !output_idle(STDERR_FILENO); ++i) poll(nullptr, 0, 10);
+    flush_stderr_briefly();  // symrun's last messages first
     die_by_signal(launcher.fatal_signal());
   }
   return code;
@@ -366,8 +371,7 @@ int main(int argc, char** argv) {
   } catch (...) {
     say("internal error");
   }
-  // symrun's last messages, if queued (briefly: stderr may be a pipe that nobody reads).
-  for (int i = 0; i < 100 && !symrun::output_idle(STDERR_FILENO); ++i) poll(nullptr, 0, 10);
+  symrun::flush_stderr_briefly();  // symrun's last messages, if queued
   // libsymcomm's bootstrap thread may still run: exit() would destroy static objects under it.
   _exit(code);
 }
