@@ -352,7 +352,7 @@ typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
  * where the operation allows it (all-reduce and broadcast: send == recv; all-gather: send is
  * this rank's block of recv, recv + team_rank * count elements). Symmetric buffers (the
  * same symcommMalloc object on every member, or symcommRegister) are used in place; others
- * are staged through a symmetric workspace. `algorithm` is NULL or "auto" for the automatic
+ * are staged through a symmetric workspace. `algorithm` is NULL, "" or "auto" for the automatic
  * choice: SYMCOMM_COLL_ALGO's if set (a name, or op=name pairs; "auto" means the table),
  * else the selection table's (the first row matching the call whose algorithm can run it;
  * symcommCollAlgorithm says which), else the first registered algorithm that can run it; or
@@ -395,8 +395,9 @@ symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team,
  * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" in the cuda space;
  * in the host space, where all memory is the host's, "copy" runs it with the same results
  * (so that programs and their tests run in CI). The four arrays must be memory the GPU can
- * access (checked: not pageable host memory, not another GPU's),
- * 8-byte aligned, and apart from send and recv. Not checked, since the counts are only on
+ * access (checked: not pageable host memory, not another GPU's), 8-byte aligned, apart
+ * from recv, and recvcounts and rdispls apart from each other and from the other two
+ * (checked: the call writes them); apart from send too. Not checked, since the counts are only on
  * the device: that send holds sdispls[j] + sendcounts[j] elements and that those blocks do
  * not overlap recv; such errors corrupt memory as they would in a kernel of the caller's. */
 symcommResult_t symcommAllToAllvDeviceOnStream(symcommComm_t comm, symcommTeam_t team,

@@ -185,10 +185,25 @@ std::pair<size_t, size_t> check_v(int n, int me, const size_t* sendcounts, const
 // this rank's GPU can access (Space::device_access_problem: not pageable host memory, not
 // another GPU's) and aligned. The counts themselves are on the device: the host cannot check
 // them (symcomm.h says what the call trusts).
-void check_device_counts(symcommComm& c, const size_t* const* v) {
+// The four arrays of team-size entries (`n`) of all-to-all-v with counts on the device:
+// memory the GPU can access, aligned, and apart from what the call writes: recvcounts and
+// rdispls from each other, from the send counts and displacements (read as they are
+// written) and from recv's `recv_bytes` (0: too many to say; the count check refuses
+// them). send and sendcounts may share memory, being read alike.
+void check_device_counts(symcommComm& c, const size_t* const* v, int n, const void* recv,
+                         size_t recv_bytes) {
   static const char* const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  const size_t bytes = static_cast<size_t>(n) * sizeof(size_t);
   for (int k = 0; k < 4; ++k) {
     require_aligned(v[k], sizeof(size_t), names[k]);
+    SYMCOMM_REQUIRE(!overlap(v[k], bytes, recv, recv_bytes), symcommInvalidArgument,
+                    "%s [%p, +%zu) overlaps recv [%p, +%zu), which the call writes", names[k],
+                    static_cast<const void*>(v[k]), bytes, recv, recv_bytes);
+    for (int w = 2; w < 4; ++w)  // the written arrays against every other
+      SYMCOMM_REQUIRE(w == k || !overlap(v[k], bytes, v[w], bytes), symcommInvalidArgument,
+                      "%s [%p, +%zu) and %s [%p, +%zu) overlap, and the call writes %s",
+                      names[k], static_cast<const void*>(v[k]), bytes, names[w],
+                      static_cast<const void*>(v[w]), bytes, names[w]);
     if (c.heap->contains(v[k])) continue;
     const std::string problem = c.space->device_access_problem(v[k]);
     SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument,
@@ -272,7 +287,9 @@ extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
           SYMCOMM_REQUIRE_ARG(recvcounts);
           SYMCOMM_REQUIRE_ARG(rdispls);
           require_aligned(send, type_size(type), "send");
-          check_device_counts(checked(comm), v);
+          const size_t elem = type_size(type);
+          check_device_counts(checked(comm), v, checked(comm).rma->teams().get(team).size, recv,
+                              recv_capacity <= SIZE_MAX / elem ? recv_capacity * elem : 0);
           // The extents are on the device: only recv's capacity is checked against send here.
           return {0, recv_capacity};
         }, false, v, true);

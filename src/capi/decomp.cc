@@ -188,14 +188,17 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
                                                symcommDecomp_t* decomp) {
   return guarded([] { return std::string("symcommDecompCreate"); }, [&] {
     symcommComm& c = checked(comm);
-    SYMCOMM_REQUIRE_ARG(decomp);
-    *decomp = nullptr;
-    SYMCOMM_REQUIRE_ARG(config);
+    if (decomp) *decomp = nullptr;
     c.check_live();
     const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, c.coll.get()};
     // Agreed, before any other field is read (a configuration of another header version
-    // would be read out of bounds), so that every rank fails alike.
-    layers.bootstrap.agree_on([&] { require_initialised(*config); });
+    // would be read out of bounds), so that every rank fails alike: a NULL argument on one
+    // rank too (it would otherwise put the ranks' collective steps out of step).
+    layers.bootstrap.agree_on([&] {
+      SYMCOMM_REQUIRE_ARG(decomp);
+      SYMCOMM_REQUIRE_ARG(config);
+      require_initialised(*config);
+    });
     const bool tune = (config->pdims[0] == 0 && config->pdims[1] == 0) ||
                       std::strncmp(config->backend, "auto", sizeof config->backend) == 0 ||
                       std::strncmp(config->halo_backend, "auto", sizeof config->halo_backend) == 0;

@@ -29,14 +29,57 @@ DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx)
 
 }  // namespace
 
+namespace {
+
+// The first field in which two configurations differ ("" for none), by value: names up to
+// their NUL (what follows it is not read), doubles as numbers (-0.0 is 0.0).
+std::string differing_field(const symcommDecompConfig_t& x, const symcommDecompConfig_t& y) {
+  auto same = [](const auto& a, const auto& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  auto same_name = [](const char* a, const char* b, size_t n) { return std::strncmp(a, b, n) == 0; };
+  auto same_doubles = [](const double* a, const double* b, int n) {
+    for (int i = 0; i < n; ++i)
+      if (!(a[i] == b[i]) && !(a[i] != a[i] && b[i] != b[i])) return false;  // NaN = NaN
+    return true;
+  };
+#define SYMCOMM_FIELD(f) \
+  if (!same(x.f, y.f)) return #f
+#define SYMCOMM_NAME(f) \
+  if (!same_name(x.f, y.f, sizeof x.f)) return #f
+  SYMCOMM_FIELD(struct_size);
+  SYMCOMM_FIELD(magic);
+  SYMCOMM_FIELD(gdims);
+  SYMCOMM_FIELD(pdims);
+  SYMCOMM_FIELD(rank_order);
+  SYMCOMM_FIELD(axis_contiguous);
+  SYMCOMM_NAME(backend);
+  SYMCOMM_FIELD(autotune_type);
+  SYMCOMM_FIELD(autotune_warmup);
+  SYMCOMM_FIELD(autotune_trials);
+  if (!same_doubles(x.autotune_weights, y.autotune_weights, 4)) return "autotune_weights";
+  if (!same_doubles(&x.autotune_skip, &y.autotune_skip, 1)) return "autotune_skip";
+  SYMCOMM_NAME(halo_backend);
+  SYMCOMM_NAME(autotune_grids);
+  SYMCOMM_NAME(autotune_backends);
+  SYMCOMM_FIELD(autotune_allow_uneven);
+  SYMCOMM_FIELD(autotune_halo_axis);
+  SYMCOMM_FIELD(autotune_halo_extents);
+  SYMCOMM_FIELD(autotune_halo_periods);
+#undef SYMCOMM_FIELD
+#undef SYMCOMM_NAME
+  return "";
+}
+
+}  // namespace
+
 void require_same_config(const DecompLayers& layers, const symcommDecompConfig_t& config) {
   std::vector<symcommDecompConfig_t> all(static_cast<size_t>(layers.topology.nranks));
   layers.bootstrap.allgather(&config, sizeof config, all.data());
-  for (int r = 0; r < layers.topology.nranks; ++r)
-    SYMCOMM_REQUIRE(std::memcmp(&all[static_cast<size_t>(r)], &config, sizeof config) == 0,
-                    symcommInvalidUsage,
+  for (int r = 0; r < layers.topology.nranks; ++r) {
+    const std::string field = differing_field(all[static_cast<size_t>(r)], config);
+    SYMCOMM_REQUIRE(field.empty(), symcommInvalidUsage,
                     "symcommDecompCreate is collective with the same configuration on every "
-                    "rank: rank %d's differs from this rank's", r);
+                    "rank: rank %d's %s differs from this rank's", r, field.c_str());
+  }
 }
 
 Decomp::Decomp(const DecompLayers& layers, const symcommDecompConfig_t& config)

@@ -40,6 +40,9 @@ Geometry::Geometry(const symcommDecompConfig_t& c, int nranks) : config_(c) {
   SYMCOMM_REQUIRE(c.rank_order == symcommRowMajor || c.rank_order == symcommColumnMajor,
                   symcommInvalidArgument, "rank_order %d is not a symcommRankOrder_t",
                   static_cast<int>(c.rank_order));
+  for (int a = 0; a < 3; ++a)
+    SYMCOMM_REQUIRE(c.axis_contiguous[a] == 0 || c.axis_contiguous[a] == 1, symcommInvalidArgument,
+                    "axis_contiguous[%d] is %d, must be 0 or 1", a, c.axis_contiguous[a]);
   // Every split axis needs a point per part: X/Y/Z pencils split y/x/x over rows and
   // z/z/y over columns.
   const int64_t rows_need = std::min(c.gdims[0], c.gdims[1]);

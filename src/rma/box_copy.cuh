@@ -275,7 +275,10 @@ __global__ void __launch_bounds__(kBoxThreads) copy_boxes_synced_kernel(
     go = box.peer < 0 || (*failed == 0 && detail::wait_local(c, c.barrier_slots + box.peer,
                                                              symcommCmpGe, base + 1,
                                                              box.peer) == 0);
-    if (!go) *failed = 1;
+    // The first failure takes this rank's arrival back (every epoch is at least 1): a member
+    // that comes late then waits until its own bound instead of copying into a call that
+    // has failed here.
+    if (!go && atomicExch(tickets + 2, 1u) == 0) barrier_arrive(c, 0);
   }
   __syncthreads();
   if (go) {

@@ -130,6 +130,15 @@ void Rma::start_team(symcommTeam_t id, const Team& team) {
 }
 
 BarrierArgs Rma::barrier_args(symcommTeam_t id) {
+  // A failed barrier leaves the members' barrier counts apart (it counted itself here; a
+  // member that never came did not), so a later barrier could pass on an arrival from
+  // another call: every barrier, and what is built on them (the copy and direct
+  // collectives, the decomposition's transposes and halo exchanges), refuses from then on.
+  SYMCOMM_REQUIRE(!backend_->barrier_failed(), symcommTimeout,
+                  "a barrier on this communicator failed earlier (SYMCOMM_WAIT_TIMEOUT passed, "
+                  "or a peer was lost): the members' barrier counts may no longer agree, so "
+                  "barriers, and the collectives and transposes built on them, cannot run on "
+                  "it any more (finalize it)");
   return BarrierArgs{id, teams_.get(id), topology_.rank, peer_slots_[static_cast<size_t>(id)].data()};
 }
 

@@ -463,6 +463,7 @@ class CudaRma final : public RmaBackend {
     const uintptr_t area = reinterpret_cast<uintptr_t>(area_);
     const bool barrier = copy.address >= area &&
                          copy.address - area < RmaLayout::area_bytes(topology_.nranks);
+    if (barrier) barrier_failed_.store(true, std::memory_order_release);
     throw_wait_error(code, barrier ? topology_.rank : copy.pe,
                      reinterpret_cast<void*>(copy.address), static_cast<symcommCmp_t>(copy.cmp),
                      copy.expected, copy.observed,
@@ -472,6 +473,7 @@ class CudaRma final : public RmaBackend {
   }
 
   bool any_wait_failed() const override { return failed_.load(std::memory_order_acquire); }
+  bool barrier_failed() const override { return barrier_failed_.load(std::memory_order_acquire); }
 
   void abort() override { __atomic_store_n(&mapped_->abort, 1, __ATOMIC_RELEASE); }
 
@@ -588,6 +590,7 @@ class CudaRma final : public RmaBackend {
   unsigned wait_flush_ = 0;  // CU_STREAM_WAIT_VALUE_FLUSH where the GPU supports it
   uint64_t wait_timeout_ns_ = 0;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
   std::atomic<bool> failed_{false};  // a device-side wait failed and was raised
+  std::atomic<bool> barrier_failed_{false};  // and the record was a barrier's
 };
 
 // Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).

@@ -74,13 +74,18 @@ class HostRma final : public RmaBackend {
 
   void barrier(const BarrierArgs& a, symcommStream_t) override {
     uint64_t epoch = ++epochs_[static_cast<size_t>(a.id)];
-    for (int i = 0; i < a.team.size; ++i) {
-      int peer = a.team.world_of(i);
-      __atomic_store_n(&a.slots[peer][a.rank], epoch, __ATOMIC_RELEASE);
-    }
-    for (int i = 0; i < a.team.size; ++i) {
-      int peer = a.team.world_of(i);
-      wait_until(&a.slots[a.rank][peer], symcommCmpGe, epoch, peer);
+    arrive(a, epoch);
+    try {
+      for (int i = 0; i < a.team.size; ++i) {
+        int peer = a.team.world_of(i);
+        wait_until(&a.slots[a.rank][peer], symcommCmpGe, epoch, peer);
+      }
+    } catch (...) {
+      // This barrier failed here: withdraw the arrival, so that a member that comes late
+      // waits (until its own bound) instead of passing on it into a call this rank has left.
+      arrive(a, 0);
+      barrier_failed_.store(true, std::memory_order_release);
+      throw;
     }
   }
 
@@ -88,11 +93,20 @@ class HostRma final : public RmaBackend {
   void reset_epoch(symcommTeam_t id) override { epochs_[static_cast<size_t>(id)] = 0; }
   void raise_recorded_error() override {}  // host waits throw where they fail
   void abort() override { aborted_.store(true); }
+  bool any_wait_failed() const override { return failed_.load(std::memory_order_acquire); }
+  bool barrier_failed() const override { return barrier_failed_.load(std::memory_order_acquire); }
   void fill_device_comm(DeviceComm&, symcommTeam_t, const Team&) override {
     SYMCOMM_THROW(symcommNotSupported, "device handles need the cuda memory space");
   }
 
  private:
+  // This rank's slot on every member of the barrier's team := value (its arrival; 0 takes
+  // it back: every barrier's epoch is at least 1).
+  static void arrive(const BarrierArgs& a, uint64_t value) {
+    for (int i = 0; i < a.team.size; ++i)
+      __atomic_store_n(&a.slots[a.team.world_of(i)][a.rank], value, __ATOMIC_RELEASE);
+  }
+
   // `missing`: in a barrier, the member whose arrival the word shows (see throw_wait_error).
   void wait_until(uint64_t* word, symcommCmp_t cmp, uint64_t value, int missing = -1) {
     Clock::time_point start = Clock::now();
@@ -100,13 +114,17 @@ class HostRma final : public RmaBackend {
       uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       if (compare(seen, cmp, value)) return;
       if (spins % 1024 != 1023) continue;
-      if (aborted_.load())
+      if (aborted_.load()) {
+        failed_.store(true, std::memory_order_release);
         throw_wait_error(symcommPeerLost, rank_, word, cmp, value, seen,
                          "the communicator was aborted", missing);
+      }
       // A bound of 0 is no bound, as on the device.
-      if (timeout_ != Clock::duration::zero() && Clock::now() - start > timeout_)
+      if (timeout_ != Clock::duration::zero() && Clock::now() - start > timeout_) {
+        failed_.store(true, std::memory_order_release);
         throw_wait_error(symcommTimeout, rank_, word, cmp, value, seen,
                          "SYMCOMM_WAIT_TIMEOUT passed", missing);
+      }
       std::this_thread::yield();
     }
   }
@@ -115,6 +133,8 @@ class HostRma final : public RmaBackend {
   const Clock::duration timeout_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator; 0: none
   std::array<uint64_t, SYMCOMM_MAX_TEAMS> epochs_{};
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};          // a wait failed (any_wait_failed)
+  std::atomic<bool> barrier_failed_{false};  // a barrier's did
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // and followed, SYMCOMM_COLL_ALGO), sm's rings within the heap, copy passed over in a graph
 // capture, waits cut at SYMCOMM_WAIT_TIMEOUT (ce's memory operations, the counter
 // algorithms' kernels, counts on the device) and the refusals that follow, ce's streams.
+#include <thread>
+
 #include "coll_fixture.h"
 
 namespace coll_test {
@@ -116,6 +118,28 @@ TEST_P(Coll, BadArguments) {
                                           algo_, stream_), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "is not aligned to 8 bytes"), nullptr)
       << symcommGetLastError();
+  {  // The arrays the call writes apart from the other arrays and from recv (b: 4096 x n
+     // bytes, a capacity of 10 floats here).
+    auto* dc = static_cast<size_t*>(buffer(4 * nn * sizeof(size_t), false));
+    auto* in_b = static_cast<size_t*>(b);
+    const struct {
+      size_t *sc, *sd, *rc, *rd;
+      const char* says;
+    } cases[] = {
+        {dc, dc + nn, dc + 2 * nn, dc + 2 * nn, "recvcounts ["},   // rdispls is recvcounts
+        {dc, dc + nn, dc, dc + 3 * nn, "sendcounts ["},            // recvcounts is sendcounts
+        {dc, dc + nn, dc + 2 * nn, dc + nn + 1, "sdispls ["},      // rdispls inside sdispls
+        {dc, dc + nn, in_b, dc + 3 * nn, "overlaps recv"},        // recvcounts inside recv
+        {in_b + 1, dc + nn, dc + 2 * nn, dc + 3 * nn, "overlaps recv"},  // so are sendcounts
+    };
+    for (const auto& c : cases) {
+      SC_FAILS(symcommAllToAllvDeviceOnStream(comm_, w, a, c.sc, c.sd, b, 10, c.rc, c.rd,
+                                              symcommFloat32, algo_, stream_),
+               symcommInvalidArgument);
+      EXPECT_NE(std::strstr(symcommGetLastError(), c.says), nullptr) << symcommGetLastError();
+    }
+    release(dc, false);
+  }
   const bool cuda = mp::space() == symcommSpaceCuda;
   const symcommResult_t host_rc = symcommAllToAllvDeviceOnStream(
       comm_, w, a, hc, hc + nn, b, 10, hc + 2 * nn, hc + 3 * nn, symcommFloat32, algo_, stream_);
@@ -463,6 +487,67 @@ void expect_refused_after_timeout(symcommComm_t comm, symcommStream_t stream,
   mp::sync(stream);
 }
 
+// After a failed barrier on this rank, barriers refuse, and so do the collectives built on
+// them (copy, an all-reduce of `count` int32 in place in `buf`): the members' barrier
+// counts may no longer agree, and a later barrier could pass on an arrival from another
+// call.
+void expect_barriers_refused(symcommComm_t comm, symcommStream_t stream, void* buf,
+                             size_t count) {
+  SC_FAILS(symcommBarrierOnStream(comm, SYMCOMM_TEAM_WORLD, stream), symcommTimeout);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "barrier counts may no longer agree"), nullptr)
+      << symcommGetLastError();
+  SC_FAILS(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
+                                    symcommSum, "copy", stream), symcommTimeout);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "barrier counts may no longer agree"), nullptr)
+      << symcommGetLastError();
+}
+
+// One member comes to a copy all-gather after the others' barrier waits have timed out.
+// Each of them takes its arrival back as its wait fails, so the late member waits out its
+// own bound rather than passing on their arrivals and writing into receive buffers whose
+// call has failed (before, it did, and the members' barrier counts drifted apart: later
+// calls returned success with wrong data). Every member fails the call, nobody's block
+// lands on another, and from then on barriers and the collectives built on them refuse.
+TEST(CollLimits, ALateMemberFailsTheCallAndLaterBarriersRefuse) {
+  mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommStream_t stream = mp::new_stream();
+  const int n = mp::nranks(), me = mp::rank();
+  const size_t count = 1000, block = count * 4;
+  void* send = nullptr;
+  void* recv = nullptr;
+  SC_OK(symcommMalloc(comm, block, &send));
+  SC_OK(symcommMalloc(comm, block * static_cast<size_t>(n), &recv));
+  mp::store(send, std::vector<uint8_t>(block, static_cast<uint8_t>(0x10 + me)));
+  mp::store(recv, std::vector<uint8_t>(block * static_cast<size_t>(n), 0xAB));
+  SC_OK(symcommHostBarrier(comm));
+  if (me == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const symcommResult_t rc = symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv,
+                                                      count, symcommInt32, "copy", stream);
+  if (mp::space() == symcommSpaceHost) {  // the call waits, and fails, in itself
+    EXPECT_EQ(rc, symcommTimeout) << symcommGetLastError();
+  } else {  // issued; the next call reports what the barrier kernel recorded
+    EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+    mp::sync(stream);
+    SC_FAILS(symcommQuietOnStream(comm, stream), symcommTimeout);
+  }
+  SC_OK(symcommHostBarrier(comm));  // every member's call has ended
+  const std::vector<uint8_t> got = mp::fetch(stream, recv, block * static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) {
+    if (j == me) continue;  // (the own block may have been copied before the barrier)
+    size_t landed = 0;
+    for (size_t i = 0; i < block; ++i) landed += got[static_cast<size_t>(j) * block + i] != 0xAB;
+    EXPECT_EQ(landed, 0u) << "member " << j << "'s block landed here";
+  }
+  expect_barriers_refused(comm, stream, recv, count);
+  SC_OK(symcommHostBarrier(comm));
+  SC_OK(symcommFree(comm, send));
+  SC_OK(symcommFree(comm, recv));
+  mp::free_stream(stream);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
   if (mp::space() != symcommSpaceCuda)
     GTEST_SKIP() << "sm, ll, twoshot and relay run in the cuda space";
@@ -487,7 +572,7 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
       expect_refused_after_timeout(comm, stream, call);
     }
     EXPECT_EQ(symcommHostBarrier(comm), symcommSuccess) << symcommGetLastError();
-    // Every rank: the other algorithms still run on this communicator.
+    // Every rank: the algorithms built on barriers still run (no barrier failed).
     SC_OK(symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommInt32,
                                    symcommSum, "copy", stream));
     mp::sync(stream);

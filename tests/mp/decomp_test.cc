@@ -51,7 +51,32 @@ TEST(Decomp, RanksMustAgree) {
   symcommDecomp_t d = nullptr;
   SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidUsage);
   EXPECT_NE(std::strstr(symcommGetLastError(), "same configuration"), nullptr) << symcommGetLastError();
+  EXPECT_NE(std::strstr(symcommGetLastError(), "gdims differs"), nullptr) << symcommGetLastError();
   EXPECT_EQ(d, nullptr);
+  // Equal by value: a name's bytes after its NUL, and -0.0 against 0.0, do not count.
+  c = config_2d(16);
+  std::snprintf(c.backend, sizeof c.backend, "%s", symcommDecompBackendName(0));
+  c.autotune_weights[3] = mp::rank() == 0 ? -0.0 : 0.0;
+  if (mp::rank() == 0) c.backend[std::strlen(c.backend) + 1] = 'x';
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  SC_OK(symcommDecompDestroy(d));
+  // A NULL configuration or handle on one rank: every rank fails the same call, saying why
+  // (before, the others went on and paired their steps with the next call's).
+  c = config_2d(16);
+  d = nullptr;
+  SC_FAILS(symcommDecompCreate(mp::world(), mp::rank() == 0 ? nullptr : &c, &d),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "config"), nullptr) << symcommGetLastError();
+  EXPECT_EQ(d, nullptr);
+  SC_FAILS(symcommDecompCreate(mp::world(), &c, mp::rank() == 0 ? nullptr : &d),
+           symcommInvalidArgument);
+  EXPECT_EQ(d, nullptr);
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));  // in step again
+  SC_OK(symcommDecompDestroy(d));
+  c.axis_contiguous[2] = 2;  // 0 or 1
+  SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "axis_contiguous[2] is 2"), nullptr)
+      << symcommGetLastError();
   c = config_2d(16);
   c.pdims[0] = mp::nranks() + 1;  // wrong on every rank: each says why
   SC_FAILS(symcommDecompCreate(mp::world(), &c, &d), symcommInvalidArgument);

@@ -582,8 +582,8 @@ TEST_F(Rma, EveryComparisonAtItsEdges) {
 
 // A barrier that one member never reaches ends with symcommTimeout naming that member (the
 // call itself fails in the host space; the next call in the cuda space, the stream going
-// on), and the communicator stays usable. The team is one of its own: after the failure its
-// members' barrier counts disagree.
+// on). The members whose barrier failed refuse barriers from then on, on every team (their
+// counts and the absent member's disagree); one-sided calls still run.
 TEST_F(Rma, BarrierThatAMemberMissesTimesOut) {
   const double bound = 0.3;
   symcommComm_t c = comm_with_timeout("0.3");
@@ -605,7 +605,12 @@ TEST_F(Rma, BarrierThatAMemberMissesTimesOut) {
   }
   SC_OK(symcommHostBarrier(c));
   SC_OK(symcommTeamDestroy(c, team));
-  // Usable: a put seen after a world barrier.
+  if (me != absent) {
+    SC_FAILS(symcommBarrierOnStream(c, SYMCOMM_TEAM_WORLD, stream_), symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "barrier counts may no longer agree"), nullptr)
+        << symcommGetLastError();
+  }
+  // A put, seen after the stream and a host barrier.
   uint64_t* word;
   SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
   uint64_t* value = static_cast<uint64_t*>(mp::local_alloc(8));
@@ -613,8 +618,8 @@ TEST_F(Rma, BarrierThatAMemberMissesTimesOut) {
   mp::write_u64(word, 0);
   SC_OK(symcommHostBarrier(c));
   SC_OK(symcommPutOnStream(c, word, value, 8, right(), symcommEngineAuto, stream_));
-  SC_OK(symcommBarrierOnStream(c, SYMCOMM_TEAM_WORLD, stream_));
   mp::sync(stream_);
+  SC_OK(symcommHostBarrier(c));
   EXPECT_EQ(mp::read_u64(word), 1000 + static_cast<uint64_t>(left()));
   SC_OK(symcommHostBarrier(c));
   mp::local_free(value);

@@ -376,6 +376,11 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
     if (rc != 0) atomicCAS(&result, 0, rc);
   }
   __syncthreads();
+  // The barrier failed here: take the arrival back (every epoch is at least 1), so that a
+  // member that comes late waits until its own bound instead of passing on it.
+  if (result != 0)
+    for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt))
+      detail::store_relaxed(reinterpret_cast<uint64_t*>(detail::window(c, t) + slot), 0);
   return result;
 }
 
