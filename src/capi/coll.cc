@@ -181,15 +181,12 @@ std::pair<size_t, size_t> check_v(int n, int me, const size_t* sendcounts, const
   return {send_elems, recv_elems};
 }
 
-// Device all-to-all-v: the kernels read and write the count arrays, which must be memory
-// this rank's GPU can access (Space::device_access_problem: not pageable host memory, not
-// another GPU's) and aligned. The counts themselves are on the device: the host cannot check
-// them (symcomm.h says what the call trusts).
-// The four arrays of team-size entries (`n`) of all-to-all-v with counts on the device:
-// memory the GPU can access, aligned, and apart from what the call writes: recvcounts and
-// rdispls from each other, from the send counts and displacements (read as they are
-// written) and from recv's `recv_bytes` (0: too many to say; the count check refuses
-// them). send and sendcounts may share memory, being read alike.
+// Device all-to-all-v: the kernels read and write the count arrays (`n` entries each), which
+// must be memory this rank's GPU can access (Space::device_access_problem: not pageable host
+// memory, not another GPU's), aligned, and apart from what the call writes: recvcounts and
+// rdispls from each other, from the send counts and displacements, and from recv's
+// `recv_bytes` (0: too many to say; the count check refuses them). The counts themselves are
+// on the device: the host cannot check them (symcomm.h says what the call trusts).
 void check_device_counts(symcommComm& c, const size_t* const* v, int n, const void* recv,
                          size_t recv_bytes) {
   static const char* const names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
@@ -286,8 +283,8 @@ extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
           SYMCOMM_REQUIRE_ARG(sdispls);
           SYMCOMM_REQUIRE_ARG(recvcounts);
           SYMCOMM_REQUIRE_ARG(rdispls);
-          require_aligned(send, type_size(type), "send");
           const size_t elem = type_size(type);
+          require_aligned(send, elem, "send");
           check_device_counts(checked(comm), v, checked(comm).rma->teams().get(team).size, recv,
                               recv_capacity <= SIZE_MAX / elem ? recv_capacity * elem : 0);
           // The extents are on the device: only recv's capacity is checked against send here.

@@ -27,10 +27,6 @@ DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx)
                 "no decomposition backend %scan run on this communicator", named.c_str());
 }
 
-}  // namespace
-
-namespace {
-
 // The first field in which two configurations differ ("" for none), by value: names up to
 // their NUL (what follows it is not read), doubles as numbers (-0.0 is 0.0).
 std::string differing_field(const symcommDecompConfig_t& x, const symcommDecompConfig_t& y) {

@@ -122,11 +122,11 @@ class RmaBackend {
   virtual void reset_epoch(symcommTeam_t id) = 0;
   // Throws, once, what a device-side wait recorded (timeout, abort), and clears it.
   virtual void raise_recorded_error() = 0;
-  // Whether a wait failed, ever (on GPUs: a device-side one, once raised): what keeps
-  // counters or barrier counts with its peers cannot trust them any more. Any wait, not
-  // only those on a collective's own words: the device record holds one failure, so a
-  // kernel queued behind the one that failed may have failed too with nothing recorded.
-  virtual bool any_wait_failed() const = 0;
+  // Whether a device-side wait failed and was raised, ever: what keeps counters with its
+  // peers cannot trust them any more. Any wait, not only those on a collective's own words:
+  // the record holds one failure, so a kernel queued behind the one that failed may have
+  // failed too with nothing recorded.
+  virtual bool any_wait_failed() const { return false; }
   // Whether a barrier's wait failed, ever (on GPUs: as recorded, once raised): the members'
   // barrier counts may disagree from then on, so barriers refuse (Rma::barrier_args).
   virtual bool barrier_failed() const = 0;

@@ -93,7 +93,6 @@ class HostRma final : public RmaBackend {
   void reset_epoch(symcommTeam_t id) override { epochs_[static_cast<size_t>(id)] = 0; }
   void raise_recorded_error() override {}  // host waits throw where they fail
   void abort() override { aborted_.store(true); }
-  bool any_wait_failed() const override { return failed_.load(std::memory_order_acquire); }
   bool barrier_failed() const override { return barrier_failed_.load(std::memory_order_acquire); }
   void fill_device_comm(DeviceComm&, symcommTeam_t, const Team&) override {
     SYMCOMM_THROW(symcommNotSupported, "device handles need the cuda memory space");
@@ -114,17 +113,13 @@ class HostRma final : public RmaBackend {
       uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       if (compare(seen, cmp, value)) return;
       if (spins % 1024 != 1023) continue;
-      if (aborted_.load()) {
-        failed_.store(true, std::memory_order_release);
+      if (aborted_.load())
         throw_wait_error(symcommPeerLost, rank_, word, cmp, value, seen,
                          "the communicator was aborted", missing);
-      }
       // A bound of 0 is no bound, as on the device.
-      if (timeout_ != Clock::duration::zero() && Clock::now() - start > timeout_) {
-        failed_.store(true, std::memory_order_release);
+      if (timeout_ != Clock::duration::zero() && Clock::now() - start > timeout_)
         throw_wait_error(symcommTimeout, rank_, word, cmp, value, seen,
                          "SYMCOMM_WAIT_TIMEOUT passed", missing);
-      }
       std::this_thread::yield();
     }
   }
@@ -133,8 +128,7 @@ class HostRma final : public RmaBackend {
   const Clock::duration timeout_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator; 0: none
   std::array<uint64_t, SYMCOMM_MAX_TEAMS> epochs_{};
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> failed_{false};          // a wait failed (any_wait_failed)
-  std::atomic<bool> barrier_failed_{false};  // a barrier's did
+  std::atomic<bool> barrier_failed_{false};  // a barrier's wait failed
 };
 
 }  // namespace
