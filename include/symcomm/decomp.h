@@ -162,9 +162,10 @@ symcommResult_t symcommDecompWorkspaceSize(symcommDecomp_t decomp, symcommDecomp
  * input and output are each either symmetric (symcommMalloc, holding the pencil within the
  * allocation) on every rank, the same object and with the same halo and padding, or
  * non-symmetric on every rank: backends read peers' symmetric inputs or write into their
- * symmetric outputs directly, and each rank chooses that path from its own arguments. Not
- * checked per call (it takes a host round trip); SYMCOMM_DECOMP_CHECK=1 checks it, failing
- * every rank with symcommInvalidUsage. A non-symmetric buffer must be memory the
+ * symmetric outputs directly, and each rank chooses that path from its own arguments.
+ * SYMCOMM_DECOMP_CHECK checks it at every call with a host round trip (by default in the
+ * host memory space only; =1 in the cuda space too), failing every rank with
+ * symcommInvalidUsage. A non-symmetric buffer must be memory the
  * communicator's device accesses at that address: in the cuda memory space device memory of
  * its GPU, managed memory, or pinned host memory, not pageable host memory
  * (symcommInvalidArgument). */

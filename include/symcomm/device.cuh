@@ -39,6 +39,18 @@
  * symcommSignalWaitOnStream for which calls do).
  * Nothing here traps or exits the kernel: check the code and return.
  *
+ * Bounds: the symmetric range of a call ([dst, dst + bytes) of a put, [src, src + bytes) of
+ * a get, the 8 bytes of a signal word or an atomic's word) must lie inside one live
+ * allocation, as the host calls check (a range past its end lands in the next allocation,
+ * which belongs to other code). The device functions trust this unless SYMCOMM_DEVICE_CHECKS
+ * is defined before this header is included (a debug mode): then each call looks its range
+ * up in the heap's table of allocations (host-mapped: tens of microseconds a call), and a
+ * call whose range leaves its allocation does nothing, is recorded in c.error (code
+ * symcommInvalidArgument; see DeviceError), and the communicator's next host call reports
+ * it; a refused wait returns symcommInvalidArgument, a refused atomic returns 0. With more
+ * than SYMCOMM_DEVICE_MAX_ALLOCATIONS live allocations nothing is checked. Translation units
+ * with and without the checks may be linked together.
+ *
  * Memory model (what is guaranteed, at system scope; docs/memory-model.md expands):
  *  - put/get alone order nothing. On return the group's loads and stores are issued: the
  *    source may be reused, and a get's destination holds the data for the group.
@@ -73,7 +85,18 @@
 #include <cstddef>
 #include <cstdint>
 
+/* Functions compiled with SYMCOMM_DEVICE_CHECKS live in an inline namespace of their own, so
+ * that the checked and the plain definitions never meet at link time. */
+#ifdef SYMCOMM_DEVICE_CHECKS
+#define SYMCOMM_DEVICE_NS_BEGIN inline namespace checked {
+#define SYMCOMM_DEVICE_NS_END }
+#else
+#define SYMCOMM_DEVICE_NS_BEGIN
+#define SYMCOMM_DEVICE_NS_END
+#endif
+
 namespace symcomm {
+SYMCOMM_DEVICE_NS_BEGIN
 
 /* --- The team and addresses ------------------------------------------------------------ */
 __device__ __forceinline__ int team_rank(const DeviceComm& c);
@@ -162,6 +185,7 @@ __device__ __forceinline__ uint64_t atomic_compare_swap(const DeviceComm& c, uin
 /* Acquire load. */
 __device__ __forceinline__ uint64_t atomic_fetch(const DeviceComm& c, const uint64_t* p, int pe);
 
+SYMCOMM_DEVICE_NS_END
 }  // namespace symcomm
 
 #include "symcomm/detail/device_impl.cuh"

@@ -20,14 +20,29 @@ namespace symcomm {
  * message. A failure that finds a code already recorded leaves the record alone; the code is
  * written last. (No atomics: host memory takes none from the GPU over PCIe.) */
 struct DeviceError {
-  int32_t code;      /* 0, symcommTimeout or symcommPeerLost                            */
+  int32_t code;      /* 0, symcommTimeout or symcommPeerLost; symcommInvalidArgument for
+                        a call that SYMCOMM_DEVICE_CHECKS refused (symcomm/device.cuh)  */
   int32_t pe;        /* the waiter's own rank for a signal wait; for a barrier's wait,
-                        the world rank of the member that did not arrive              */
-  int32_t cmp;       /* symcommCmp_t of the wait                                        */
+                        the world rank of the member that did not arrive; for a refused
+                        call, the world rank it addressed                             */
+  int32_t cmp;       /* symcommCmp_t of the wait (-1 for a refused call)                */
   int32_t block;     /* blockIdx.x of the waiting thread, for debugging                 */
-  uint64_t address;  /* the watched address, as the waiting process maps it             */
-  uint64_t expected; /* the value compared against                                      */
-  uint64_t observed; /* the last value read                                             */
+  uint64_t address;  /* the watched address, as the waiting process maps it; for a
+                        refused call, the symmetric address it was given              */
+  uint64_t expected; /* the value compared against; for a refused call, its bytes       */
+  uint64_t observed; /* the last value read; for a refused call, the bytes from the
+                        address to the end of its allocation (0: in none)             */
+};
+
+/* The heap's live allocations, for the checks of SYMCOMM_DEVICE_CHECKS (symcomm/device.cuh):
+ * host-mapped, rewritten by the host at every symcommMalloc and symcommFree. */
+#define SYMCOMM_DEVICE_MAX_ALLOCATIONS 1024
+struct DeviceAllocations {
+  uint64_t version; /* odd while the host rewrites the table                            */
+  uint64_t count;   /* allocations listed; more than SYMCOMM_DEVICE_MAX_ALLOCATIONS: too
+                       many to list, and nothing is checked                            */
+  uint64_t entries[2 * SYMCOMM_DEVICE_MAX_ALLOCATIONS]; /* (heap offset, bytes asked
+                       for) of each allocation, by offset                             */
 };
 
 /* Team members whose windows the handle holds itself (see DeviceComm::near_base). */
@@ -54,6 +69,7 @@ struct DeviceComm {
   const volatile int32_t* abort_flag; /* host-mapped: non-zero once aborted (peer lost) */
   DeviceError* error;  /* host-mapped                                                  */
   uint64_t wait_timeout_ns; /* the bound of every wait (SYMCOMM_WAIT_TIMEOUT)           */
+  const DeviceAllocations* allocations; /* host-mapped; read under SYMCOMM_DEVICE_CHECKS */
 };
 
 static_assert(std::is_trivially_copyable<DeviceComm>::value, "DeviceComm is passed by value");

@@ -344,7 +344,8 @@ typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
 
 /* Every collective is called by every member of `team` with the same counts, type, op and
  * root (checked where it costs nothing; all of this below at every call, with a host round
- * trip, where SYMCOMM_COLL_CHECK=1: docs/coll.md), in the same order, and with the same kind of
+ * trip, where SYMCOMM_COLL_CHECK is on: by default in the host memory space, =1 in the cuda
+ * space too; docs/coll.md), in the same order, and with the same kind of
  * buffers: symmetric (or registered) on every member, or on none, since the choice of
  * algorithm and whether peers write a receive buffer in place depend on it. Buffers may be
  * any memory this rank's GPU can read and write (host memory in the host space), aligned to

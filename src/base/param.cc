@@ -175,4 +175,9 @@ std::string EnumParam::get() const {
   reject(text(), format("one of %s", Param::choices()).c_str());
 }
 
+bool SwitchParam::get(bool automatic) const {
+  const std::string v = EnumParam::get();
+  return v == "auto" ? automatic : *parse_bool(v);
+}
+
 }  // namespace symcomm

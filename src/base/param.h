@@ -112,6 +112,15 @@ class EnumParam : public Param {
   std::string get() const;
 };
 
+// A check or feature whose default depends on the situation: "auto" (the default: the
+// caller's `automatic`) or a boolean that forces it.
+class SwitchParam : public EnumParam {
+ public:
+  SwitchParam(const char* name, const char* desc)
+      : EnumParam(name, "auto", "auto|1|0|on|off|true|false|yes|no", desc) {}
+  bool get(bool automatic) const;
+};
+
 // Parsers shared with the registry's users (unit-tested on their own).
 std::optional<size_t> parse_size(const std::string& text);
 std::optional<int64_t> parse_int(const std::string& text);

@@ -33,6 +33,10 @@ int64_t bootstrap_timeout_ms() { return kBootstrapTimeout.get_ms(); }
 
 namespace {
 
+// How long a rank waits for an answer from rank 0 (or the root): a little longer than their
+// own bound, so that their explicit error (another rank did not arrive) comes first.
+Deadline answer_deadline() { return Deadline::after_ms(bootstrap_timeout_ms() + 2000); }
+
 PeerInfo local_info(int rank) {
   PeerInfo info{};
   std::string node = kNodeName.get();
@@ -58,6 +62,8 @@ const char* op_name(Op op) {
     case Op::Barrier: return "barrier";
     case Op::Result: return "result";
     case Op::Error: return "error";
+    case Op::Broken: return "broken";
+    case Op::Abandon: return "abandon";
   }
   return "?";
 }
@@ -75,6 +81,10 @@ MsgHeader recv_header(int fd, uint64_t seq, Deadline deadline, const AbortCheck&
   recv_all(fd, &h, sizeof h, deadline, abort, what);
   SYMCOMM_REQUIRE(h.magic == kMsgMagic, symcommInternalError,
                   "corrupt bootstrap message %s (magic 0x%08x)", what, h.magic);
+  SYMCOMM_REQUIRE(h.op != Op::Abandon, symcommTimeout,
+                  "a rank gave up bootstrap collective #%llu %s: it waited SYMCOMM_BOOTSTRAP_TIMEOUT "
+                  "for rank 0's answer, which came later or not at all",
+                  static_cast<unsigned long long>(h.seq), what);
   SYMCOMM_REQUIRE(h.seq == seq, symcommInvalidUsage,
                   "ranks are out of step %s: expected collective #%llu, got #%llu (%s); every "
                   "rank must make the same collective calls in the same order",
@@ -107,8 +117,7 @@ void skip_payload(int fd, uint64_t bytes, Deadline deadline, const AbortCheck& a
 std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int rank) {
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks));
   b->token_ = uid.token;
-  // A little longer than the root's own bound, so that its explicit error arrives first.
-  Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms() + 2000);
+  Deadline deadline = answer_deadline();
   PeerInfo me = local_info(rank);
   Fd hub_listener;
   if (rank == 0 && nranks > 1) {
@@ -201,16 +210,32 @@ void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadl
 
 std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
                              uint64_t reply_bytes) {
+  // Ended for good first: a rank that finalizes after that leaves without the last barrier,
+  // and the others may see it go before their own finalize.
+  if (!broken_.empty()) throw Error(broken_code_, broken_);
   check_alive();
   ++seq_;
   if (rank_ == 0) return hub_round(op, arg, payload, reply_bytes);
-  Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
+  // Where another rank is late, rank 0's answer (that rank did not arrive) comes first, and
+  // every rank fails with it.
+  Deadline deadline = answer_deadline();
   std::string what = format("in bootstrap %s #%llu with rank 0", op_name(op),
                             static_cast<unsigned long long>(seq_));
-  send_msg(data_[0].get(), op, seq_, arg, payload, deadline, abort_check(), what.c_str());
-  MsgHeader h = recv_header(data_[0].get(), seq_, deadline, abort_check(), what.c_str());
+  MsgHeader h;
+  try {
+    send_msg(data_[0].get(), op, seq_, arg, payload, deadline, abort_check(), what.c_str());
+    h = recv_header(data_[0].get(), seq_, deadline, abort_check(), what.c_str());
+  } catch (const Error& e) {
+    if (e.code() == symcommPeerLost) throw;
+    // Rank 0 is late (it skipped this call?) or the ranks are out of step: this rank gives up
+    // the round, and says so, so that rank 0 fails this round when it comes to it instead of
+    // answering it as if this rank were still waiting.
+    const MsgHeader abandon{kMsgMagic, Op::Abandon, seq_, 0, 0};
+    ::send(data_[0].get(), &abandon, sizeof abandon, MSG_NOSIGNAL | MSG_DONTWAIT);
+    break_rounds(e.code(), e.what());
+  }
   // A result has the size this rank's call gives; an error message is bounded.
-  const bool error = h.op == Op::Error;
+  const bool error = h.op == Op::Error || h.op == Op::Broken;
   SYMCOMM_REQUIRE(error ? h.bytes <= kMaxUnexpectedBytes : h.bytes == reply_bytes,
                   symcommSystemError,
                   "protocol error %s: rank 0 announced %s of %s where this rank expects %s%s "
@@ -219,8 +244,17 @@ std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
                   format_bytes(h.bytes).c_str(), error ? "at most " : "",
                   format_bytes(error ? kMaxUnexpectedBytes : reply_bytes).c_str());
   std::string reply = recv_payload(data_[0].get(), h, deadline, abort_check(), what.c_str());
+  if (h.op == Op::Broken) break_rounds(static_cast<symcommResult_t>(h.arg), reply);
   if (error) throw Error(static_cast<symcommResult_t>(h.arg), reply);
   return reply;
+}
+
+void Bootstrap::break_rounds(symcommResult_t code, const std::string& why) {
+  broken_code_ = code;
+  broken_ = format("%s; the host collectives of this communicator ended there on every rank, "
+                   "so that no rank pairs a call with another's different one (finalize it)",
+                   why.c_str());
+  throw Error(code, why);
 }
 
 std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
@@ -232,11 +266,29 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
   parts[0] = payload;
   std::string problem;
   symcommResult_t code = symcommInvalidUsage;
-  for (int r = 1; r < nranks_; ++r) {
+  // A rank that is late, out of step or gone ends the round, and the host collectives with it:
+  // every rank is answered with the error (the late one when it comes to this round).
+  bool broken = false;
+  for (int r = 1; r < nranks_ && !broken; ++r) {
     std::string what = format("in bootstrap %s #%llu waiting for rank %d", op_name(op),
                               static_cast<unsigned long long>(seq_), r);
     const int fd = data_[static_cast<size_t>(r)].get();
-    MsgHeader h = recv_header(fd, seq_, deadline, abort_check(), what.c_str());
+    MsgHeader h;
+    try {
+      h = recv_header(fd, seq_, deadline, abort_check(), what.c_str());
+    } catch (const Error& e) {
+      if (e.code() == symcommPeerLost) throw;
+      broken = true;
+      code = e.code();
+      problem = e.code() == symcommTimeout && std::string(e.what()).find("gave up") ==
+                                                  std::string::npos
+                    ? format("rank %d did not arrive at bootstrap %s #%llu within "
+                             "SYMCOMM_BOOTSTRAP_TIMEOUT (%.3g s): %s", r, op_name(op),
+                             static_cast<unsigned long long>(seq_),
+                             bootstrap_timeout_ms() / 1000.0, e.what())
+                    : e.what();
+      break;
+    }
     args[static_cast<size_t>(r)] = h.arg;
     sizes[static_cast<size_t>(r)] = h.bytes;
     if (h.op != op && problem.empty())
@@ -255,12 +307,29 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
     } else if (code != symcommSystemError) {
       // Rank r's connection is out of step from here on; the other ranks still get the error.
       code = symcommSystemError;
+      broken = true;
       problem = format("protocol error in bootstrap %s #%llu: rank %d announced a message of "
                        "%s where rank 0 expects %s (the most it reads of a message that does "
                        "not match its call is %s): the ranks' calls disagree, or a process "
                        "that is not this symcomm holds the token", op_name(op),
                        static_cast<unsigned long long>(seq_), r, format_bytes(h.bytes).c_str(),
                        format_bytes(expected).c_str(), format_bytes(kMaxUnexpectedBytes).c_str());
+    }
+  }
+  // A rank that gave up this round after sending its part (rank 0 came late) has told so
+  // behind it: the round fails on every rank rather than answering one that left.
+  for (int r = 1; r < nranks_ && !broken; ++r) {
+    const int fd = data_[static_cast<size_t>(r)].get();
+    pollfd p{fd, POLLIN, 0};
+    MsgHeader next{};
+    if (::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) &&
+        ::recv(fd, &next, sizeof next, MSG_PEEK | MSG_DONTWAIT) == sizeof next &&
+        next.magic == kMsgMagic && next.op == Op::Abandon && next.seq == seq_) {
+      broken = true;
+      code = symcommTimeout;
+      problem = format("rank %d gave up bootstrap %s #%llu: it waited SYMCOMM_BOOTSTRAP_TIMEOUT "
+                       "for rank 0, which came later (did rank 0 skip a collective?)", r,
+                       op_name(op), static_cast<unsigned long long>(seq_));
     }
   }
   std::string reply;
@@ -282,18 +351,31 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
                        static_cast<long long>(arg), r,
                        static_cast<long long>(args[static_cast<size_t>(r)]));
   }
+  // Ranks out of step pair different calls from here on: that ends the rounds too.
+  broken |= problem.rfind("ranks are out of step", 0) == 0;
   if (problem.empty()) {
     if (op == Op::Allgather)
       for (const std::string& p : parts) reply += p;
     if (op == Op::Broadcast) reply = parts[static_cast<size_t>(arg)].substr(8);
   }
-  Op answer = problem.empty() ? Op::Result : Op::Error;
+  Op answer = problem.empty() ? Op::Result : broken ? Op::Broken : Op::Error;
   const std::string& out = problem.empty() ? reply : problem;
   for (int r = 1; r < nranks_; ++r) {
     std::string what = format("answering rank %d", r);
-    send_msg(data_[static_cast<size_t>(r)].get(), answer, seq_, problem.empty() ? 0 : code, out,
-             deadline, abort_check(), what.c_str());
+    if (!broken) {
+      send_msg(data_[static_cast<size_t>(r)].get(), answer, seq_, problem.empty() ? 0 : code,
+               out, deadline, abort_check(), what.c_str());
+      continue;
+    }
+    // Best effort: a rank that is gone, or whose connection is full, learns it otherwise.
+    try {
+      send_msg(data_[static_cast<size_t>(r)].get(), answer, seq_, code, out,
+               Deadline::after_ms(std::min<int64_t>(1000, bootstrap_timeout_ms())), nullptr,
+               what.c_str());
+    } catch (const Error&) {
+    }
   }
+  if (broken) break_rounds(code, problem);
   if (!problem.empty()) throw Error(code, problem);
   return reply;
 }
@@ -321,31 +403,37 @@ void Bootstrap::broadcast(void* buf, size_t bytes, int root) {
 void Bootstrap::barrier() { round(Op::Barrier, 0, "", 0); }
 
 void Bootstrap::agree(symcommResult_t mine, const std::string& message) {
-  struct Outcome {
-    int32_t code;
-    char message[476];
-  };
-  Outcome out{};
-  out.code = mine;
-  std::snprintf(out.message, sizeof out.message, "%s", message.c_str());
-  std::vector<Outcome> all(static_cast<size_t>(nranks_));
-  allgather(&out, sizeof out, all.data());
-  for (int r = 0; r < nranks_; ++r) {
-    const Outcome& o = all[static_cast<size_t>(r)];
-    if (o.code == symcommSuccess) continue;
-    if (r == rank_) throw Error(static_cast<symcommResult_t>(o.code), message);
-    throw Error(static_cast<symcommResult_t>(o.code), format("rank %d: %.476s", r, o.message));
-  }
+  // The codes first (4 bytes a rank); then, only where a rank failed, the first failing
+  // rank's message, whole (a list of reasons may run to kilobytes).
+  int32_t code = mine;
+  std::vector<int32_t> codes(static_cast<size_t>(nranks_));
+  allgather(&code, sizeof code, codes.data());
+  int first = 0;
+  while (first < nranks_ && codes[static_cast<size_t>(first)] == symcommSuccess) ++first;
+  if (first == nranks_) return;
+  const std::string mine_text = message.substr(0, size_t{64} << 10);
+  uint64_t bytes = rank_ == first ? mine_text.size() : 0;
+  broadcast(&bytes, sizeof bytes, first);
+  std::string text = rank_ == first ? mine_text : std::string(bytes, '\0');
+  broadcast(text.data(), bytes, first);
+  const auto failed = static_cast<symcommResult_t>(codes[static_cast<size_t>(first)]);
+  if (first == rank_) throw Error(failed, message);
+  throw Error(failed, format("rank %d: %s", first, text.c_str()));
 }
 
 void Bootstrap::check_alive() const {
-  int lost = lost_rank_.load();
-  if (lost < 0) return;
+  if (lost_rank_.load() < 0) return;
+  SYMCOMM_THROW(symcommPeerLost, "%s; this communicator can only be finalized",
+                lost_summary().c_str());
+}
+
+std::string Bootstrap::lost_summary() const {
+  const int lost = lost_rank_.load();
+  if (lost < 0) return "";
   std::lock_guard<std::mutex> lock(lost_mutex_);
   const PeerInfo& p = peers_[static_cast<size_t>(lost)];
-  SYMCOMM_THROW(symcommPeerLost,
-                "rank %d (pid %d on %s) was lost: %s; this communicator can only be finalized",
-                lost, p.pid, p.hostname, lost_reason_.c_str());
+  return format("rank %d (pid %d on %s) was lost: %s", lost, p.pid, p.hostname,
+                lost_reason_.c_str());
 }
 
 void Bootstrap::on_lost(std::function<void()> callback) {

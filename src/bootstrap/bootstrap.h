@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,9 +71,14 @@ class Bootstrap {
   // caller makes it unique (a second message under the same tag is received after the first).
   void send_to(int peer, uint64_t tag, const std::string& payload);
   std::string recv_from(int from, uint64_t tag);
+  // recv_from without waiting: the message if it has arrived, else nothing.
+  std::optional<std::string> try_recv_from(int from, uint64_t tag);
 
   // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
   void check_alive() const;
+  // "rank R (pid P on HOST) was lost: WHY" once the monitor has seen a rank die or go
+  // silent, else "".
+  std::string lost_summary() const;
   // Called (from the monitor thread) when a rank is lost; at once if one already was.
   void on_lost(std::function<void()> callback);
   // Stops treating closed connections as lost peers: called before the last barrier.
@@ -88,6 +94,9 @@ class Bootstrap {
   // announces before checking it against the sizes its own call gives.
   std::string round(Op op, int64_t arg, const std::string& payload, uint64_t reply_bytes);
   std::string hub_round(Op op, int64_t arg, const std::string& payload, uint64_t reply_bytes);
+  // Ends the host collectives for good (see Op::Broken) and throws `code` with `why`.
+  [[noreturn]] void break_rounds(symcommResult_t code, const std::string& why);
+  std::optional<std::string> receive(int from, uint64_t tag, bool wait);
   void start_monitor();
   void stop_monitor();
   void monitor_loop();
@@ -99,6 +108,10 @@ class Bootstrap {
   uint64_t comm_id_ = 0;
   Token token_{};
   uint64_t seq_ = 0;
+  // Why the host collectives ended for good ("": they work); its code. Rounds run on the
+  // calling thread only.
+  std::string broken_;
+  symcommResult_t broken_code_ = symcommSuccess;
   std::vector<PeerInfo> peers_;
   // Rank 0: one per rank (index 0 unused). Others: index 0 is the hub.
   std::vector<Fd> data_;

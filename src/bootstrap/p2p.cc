@@ -1,6 +1,8 @@
 // Point-to-point bootstrap messages (Bootstrap::send_to, recv_from): each message is one
 // connection from the sender to the receiver's p2p listener, opened, written and closed.
 // Connections that do not present the communicator's token are dropped with a warning.
+#include <poll.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -35,7 +37,13 @@ void Bootstrap::send_to(int peer, uint64_t tag, const std::string& payload) {
     send_all(c.get(), payload.data(), payload.size(), deadline, abort_check(), what.c_str());
 }
 
-std::string Bootstrap::recv_from(int from, uint64_t tag) {
+std::string Bootstrap::recv_from(int from, uint64_t tag) { return *receive(from, tag, true); }
+
+std::optional<std::string> Bootstrap::try_recv_from(int from, uint64_t tag) {
+  return receive(from, tag, false);
+}
+
+std::optional<std::string> Bootstrap::receive(int from, uint64_t tag, bool wait) {
   SYMCOMM_REQUIRE(from >= 0 && from < nranks_, symcommInternalError,
                   "bootstrap message from rank %d of %d", from, nranks_);
   const Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms());
@@ -52,6 +60,10 @@ std::string Bootstrap::recv_from(int from, uint64_t tag) {
       return payload;
     }
     check_alive();
+    if (!wait) {  // only what has arrived: a sender connects, then writes at once
+      pollfd p{p2p_listener_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) != 1) return std::nullopt;
+    }
     Fd c = accept_before(p2p_listener_.get(), deadline, abort_check(), what.c_str());
     P2pHeader h{};
     std::string payload;

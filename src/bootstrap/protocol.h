@@ -52,7 +52,13 @@ struct HubHello {
   Channel channel;
 };
 
-enum class Op : uint32_t { Allgather = 1, Broadcast = 2, Barrier = 3, Result = 4, Error = 5 };
+// Result and Error answer a collective; Broken answers it with an error that ends the host
+// collectives of the communicator for good (a rank timed out, or the ranks fell out of step):
+// every later collective fails on every rank, so that no rank pairs a call with another
+// rank's different one. Abandon: a rank that gave up waiting for rank 0's answer tells it so.
+enum class Op : uint32_t {
+  Allgather = 1, Broadcast = 2, Barrier = 3, Result = 4, Error = 5, Broken = 6, Abandon = 7
+};
 
 // Header of every message on a data connection; `bytes` of payload follow.
 struct MsgHeader {

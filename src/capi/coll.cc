@@ -57,13 +57,16 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   const int root = a.root;
   const size_t sb = send_elems * a.elem, rb = recv_elems * a.elem;
   const bool reads_send = op != CollOp::Broadcast || a.me == root;
+  // A symmetric buffer must lie inside its allocation: past its end are other allocations.
   if (sb && reads_send) {
     SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
     require_aligned(send, a.elem, "send");
+    if (c.heap->contains(send)) c.heap->require_in_allocation(send, sb, "send");
   }
   if (rb) {
     SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
     require_aligned(recv, a.elem, "recv");
+    if (c.heap->contains(recv)) c.heap->require_in_allocation(recv, rb, "recv");
   }
   if (reads_send && !(exact_in_place && send == recv))
     SYMCOMM_REQUIRE(!overlap(send, sb, recv, rb), symcommInvalidArgument,
@@ -116,6 +119,8 @@ void agreed(symcommComm& c, symcommTeam_t team, const CollArgs& a,
     if (refusal) std::rethrow_exception(refusal);
     throw;
   }
+  // A team of one agrees with itself without a check: its own refusal still stands.
+  if (refusal) std::rethrow_exception(refusal);
 }
 
 // Checks what every collective shares and runs it. `extents()`: this rank's send and

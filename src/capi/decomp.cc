@@ -29,14 +29,16 @@ symcommDecomp& checked_decomp(symcommDecomp_t d, bool need_comm = true) {
   SYMCOMM_REQUIRE(!need_comm || d->comm, symcommInvalidUsage,
                   "decomp %p belongs to a communicator that was finalized: destroy it",
                   static_cast<void*>(d));
+  if (d->comm) call_comm() = d->comm;  // its errors name a lost rank (guard.h)
   return *d;
 }
 
-static const BoolParam kCheck(
-    "SYMCOMM_DECOMP_CHECK", "0",
+static const SwitchParam kCheck(
+    "SYMCOMM_DECOMP_CHECK",
     "check every transpose and halo exchange against every rank's call (a host allgather per "
-    "call; for debugging): symmetric buffers at the same heap offset on every rank or on none, "
-    "same type, halos and paddings");
+    "call): symmetric buffers at the same heap offset on every rank or on none, same "
+    "direction, type, halos and paddings; auto: on in the host memory space, off in the cuda "
+    "space, where the round trip would dwarf small transposes");
 
 constexpr size_t kWorkspaceAlignment = 16;
 
@@ -99,20 +101,30 @@ struct CallRecord {
   int64_t args[16] = {};               // the rest: op, type, halos, paddings
 };
 
-// Appends the three values of `v` (NULL: zeros) to `args` at `at`.
-void put3(int64_t* args, int& at, const int64_t* v) {
-  for (int a = 0; a < 3; ++a) args[at++] = v ? v[a] : 0;
-}
+// The scalar arguments of a call, named (the names stay here: the message names the first
+// that differs between ranks).
+struct Scalars {
+  std::vector<std::string> names;
+  CallRecord record;
+  void add(const std::string& name, int64_t value) {
+    record.args[names.size()] = value;
+    names.push_back(name);
+  }
+  // The three values of `v` (NULL: zeros).
+  void add3(const char* name, const int64_t* v) {
+    for (int a = 0; a < 3; ++a) add(format("%s[%d]", name, a), v ? v[a] : 0);
+  }
+};
 
 // Runs this rank's argument checks; with SYMCOMM_DECOMP_CHECK=1 then agrees with every rank of
 // the communicator (whose ranks all make the call): where any rank refused its arguments, or
 // the calls differ, every rank fails with the same message, before anything is enqueued.
 template <typename Check>
 void agreed_call(symcommComm& c, const char* const names[CallRecord::kBuffers],
-                 const void* const buffers[CallRecord::kBuffers], const CallRecord& args,
+                 const void* const buffers[CallRecord::kBuffers], const Scalars& args,
                  Check&& check) {
-  if (!kCheck.get()) return check();
-  CallRecord mine = args;
+  if (!kCheck.get(c.space_kind == symcommSpaceHost)) return check();
+  CallRecord mine = args.record;
   for (int i = 0; i < CallRecord::kBuffers; ++i)
     if (buffers[i] && c.heap->contains(buffers[i])) {
       mine.symmetric |= 1u << i;
@@ -146,9 +158,12 @@ void agreed_call(symcommComm& c, const char* const names[CallRecord::kBuffers],
                       names[i], static_cast<unsigned long long>(q.offset[i]), r,
                       static_cast<unsigned long long>(first.offset[i]));
     }
-    SYMCOMM_REQUIRE(std::memcmp(q.args, first.args, sizeof q.args) == 0, symcommInvalidUsage,
-                    "rank %d passes other arguments (direction, type, halo or padding) than rank "
-                    "0 (SYMCOMM_DECOMP_CHECK)", r);
+    for (size_t k = 0; k < args.names.size(); ++k)
+      SYMCOMM_REQUIRE(q.args[k] == first.args[k], symcommInvalidUsage,
+                      "rank %d passes other arguments than rank 0: %s is %lld on rank %d and "
+                      "%lld on rank 0 (SYMCOMM_DECOMP_CHECK)", r, args.names[k].c_str(),
+                      static_cast<long long>(q.args[k]), r,
+                      static_cast<long long>(first.args[k]));
   }
 }
 
@@ -306,10 +321,14 @@ extern "C" symcommResult_t symcommDecompTranspose(symcommDecomp_t decomp, int fr
     TransposeCall t{};
     const char* const names[] = {"input", "output", "workspace"};
     const void* const buffers[] = {input, output, workspace};
-    CallRecord args;
-    int at = 0;
-    for (int64_t v : {from, to, static_cast<int>(type)}) args.args[at++] = v;
-    for (const int64_t* v : {in_halo, in_padding, out_halo, out_padding}) put3(args.args, at, v);
+    Scalars args;
+    args.add("from", from);
+    args.add("to", to);
+    args.add("type", type);
+    args.add3("in_halo", in_halo);
+    args.add3("in_padding", in_padding);
+    args.add3("out_halo", out_halo);
+    args.add3("out_padding", out_padding);
     agreed_call(c, names, buffers, args, [&] {
       SYMCOMM_REQUIRE((from == 0 && to == 1) || (from == 1 && to == 0) ||
                           (from == 1 && to == 2) || (from == 2 && to == 1),
@@ -365,12 +384,13 @@ extern "C" symcommResult_t symcommDecompHalo(symcommDecomp_t decomp, int axis, i
     HaloCall h{};
     const char* const names[] = {"buffer", "workspace", "(none)"};
     const void* const buffers[] = {buffer, workspace, nullptr};
-    CallRecord args;
-    int at = 0;
-    for (int64_t v : {axis, dim, static_cast<int>(type)}) args.args[at++] = v;
-    put3(args.args, at, halo);
-    put3(args.args, at, padding);
-    args.args[at] = periodic && dim >= 0 && dim < 3 && periodic[dim] != 0;
+    Scalars args;
+    args.add("axis", axis);
+    args.add("dim", dim);
+    args.add("type", type);
+    args.add3("halo", halo);
+    args.add3("padding", padding);
+    args.add("periodic[dim]", periodic && dim >= 0 && dim < 3 && periodic[dim] != 0);
     size_t need = 0;
     agreed_call(c, names, buffers, args, [&] {
       h.axis = axis;

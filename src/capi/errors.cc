@@ -18,12 +18,27 @@ thread_local std::string t_last_error;
 
 void set_last_error(const std::string& message) { t_last_error = message; }
 
+symcommComm*& call_comm() {
+  thread_local symcommComm* comm = nullptr;
+  return comm;
+}
+
+std::string name_the_lost_rank(const std::string& what) {
+  const symcommComm* c = call_comm();
+  // Finalize tears the layers down in its body: the handle stays, its bootstrap may not.
+  if (!c || c->magic != symcommComm::kMagic || !c->bootstrap) return what;
+  const std::string lost = c->bootstrap->lost_summary();
+  if (lost.empty() || what.find(lost) != std::string::npos) return what;
+  return lost + "; " + what;
+}
+
 symcommComm& checked(symcommComm_t comm) {
   SYMCOMM_REQUIRE(comm != nullptr, symcommInvalidArgument, "comm is NULL");
   SYMCOMM_REQUIRE(comm->magic == symcommComm::kMagic, symcommInvalidArgument,
                   "comm %p is not a live communicator (finalized already?)",
                   static_cast<void*>(comm));
   set_log_rank(comm->topology.rank);
+  call_comm() = comm;
   return *comm;
 }
 

@@ -14,12 +14,24 @@
 namespace symcomm {
 
 void set_last_error(const std::string& message);
+// The communicator the calling thread's current entry point checked (checked()), or null.
+symcommComm*& call_comm();
+// A symcommPeerLost error's message, led by which rank was lost where the communicator of
+// the call knows it (a wait that the loss ended names the rank it waited for, which may be
+// another member that left the same barrier).
+std::string name_the_lost_rank(const std::string& what);
 
 // `describe` names the call and its arguments; it only runs when the call fails.
 template <typename Describe, typename Body>
 symcommResult_t guarded(Describe&& describe, Body&& body) {
   std::string what;
   symcommResult_t code;
+  symcommComm* const outer = call_comm();  // an entry point called from another's body
+  call_comm() = nullptr;
+  struct Restore {
+    symcommComm* comm;
+    ~Restore() { call_comm() = comm; }
+  } restore{outer};
   try {
     body();
     return symcommSuccess;
@@ -36,6 +48,7 @@ symcommResult_t guarded(Describe&& describe, Body&& body) {
     code = symcommInternalError;
     what = "unknown exception";
   }
+  if (code == symcommPeerLost) what = name_the_lost_rank(what);
   std::string message = describe() + ": " + what;
   set_last_error(message);
   SYMCOMM_INFO("%s", message.c_str());

@@ -9,6 +9,7 @@ extern "C" symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void*
     SYMCOMM_REQUIRE_ARG(ptr);
     *ptr = nullptr;
     *ptr = c.heap->malloc(bytes);
+    c.rma->backend().publish_allocations(c.heap->user_allocations());
   });
 }
 
@@ -16,6 +17,7 @@ extern "C" symcommResult_t symcommFree(symcommComm_t comm, void* ptr) {
   return guarded([&] { return format("symcommFree(ptr=%p)", ptr); }, [&] {
     symcommComm& c = checked(comm);
     c.heap->free(ptr);
+    c.rma->backend().publish_allocations(c.heap->user_allocations());
   });
 }
 
@@ -30,6 +32,10 @@ extern "C" void* symcommPtr(symcommComm_t comm, const void* ptr, int pe) {
     } else {
       out = c.heap->peer_ptr(ptr, pe);
     }
+    // NULL with a reason, as the header promises.
+    if (!out && c.topology.accessible[static_cast<size_t>(pe)] == 0)
+      SYMCOMM_THROW(symcommNotSupported, "%s", c.topology.why_inaccessible(pe).c_str());
+    SYMCOMM_REQUIRE(out, symcommInternalError, "rank %d's copy of %p is not mapped here", pe, ptr);
   });
   return out;
 }
@@ -99,7 +105,16 @@ extern "C" symcommResult_t symcommHostBroadcast(symcommComm_t comm, void* buf, s
                    symcommComm& c = checked(comm);
                    if (bytes) SYMCOMM_REQUIRE_ARG(buf);
                    check_host_coll_size(bytes, 1, "a broadcast");
-                   c.bootstrap->broadcast(buf, bytes, root);
+                   // A root out of range still takes part, so that every rank fails at once
+                   // (the hub checks every rank's root); its own rank says what it passed.
+                   const int n = c.topology.nranks;
+                   try {
+                     c.bootstrap->broadcast(buf, bytes, root);
+                   } catch (const Error&) {
+                     if (root >= 0 && root < n) throw;
+                     SYMCOMM_THROW(symcommInvalidArgument, "root %d is out of range [0, %d)",
+                                   root, n);
+                   }
                  });
 }
 

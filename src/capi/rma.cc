@@ -19,21 +19,20 @@ void check_pe(const symcommComm& c, int pe) {
   SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
                   "pe %d is out of range [0, %d)", pe, c.topology.nranks);
   SYMCOMM_REQUIRE(c.topology.accessible[static_cast<size_t>(pe)], symcommNotSupported,
-                  "rank %d is not load/store accessible from rank %d (another node, or no P2P "
-                  "path); the network transport is not built yet", pe, c.topology.rank);
+                  "%s; the network transport is not built yet",
+                  c.topology.why_inaccessible(pe).c_str());
 }
 
-// `sym` .. `sym + bytes` of this rank's heap, as mapped for rank `pe`.
+// `sym` .. `sym + bytes` of this rank's heap (inside one allocation), as mapped for rank `pe`.
 char* remote(const symcommComm& c, const void* sym, size_t bytes, int pe, const char* arg) {
-  SYMCOMM_REQUIRE(sym != nullptr, symcommInvalidArgument, "%s is NULL", arg);
-  const Heap& h = *c.heap;
-  // As `bytes <= mapped - offset`: offset + bytes would wrap for a huge `bytes`.
-  SYMCOMM_REQUIRE(h.contains(sym) && bytes <= h.mapped() - h.offset_of(sym),
-                  symcommInvalidArgument,
-                  "%s %p (+%zu bytes) is not inside the symmetric heap [%p, %p): pass a symmetric "
-                  "address from symcommMalloc", arg, sym, bytes, static_cast<void*>(h.base()),
-                  static_cast<void*>(h.base() + h.mapped()));
-  return static_cast<char*>(h.peer_ptr(sym, pe));
+  c.heap->require_in_allocation(sym, bytes, arg);
+  return static_cast<char*>(c.heap->peer_ptr(sym, pe));
+}
+
+// The local side of a transfer: where it is symmetric, it must not leave its allocation
+// either (the copy would read or write the next one); other memory is the caller's to size.
+void check_local(const symcommComm& c, const void* local, size_t bytes, const char* arg) {
+  if (c.heap->contains(local)) c.heap->require_in_allocation(local, bytes, arg);
 }
 
 uint64_t* signal_word(const symcommComm& c, uint64_t* sig, int pe) {
@@ -75,6 +74,7 @@ extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, con
     char* to = remote(c, dst, bytes, pe, "dst");
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(src);
+    check_local(c, src, bytes, "src");
     c.rma->backend().put(to, src, bytes, engine_for(c, engine, src, "src"), stream);
   });
 }
@@ -90,6 +90,7 @@ extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, con
     const char* from = remote(c, src, bytes, pe, "src");
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(dst);
+    check_local(c, dst, bytes, "dst");
     c.rma->backend().get(dst, from, bytes, engine_for(c, engine, dst, "dst"), stream);
   });
 }
@@ -112,6 +113,7 @@ extern "C" symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* ds
     if (bytes > 0) {
       char* to = remote(c, dst, bytes, pe, "dst");
       SYMCOMM_REQUIRE_ARG(src);
+      check_local(c, src, bytes, "src");
       c.rma->backend().put(to, src, bytes, engine_for(c, engine, src, "src"), stream);
     }
     c.rma->backend().signal(word, value, op, stream);

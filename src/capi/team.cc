@@ -36,6 +36,7 @@ extern "C" symcommResult_t symcommTeamDestroy(symcommComm_t comm, symcommTeam_t 
   return guarded([&] { return format("symcommTeamDestroy(team=%d)", team); }, [&] {
     symcommComm& c = checked(comm);
     c.rma->destroy(team);
+    c.coll->forget_team(team);
   });
 }
 

@@ -15,13 +15,14 @@ namespace symcomm {
 
 namespace {
 
-const BoolParam kCollCheck(
-    "SYMCOMM_COLL_CHECK", "0",
+const SwitchParam kCollCheck(
+    "SYMCOMM_COLL_CHECK",
     "check before every collective that the members of its team agree on it (operation, type, "
     "count, reduction, root, kind and offset of symmetric buffers, the algorithm chosen, "
     "all-to-all-v host counts pairwise; on-stream team barriers take their turn): a host "
-    "round trip through the bootstrap per call, for debugging; read when a communicator is "
-    "created");
+    "round trip through the bootstrap per call; auto: on in the host memory space, off in the "
+    "cuda space, where the round trip (tens of microseconds) would dwarf small collectives; "
+    "read when a communicator is created");
 
 constexpr uint64_t kCheckTag = uint64_t{0x4343} << 48;  // "CC", then the team id
 constexpr int32_t kBarrierOp = 100;  // Head::op of symcommBarrierOnStream (no CollOp)
@@ -47,8 +48,10 @@ struct Place {
 // The fixed part of a member's record; the algorithm (or why none could run, or why the
 // call was refused) and, for host all-to-all-v, the 2 n counts follow it.
 struct Head {
+  uint64_t call;    // the member's checked calls on the team so far, this one included
+  int32_t abandon;  // not a call: the member gave up waiting for the verdict on `call`
   int32_t refused;  // the call's arguments were refused on this member (the text says why)
-  int32_t op, type, redop, root, counts_on_device, symmetric;
+  int32_t op, type, redop, root, counts_on_device;
   uint64_t count;
   Place send, recv;
   uint32_t text_bytes, counts;
@@ -62,9 +65,10 @@ Place place_of(const CollContext& ctx, const void* p, size_t bytes) {
   return {Kind::kPlain, 0, 0};
 }
 
-std::string record(const CollArgs& a, const std::string& text, bool refused, bool barrier,
-                   const CollContext& ctx) {
+std::string record(const CollArgs& a, uint64_t call, const std::string& text, bool refused,
+                   bool barrier, const CollContext& ctx) {
   Head h{};
+  h.call = call;
   h.refused = refused;
   std::vector<uint64_t> counts;
   if (barrier) {
@@ -75,7 +79,6 @@ std::string record(const CollArgs& a, const std::string& text, bool refused, boo
     h.redop = static_cast<int32_t>(a.redop);
     h.root = a.root;
     h.counts_on_device = a.counts_on_device;
-    h.symmetric = a.symmetric;
     h.count = a.count;
     const size_t rb = a.recv_bytes;
     h.recv = place_of(ctx, a.recv, rb);
@@ -176,11 +179,23 @@ std::string compare(const Parsed& zero, const Parsed& mine, int m, Who who) {
   if ((op == CollOp::AllReduce || op == CollOp::ReduceScatter) && y.redop != x.redop)
     return differ("reduction", num(y.redop), num(x.redop));
   if (op == CollOp::Broadcast && y.root != x.root) return differ("root", num(y.root), num(x.root));
-  if (y.symmetric != x.symmetric)
-    return differ("buffers that are", y.symmetric ? "symmetric (or registered)" : "not symmetric",
-                  x.symmetric ? "symmetric (or registered)" : "not symmetric");
-  if (!places_agree(y.recv, x.recv)) return differ("recv", place_text(y.recv), place_text(x.recv));
-  if (!places_agree(y.send, x.send)) return differ("send", place_text(y.send), place_text(x.send));
+  // Each buffer is symmetric (or registered) on every member or on none; an empty one
+  // agrees with either (its member cannot tell which kind the call is, and capi/coll.cc's
+  // whole-call flag guesses). Where a buffer is symmetric, peers address it: the same object
+  // at the same offset (or in place alike); a plain one is its member's own affair.
+  auto kind = [](const Head& h, const Place& p) {  // -1: empty, 0: plain, 1: symmetric
+    const Place& q = p.kind == Kind::kInRecv ? h.recv : p;
+    return q.kind == Kind::kUnused ? -1 : q.kind == Kind::kPlain ? 0 : 1;
+  };
+  for (const bool is_recv : {true, false}) {
+    const Place &px = is_recv ? x.recv : x.send, &py = is_recv ? y.recv : y.send;
+    const int kx = kind(x, px), ky = kind(y, py);
+    if (kx >= 0 && ky >= 0 && kx != ky)
+      return differ("buffers that are", ky ? "symmetric (or registered)" : "not symmetric",
+                    kx ? "symmetric (or registered)" : "not symmetric");
+    if (kx == 1 && ky == 1 && !places_agree(py, px))
+      return differ(is_recv ? "recv" : "send", place_text(py), place_text(px));
+  }
   if (mine.text != zero.text) return differ("algorithm", mine.text, zero.text);
   return "";
 }
@@ -203,62 +218,155 @@ std::string compare_counts(const std::vector<Parsed>& all, Who who) {
 
 }  // namespace
 
-bool coll_check_requested() { return kCollCheck.get(); }
+bool coll_check_requested(symcommMemorySpace_t space) {
+  return kCollCheck.get(space == symcommSpaceHost);
+}
 
 namespace {
+
+// A verdict: the call it answers, whether it ends the team's checks, and the message ("": the
+// members agree).
+struct Verdict {
+  uint64_t call = 0;
+  bool ends = false;
+  std::string text;
+  std::string encode() const {
+    std::string out(reinterpret_cast<const char*>(&call), sizeof call);
+    out += static_cast<char>(ends);
+    return out + text;
+  }
+  static Verdict decode(const std::string& m) {
+    Verdict v;
+    SYMCOMM_REQUIRE(m.size() > sizeof v.call, symcommInternalError,
+                    "SYMCOMM_COLL_CHECK: a verdict of %zu bytes", m.size());
+    std::memcpy(&v.call, m.data(), sizeof v.call);
+    v.ends = m[sizeof v.call] != 0;
+    v.text = m.substr(sizeof v.call + 1);
+    return v;
+  }
+};
 
 void check(const CollArgs& a, const std::string& text, bool refused, bool barrier,
            CollContext& ctx) {
   const int n = a.team.size;
   if (n <= 1) return;
+  // A member that came late, skipped a call or gave up waiting ended the team's checks on
+  // every member: from then on no member could tell which of another's calls meets which of
+  // its own.
+  if (const std::string& ended = ctx.checks_ended(a.team_id); !ended.empty())
+    throw Error(symcommTimeout, ended);
   Bootstrap& bs = ctx.rma().bootstrap();
   const uint64_t tag = kCheckTag ^ static_cast<uint64_t>(static_cast<uint32_t>(a.team_id));
   const uint64_t call = ctx.count_checked_call(a.team_id);
-  const std::string mine = record(a, text, refused, barrier, ctx);
+  const std::string mine = record(a, call, text, refused, barrier, ctx);
   const int zero = a.team.world_of(0);
-  std::string verdict;
-  // A record or a verdict that does not come within SYMCOMM_BOOTSTRAP_TIMEOUT.
-  auto receive = [&](int m, const char* what) {
-    try {
-      return bs.recv_from(a.team.world_of(m), tag);
-    } catch (const Error& e) {
-      if (e.code() != symcommTimeout) throw;
-      throw Error(symcommTimeout,
-                  format("SYMCOMM_COLL_CHECK: team rank %d (rank %d) of team %d sent no %s for "
-                         "call %llu within SYMCOMM_BOOTSTRAP_TIMEOUT (%s): %s", m,
-                         a.team.world_of(m), a.team_id, what,
-                         static_cast<unsigned long long>(call),
-                         m == 0 ? "it waits for a member that did not make the call"
-                                : "it did not make the call, or made the team's calls in "
-                                  "another order",
-                         e.what()));
-    }
+  auto who = [&](int m) { return format("team rank %d (rank %d)", m, a.team.world_of(m)); };
+  auto end_checks = [&](const std::string& why) {
+    ctx.end_checks(a.team_id, format("%s; the SYMCOMM_COLL_CHECK checks of team %d ended there "
+                                     "on every member, and so do its collectives (finalize the "
+                                     "communicator)", why.c_str(), a.team_id));
   };
+  // A record or a verdict that does not come within SYMCOMM_BOOTSTRAP_TIMEOUT.
+  auto timed_out = [&](int m, const char* what, const Error& e) {
+    return format("SYMCOMM_COLL_CHECK: %s of team %d sent no %s for call %llu within "
+                  "SYMCOMM_BOOTSTRAP_TIMEOUT (%s): %s", who(m).c_str(), a.team_id, what,
+                  static_cast<unsigned long long>(call),
+                  m == 0 ? "it waits for a member that did not make the call, or skipped it"
+                         : "it did not make the call, or made the team's calls in another order",
+                  e.what());
+  };
+  Verdict verdict;
   if (a.me != 0) {
     bs.send_to(zero, tag, mine);
-    verdict = receive(0, "verdict");
+    try {
+      do verdict = Verdict::decode(bs.recv_from(zero, tag));
+      while (verdict.call < call);  // answers to calls this member gave up (none are kept)
+    } catch (const Error& e) {
+      if (e.code() != symcommTimeout) throw;
+      // Team rank 0 comes late, if ever: it must not take this member's record for a call
+      // this member has left.
+      Head abandon{};
+      abandon.call = call;
+      abandon.abandon = 1;
+      try {
+        bs.send_to(zero, tag, std::string(reinterpret_cast<const char*>(&abandon), sizeof abandon));
+      } catch (const Error&) {
+      }
+      end_checks(timed_out(0, "verdict", e));
+      throw Error(symcommTimeout, ctx.checks_ended(a.team_id));
+    }
   } else {
     std::vector<Parsed> all;
     all.push_back(parse(mine, 0));
-    for (int m = 1; m < n; ++m) all.push_back(parse(receive(m, "record"), m));
-    auto who = [&](int m) { return format("team rank %d (rank %d)", m, a.team.world_of(m)); };
-    for (int m = 0; m < n && verdict.empty(); ++m)
-      if (all[static_cast<size_t>(m)].head.refused)
-        verdict = format("%s refused the call: %s", who(m).c_str(),
-                         all[static_cast<size_t>(m)].text.c_str());
-    for (int m = 1; m < n && verdict.empty(); ++m)
-      verdict = compare(all[0], all[static_cast<size_t>(m)], m, who);
-    bool paired = true;  // every member sent 2 n counts (else a difference was found above)
-    for (const Parsed& p : all) paired &= p.counts.size() == 2 * static_cast<size_t>(n);
-    if (verdict.empty() && paired) verdict = compare_counts(all, who);
-    if (!verdict.empty())
-      verdict = format("SYMCOMM_COLL_CHECK: the members of team %d disagree on their call %llu "
-                       "(%s on team rank 0): %s", a.team_id, static_cast<unsigned long long>(call),
-                       all[0].head.refused ? "refused" : op_name(all[0].head.op),
-                       verdict.c_str());
-    for (int m = 1; m < n; ++m) bs.send_to(a.team.world_of(m), tag, verdict);
+    try {
+      for (int m = 1; m < n && !verdict.ends; ++m) {
+        Parsed p = parse(bs.recv_from(a.team.world_of(m), tag), m);
+        // Records of calls whose check this rank gave up on long ago cannot come: it ended
+        // the checks then. A member's record for another call than this one is a member that
+        // skipped a call, or made the team's calls in another order; its abandoning one is a
+        // member that gave up waiting for this rank.
+        if (p.head.abandon || p.head.call != call) {
+          verdict.ends = true;
+          verdict.text = p.head.abandon
+              ? format("SYMCOMM_COLL_CHECK: %s gave up call %llu of team %d: it waited "
+                       "SYMCOMM_BOOTSTRAP_TIMEOUT for team rank 0, which came later (did team "
+                       "rank 0 skip a collective?)", who(m).c_str(),
+                       static_cast<unsigned long long>(p.head.call), a.team_id)
+              : format("SYMCOMM_COLL_CHECK: %s makes its call %llu of team %d where team rank 0 "
+                       "makes its call %llu: a member skipped a collective of the team, or made "
+                       "them in another order", who(m).c_str(),
+                       static_cast<unsigned long long>(p.head.call), a.team_id,
+                       static_cast<unsigned long long>(call));
+        }
+        all.push_back(std::move(p));
+      }
+    } catch (const Error& e) {
+      if (e.code() != symcommTimeout) throw;
+      verdict.ends = true;
+      verdict.text = timed_out(static_cast<int>(all.size()), "record", e);
+    }
+    // A member that sent its record and then gave up (this rank came late) said so behind it.
+    for (int m = 1; m < n && !verdict.ends; ++m)
+      if (std::optional<std::string> late = bs.try_recv_from(a.team.world_of(m), tag)) {
+        verdict.ends = true;
+        verdict.text = format("SYMCOMM_COLL_CHECK: %s gave up call %llu of team %d: it waited "
+                              "SYMCOMM_BOOTSTRAP_TIMEOUT for team rank 0, which came later (did "
+                              "team rank 0 skip a collective?)", who(m).c_str(),
+                              static_cast<unsigned long long>(call), a.team_id);
+      }
+    if (!verdict.ends) {
+      for (int m = 0; m < n && verdict.text.empty(); ++m)
+        if (all[static_cast<size_t>(m)].head.refused)
+          verdict.text = format("%s refused the call: %s", who(m).c_str(),
+                                all[static_cast<size_t>(m)].text.c_str());
+      for (int m = 1; m < n && verdict.text.empty(); ++m)
+        verdict.text = compare(all[0], all[static_cast<size_t>(m)], m, who);
+      bool paired = true;  // every member sent 2 n counts (else a difference was found above)
+      for (const Parsed& p : all) paired &= p.counts.size() == 2 * static_cast<size_t>(n);
+      if (verdict.text.empty() && paired) verdict.text = compare_counts(all, who);
+      if (!verdict.text.empty())
+        verdict.text = format("SYMCOMM_COLL_CHECK: the members of team %d disagree on their call "
+                              "%llu (%s on team rank 0): %s", a.team_id,
+                              static_cast<unsigned long long>(call),
+                              all[0].head.refused ? "refused" : op_name(all[0].head.op),
+                              verdict.text.c_str());
+    }
+    verdict.call = call;
+    // Every member is answered, a late one when it comes to this call; where the checks end,
+    // as far as can be (a member that is gone learns it otherwise).
+    for (int m = 1; m < n; ++m) {
+      try {
+        bs.send_to(a.team.world_of(m), tag, verdict.encode());
+      } catch (const Error&) {
+        if (!verdict.ends) throw;
+      }
+    }
   }
-  if (!verdict.empty()) throw Error(symcommInvalidUsage, verdict);
+  if (verdict.ends) {
+    end_checks(verdict.text);
+    throw Error(symcommTimeout, ctx.checks_ended(a.team_id));
+  }
+  if (!verdict.text.empty()) throw Error(symcommInvalidUsage, verdict.text);
 }
 
 }  // namespace

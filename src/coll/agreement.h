@@ -12,8 +12,9 @@
 
 namespace symcomm {
 
-// Whether SYMCOMM_COLL_CHECK is set (CollContext reads it once per communicator).
-bool coll_check_requested();
+// Whether SYMCOMM_COLL_CHECK is on in `space` (CollContext reads it once per communicator):
+// by default in the host space only.
+bool coll_check_requested(symcommMemorySpace_t space);
 
 // Collective over a.team (a host round trip through team rank 0): throws
 // symcommInvalidUsage, with the same message on every member, where the members disagree
@@ -23,7 +24,10 @@ bool coll_check_requested();
 // (`text`: its name, or why none could run), or pairwise on host all-to-all-v counts
 // (recvcounts[i] of member j against sendcounts[j] of member i); or where a member
 // `refused` the call (`text` says why; of `a`, only the team, team_id and me are then read).
-// Bounded by SYMCOMM_BOOTSTRAP_TIMEOUT where a member never makes the call.
+// Records and verdicts carry the call's number on the team, so that members never pair
+// different calls: where a member skipped a call (or made them in another order), came late
+// (past SYMCOMM_BOOTSTRAP_TIMEOUT) or gave up waiting, the call fails with symcommTimeout on
+// every member, and so do every later check of the team (its collectives with it).
 void check_agreement(const CollArgs& a, const std::string& text, bool refused, CollContext& ctx);
 
 // The same for symcommBarrierOnStream on team `id` (this rank is member `me`): barriers and

@@ -696,7 +696,7 @@ class CeAlgorithm final : public CollAlgorithm {
     if (!ctx.has_state(this)) return "the communicator has no ce state";
     const CeState& s = const_cast<CollContext&>(ctx).state<CeState>(this);
     if (!s.problem().empty()) return s.problem();
-    if (!ctx.reaches_team(a)) return "a team member's memory is not mapped here";
+    if (!ctx.reaches_team(a)) return ctx.unreachable_member(a);
     return "";
   }
 

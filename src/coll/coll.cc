@@ -63,7 +63,7 @@ CollContext::CollContext(const Topology& topology, Heap& heap,
                          const Registrations& registrations, Rma& rma,
                          symcommMemorySpace_t space)
     : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), space_(space),
-      check_calls_(coll_check_requested()) {
+      check_calls_(coll_check_requested(space)) {
   size_t bytes = kWorkspace.get();
   if (bytes == 0) {
     // The default leaves most of a small heap (SYMCOMM_HEAP_MAX) to the application.
@@ -101,6 +101,13 @@ bool CollContext::reaches_team(const CollArgs& a) const {
   for (int i = 0; i < a.team.size; ++i)
     if (!topology_.accessible[static_cast<size_t>(a.team.world_of(i))]) return false;
   return true;
+}
+
+std::string CollContext::unreachable_member(const CollArgs& a) const {
+  for (int i = 0; i < a.team.size; ++i)
+    if (std::string why = topology_.why_inaccessible(a.team.world_of(i)); !why.empty())
+      return format("team member %d: %s", i, why.c_str());
+  return "";
 }
 
 bool CollContext::addressable(const void* p, size_t bytes) const {
@@ -213,7 +220,11 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
       return *a;
   for (CollAlgorithm* a : coll_algorithms())
     if (a->supports(args, ctx) && a->capturable(args, ctx)) return *a;
-  SYMCOMM_THROW(symcommNotSupported, "no collective algorithm can run %s here", coll_op_name(args.op));
+  std::string reasons;
+  for (CollAlgorithm* a : coll_algorithms())
+    reasons += format("\n  %s: %s", a->name(), a->refusal(args, ctx).c_str());
+  SYMCOMM_THROW(symcommNotSupported, "no collective algorithm can run %s here:%s",
+                coll_op_name(args.op), reasons.c_str());
 }
 
 }  // namespace symcomm

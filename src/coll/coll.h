@@ -132,6 +132,8 @@ class CollContext {
   char* on(const CollArgs& a, const void* p, int member) const;
   // Every member of the call's team is load/store accessible from here.
   bool reaches_team(const CollArgs& a) const;
+  // Why reaches_team(a) is false: the first member out of reach and why ("" where none is).
+  std::string unreachable_member(const CollArgs& a) const;
   // [p, p + bytes) is symmetric memory (mapped heap) or inside a registered buffer: peers
   // can be given its address through on(), and write it in place.
   bool addressable(const void* p, size_t bytes) const;
@@ -155,6 +157,18 @@ class CollContext {
   bool check_calls() const { return check_calls_; }
   // Counts a checked call on team `team`: its number, from 1 (for the check's message).
   uint64_t count_checked_call(symcommTeam_t team) { return ++checked_calls_[team]; }
+  // Why the checks of `team` ended for good ("": they go on), and ending them.
+  const std::string& checks_ended(symcommTeam_t team) const {
+    static const std::string none;
+    auto it = checks_ended_.find(team);
+    return it == checks_ended_.end() ? none : it->second;
+  }
+  void end_checks(symcommTeam_t team, const std::string& why) { checks_ended_[team] = why; }
+  // A team id is free again (symcommTeamDestroy): its next team starts its checks afresh.
+  void forget_team(symcommTeam_t team) {
+    checked_calls_.erase(team);
+    checks_ended_.erase(team);
+  }
   // The communicator lost a peer: every algorithm state's abort() (any thread).
   void abort() {
     for (auto& [algorithm, s] : states_) s->abort();
@@ -171,6 +185,7 @@ class CollContext {
   std::map<const CollAlgorithm*, std::unique_ptr<AlgorithmState>> states_;
   bool check_calls_ = false;
   std::map<symcommTeam_t, uint64_t> checked_calls_;
+  std::map<symcommTeam_t, std::string> checks_ended_;
 };
 
 class CollAlgorithm {
@@ -182,13 +197,23 @@ class CollAlgorithm {
   // Called for every registered algorithm when a communicator is created (collectively over
   // it, so it may allocate from the heap); the result is ctx.state<T>(this) in run().
   virtual std::unique_ptr<AlgorithmState> make_state(CollContext&) { return nullptr; }
-  // Why supports() is false, for the error when the algorithm is asked for by name ("": no
-  // reason given).
-  virtual std::string why_not(const CollArgs&, const CollContext&) const { return ""; }
+  // Why supports() is false, for the errors that name each algorithm: asked for by name, or
+  // none that can run the call. Every refusal has a reason (tests/mp/coll_limits_test.cc
+  // checks that each algorithm gives one wherever it refuses).
+  virtual std::string why_not(const CollArgs&, const CollContext&) const = 0;
   // Whether the call can be made now on a stream being captured into a CUDA graph, when the
   // automatic choice considers the algorithm (asked for by name, it runs and says why not).
   // The answer must be the same on every member.
   virtual bool capturable(const CollArgs&, CollContext&) const { return true; }
+  // Why capturable() is false.
+  virtual std::string why_not_capturable(const CollArgs&, CollContext&) const {
+    return "it cannot run on a stream being captured into a CUDA graph";
+  }
+  // Why the automatic choice passes this algorithm over for the call ("": it would not).
+  std::string refusal(const CollArgs& a, CollContext& ctx) const {
+    if (!supports(a, ctx)) return why_not(a, ctx);
+    return capturable(a, ctx) ? "" : why_not_capturable(a, ctx);
+  }
 };
 
 // Why an algorithm other than sm and copy refuses all-to-all-v with counts on the device.

@@ -28,7 +28,7 @@ class CopyAlgorithm final : public CollAlgorithm {
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
     if (a.counts_on_device && ctx.space() != symcommSpaceHost)
       return kCountsOnTheDevice;
-    return "";
+    return ctx.unreachable_member(a);
   }
 
   // All-to-all-v reads the counts back on the host (gather_v), which a stream being captured
@@ -36,6 +36,10 @@ class CopyAlgorithm final : public CollAlgorithm {
   // before it enqueues anything (the capture stays usable).
   bool capturable(const CollArgs& a, CollContext& ctx) const override {
     return a.op != CollOp::AllToAllv || !capturing(a, ctx);
+  }
+  std::string why_not_capturable(const CollArgs&, CollContext&) const override {
+    return "its all-to-all-v reads every member's counts back on the host, which a stream "
+           "being captured cannot do";
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {

@@ -31,7 +31,7 @@ class DirectAlgorithm final : public CollAlgorithm {
 
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
     if (!moves_data(a)) return "it does all-to-all, all-gather and broadcast only";
-    if (!ctx.reaches_team(a)) return "a team member's memory is not load/store accessible from here";
+    if (!ctx.reaches_team(a)) return ctx.unreachable_member(a);
     return "the receive buffer must be symmetric (symcommMalloc) or registered "
            "(symcommRegister): the members write it in place";
   }

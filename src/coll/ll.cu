@@ -461,7 +461,7 @@ class LlAlgorithm final : public CollAlgorithm {
     if (a.counts_on_device)
       return "it sizes its rounds from counts on the host (sm reads them on the device)";
     if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
-    return "a team member's memory is not load/store accessible from here";
+    return ctx.unreachable_member(a);
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {

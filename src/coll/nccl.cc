@@ -54,6 +54,10 @@ class NcclAlgorithm final : public CollAlgorithm {
     SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));
     return capture == cudaStreamCaptureStatusNone || nccl_comms(ctx).has(a.team);
   }
+  std::string why_not_capturable(const CollArgs&, CollContext&) const override {
+    return "its communicator for this team is made at the team's first NCCL call, which cannot "
+           "be captured (NCCL allocates device memory): make one call outside the capture first";
+  }
 
   void run(const CollArgs& a, CollContext& ctx) override {
     // The same on every member (no communicator is made either); all-to-all-v always runs,

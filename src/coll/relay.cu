@@ -352,9 +352,10 @@ class RelayAlgorithm final : public CollAlgorithm {
   std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
     if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
     if (a.op != CollOp::Broadcast) return "it does broadcast only";
+    if (!ctx.has_state(this)) return "the communicator has no relay state";
     if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
     if (!ctx.reaches_team(a))
-      return "a team member's memory is not load/store accessible from here";
+      return ctx.unreachable_member(a);
     return "the receive buffer must be symmetric (symcommMalloc) or registered "
            "(symcommRegister), 16-byte aligned on every member: the members write it in place";
   }

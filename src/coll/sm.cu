@@ -732,7 +732,7 @@ class SmAlgorithm final : public CollAlgorithm {
       return format("a team of %d needs %d blocks resident at once and a member's GPU holds %d "
                     "(fewer SMs: MPS or a partition)", a.team.size,
                     2 * (a.team.size - 1) + kCountsSelfBlocks, room);
-    return "a team member's memory is not load/store accessible from here";
+    return ctx.unreachable_member(a);
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {

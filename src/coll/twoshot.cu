@@ -401,7 +401,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
                     format_bytes(kStageBytes.get()).c_str(),
                     format_bytes(ctx.heap().max_bytes()).c_str());
     if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
-    return "a team member's memory is not load/store accessible from here";
+    return ctx.unreachable_member(a);
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {

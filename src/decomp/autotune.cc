@@ -360,7 +360,7 @@ const Candidate& tune(const DecompLayers& layers, const symcommDecompConfig_t& c
       std::fprintf(stderr, "symcomm autotune: %s %s%s\n", label(cand).c_str(),
                    cand.outcome == Candidate::kRan       ? format("%.1f", cand.score_us).c_str()
                    : cand.outcome == Candidate::kSkipped ? "skipped"
-                                                         : "cannot run",
+                                                         : ("cannot run: " + cand.why).c_str(),
                    &cand == winner ? "  <- chosen" : "");
   }
   return *winner;

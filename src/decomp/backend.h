@@ -67,7 +67,9 @@ class DecompBackend {
  public:
   virtual ~DecompBackend() = default;
   virtual const char* name() const = 0;
-  virtual bool supports(const DecompContext& ctx) const = 0;
+  // Why the backend cannot run on this communicator ("": it can), the same on every rank.
+  virtual std::string why_not(const DecompContext& ctx) const = 0;
+  bool supports(const DecompContext& ctx) const { return why_not(ctx).empty(); }
   virtual size_t transpose_workspace(const DecompContext& ctx, size_t elem) const = 0;
   virtual void transpose(const DecompContext& ctx, const TransposeCall& call) = 0;
   virtual size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
@@ -81,9 +83,6 @@ class DecompBackend {
   // Called by Decomp::create on every rank after prepare() (outcome agreed): what this
   // backend keeps per decomposition, ctx.state in its calls.
   virtual std::unique_ptr<DecompState> make_state(const DecompContext&) { return nullptr; }
-  // Why supports() is false, for the error when the backend is asked for by name ("": no
-  // reason given).
-  virtual std::string why_not(const DecompContext&) const { return ""; }
 };
 
 // The registry: every backend, preferred first.
@@ -111,8 +110,9 @@ DecompBackend* make_ce_backend();              // backend_ce.cc
 // device can access (Space::check_device_accessible) and that symmetric ones and the
 // workspace are large enough within their allocations.
 
-// Every rank's heap window is mapped here (what the load/store backends need).
-bool all_peers_mapped(const DecompContext& ctx);
+// Why not every rank's heap window is mapped here (what the load/store backends need): the
+// first rank out of reach and why; "" where all are mapped.
+std::string unmapped_peer(const DecompContext& ctx);
 // `p` (a symmetric address of this rank) on `rank`, as mapped here; throws
 // symcommNotSupported where `rank` is not load/store accessible.
 char* peer_address(const DecompContext& ctx, const void* p, int rank);

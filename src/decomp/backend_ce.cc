@@ -37,7 +37,7 @@ class CeBackend final : public DecompBackend {
  public:
   const char* name() const override { return "ce"; }
 
-  bool supports(const DecompContext& ctx) const override { return all_peers_mapped(ctx); }
+  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
 
   // The staged path's receive area.
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {

@@ -58,7 +58,7 @@ class CePipelinedBackend final : public DecompBackend {
  public:
   const char* name() const override { return "ce_pipelined"; }
 
-  bool supports(const DecompContext& ctx) const override { return all_peers_mapped(ctx); }
+  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
 
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
     return words_bytes(largest_team(ctx.geometry)) +

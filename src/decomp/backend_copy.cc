@@ -15,11 +15,7 @@ class CopyBackend final : public DecompBackend {
  public:
   const char* name() const override { return "copy"; }
 
-  bool supports(const DecompContext& ctx) const override {
-    for (char* w : ctx.heap.windows())
-      if (!w) return false;  // every rank of the grid must be load/store accessible
-    return true;
-  }
+  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
 
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
     return 2 * static_cast<size_t>(staging_elements(ctx.geometry)) * elem;

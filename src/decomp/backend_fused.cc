@@ -37,7 +37,7 @@ class FusedBackend final : public DecompBackend {
  public:
   const char* name() const override { return "fused"; }
 
-  bool supports(const DecompContext& ctx) const override { return all_peers_mapped(ctx); }
+  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
 
   // Half one: the staged copy of the input; half two: blocks landing for an in-place call.
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {

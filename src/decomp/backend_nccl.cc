@@ -26,8 +26,6 @@ class NcclBackend final : public DecompBackend {
  public:
   const char* name() const override { return "nccl"; }
 
-  bool supports(const DecompContext& ctx) const override { return why_not(ctx).empty(); }
-
   std::string why_not(const DecompContext& ctx) const override {
     if (!ctx.coll) return "the decomposition was made without the communicator's collectives";
     if (ctx.coll->space() != symcommSpaceCuda) return "NCCL runs in the cuda memory space only";
@@ -148,7 +146,6 @@ class NcclBackend final : public DecompBackend {
 class NcclBackend final : public DecompBackend {
  public:
   const char* name() const override { return "nccl"; }
-  bool supports(const DecompContext&) const override { return false; }
   std::string why_not(const DecompContext&) const override { return nccl_unavailable_reason(); }
   size_t transpose_workspace(const DecompContext&, size_t) const override { return 0; }
   void transpose(const DecompContext&, const TransposeCall&) override { unavailable(); }

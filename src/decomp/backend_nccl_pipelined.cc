@@ -157,7 +157,6 @@ class NcclPipelinedBackend final : public DecompBackend {
 
   // Where it runs (without NCCL: nowhere, and why), what it sets up, the workspace and the
   // halo exchange: the nccl backend's.
-  bool supports(const DecompContext& ctx) const override { return nccl_.supports(ctx); }
   std::string why_not(const DecompContext& ctx) const override { return nccl_.why_not(ctx); }
   void prepare(const DecompContext& ctx) override { nccl_.prepare(ctx); }
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {

@@ -7,10 +7,13 @@
 
 namespace symcomm {
 
-bool all_peers_mapped(const DecompContext& ctx) {
-  for (char* w : ctx.heap.windows())
-    if (!w) return false;
-  return true;
+std::string unmapped_peer(const DecompContext& ctx) {
+  const std::vector<char*>& windows = ctx.heap.windows();
+  for (size_t r = 0; r < windows.size(); ++r)
+    if (!windows[r])
+      return "it loads and stores every rank's heap: " +
+             ctx.rma.topology().why_inaccessible(static_cast<int>(r));
+  return "";
 }
 
 char* peer_address(const DecompContext& ctx, const void* p, int rank) {

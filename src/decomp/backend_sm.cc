@@ -44,7 +44,7 @@ class SmBackend final : public DecompBackend {
  public:
   const char* name() const override { return "sm"; }
 
-  bool supports(const DecompContext& ctx) const override { return all_peers_mapped(ctx); }
+  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
 
   // The receive area only: blocks go straight from the input to the receivers.
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {

@@ -17,14 +17,18 @@ DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx)
     if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) return b;
   for (DecompBackend* b : decomp_backends())
     if (wanted == b->name()) {
-      const std::string why = b->why_not(ctx);
       SYMCOMM_THROW(symcommNotSupported,
-                    "no decomposition backend named %s can run on this communicator%s%s",
-                    wanted.c_str(), why.empty() ? "" : ": ", why.c_str());
+                    "no decomposition backend named %s can run on this communicator: %s",
+                    wanted.c_str(), b->why_not(ctx).c_str());
     }
-  const std::string named = wanted.empty() ? "" : "named " + wanted + " ";
-  SYMCOMM_THROW(wanted.empty() ? symcommNotSupported : symcommInvalidArgument,
-                "no decomposition backend %scan run on this communicator", named.c_str());
+  SYMCOMM_REQUIRE(wanted.empty(), symcommInvalidArgument,
+                  "no decomposition backend named %s can run: no backend has that name",
+                  wanted.c_str());
+  std::string reasons;
+  for (DecompBackend* b : decomp_backends())
+    reasons += format("\n  %s: %s", b->name(), b->why_not(ctx).c_str());
+  SYMCOMM_THROW(symcommNotSupported, "no decomposition backend can run on this communicator:%s",
+                reasons.c_str());
 }
 
 // The first field in which two configurations differ ("" for none), by value: names up to

@@ -13,6 +13,7 @@ std::optional<size_t> Allocator::allocate(size_t bytes) {
     free_.erase(it);
     if (left) free_[offset + need] = left;
     live_[offset] = need;
+    requested_[offset] = bytes;
     used_ += need;
     return offset;
   }
@@ -60,12 +61,18 @@ std::optional<std::pair<size_t, size_t>> Allocator::live_at(size_t offset) const
   return *it;
 }
 
+size_t Allocator::requested(size_t start) const {
+  auto it = requested_.find(start);
+  return it == requested_.end() ? 0 : it->second;
+}
+
 void Allocator::free(size_t offset) {
   auto it = live_.find(offset);
   if (it == live_.end()) return;
   size_t start = offset, size = it->second;
   used_ -= size;
   live_.erase(it);
+  requested_.erase(offset);
   auto next = free_.lower_bound(start);
   if (next != free_.end() && start + size == next->first) {
     size += next->second;

@@ -32,6 +32,11 @@ class Allocator {
   // The live allocation that holds `offset` (interior offsets too): its offset and size, or
   // nothing where no live allocation holds it.
   std::optional<std::pair<size_t, size_t>> live_at(size_t offset) const;
+  // The bytes asked for when the live allocation at `start` (its first offset) was made: its
+  // size before rounding up to kAlignment. 0 where no allocation starts there.
+  size_t requested(size_t start) const;
+  // Every live allocation as (offset, bytes asked for), by offset.
+  const std::map<size_t, size_t>& live_requested() const { return requested_; }
 
   static size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
@@ -40,6 +45,7 @@ class Allocator {
   size_t used_ = 0;
   std::map<size_t, size_t> free_;  // offset -> size, coalesced
   std::map<size_t, size_t> live_;  // offset -> size
+  std::map<size_t, size_t> requested_;  // offset -> the size asked for
 };
 
 }  // namespace symcomm

@@ -245,7 +245,36 @@ size_t Heap::bytes_left(const void* ptr) const {
   if (!ptr || !contains(ptr)) return 0;
   const size_t offset = offset_of(ptr);
   const auto live = allocator_.live_at(offset);
-  return live ? live->first + live->second - offset : 0;
+  if (!live) return 0;
+  const size_t end = live->first + allocator_.requested(live->first);
+  return offset < end ? end - offset : 0;
+}
+
+std::vector<std::pair<size_t, size_t>> Heap::user_allocations() const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const auto& [offset, bytes] : allocator_.live_requested())
+    if (!internal_.count(offset)) out.emplace_back(offset, bytes);
+  return out;
+}
+
+void Heap::require_in_allocation(const void* ptr, size_t bytes, const char* what) const {
+  SYMCOMM_REQUIRE(ptr != nullptr, symcommInvalidArgument, "%s is NULL", what);
+  // As `bytes <= mapped - offset`: offset + bytes would wrap for a huge `bytes`.
+  SYMCOMM_REQUIRE(contains(ptr) && bytes <= mapped() - offset_of(ptr), symcommInvalidArgument,
+                  "%s %p (+%zu bytes) is not inside the symmetric heap [%p, %p): pass a "
+                  "symmetric address from symcommMalloc", what, ptr, bytes,
+                  static_cast<const void*>(base()), static_cast<const void*>(base() + mapped()));
+  if (bytes == 0) return;
+  const auto live = allocator_.live_at(offset_of(ptr));
+  SYMCOMM_REQUIRE(live, symcommInvalidArgument,
+                  "%s %p is in the symmetric heap but in no live allocation (freed, or never "
+                  "allocated)", what, ptr);
+  const size_t asked = allocator_.requested(live->first);
+  const size_t left = bytes_left(ptr);
+  SYMCOMM_REQUIRE(bytes <= left, symcommInvalidArgument,
+                  "%s %p (+%zu bytes) runs past the end of its allocation: the allocation at %p "
+                  "has %zu bytes, %zu of them from %p on", what, ptr, bytes,
+                  static_cast<const void*>(base() + live->first), asked, left, ptr);
 }
 
 void* Heap::peer_ptr(const void* ptr, int pe) const {

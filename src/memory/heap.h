@@ -33,10 +33,17 @@ class Heap {
   void* peer_ptr(const void* ptr, int pe) const;
   bool contains(const void* ptr) const;
   size_t offset_of(const void* ptr) const { return static_cast<const char*>(ptr) - base(); }
-  // Bytes from `ptr` to the end of the live allocation that holds it (its size rounded up to
-  // the allocator's alignment), or 0 where none does: outside the heap, or freed.
+  // Bytes from `ptr` to the end of the live allocation that holds it (the size it was asked
+  // for), or 0 where none does: outside the heap, freed, or in an allocation's padding.
   size_t bytes_left(const void* ptr) const;
+  // Throws symcommInvalidArgument, naming `what`, unless [ptr, ptr + bytes) lies inside the
+  // heap and inside one live allocation (bytes == 0: ptr in the heap is enough). A transfer
+  // that ran past its allocation would land in the next one, which belongs to other code.
+  void require_in_allocation(const void* ptr, size_t bytes, const char* what) const;
   char* base() const { return windows_[static_cast<size_t>(topology_.rank)]; }
+  // The application's live allocations (symcomm's own left out) as (offset, bytes asked
+  // for), by offset: what the device API's checks may address (rma's allocation table).
+  std::vector<std::pair<size_t, size_t>> user_allocations() const;
 
   size_t used() const { return allocator_.used() - internal_bytes_; }
   // Every rank's window as mapped here (nullptr where not accessible).

@@ -133,6 +133,9 @@ class RmaBackend {
   // The communicator lost a peer: waits in progress must end.
   virtual void abort() = 0;
   virtual void fill_device_comm(DeviceComm& h, symcommTeam_t id, const Team& team) = 0;
+  // The heap's allocations changed (symcommMalloc, symcommFree): the table that device
+  // handles' checks read (DeviceAllocations), where the space has device handles.
+  virtual void publish_allocations(const std::vector<std::pair<size_t, size_t>>&) {}
 };
 
 // Sizes shared by the backends.
@@ -162,6 +165,7 @@ class Rma {
   void destroy(symcommTeam_t id);
   RmaBackend& backend() { return *backend_; }
   Bootstrap& bootstrap() { return bootstrap_; }
+  const Topology& topology() const { return topology_; }
   BarrierArgs barrier_args(symcommTeam_t id);
   // The team's slot array of this rank (a symmetric address).
   uint64_t* slots(symcommTeam_t id) const;

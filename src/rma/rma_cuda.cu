@@ -21,6 +21,7 @@
 #include "base/param.h"
 #include "rma/box_copy.cuh"
 #include "rma/reduce.h"
+#include "rma/device_checks.h"
 #include "rma/rma.h"
 #include "rma/wait.h"
 #include "symcomm/device.cuh"
@@ -456,8 +457,10 @@ class CudaRma final : public RmaBackend {
     if (__atomic_load_n(&e.code, __ATOMIC_ACQUIRE) == 0) return;
     DeviceError copy = e;
     std::memset(&e, 0, sizeof e);  // reported once
-    failed_.store(true, std::memory_order_release);
     symcommResult_t code = static_cast<symcommResult_t>(copy.code);
+    // A call the bounds checks refused did nothing: no wait failed, nothing is out of step.
+    if (code == symcommInvalidArgument) throw_refused_device_call(copy);
+    failed_.store(true, std::memory_order_release);
     // A word of the barrier area is a barrier's slot, whose failed wait recorded the member
     // that did not arrive as the pe (barrier_block, copy_boxes_synced_kernel).
     const uintptr_t area = reinterpret_cast<uintptr_t>(area_);
@@ -477,6 +480,10 @@ class CudaRma final : public RmaBackend {
 
   void abort() override { __atomic_store_n(&mapped_->abort, 1, __ATOMIC_RELEASE); }
 
+  void publish_allocations(const std::vector<std::pair<size_t, size_t>>& live) override {
+    write_allocation_table(mapped_->allocations, live);
+  }
+
   void fill_device_comm(DeviceComm& h, symcommTeam_t id, const Team& team) override {
     fill(h, id, team);
   }
@@ -485,6 +492,7 @@ class CudaRma final : public RmaBackend {
   struct HostMapped {
     DeviceError error;
     int32_t abort;
+    DeviceAllocations allocations;  // SYMCOMM_DEVICE_CHECKS (rma/device_checks.h)
   };
 
   // Which signals and waits are stream memory operations (SYMCOMM_SIGNAL_ENGINE,
@@ -568,6 +576,7 @@ class CudaRma final : public RmaBackend {
     h.abort_flag = &mapped_dev_->abort;
     h.error = &mapped_dev_->error;
     h.wait_timeout_ns = wait_timeout_ns_;
+    h.allocations = &mapped_dev_->allocations;
   }
 
   const Topology& topology_;

@@ -98,6 +98,16 @@ void cuda_access(Bootstrap& bs, Topology& t, int requested) {
 
 }  // namespace
 
+std::string Topology::why_inaccessible(int pe) const {
+  if (accessible[static_cast<size_t>(pe)]) return "";
+  if (!same_node(pe))
+    return format("rank %d is on node %d and rank %d on node %d: ranks on other nodes are not "
+                  "load/store accessible (SYMCOMM_NODE_NAME or the host tells the nodes apart)",
+                  pe, node_of[static_cast<size_t>(pe)], rank, node);
+  return format("rank %d's GPU and this rank's GPU %d cannot access each other peer to peer "
+                "(cuDeviceCanAccessPeer: no NVLink or PCIe P2P path)", pe, device);
+}
+
 Topology discover_topology(Bootstrap& bs, symcommMemorySpace_t space, int requested) {
   Topology t;
   t.rank = bs.rank();

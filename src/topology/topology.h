@@ -2,6 +2,7 @@
 // which peers it can load from and store to directly.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -23,6 +24,8 @@ struct Topology {
   int device = -1;               // CUDA device ordinal in the cuda space, else -1
 
   bool same_node(int pe) const { return node_of[static_cast<size_t>(pe)] == node; }
+  // Why rank `pe` is not load/store accessible from this rank ("" where it is).
+  std::string why_inaccessible(int pe) const;
 };
 
 // Collective. Groups ranks into nodes by hostname and boot id (or SYMCOMM_NODE_NAME). In

@@ -229,23 +229,52 @@ TEST_F(CollCheck, ARefusalOnOneMemberFailsEveryMember) {
   expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
 }
 
-// The last member skips a call: team rank 0 ends at SYMCOMM_BOOTSTRAP_TIMEOUT (1 s here)
-// naming it, the other members (waiting for team rank 0's verdict) likewise, and the calls
-// after it still pair up.
-TEST_F(CollCheck, AMemberThatSkipsTheCallEndsTheOthersAtTheBound) {
-  if (!last_) {
-    mp::ScopedEnv bound("SYMCOMM_BOOTSTRAP_TIMEOUT", "1");
-    const symcommResult_t rc = symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, sym_[0], sym_[1],
-                                                        kCount, symcommInt32, "copy", stream_);
+// A member skips a call: the others end at SYMCOMM_BOOTSTRAP_TIMEOUT (1 s here) naming it,
+// and from then on the team's checked calls fail on every member, the late one included,
+// at once: no member pairs its call with another's different one. `late` is the member
+// that skips (team rank 0 or the last); the world barrier lets it come only once the others
+// gave up.
+void skipped_call(symcommComm_t comm, symcommStream_t stream, void* const* sym, int late) {
+  const int n = mp::nranks(), me = mp::rank();
+  const std::string name = "team rank " + std::to_string(late) + " (rank " + std::to_string(late) + ")";
+  auto all_gather = [&] {
+    return symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, sym[0], sym[1], kCount, symcommInt32,
+                                    "copy", stream);
+  };
+  mp::ScopedEnv bound("SYMCOMM_BOOTSTRAP_TIMEOUT", "1");
+  if (me != late) {
+    const symcommResult_t rc = all_gather();
     const std::string said = symcommGetLastError();
     EXPECT_EQ(rc, symcommTimeout) << said;
-    const std::string who = me_ == 0 ? "team rank " + std::to_string(n_ - 1) + " (rank " +
-                                           std::to_string(n_ - 1) + ") of team 0 sent no record"
-                                     : "team rank 0 (rank 0) of team 0 sent no verdict";
+    const std::string who = late == 0 ? "team rank 0 (rank 0) of team 0 sent no verdict"
+                            : me == 0 ? name + " of team 0 sent no record"
+                                      : "";  // a middle member hears team rank 0's verdict
     EXPECT_NE(said.find(who), std::string::npos) << said;
   }
-  SC_OK(symcommHostBarrier(comm_));
-  expect_all_gather_runs(SYMCOMM_TEAM_WORLD, n_, me_);
+  {
+    mp::ScopedEnv world_bound("SYMCOMM_BOOTSTRAP_TIMEOUT", "60");  // the world's own barrier
+    SC_OK(symcommHostBarrier(mp::world()));
+  }
+  // The late member's call: it is told the checks ended (a member that was not waited for),
+  // or finds that the others gave up (team rank 0 late).
+  SC_FAILS(all_gather(), symcommTimeout);
+  EXPECT_NE(std::strstr(symcommGetLastError(), late == 0 && me == 0 ? "gave up" : "ended there"),
+            nullptr) << symcommGetLastError();
+  for (int k = 0; k < 2; ++k) {
+    SC_FAILS(all_gather(), symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "ended there on every member"), nullptr)
+        << symcommGetLastError();
+    SC_FAILS(symcommBarrierOnStream(comm, SYMCOMM_TEAM_WORLD, stream), symcommTimeout);
+  }
+  (void)n;
+}
+
+TEST_F(CollCheck, AMemberThatSkipsTheCallEndsTheTeamsChecks) {
+  skipped_call(comm_, stream_, sym_, n_ - 1);
+}
+
+TEST_F(CollCheck, TeamRankZeroSkipsTheCall) {
+  skipped_call(comm_, stream_, sym_, 0);
 }
 
 // Barriers take turns with the team's collectives: the last member at a barrier where the

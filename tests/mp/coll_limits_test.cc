@@ -303,6 +303,67 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// Every refusal has a reason. Ranks of even and odd number claim two nodes (host space:
+// node names are faked there only), so that no algorithm reaches the world team: the
+// automatic choice fails naming every registered algorithm, each with its reason on a line
+// of its own, and each algorithm asked for by name gives its reason, here and in calls it
+// refuses for other causes (an odd team, plain buffers, each operation).
+TEST(CollLimits, EveryRefusalSaysWhy) {
+  if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
+  if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
+  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const size_t count = 64, n = static_cast<size_t>(mp::nranks());
+  std::vector<char> send(count * 4 * n), recv(count * 4 * n);
+  size_t counts[64], displs[64];
+  for (size_t i = 0; i < n; ++i) counts[i] = count, displs[i] = i * count;
+  auto call = [&](int op, symcommTeam_t team, const char* algorithm) {
+    switch (op) {
+      case 0: return symcommAllGatherOnStream(comm, team, send.data(), recv.data(), count,
+                                              symcommInt32, algorithm, nullptr);
+      case 1: return symcommAllToAllOnStream(comm, team, send.data(), recv.data(), count,
+                                             symcommInt32, algorithm, nullptr);
+      case 2: return symcommAllToAllvOnStream(comm, team, send.data(), counts, displs,
+                                              recv.data(), counts, displs, symcommInt32,
+                                              algorithm, nullptr);
+      case 3: return symcommReduceScatterOnStream(comm, team, send.data(), recv.data(), count,
+                                                  symcommInt32, symcommSum, algorithm, nullptr);
+      case 4: return symcommAllReduceOnStream(comm, team, send.data(), recv.data(), count,
+                                              symcommInt32, symcommSum, algorithm, nullptr);
+      default: return symcommBroadcastOnStream(comm, team, send.data(), recv.data(), count,
+                                               symcommInt32, 0, algorithm, nullptr);
+    }
+  };
+  for (int op = 0; op < 6; ++op) {
+    SC_FAILS(call(op, SYMCOMM_TEAM_WORLD, nullptr), symcommNotSupported);
+    const std::string all = symcommGetLastError();
+    EXPECT_NE(all.find("no collective algorithm can run"), std::string::npos) << all;
+    for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
+      const std::string line = std::string("\n  ") + symcommCollAlgorithmName(i) + ": ";
+      const size_t at = all.find(line), text = at + line.size();
+      EXPECT_TRUE(at != std::string::npos && text < all.size() && all[text] != '\n')
+          << "op " << op << " names no " << line << " with a reason in " << all;
+    }
+    EXPECT_NE(all.find("is on node"), std::string::npos) << all;  // the unreachable member
+  }
+  // By name: wherever an algorithm refuses, its message ends in a reason.
+  symcommTeam_t node_team = SYMCOMM_TEAM_NODE;
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
+    const char* name = symcommCollAlgorithmName(i);
+    for (symcommTeam_t team : {SYMCOMM_TEAM_WORLD, node_team})
+      for (int op = 0; op < 6; ++op) {
+        const symcommResult_t rc = call(op, team, name);
+        if (rc != symcommNotSupported) continue;
+        const std::string e = symcommGetLastError();
+        const size_t at = e.find(" here: ");
+        EXPECT_TRUE(at != std::string::npos && at + 7 < e.size())
+            << name << ", op " << op << ", team " << team << ": " << e;
+      }
+  }
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 // sm keeps its rings within 1/16 of the heap (or SYMCOMM_COLL_SM_BYTES): where 4 KiB slots do
 // not fit, asking for it by name names the reason, and the automatic choice runs another.
 TEST(CollLimits, SmNeedsRoomForItsRings) {
@@ -511,6 +572,9 @@ void expect_barriers_refused(symcommComm_t comm, symcommStream_t stream, void* b
 // them refuse.
 TEST(CollLimits, ALateMemberFailsTheCallAndLaterBarriersRefuse) {
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
+  // The barriers' own bound: SYMCOMM_COLL_CHECK (on by default in the host space) would hold
+  // the early members until the late one's record came (coll_check_test.cc).
+  mp::ScopedEnv unchecked("SYMCOMM_COLL_CHECK", "0");
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);
   symcommStream_t stream = mp::new_stream();

@@ -32,6 +32,7 @@ struct Row {
   int pr = 0, pc = 0;    // the grid table only
   std::string backend;
   std::string score;     // the score in us, "skipped" or "cannot run"
+  std::string why;       // "cannot run": the reason printed after it
   bool chosen = false;
 };
 
@@ -104,6 +105,7 @@ std::vector<Row> table(const std::string& out, const std::string& what) {
     r.score = score;
     while (!r.score.empty() && r.score.back() == ' ') r.score.pop_back();
     r.chosen = l.find("<- chosen") != std::string::npos;
+    if (const size_t at = l.find("cannot run: "); at != std::string::npos) r.why = l.substr(at + 12);
     rows.push_back(r);
   }
   return rows;
@@ -359,8 +361,42 @@ TEST(DecompAutotune, SkipThresholdAfterEveryTimedRound) {
     EXPECT_EQ(row.backend, rows[i].backend);
     EXPECT_NE(row.score, "skipped");
     EXPECT_EQ(ran(row), runnable(rows[i])) << row.score << " (before: " << rows[i].score << ")";
+    if (!ran(row)) {
+      EXPECT_GT(row.why.size(), 10u) << "a candidate that cannot run says why:\n" << r.out0;
+    }
   }
   SC_OK(symcommDecompDestroy(r.decomp));
+}
+
+// A candidate that cannot run says why, in its line and in the table: ranks of even and odd
+// number claim two nodes (host space: node names are faked there only), where no backend
+// reaches every rank, so that every candidate fails with its backend's reason.
+TEST(DecompAutotune, EveryCandidateThatCannotRunSaysWhy) {
+  if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
+  if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
+  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const symcommDecompConfig_t c = tiny_config(8, 8, 8);
+  symcommDecomp_t d = nullptr;
+  ::testing::internal::CaptureStderr();
+  const symcommResult_t rc = symcommDecompCreate(comm, &c, &d);
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+  EXPECT_NE(std::strstr(symcommGetLastError(), "could run"), nullptr) << symcommGetLastError();
+  if (mp::rank() == 0) {
+    size_t lines_seen = 0;
+    for (const std::string& l : lines(out)) {
+      const size_t at = l.find("cannot run");
+      if (at == std::string::npos) continue;
+      ++lines_seen;
+      EXPECT_NE(l.find("cannot run: "), std::string::npos) << l;
+      EXPECT_TRUE(l.find("is on node") != std::string::npos ||
+                  l.find("cuda memory space") != std::string::npos) << l;
+    }
+    EXPECT_GT(lines_seen, 0u) << out;
+  }
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
 // Only X->Y counts; the others are not run.

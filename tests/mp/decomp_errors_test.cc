@@ -3,6 +3,7 @@
 // SYMCOMM_DECOMP_CHECK=1 calls that differ between ranks.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -61,10 +62,10 @@ TEST(Decomp, TransposeBadArguments) {
   mp::fill(small, 256, mp::rank(), 63);
   SC_FAILS_SAYING(transpose(0, 1, in, out, small), symcommInvalidArgument, "too small", "256",
                   std::to_string(need));
+  // The allocation holds the bytes asked for (`need`), not the allocator's rounding up.
   char* late = static_cast<char*>(ws) + 256;
-  const size_t allocated = (need + 255) / 256 * 256;  // what symcommMalloc(need) holds
   SC_FAILS_SAYING(transpose(0, 1, in, out, late), symcommInvalidArgument, "too small",
-                  std::to_string(allocated - 256), std::to_string(need));
+                  std::to_string(need - 256) + " bytes from it", std::to_string(need));
   // A symmetric output smaller than its pencil (the direct paths write into it from peers).
   SC_FAILS_SAYING(transpose(0, 1, in, small, ws), symcommInvalidArgument, "output",
                   std::to_string(static_cast<size_t>(y.size) * 8));
@@ -267,6 +268,38 @@ TEST(Decomp, RefusesBuffersTheGpuCannotAccess) {
 // object, other halos, or arguments it refuses itself: every rank fails with the same
 // message, and nothing is enqueued. Without the check such calls run with the ranks
 // disagreeing on the direct paths.
+// Where no backend can run, the error names every registered backend with its reason, a
+// line each. Ranks of even and odd number claim two nodes (host space: node names are faked
+// there only), so that no load/store backend reaches every rank.
+TEST(Decomp, NoBackendCanRunSaysWhyForEach) {
+  if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
+  if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
+  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  symcommDecompConfig_t c = config_2d(8);
+  symcommDecomp_t d = nullptr;
+  SC_FAILS(symcommDecompCreate(comm, &c, &d), symcommNotSupported);
+  const std::string all = symcommGetLastError();
+  EXPECT_NE(all.find("no decomposition backend can run on this communicator:"), std::string::npos)
+      << all;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i) {
+    const std::string line = std::string("\n  ") + symcommDecompBackendName(i) + ": ";
+    const size_t at = all.find(line);
+    EXPECT_TRUE(at != std::string::npos && at + line.size() < all.size() &&
+                all[at + line.size()] != '\n') << line << " missing in " << all;
+  }
+  EXPECT_NE(all.find("is on node"), std::string::npos) << all;
+  // Asked for by name, a backend says why too.
+  std::snprintf(c.backend, sizeof c.backend, "copy");
+  SC_FAILS(symcommDecompCreate(comm, &c, &d), symcommNotSupported);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "named copy can run on this communicator: it "
+                                               "loads and stores every rank's heap: rank "),
+            nullptr) << symcommGetLastError();
+  EXPECT_EQ(d, nullptr);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
   mp::ScopedEnv check("SYMCOMM_DECOMP_CHECK", "1");
   symcommDecompConfig_t c = config_2d(8);
@@ -304,7 +337,8 @@ TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
                   "the same object on every rank");
   const int64_t other[3] = {1, 0, 1};
   SC_FAILS_SAYING(transpose(sym[0], sym[1], odd ? other : halo), symcommInvalidUsage,
-                  "rank " + who + " passes other arguments");
+                  "rank " + who + " passes other arguments",
+                  "in_halo[1] is 0 on rank " + who + " and 1 on rank 0");
   if (odd)
     SC_FAILS_SAYING(transpose(nullptr, sym[1], halo), symcommInvalidArgument, "input is NULL");
   else

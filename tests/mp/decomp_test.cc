@@ -120,6 +120,9 @@ TEST(Decomp, OutlivingItsCommunicator) {
 TEST(Decomp, TransposeWithoutItsPeersTimesOut) {
   if (mp::nranks() < 2) GTEST_SKIP() << "needs 2 ranks";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
+  // The transposes' own bound: SYMCOMM_DECOMP_CHECK (on by default in the host space) would
+  // stop the call at its allgather, which the absent rank never joins.
+  mp::ScopedEnv unchecked("SYMCOMM_DECOMP_CHECK", "0");
   std::vector<std::string> per_sm = {"2"};
   if (mp::space() == symcommSpaceCuda) per_sm = {"2", "16", "0"};
   for (const std::string& blocks : per_sm)

@@ -196,6 +196,16 @@ int await_victim(pid_t child, const std::string& scenario) {
   return killed ? 0 : 1;
 }
 
+// Whether the last error names `victim` as the rank that was lost (not a member that left a
+// barrier because of the loss, which a wait may have been watching).
+bool names_the_victim(symcommComm_t comm) {
+  int n = 0;
+  if (symcommCommSize(comm, &n) != symcommSuccess) return false;
+  const std::string want = "rank " + std::to_string(n - 1) + " (pid ";
+  return std::strstr(symcommGetLastError(), want.c_str()) != nullptr &&
+         std::strstr(symcommGetLastError(), "was lost") != nullptr;
+}
+
 // Waits for a signal nobody will send while the victim dies: the wait must end with the
 // loss (the host space returns it; on GPUs the wait kernel sees the abort flag and lets
 // the stream go on, and the next call reports the loss), long before SYMCOMM_WAIT_TIMEOUT.
@@ -215,6 +225,7 @@ int survive_wait(symcommComm_t comm, const char* s, int rank) {
               symcommGetLastError());
   if (rc != symcommPeerLost) return fail(s, rank, "expected symcommPeerLost");
   if (took > 10) return fail(s, rank, "the wait did not end in time");
+  if (!names_the_victim(comm)) return fail(s, rank, "the error does not name the lost rank");
   symcommFinalize(comm);
   return 0;
 }
@@ -250,6 +261,7 @@ int survive_call(symcommComm_t comm, const std::string& scenario, const std::str
       symcommGetLastError());
   if (rc != symcommPeerLost) return fail(s, rank, "expected symcommPeerLost");
   if (took > 10) return fail(s, rank, "the call did not end in time");
+  if (!names_the_victim(comm)) return fail(s, rank, "the error does not name the lost rank");
   start = Clock::now();
   rc = work.launch();
   if (rc != symcommPeerLost || since(start) > 1)

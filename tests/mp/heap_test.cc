@@ -434,6 +434,11 @@ TEST(HeapLimits, PeersOnOtherNodesHaveNoPointer) {
     } else {
       EXPECT_EQ(accessible, 0);
       EXPECT_EQ(remote, nullptr);
+      // The last error says why: the header promises it.
+      const std::string why = symcommGetLastError();
+      EXPECT_NE(why.find("rank " + std::to_string(pe) + " is on node " + std::to_string(pe % 2)),
+                std::string::npos) << why;
+      EXPECT_NE(why.find("not load/store accessible"), std::string::npos) << why;
     }
   }
   SC_OK(symcommHostBarrier(comm));

@@ -251,15 +251,73 @@ TEST(HostCollectives, RepeatedBarriers) {
   for (int i = 0; i < 200; ++i) SC_OK(symcommHostBarrier(mp::world()));
 }
 
+// A rank that skips a host collective makes the others' call time out; from then on every
+// rank fails alike, and no rank pairs its next call with another rank's different one (the
+// late rank's skipped call with the others' next). SYMCOMM_BOOTSTRAP_TIMEOUT is read at each
+// collective: 1 s for the communicator under test only, not for the world's barrier between.
+void skipped_host_barrier(int late) {
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const std::string who = std::to_string(late);
+  {
+    mp::ScopedEnv bound("SYMCOMM_BOOTSTRAP_TIMEOUT", "1");
+    if (mp::rank() != late) {
+      SC_FAILS(symcommHostBarrier(comm), symcommTimeout);
+      if (late != 0) {  // rank 0 says which rank did not come
+        EXPECT_NE(std::strstr(symcommGetLastError(), ("rank " + who + " did not arrive").c_str()),
+                  nullptr) << symcommGetLastError();
+      }
+    }
+  }
+  SC_OK(symcommHostBarrier(mp::world()));  // the late rank comes once the others gave up
+  {
+    mp::ScopedEnv bound("SYMCOMM_BOOTSTRAP_TIMEOUT", "1");
+    // The late rank's call is the one the others gave up: it fails too, and so does every
+    // later collective on every rank, at once.
+    const auto start = std::chrono::steady_clock::now();
+    SC_FAILS(symcommHostBarrier(comm), symcommTimeout);
+    if (mp::rank() == late) {
+      EXPECT_NE(std::strstr(symcommGetLastError(), late == 0 ? "gave up" : "did not arrive"),
+                nullptr) << symcommGetLastError();
+    }
+    uint64_t mine = 1, all[64];
+    SC_FAILS(symcommHostAllgather(comm, &mine, all, sizeof mine), symcommTimeout);
+    EXPECT_NE(std::strstr(symcommGetLastError(), "ended there on every rank"), nullptr)
+        << symcommGetLastError();
+    SC_FAILS(symcommHostBarrier(comm), symcommTimeout);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+    // Finalize frees all the same and reports it on every rank, not "out of step".
+    SC_FAILS(symcommFinalize(comm), symcommTimeout);
+    EXPECT_EQ(std::strstr(symcommGetLastError(), "out of step"), nullptr) << symcommGetLastError();
+  }
+  SC_OK(symcommHostBarrier(mp::world()));
+}
+
+TEST(HostCollectives, ARankThatSkipsABarrierFailsEveryRankAlike) {
+  if (mp::nranks() < 2) GTEST_SKIP() << "needs two ranks";
+  skipped_host_barrier(0);                 // the hub (rank 0) comes late
+  skipped_host_barrier(mp::nranks() - 1);  // another rank comes late
+}
+
 TEST(HostCollectives, DisagreementsFailOnEveryRank) {
   uint64_t buf[4] = {};
   std::vector<uint64_t> all(4 * static_cast<size_t>(mp::nranks()));
   size_t bytes = mp::rank() == mp::nranks() - 1 ? 16 : 8;
   SC_FAILS(symcommHostAllgather(mp::world(), buf, all.data(), bytes), symcommInvalidUsage);
   EXPECT_NE(std::strstr(symcommGetLastError(), "disagree on the allgather size"), nullptr);
-  int root = mp::rank() == 0 ? mp::nranks() : 0;  // rank 0 names a root out of range
-  SC_FAILS(symcommHostBroadcast(mp::world(), buf, 8, root), symcommInvalidUsage);
+  // Rank 0 names a root out of range: its own mistake is an invalid argument, with the place
+  // in the library that found it, as the stream broadcast says it; the others learn that
+  // rank 0 refused (symcommInvalidUsage, as SYMCOMM_COLL_CHECK reports a member's refusal).
+  int root = mp::rank() == 0 ? mp::nranks() : 0;
+  SC_FAILS(symcommHostBroadcast(mp::world(), buf, 8, root),
+           mp::rank() == 0 ? symcommInvalidArgument : symcommInvalidUsage);
   EXPECT_NE(std::strstr(symcommGetLastError(), "out of range"), nullptr) << symcommGetLastError();
+  if (mp::rank() == 0) {
+    EXPECT_NE(std::strstr(symcommGetLastError(), ".cc:"), nullptr) << symcommGetLastError();
+  }
+  SC_FAILS(symcommHostBroadcast(mp::world(), buf, 8, -1), symcommInvalidArgument);  // everyone
+  EXPECT_NE(std::strstr(symcommGetLastError(), "root -1 is out of range"), nullptr)
+      << symcommGetLastError();
   // The world is still usable.
   SC_OK(symcommHostBarrier(mp::world()));
 }

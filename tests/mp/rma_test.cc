@@ -586,6 +586,9 @@ TEST_F(Rma, EveryComparisonAtItsEdges) {
 // counts and the absent member's disagree); one-sided calls still run.
 TEST_F(Rma, BarrierThatAMemberMissesTimesOut) {
   const double bound = 0.3;
+  // The barrier's own bound: SYMCOMM_COLL_CHECK (on by default in the host space) would
+  // catch the missed barrier first, at SYMCOMM_BOOTSTRAP_TIMEOUT (coll_check_test.cc).
+  mp::ScopedEnv unchecked("SYMCOMM_COLL_CHECK", "0");
   symcommComm_t c = comm_with_timeout("0.3");
   ASSERT_NE(c, nullptr);
   const int n = mp::nranks(), me = mp::rank(), absent = n - 1;
@@ -740,6 +743,67 @@ TEST_F(Rma, BadArguments) {
   mp::sync(stream_);
   mp::local_free(local);
   SC_OK(symcommFree(comm_, sym));
+}
+
+// A transfer whose range on either side leaves the allocation it starts in is refused,
+// naming the allocation's size, and writes nothing: past the end lies the next allocation.
+TEST_F(Rma, TransfersStayInsideTheirAllocation) {
+  char *a, *b, *small;
+  SC_OK(symcommMalloc(comm_, 4096, reinterpret_cast<void**>(&a)));
+  SC_OK(symcommMalloc(comm_, 4096, reinterpret_cast<void**>(&b)));
+  SC_OK(symcommMalloc(comm_, 100, reinterpret_cast<void**>(&small)));
+  mp::fill(b, 4096, mp::rank(), 5);
+  char* local = static_cast<char*>(mp::local_alloc(8192));
+  mp::fill(local, 8192, mp::rank(), 6);
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  const int pe = (mp::rank() + 1) % mp::nranks();
+  auto refused = [&](symcommResult_t rc, const char* what) {
+    EXPECT_EQ(rc, symcommInvalidArgument) << what;
+    const std::string e = symcommGetLastError();
+    EXPECT_NE(e.find("runs past the end of its allocation"), std::string::npos) << what << ": " << e;
+    EXPECT_NE(e.find("has 4096 bytes"), std::string::npos) << what << ": " << e;
+  };
+  for (symcommEngine_t engine : kEngines) {
+    refused(symcommPutOnStream(comm_, a, local, 5000, pe, engine, stream_), "put 5000 into a");
+    refused(symcommGetOnStream(comm_, local, a, 5000, pe, engine, stream_), "get 5000 from a");
+    refused(symcommPutOnStream(comm_, a + 96, local, 4001, pe, engine, stream_), "put a+96");
+    // The symmetric source of a put, the symmetric destination of a get.
+    refused(symcommPutOnStream(comm_, b, a + 100, 4000, pe, engine, stream_), "put from a+100");
+    refused(symcommGetOnStream(comm_, a + 100, b, 4000, pe, engine, stream_), "get into a+100");
+    uint64_t* sig = reinterpret_cast<uint64_t*>(small);
+    refused(symcommPutSignalOnStream(comm_, a, local, 4097, sig, 1, symcommSignalSet, pe, engine,
+                                     stream_), "put-signal 4097");
+  }
+  // The size asked for counts, not the allocator's rounding up to 256 bytes.
+  SC_FAILS(symcommPutOnStream(comm_, small, local, 101, pe, symcommEngineAuto, stream_),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "has 100 bytes"), nullptr) << symcommGetLastError();
+  // Freed memory is in no allocation.
+  char* gone;
+  SC_OK(symcommMalloc(comm_, 4096, reinterpret_cast<void**>(&gone)));
+  SC_OK(symcommFree(comm_, gone));
+  SC_FAILS(symcommPutOnStream(comm_, gone, local, 8, pe, symcommEngineAuto, stream_),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "no live allocation"), nullptr)
+      << symcommGetLastError();
+  // Collectives: a symmetric buffer that runs past its allocation is refused too.
+  const size_t n = static_cast<size_t>(mp::nranks());
+  SC_FAILS(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, local, a, 4096 / n + 1,
+                                    symcommUint8, "", stream_), symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "recv"), nullptr) << symcommGetLastError();
+  // What fits exactly is allowed, and nothing refused landed in b (after a, on every rank).
+  for (symcommEngine_t engine : kEngines) {
+    SC_OK(symcommPutOnStream(comm_, a, local, 4096, pe, engine, stream_));
+    SC_OK(symcommGetOnStream(comm_, local, a + 96, 4000, pe, engine, stream_));
+  }
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  EXPECT_EQ(mp::count_mismatches(b, 4096, mp::rank(), 5), 0u);
+  mp::local_free(local);
+  SC_OK(symcommFree(comm_, small));
+  SC_OK(symcommFree(comm_, b));
+  SC_OK(symcommFree(comm_, a));
 }
 
 TEST_F(Rma, Teams) {

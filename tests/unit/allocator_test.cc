@@ -53,6 +53,19 @@ TEST(Allocator, FindsTheLiveAllocationHoldingAnOffset) {
   EXPECT_EQ(a.live_at(y), Range(y, 256));
 }
 
+TEST(Allocator, RemembersTheSizeAskedFor) {
+  Allocator a;
+  a.grow_to(2048);
+  const size_t x = *a.allocate(300), y = *a.allocate(256);
+  EXPECT_EQ(a.requested(x), 300u);
+  EXPECT_EQ(a.requested(y), 256u);
+  EXPECT_EQ(a.requested(x + 8), 0u);  // not the start of an allocation
+  a.free(x);
+  EXPECT_EQ(a.requested(x), 0u);
+  EXPECT_EQ(*a.allocate(100), x);  // the range is reused with the new size
+  EXPECT_EQ(a.requested(x), 100u);
+}
+
 TEST(Allocator, GrowthCountsTheFreeTail) {
   Allocator a;
   a.grow_to(1024);

@@ -6,6 +6,7 @@
 #if defined(__CUDACC__)
 
 namespace symcomm {
+SYMCOMM_DEVICE_NS_BEGIN
 namespace detail {
 
 // --- Memory operations at system scope -----------------------------------------------------
@@ -166,6 +167,56 @@ __device__ __forceinline__ int wait_local(const DeviceComm& c, const uint64_t* w
   }
 }
 
+// --- Bounds (SYMCOMM_DEVICE_CHECKS) ---------------------------------------------------------
+
+// Bytes from the symmetric address p to the end of the live allocation that holds it (0:
+// none holds it), or ~0 where the table cannot say (too many allocations to list; the host
+// rewriting it every time it was read). Reads the host-mapped table under its version: an
+// odd version, or one that changed during the search, means a rewrite, and the search
+// starts again.
+__device__ inline uint64_t bytes_left(const DeviceComm& c, const void* p) {
+  const DeviceAllocations* t = c.allocations;
+  if (t == nullptr) return ~uint64_t{0};
+  const uint64_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
+  const volatile uint64_t* entries = t->entries;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const uint64_t version = load_acquire(&t->version);
+    if (version & 1) continue;
+    const uint64_t n = *static_cast<const volatile uint64_t*>(&t->count);
+    if (n > SYMCOMM_DEVICE_MAX_ALLOCATIONS) return ~uint64_t{0};
+    uint64_t lo = 0, hi = n;  // the first entry that starts after off
+    while (lo < hi) {
+      const uint64_t mid = (lo + hi) / 2;
+      if (entries[2 * mid] <= off) lo = mid + 1;
+      else hi = mid;
+    }
+    uint64_t left = 0;
+    if (lo > 0) {
+      const uint64_t start = entries[2 * (lo - 1)], bytes = entries[2 * (lo - 1) + 1];
+      left = off - start < bytes ? start + bytes - off : 0;
+    }
+    if (load_acquire(&t->version) == version) return left;
+  }
+  return ~uint64_t{0};
+}
+
+// Whether the call may address [p, p + bytes) on team rank pe; where it may not (with
+// SYMCOMM_DEVICE_CHECKS only), records it. Every thread of a group computes the same answer.
+__device__ __forceinline__ bool allowed(const DeviceComm& c, const void* p, uint64_t bytes,
+                                        int pe) {
+#ifdef SYMCOMM_DEVICE_CHECKS
+  if (bytes == 0) return true;
+  const uint64_t left = bytes_left(c, p);
+  if (bytes <= left) return true;
+  record_error(c, symcommInvalidArgument, p, static_cast<symcommCmp_t>(-1), bytes, left,
+               c.team_start + pe * c.team_stride);
+  return false;
+#else
+  (void)c, (void)p, (void)bytes, (void)pe;
+  return true;
+#endif
+}
+
 }  // namespace detail
 
 // --- The team and addresses -------------------------------------------------------------------
@@ -225,37 +276,41 @@ __device__ __forceinline__ T* ptr(const DeviceComm& c, T* p, int pe) {
 
 __device__ __forceinline__ void put(const DeviceComm& c, void* dst, const void* src,
                                     size_t bytes, int pe) {
-  detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
+  if (detail::allowed(c, dst, bytes, pe)) detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
 }
 
 __device__ __forceinline__ void put_warp(const DeviceComm& c, void* dst, const void* src,
                                          size_t bytes, int pe) {
-  detail::copy(detail::remote(c, dst, pe), src, bytes, detail::lane_id(), 32);
+  if (detail::allowed(c, dst, bytes, pe))
+    detail::copy(detail::remote(c, dst, pe), src, bytes, detail::lane_id(), 32);
   __syncwarp();
 }
 
 __device__ __forceinline__ void put_block(const DeviceComm& c, void* dst, const void* src,
                                           size_t bytes, int pe) {
-  detail::copy(detail::remote(c, dst, pe), src, bytes, detail::block_thread(),
-               detail::block_threads());
+  if (detail::allowed(c, dst, bytes, pe))
+    detail::copy(detail::remote(c, dst, pe), src, bytes, detail::block_thread(),
+                 detail::block_threads());
   __syncthreads();
 }
 
 __device__ __forceinline__ void get(const DeviceComm& c, void* dst, const void* src,
                                     size_t bytes, int pe) {
-  detail::copy(dst, detail::remote(c, src, pe), bytes, 0, 1);
+  if (detail::allowed(c, src, bytes, pe)) detail::copy(dst, detail::remote(c, src, pe), bytes, 0, 1);
 }
 
 __device__ __forceinline__ void get_warp(const DeviceComm& c, void* dst, const void* src,
                                          size_t bytes, int pe) {
-  detail::copy(dst, detail::remote(c, src, pe), bytes, detail::lane_id(), 32);
+  if (detail::allowed(c, src, bytes, pe))
+    detail::copy(dst, detail::remote(c, src, pe), bytes, detail::lane_id(), 32);
   __syncwarp();
 }
 
 __device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const void* src,
                                           size_t bytes, int pe) {
-  detail::copy(dst, detail::remote(c, src, pe), bytes, detail::block_thread(),
-               detail::block_threads());
+  if (detail::allowed(c, src, bytes, pe))
+    detail::copy(dst, detail::remote(c, src, pe), bytes, detail::block_thread(),
+                 detail::block_threads());
   __syncthreads();
 }
 
@@ -263,12 +318,13 @@ __device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const 
 
 __device__ __forceinline__ void signal_op(const DeviceComm& c, uint64_t* sig, uint64_t value,
                                           symcommSignalOp_t op, int pe) {
-  detail::signal_update(detail::remote(c, sig, pe), value, op);
+  if (detail::allowed(c, sig, 8, pe)) detail::signal_update(detail::remote(c, sig, pe), value, op);
 }
 
 __device__ __forceinline__ void put_signal(const DeviceComm& c, void* dst, const void* src,
                                            size_t bytes, uint64_t* sig, uint64_t value,
                                            symcommSignalOp_t op, int pe) {
+  if (!detail::allowed(c, dst, bytes, pe) || !detail::allowed(c, sig, 8, pe)) return;
   detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
   __threadfence_system();
   detail::signal_update(detail::remote(c, sig, pe), value, op);
@@ -278,9 +334,10 @@ __device__ __forceinline__ void put_signal_warp(const DeviceComm& c, void* dst, 
                                                 size_t bytes, uint64_t* sig, uint64_t value,
                                                 symcommSignalOp_t op, int pe) {
   const unsigned lane = detail::lane_id();
-  detail::copy(detail::remote(c, dst, pe), src, bytes, lane, 32);
+  const bool ok = detail::allowed(c, dst, bytes, pe) && detail::allowed(c, sig, 8, pe);
+  if (ok) detail::copy(detail::remote(c, dst, pe), src, bytes, lane, 32);
   __syncwarp();  // every lane's stores happen before lane 0's fence
-  if (lane == 0) {
+  if (ok && lane == 0) {
     __threadfence_system();
     detail::signal_update(detail::remote(c, sig, pe), value, op);
   }
@@ -291,9 +348,10 @@ __device__ __forceinline__ void put_signal_block(const DeviceComm& c, void* dst,
                                                  const void* src, size_t bytes, uint64_t* sig,
                                                  uint64_t value, symcommSignalOp_t op, int pe) {
   const unsigned tid = detail::block_thread();
-  detail::copy(detail::remote(c, dst, pe), src, bytes, tid, detail::block_threads());
+  const bool ok = detail::allowed(c, dst, bytes, pe) && detail::allowed(c, sig, 8, pe);
+  if (ok) detail::copy(detail::remote(c, dst, pe), src, bytes, tid, detail::block_threads());
   __syncthreads();  // every thread's stores happen before thread 0's fence
-  if (tid == 0) {
+  if (ok && tid == 0) {
     __threadfence_system();
     detail::signal_update(detail::remote(c, sig, pe), value, op);
   }
@@ -302,6 +360,7 @@ __device__ __forceinline__ void put_signal_block(const DeviceComm& c, void* dst,
 
 __device__ __forceinline__ int signal_wait_until(const DeviceComm& c, uint64_t* sig,
                                                  symcommCmp_t cmp, uint64_t value) {
+  if (!detail::allowed(c, sig, 8, c.team_rank)) return symcommInvalidArgument;
   return detail::wait_local(c, sig, cmp, value);
 }
 
@@ -309,7 +368,9 @@ __device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint
                                                        symcommCmp_t cmp, uint64_t value) {
   __shared__ int result;
   __syncthreads();  // nobody still reads `result` from the previous call
-  if (detail::block_thread() == 0) result = detail::wait_local(c, sig, cmp, value);
+  if (detail::block_thread() == 0)
+    result = detail::allowed(c, sig, 8, c.team_rank) ? detail::wait_local(c, sig, cmp, value)
+                                                     : symcommInvalidArgument;
   __syncthreads();  // thread 0's acquire covers the block from here
   return result;
 }
@@ -388,6 +449,7 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
 
 __device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64_t* p,
                                                      uint64_t value, int pe) {
+  if (!detail::allowed(c, p, 8, pe)) return 0;
   return atomicAdd_system(reinterpret_cast<unsigned long long*>(detail::remote(c, p, pe)),
                           static_cast<unsigned long long>(value));
 }
@@ -395,15 +457,18 @@ __device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64
 __device__ __forceinline__ uint64_t atomic_compare_swap(const DeviceComm& c, uint64_t* p,
                                                         uint64_t expected, uint64_t desired,
                                                         int pe) {
+  if (!detail::allowed(c, p, 8, pe)) return 0;
   return atomicCAS_system(reinterpret_cast<unsigned long long*>(detail::remote(c, p, pe)),
                           static_cast<unsigned long long>(expected),
                           static_cast<unsigned long long>(desired));
 }
 
 __device__ __forceinline__ uint64_t atomic_fetch(const DeviceComm& c, const uint64_t* p, int pe) {
+  if (!detail::allowed(c, p, 8, pe)) return 0;
   return detail::load_acquire(detail::remote(c, p, pe));
 }
 
+SYMCOMM_DEVICE_NS_END
 }  // namespace symcomm
 
 #endif  // __CUDACC__
