@@ -8,7 +8,7 @@ add_executable(symrun
                ${CMAKE_CURRENT_LIST_DIR}/symrun/spawn.cc
                ${CMAKE_CURRENT_LIST_DIR}/symrun/supervise.cc)
 target_link_libraries(symrun PRIVATE symcomm Threads::Threads)
-install(TARGETS symrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+symcomm_install_program(symrun)
 
 if(SYMCOMM_BUILD_TESTS)
   add_test(NAME launcher_symrun
