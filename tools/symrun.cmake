@@ -25,7 +25,7 @@ if(SYMCOMM_BUILD_TESTS)
   foreach(group "signals:blocked_signals,blocked_sigterm,symrun_killed,dies_by_signal,sigquit"
                 "leftovers:leftover_background"
                 "output:stalled_stdout,stalled_output_sigterm"
-                "joins:late_join,join_again"
+                "joins:late_join,join_again,killed_rank_sockets"
                 "fd_limit:fd_limit")
     string(REPLACE ":" ";" group ${group})
     list(GET group 0 name)

@@ -8,15 +8,16 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/param.h"
 
 namespace symcomm {
@@ -316,36 +317,41 @@ void recv_all(int fd, void* buf, size_t bytes, Deadline deadline, const AbortChe
   }
 }
 
-static socklen_t unix_addr(const std::string& path, sockaddr_un* sa) {
-  SYMCOMM_REQUIRE(path.size() < sizeof(sa->sun_path), symcommInvalidArgument,
-                  "socket path '%s' is longer than %zu characters (set SYMCOMM_SOCKET_DIR to a "
-                  "shorter directory)",
-                  path.c_str(), sizeof(sa->sun_path) - 1);
+static socklen_t unix_addr(const std::string& name, sockaddr_un* sa) {
+  SYMCOMM_REQUIRE(!name.empty() && name.size() < sizeof(sa->sun_path), symcommInvalidArgument,
+                  "abstract socket name '%s' is empty or longer than %zu characters",
+                  name.c_str(), sizeof(sa->sun_path) - 1);
   std::memset(sa, 0, sizeof *sa);
   sa->sun_family = AF_UNIX;
-  std::memcpy(sa->sun_path, path.c_str(), path.size());
-  return static_cast<socklen_t>(sizeof(sa_family_t) + path.size() + 1);
+  // sun_path[0] stays 0: the abstract namespace, where the length says where the name ends.
+  std::memcpy(sa->sun_path + 1, name.data(), name.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
 
-Fd unix_listen(const std::string& path, int backlog) {
+uid_t peer_uid(int sock) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  SYMCOMM_SYSCHECK(::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len));
+  return cred.uid;
+}
+
+Fd unix_listen(const std::string& name, int backlog) {
   sockaddr_un sa;
-  socklen_t len = unix_addr(path, &sa);
+  socklen_t len = unix_addr(name, &sa);
   Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   SYMCOMM_SYSCHECK(fd.get());
-  ::unlink(path.c_str());
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) {
     int err = errno;
-    SYMCOMM_THROW(symcommSystemError, "cannot bind Unix socket %s: %s", path.c_str(),
+    SYMCOMM_THROW(symcommSystemError, "cannot bind abstract Unix socket @%s: %s", name.c_str(),
                   strerror(err));
   }
-  SYMCOMM_SYSCHECK(::chmod(path.c_str(), 0600));
   SYMCOMM_SYSCHECK(::listen(fd.get(), backlog));
   return fd;
 }
 
-Fd unix_connect(const std::string& path, Deadline deadline, const AbortCheck& abort) {
+Fd unix_connect(const std::string& name, Deadline deadline, const AbortCheck& abort) {
   sockaddr_un sa;
-  socklen_t len = unix_addr(path, &sa);
+  socklen_t len = unix_addr(name, &sa);
   for (;;) {
     if (abort) abort();
     Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -355,6 +361,13 @@ Fd unix_connect(const std::string& path, Deadline deadline, const AbortCheck& ab
       err = errno;
       if (err != EMFILE && err != ENFILE) throw_system_error(__FILE__, __LINE__, "socket", err);
     } else if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+      // Whoever listens under the name gets what is sent next (a memory handle): it must be
+      // this user's process, not one that took the name first.
+      const uid_t owner = peer_uid(fd.get());
+      SYMCOMM_REQUIRE(owner == ::geteuid(), symcommSystemError,
+                      "abstract Unix socket @%s belongs to uid %u, not to this user (uid %u)",
+                      name.c_str(), static_cast<unsigned>(owner),
+                      static_cast<unsigned>(::geteuid()));
       return fd;
     } else {
       err = errno;
@@ -362,12 +375,22 @@ Fd unix_connect(const std::string& path, Deadline deadline, const AbortCheck& ab
     if (deadline.expired()) {
       if (err == EMFILE || err == ENFILE)
         SYMCOMM_THROW(symcommSystemError,
-                      "cannot connect to Unix socket %s: too many open files (raise ulimit -n): "
-                      "%s", path.c_str(), strerror(err));
-      SYMCOMM_THROW(symcommTimeout, "timed out connecting to Unix socket %s: %s", path.c_str(),
-                    strerror(err));
+                      "cannot connect to abstract Unix socket @%s: too many open files (raise "
+                      "ulimit -n): %s", name.c_str(), strerror(err));
+      SYMCOMM_THROW(symcommTimeout, "timed out connecting to abstract Unix socket @%s: %s",
+                    name.c_str(), strerror(err));
     }
     ::poll(nullptr, 0, 10);
+  }
+}
+
+Fd accept_same_user(int listen_fd, Deadline deadline, const AbortCheck& abort, const char* what) {
+  for (;;) {
+    Fd c = accept_before(listen_fd, deadline, abort, what);
+    const uid_t uid = peer_uid(c.get());
+    if (uid == ::geteuid()) return c;
+    SYMCOMM_WARN("refused a connection from uid %u (not this user) while %s",
+                 static_cast<unsigned>(uid), what);
   }
 }
 

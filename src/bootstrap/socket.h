@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -82,9 +83,19 @@ void send_all(int fd, const void* buf, size_t bytes, Deadline deadline, const Ab
 void recv_all(int fd, void* buf, size_t bytes, Deadline deadline, const AbortCheck& abort,
               const char* what);
 
-// Unix-domain sockets for passing file descriptors between processes of one node.
-Fd unix_listen(const std::string& path, int backlog);
-Fd unix_connect(const std::string& path, Deadline deadline, const AbortCheck& abort);
+// Unix-domain sockets for passing file descriptors between processes of one node, named in
+// Linux's abstract namespace (`name` without the leading NUL byte): there is no file, so a
+// process that is killed leaves nothing behind. Abstract names have no permissions (any
+// process of the network namespace may connect), so the ends check each other's user:
+// unix_connect refuses a listener of another user (symcommSystemError), and
+// accept_same_user drops connections from other users.
+Fd unix_listen(const std::string& name, int backlog);
+Fd unix_connect(const std::string& name, Deadline deadline, const AbortCheck& abort);
+// accept_before, dropping (and logging) connections whose process runs as another user.
+Fd accept_same_user(int listen_fd, Deadline deadline, const AbortCheck& abort, const char* what);
+// The effective uid of the process at the other end of a connected Unix socket (at the time
+// it connected or listened: SO_PEERCRED).
+uid_t peer_uid(int sock);
 // Sends `bytes` of header data and one descriptor (SCM_RIGHTS).
 void send_fd(int sock, const void* header, size_t bytes, int fd_to_send);
 // Receives `bytes` of header data and one descriptor; returns the descriptor (owned).

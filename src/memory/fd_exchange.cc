@@ -1,18 +1,11 @@
 #include "memory/fd_exchange.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include <cstring>
 
 #include "base/error.h"
 #include "base/log.h"
-#include "base/param.h"
 
 namespace symcomm {
-
-static const StringParam kSocketDir("SYMCOMM_SOCKET_DIR", "/tmp",
-                                    "directory for the Unix sockets that pass memory handles");
 
 namespace {
 struct Header {
@@ -20,43 +13,16 @@ struct Header {
   uint64_t tag;
   int32_t rank;
 };
-
-// Creates `dir` 0700, or accepts an existing one only if it is ours, a real directory and
-// closed to others: another user must not be able to plant sockets in it.
-void make_private_dir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw_system_error(__FILE__, __LINE__, format("mkdir(%s)", dir.c_str()).c_str(), errno);
-  struct stat st;
-  SYMCOMM_SYSCHECK(lstat(dir.c_str(), &st));
-  SYMCOMM_REQUIRE(S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0,
-                  symcommSystemError,
-                  "%s exists but is not a private directory of this user (mode %o, owner %u)",
-                  dir.c_str(), st.st_mode & 0777, st.st_uid);
-}
 }  // namespace
 
 FdExchange::FdExchange(const Bootstrap& bootstrap, const Topology& topology)
-    : bootstrap_(bootstrap), topology_(topology) {
-  dir_ = format("%s/symcomm-%u-%016llx", kSocketDir.get().c_str(), geteuid(),
-                static_cast<unsigned long long>(bootstrap.comm_id()));
-  make_private_dir(dir_);
-  try {
-    listener_ = unix_listen(path_of(topology.rank), SOMAXCONN);
-  } catch (...) {
-    // As the destructor would: none runs for a constructor that throws.
-    unlink(path_of(topology.rank).c_str());
-    rmdir(dir_.c_str());
-    throw;
-  }
-}
+    : bootstrap_(bootstrap), topology_(topology),
+      listener_(unix_listen(name_of(topology.rank), SOMAXCONN)) {}
 
-FdExchange::~FdExchange() {
-  listener_.reset();
-  unlink(path_of(topology_.rank).c_str());
-  rmdir(dir_.c_str());  // fails while other ranks' sockets remain; the last one removes it
+std::string FdExchange::name_of(int rank) const {
+  return format("symcomm-%u-%016llx-%d", geteuid(),
+                static_cast<unsigned long long>(bootstrap_.comm_id()), rank);
 }
-
-std::string FdExchange::path_of(int rank) const { return format("%s/%d.sock", dir_.c_str(), rank); }
 
 std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
   const int64_t timeout = bootstrap_timeout_ms();
@@ -66,7 +32,7 @@ std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
   // the connection until it accepts, so every rank can send first and receive after.
   for (int peer : topology_.local_ranks) {
     if (peer == topology_.rank) continue;
-    Fd c = unix_connect(path_of(peer), Deadline::after_ms(timeout), abort);
+    Fd c = unix_connect(name_of(peer), Deadline::after_ms(timeout), abort);
     send_fd(c.get(), &mine, sizeof mine, fd);
   }
   std::vector<Fd> got(static_cast<size_t>(topology_.nranks));
@@ -83,14 +49,14 @@ std::vector<Fd> FdExchange::exchange(int fd, uint64_t tag) {
   }
   Deadline deadline = Deadline::after_ms(timeout);
   while (pending > 0) {
-    Fd c = accept_before(listener_.get(), deadline, abort,
-                         "waiting for memory handles from the ranks of this node");
+    Fd c = accept_same_user(listener_.get(), deadline, abort,
+                            "waiting for memory handles from the ranks of this node");
     Header h{};
     Fd received;
     try {
       received = recv_fd(c.get(), &h, sizeof h, deadline, abort);
     } catch (const Error& e) {
-      // Only this user can connect (the directory is 0700), but a connection that ends
+      // Only this user's processes get here (accept_same_user), but a connection that ends
       // early or carries no descriptor is no peer's handle: drop it and keep waiting. A
       // peer that died meanwhile is caught by `abort`; running out of time is not ignored.
       if (e.code() != symcommPeerLost && e.code() != symcommSystemError) throw;

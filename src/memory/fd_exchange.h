@@ -1,6 +1,7 @@
-// Passing file descriptors between the ranks of a node: each rank listens on a Unix-domain
-// socket in an owner-only directory (SYMCOMM_SOCKET_DIR/symcomm-<uid>-<comm id>, 0700;
-// sockets 0600) and sends its descriptors with SCM_RIGHTS.
+// Passing file descriptors between the ranks of a node: each rank listens on an abstract
+// Unix-domain socket (@symcomm-<uid>-<comm id>-<rank>: nothing on the file system, so a rank
+// that is killed leaves no file behind; the communicator's id is random, and both ends check
+// that the other runs as this user) and sends its descriptors with SCM_RIGHTS.
 #pragma once
 
 #include <map>
@@ -16,9 +17,8 @@ namespace symcomm {
 class FdExchange {
  public:
   // Not collective by itself: the caller must pass a barrier before the first exchange so
-  // that every rank's socket exists.
+  // that every rank's socket exists. The socket's name goes with the object.
   FdExchange(const Bootstrap& bootstrap, const Topology& topology);
-  ~FdExchange();
 
   // Collective over the ranks of the node: sends `fd` to every other local rank and returns
   // the descriptor each of them sent, indexed by rank (empty for this rank and other nodes).
@@ -29,11 +29,10 @@ class FdExchange {
 
 
  private:
-  std::string path_of(int rank) const;
+  std::string name_of(int rank) const;
 
   const Bootstrap& bootstrap_;
   const Topology& topology_;
-  std::string dir_;
   Fd listener_;
   // Descriptors that arrived for a later exchange than the one in progress.
   std::map<std::pair<uint64_t, int>, Fd> early_;

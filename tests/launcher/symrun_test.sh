@@ -20,7 +20,7 @@ CASES=(prefix environment failure sigkill keep_going sigterm grace timeout usage
 # Cases that need --helper or --init (each ctest entry names its own; see tools/symrun.cmake).
 MORE_CASES=(blocked_signals blocked_sigterm symrun_killed dies_by_signal sigquit
             leftover_background stalled_stdout stalled_output_sigterm late_join join_again
-            fd_limit)
+            fd_limit killed_rank_sockets)
 
 # ------------------------------------------------------------------------------------------
 # Helpers for the cases (each runs in the case's own bash process)
@@ -462,6 +462,24 @@ case_fd_limit() {
   expect_rc "$rc" 0 "symrun -n $n under ulimit -Sn $soft"
   [ "$(grep -c '\] joined [0-9]* of '"$n"'$' "$TEST_DIR/out")" -eq "$n" ] ||
     fail "expected $n joins: $(grep -v joined "$TEST_DIR/err" | head -c 300)"
+}
+
+# A rank killed after joining (no finalize) leaves no socket file: the memory-handle sockets
+# are abstract (listed in /proc/net/unix with '@', no path). SYMCOMM_SOCKET_DIR, where
+# file-system sockets would go, points into the case's directory, which must stay empty.
+case_killed_rank_sockets() {
+  local rc left
+  need_init
+  mkdir "$TEST_DIR/sockets" || fail "mkdir"
+  SYMCOMM_SOCKET_DIR="$TEST_DIR/sockets" INIT_KILL_RANK=1 "$SYMRUN" -n 2 --timeout 40 \
+    "$SYMRUN_INIT" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  [ "$rc" -ne 0 ] || fail "symrun succeeded although rank 1 was killed"
+  expect_grep '^\[1\] joined 1 of 2$' "$TEST_DIR/out"
+  grep -q '^\[1\] abstract sockets [1-9]' "$TEST_DIR/out" ||
+    fail "no abstract socket while the ranks ran: $(head -c 300 "$TEST_DIR/out")"
+  left=$(find "$TEST_DIR/sockets" -mindepth 1 | head -n 5)
+  [ -z "$left" ] || fail "left behind: $left"
 }
 
 # Runs symrun with the arguments and expects a usage error: exit code 2, a reason and usage.

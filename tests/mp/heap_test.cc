@@ -3,7 +3,6 @@
 // that fails on one rank, and a failed initialization.
 #include <fcntl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -307,27 +306,40 @@ TEST(HeapLimits, FailedGrowthLeavesNoStaleHandles) {
   SC_OK(symcommFinalize(comm));
 }
 
-// An initialization that fails once the heap reserved its windows (the socket directory is
-// too long for a Unix socket's path) gives them back, and removes the directory it made.
+// The size of this process's address space (VmSize), in bytes.
+size_t address_space_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    unsigned long kib = 0;
+    if (std::sscanf(line.c_str(), "VmSize: %lu kB", &kib) == 1) return size_t{kib} << 10;
+  }
+  return 0;
+}
+
+// An initialization that fails once the heap reserved a window (a limit on the address space
+// lets one 4 GiB window in, not two) gives it back.
 TEST(HeapLimits, FailedInitGivesWindowsBack) {
   if (mp::space() == symcommSpaceCuda)
     GTEST_SKIP() << "the cuda space's windows are not in /proc/self/maps";
-  char parent[] = "/tmp/symcomm-heap-test-XXXXXX";  // one per rank
-  ASSERT_NE(mkdtemp(parent), nullptr);
-  const std::string dir = std::string(parent) + "/" + std::string(100, 'd');
-  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
-  mp::ScopedEnv sockets("SYMCOMM_SOCKET_DIR", dir);
   mp::ScopedEnv max("SYMCOMM_HEAP_MAX", "4G");  // a window per rank, far above the noise
   const size_t reserved = reserved_bytes();
   symcommUniqueId uid = mp::shared_uid();
   symcommComm_t comm = nullptr;
   symcommConfig_t cfg = mp::config();
-  SC_FAILS(symcommInit(&comm, mp::nranks(), mp::rank(), &uid, &cfg), symcommInvalidArgument);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &old), 0);
+  rlimit limit = old;
+  limit.rlim_cur = address_space_bytes() + (size_t{6} << 30);
+  ASSERT_TRUE(old.rlim_max == RLIM_INFINITY || old.rlim_max >= limit.rlim_cur);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &limit), 0);
+  const symcommResult_t rc = symcommInit(&comm, mp::nranks(), mp::rank(), &uid, &cfg);
+  const std::string said = symcommGetLastError();
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
+  EXPECT_EQ(rc, symcommSystemError) << said;
+  EXPECT_NE(said.find("mmap(reserve)"), std::string::npos) << said;
   EXPECT_EQ(comm, nullptr);
   // (Other PROT_NONE regions, such as thread stacks' guards, may come and go.)
   EXPECT_LT(reserved_bytes(), reserved + (size_t{512} << 20));
-  EXPECT_EQ(rmdir(dir.c_str()), 0) << dir << ": " << std::strerror(errno);
-  EXPECT_EQ(rmdir(parent), 0);
 }
 
 TEST(HeapLimits, GrowthAcrossChunks) {
