@@ -5,6 +5,7 @@ find_package(Threads REQUIRED)
 add_executable(symrun
                ${CMAKE_CURRENT_LIST_DIR}/symrun/main.cc
                ${CMAKE_CURRENT_LIST_DIR}/symrun/output.cc
+               ${CMAKE_CURRENT_LIST_DIR}/symrun/setup.cc
                ${CMAKE_CURRENT_LIST_DIR}/symrun/spawn.cc
                ${CMAKE_CURRENT_LIST_DIR}/symrun/supervise.cc)
 target_link_libraries(symrun PRIVATE symcomm Threads::Threads)

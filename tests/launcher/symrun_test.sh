@@ -16,7 +16,8 @@
 # shellcheck disable=SC2016
 set -u
 
-CASES=(prefix environment failure sigkill keep_going sigterm grace timeout usage success)
+CASES=(prefix environment master_kept np output failure sigkill keep_going sigterm grace timeout
+       stopped_rank usage success)
 # Cases that need --helper or --init (each ctest entry names its own; see tools/symrun.cmake).
 MORE_CASES=(blocked_signals blocked_sigterm symrun_killed dies_by_signal sigquit
             leftover_background stalled_stdout stalled_output_sigterm late_join join_again
@@ -85,6 +86,14 @@ expect_grep() {
     fail "no line matching '$pattern' in $(basename "$file"): $(head -c 300 "$file")"
 }
 
+# Fails unless the lines of "$TEST_DIR/out" tagged "] $1 " are, sorted, the arguments after $1.
+expect_lines() {
+  local tag=$1 got
+  shift
+  got=$(grep "\] $tag " "$TEST_DIR/out" | sort)
+  [ "$got" = "$(printf '%s\n' "$@")" ] || fail "wrong $tag lines: $(printf '%s' "$got" | tr '\n' '|')"
+}
+
 # ------------------------------------------------------------------------------------------
 # Cases
 # ------------------------------------------------------------------------------------------
@@ -103,25 +112,83 @@ case_prefix() {
 }
 
 case_environment() {
-  local rc uids
-  env -u SYMCOMM_BOOTSTRAP_ADDR -u SYMCOMM_DEVICE NCCL_NVLS_ENABLE=1 NVSHMEM_DISABLE_NVLS=0 \
-    TORCH_SYMM_MEM_DISABLE_MULTICAST=0 SYMCOMM_RANK=99 SYMCOMM_NRANKS=99 \
+  local rc uids ports
+  env -u SYMCOMM_BOOTSTRAP_ADDR -u SYMCOMM_DEVICE -u MASTER_ADDR -u MASTER_PORT \
+    NCCL_NVLS_ENABLE=1 NVSHMEM_DISABLE_NVLS=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=0 \
+    SYMCOMM_RANK=99 SYMCOMM_NRANKS=99 RANK=99 WORLD_SIZE=99 LOCAL_WORLD_SIZE=99 \
     "$SYMRUN" -n 3 --gpus 4,5 bash -c '
       echo "vars $SYMCOMM_RANK $SYMCOMM_NRANKS $SYMCOMM_LOCAL_RANK $SYMCOMM_LOCAL_SIZE" \
         "${SYMCOMM_DEVICE-unset} $NCCL_NVLS_ENABLE $NVSHMEM_DISABLE_NVLS" \
         "$TORCH_SYMM_MEM_DISABLE_MULTICAST ${SYMCOMM_BOOTSTRAP_ADDR-unset}"
+      echo "torch $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR"
+      echo "port ${MASTER_PORT-unset}"
       echo "uid ${SYMCOMM_UNIQUE_ID-}"' "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
   rc=$?
   expect_rc "$rc" 0 "symrun"
-  local want
-  want=$(printf '%s\n' '[0] vars 0 3 0 3 4 0 1 1 127.0.0.1' '[1] vars 1 3 1 3 5 0 1 1 127.0.0.1' \
-    '[2] vars 2 3 2 3 4 0 1 1 127.0.0.1')
-  [ "$(grep '\] vars ' "$TEST_DIR/out" | sort)" = "$want" ] ||
-    fail "wrong variables: $(grep '\] vars ' "$TEST_DIR/out" | sort | tr '\n' '|')"
+  expect_lines vars '[0] vars 0 3 0 3 4 0 1 1 127.0.0.1' '[1] vars 1 3 1 3 5 0 1 1 127.0.0.1' \
+    '[2] vars 2 3 2 3 4 0 1 1 127.0.0.1'
   uids=$(sed -n 's/^\[[0-9]*\] uid //p' "$TEST_DIR/out" | sort -u)
   [ "$(grep -c '\] uid ' "$TEST_DIR/out")" -eq 3 ] || fail "expected 3 uid lines"
   [ "$(printf '%s\n' "$uids" | wc -l)" -eq 1 ] || fail "ranks got different unique ids"
   [[ "$uids" =~ ^[0-9a-fA-F]{256}$ ]] || fail "SYMCOMM_UNIQUE_ID is not 256 hex digits: '$uids'"
+  # torchrun's names, with the same numbers, and a meeting point for torch.distributed.
+  expect_lines torch '[0] torch 0 3 0 3 127.0.0.1' '[1] torch 1 3 1 3 127.0.0.1' \
+    '[2] torch 2 3 2 3 127.0.0.1'
+  ports=$(sed -n 's/^\[[0-9]*\] port //p' "$TEST_DIR/out" | sort -u)
+  [ "$(grep -c '\] port ' "$TEST_DIR/out")" -eq 3 ] || fail "expected 3 port lines"
+  if ! [[ "$ports" =~ ^[0-9]+$ ]] || [ "$ports" -lt 1 ] || [ "$ports" -gt 65535 ]; then
+    fail "MASTER_PORT is not one port for all ranks: '$ports'"
+  fi
+}
+
+# MASTER_ADDR and MASTER_PORT that the caller set reach the ranks unchanged.
+case_master_kept() {
+  local rc
+  MASTER_ADDR=10.1.2.3 MASTER_PORT=29555 "$SYMRUN" -n 2 bash -c '
+    echo "master $MASTER_ADDR $MASTER_PORT"' "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun"
+  [ "$(grep -c '^\[[01]\] master 10.1.2.3 29555$' "$TEST_DIR/out")" -eq 2 ] ||
+    fail "the caller's MASTER_ADDR and MASTER_PORT changed: $(head -c 300 "$TEST_DIR/out")"
+}
+
+# -np N, as mpirun users type it (and --np N, --np=N).
+case_np() {
+  local rc args
+  for args in "-np 2" "--np 3" "--np=4"; do
+    # shellcheck disable=SC2086  # the options are words
+    "$SYMRUN" $args sh -c 'echo "size $SYMCOMM_NRANKS"' "$TEST_MARK" >"$TEST_DIR/out" \
+      2>"$TEST_DIR/err"
+    rc=$?
+    expect_rc "$rc" 0 "symrun $args"
+    [ "$(grep -c '\] size '"${args: -1}"'$' "$TEST_DIR/out")" -eq "${args: -1}" ] ||
+      fail "symrun $args: $(head -c 300 "$TEST_DIR/out")"
+  done
+}
+
+# --output DIR: each rank's stdout and stderr in files of their own, DIR created; nothing
+# relayed. A DIR that cannot be made is an error before any rank starts.
+case_output() {
+  local rc r
+  "$SYMRUN" -n 2 --output "$TEST_DIR/logs/run" bash -c '
+    echo "out $SYMCOMM_RANK"; printf "tail"; echo "err $SYMCOMM_RANK" >&2' "$TEST_MARK" \
+    >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun --output"
+  for r in 0 1; do
+    [ "$(cat "$TEST_DIR/logs/run/rank.$r.out")" = "$(printf 'out %s\ntail' "$r")" ] ||
+      fail "rank.$r.out: $(head -c 300 "$TEST_DIR/logs/run/rank.$r.out")"
+    grep -qx "err $r" "$TEST_DIR/logs/run/rank.$r.err" ||
+      fail "rank.$r.err: $(head -c 300 "$TEST_DIR/logs/run/rank.$r.err")"
+  done
+  ! grep -q '^\[' "$TEST_DIR/out" "$TEST_DIR/err" || fail "output was also relayed"
+  touch "$TEST_DIR/file"
+  "$SYMRUN" -n 1 --output "$TEST_DIR/file/sub" true >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 1 "symrun --output under a file"
+  expect_grep "^symrun: cannot create $TEST_DIR/file/sub" "$TEST_DIR/err"
+  "$SYMRUN" --help >"$TEST_DIR/out" 2>&1
+  expect_grep '--output DIR' "$TEST_DIR/out"
 }
 
 case_failure() {
@@ -228,6 +295,25 @@ case_timeout() {
   expect_rc "$rc" 124 "symrun"
   [ "$elapsed" -lt 10000 ] || fail "took $elapsed ms"
   expect_grep '^symrun: timeout after 1 s, stopping 2 rank(s)$' "$TEST_DIR/err"
+  check_no_leftovers
+}
+
+# Without --timeout, a rank that stays stopped once the others have ended is killed after
+# SYMCOMM_PEER_TIMEOUT (not before), named on stderr, and symrun exits 137.
+case_stopped_rank() {
+  local rc start elapsed
+  start=$(now_ms)
+  SYMCOMM_PEER_TIMEOUT=2 timeout 40 "$SYMRUN" -n 3 bash -c '
+    if [ "$SYMCOMM_RANK" = 1 ]; then echo $$ >"$TEST_DIR/pid.1"; kill -STOP $$; fi
+    echo done' "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  elapsed=$(($(now_ms) - start))
+  expect_rc "$rc" 137 "symrun with a stopped rank"
+  [ "$elapsed" -ge 2000 ] || fail "the stopped rank was killed after $elapsed ms, within 2 s"
+  expect_grep '^symrun: rank 1 is stopped (SIGSTOP) and the other ranks have ended: killing it after 2 s (SYMCOMM_PEER_TIMEOUT)$' \
+    "$TEST_DIR/err"
+  [ "$(grep -c '^\[[02]\] done$' "$TEST_DIR/out")" -eq 2 ] ||
+    fail "the other ranks did not finish: $(head -c 300 "$TEST_DIR/out")"
   check_no_leftovers
 }
 

@@ -166,9 +166,20 @@ int free_port() {
   return static_cast<int>(mp::agree(static_cast<uint64_t>(port)));
 }
 
+// Hides, while alive, the variables symrun gives each rank: its own, and torchrun's names
+// that it sets beside them (which would otherwise be found before other launchers').
+std::vector<std::unique_ptr<mp::ScopedEnv>> hide_symrun() {
+  std::vector<std::unique_ptr<mp::ScopedEnv>> hidden;
+  for (const char* name : {"SYMCOMM_RANK", "SYMCOMM_NRANKS", "SYMCOMM_UNIQUE_ID", "RANK",
+                           "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                           "MASTER_PORT"})
+    hidden.push_back(std::make_unique<mp::ScopedEnv>(name, ""));
+  return hidden;
+}
+
 // Joins from a launcher's variables with symrun's hidden for the duration.
 void join_from(const std::vector<std::pair<const char*, std::string>>& vars) {
-  mp::ScopedEnv a("SYMCOMM_RANK", ""), b("SYMCOMM_NRANKS", ""), c("SYMCOMM_UNIQUE_ID", "");
+  const auto hidden = hide_symrun();
   std::vector<std::unique_ptr<mp::ScopedEnv>> set;
   for (const auto& [name, value] : vars) set.push_back(std::make_unique<mp::ScopedEnv>(name, value));
   symcommComm_t comm = nullptr;
@@ -206,7 +217,7 @@ TEST(InitFromEnv, SlurmWithToken) {
 }
 
 TEST(InitFromEnv, ExplainsWhatIsMissing) {
-  mp::ScopedEnv a("SYMCOMM_RANK", ""), b("SYMCOMM_NRANKS", ""), c("SYMCOMM_UNIQUE_ID", "");
+  const auto hidden = hide_symrun();
   symcommComm_t comm = nullptr;
   SC_FAILS(symcommInitFromEnv(&comm, nullptr), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "no launcher environment"), nullptr)

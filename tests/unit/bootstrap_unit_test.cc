@@ -137,6 +137,21 @@ TEST_F(LaunchEnvTest, Torchrun) {
   EXPECT_FALSE(e.uid);
 }
 
+// symrun sets torchrun's names beside its own (for torch.distributed in the ranks): its own
+// are read first, whatever the others say.
+TEST_F(LaunchEnvTest, SymrunWinsOverTorchrunNames) {
+  setenv("SYMCOMM_RANK", "1", 1);
+  setenv("SYMCOMM_NRANKS", "2", 1);
+  setenv("RANK", "5", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  LaunchEnv e = read_launch_env();
+  EXPECT_STREQ(e.launcher, "symrun");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.nranks, 2);
+}
+
 TEST_F(LaunchEnvTest, TokensDifferBetweenJobs) {
   setenv("SLURM_PROCID", "0", 1);
   setenv("SLURM_NTASKS", "2", 1);

@@ -31,26 +31,34 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: symrun -n N [--gpus LIST] [--keep-going] [--timeout SEC] [--grace SEC]\n"
-    "              [--] PROGRAM [ARGS...]\n"
+    "              [--output DIR] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N local ranks of PROGRAM (each in its own process group, stdin from /dev/null)\n"
     "with SYMCOMM_RANK, SYMCOMM_NRANKS, SYMCOMM_LOCAL_RANK, SYMCOMM_LOCAL_SIZE and\n"
-    "SYMCOMM_UNIQUE_ID set, and prefixes every line they print with \"[rank] \".\n"
+    "SYMCOMM_UNIQUE_ID set, and the same numbers as torchrun sets them: RANK, WORLD_SIZE,\n"
+    "LOCAL_RANK and LOCAL_WORLD_SIZE, with MASTER_ADDR=127.0.0.1 and MASTER_PORT a free port\n"
+    "unless already set. Prefixes every line the ranks print with \"[rank] \".\n"
     "\n"
-    "  -n N           number of ranks, 1 to 1024\n"
+    "  -n N, -np N    number of ranks, 1 to 1024\n"
     "  --gpus LIST    comma-separated device numbers: rank i gets SYMCOMM_DEVICE=LIST[i % len]\n"
     "  --keep-going   let the other ranks run to the end when one fails\n"
     "  --timeout SEC  stop the ranks after SEC seconds and exit 124 (default 0: no limit)\n"
     "  --grace SEC    seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
+    "  --output DIR   write rank i's stdout and stderr to DIR/rank.i.out and DIR/rank.i.err\n"
+    "                 (created or truncated; not prefixed, not relayed); DIR is created\n"
     "  -h, --help     print this help\n"
     "\n"
     "Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to every\n"
     "rank's process group; the ranks get --grace seconds, then SIGKILL, and symrun then dies\n"
     "by the same signal. Ranks are killed if symrun itself is killed.\n"
     "\n"
+    "Stopped ranks: once every other rank has ended, ranks that stay stopped (SIGSTOP,\n"
+    "SIGTSTP) for SYMCOMM_PEER_TIMEOUT seconds (default 10; 0: no bound) are killed, each\n"
+    "named on stderr, and symrun exits 137.\n"
+    "\n"
     "Exit status: 0 if every rank succeeded; else the code of the first failing rank (128+S\n"
-    "for a rank killed by signal S), 124 on timeout, 2 on a usage error; killed by signal S\n"
-    "(128+S in a shell) when symrun receives S.\n"
+    "for a rank killed by signal S), 124 on timeout, 137 when stopped ranks are killed, 2 on\n"
+    "a usage error; killed by signal S (128+S in a shell) when symrun receives S.\n"
     "\n"
     "symrun starts ranks on this node only;\n"
     "for several nodes use mpirun or srun: symcommInitFromEnv reads their variables "
@@ -219,6 +227,9 @@ std::string apply_option(std::string_view name, std::string_view value, Options*
     if (!parse_gpus(value, &opt->gpus)) {
       return "--gpus needs comma-separated non-negative integers, not " + quoted;
     }
+  } else if (name == "--output") {
+    if (value.empty()) return "--output needs a directory";
+    opt->output_dir = value;
   } else if (name == "--timeout") {
     if (!parse_seconds(value, &opt->timeout_s)) {
       return "--timeout needs a non-negative number of seconds, not " + quoted;
@@ -231,7 +242,8 @@ std::string apply_option(std::string_view name, std::string_view value, Options*
 }
 
 bool takes_value(std::string_view name) {
-  return name == "-n" || name == "--gpus" || name == "--timeout" || name == "--grace";
+  return name == "-n" || name == "--gpus" || name == "--timeout" || name == "--grace" ||
+         name == "--output";
 }
 
 // Returns a usage error, or "" on success. Options end at "--" or at the first non-option, so
@@ -260,11 +272,12 @@ std::string parse_args(int argc, char** argv, Options* opt, bool* help) {
       name = arg.substr(0, arg.find('='));
       value = arg.substr(arg.find('=') + 1);
       has_value = true;
-    } else if (arg.substr(0, 2) == "-n" && arg.size() > 2) {
+    } else if (arg.substr(0, 2) == "-n" && arg.size() > 2 && arg != "-np") {
       name = "-n";
       value = arg.substr(2);
       has_value = true;
     }
+    if (name == "-np" || name == "--np") name = "-n";  // as mpirun users type it
     if (!takes_value(name)) return "unknown option '" + std::string(arg) + "'";
     if (!has_value) {
       if (i + 1 >= argc) return "option " + std::string(name) + " needs a value";
@@ -342,6 +355,13 @@ int run_main(int argc, char** argv) {
     return kUsageExit;
   }
   if (!ensure_std_fds()) return 1;
+  error = read_peer_timeout(&opt);
+  if (error.empty()) error = choose_master(&opt);
+  if (error.empty() && !opt.output_dir.empty()) error = make_output_dir(opt.output_dir);
+  if (!error.empty()) {
+    say(error);
+    return 1;
+  }
   raise_fd_limit(opt.nranks);
   int wake_fd = install_signals();
   if (wake_fd < 0) return 1;

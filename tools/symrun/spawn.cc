@@ -202,12 +202,20 @@ std::vector<std::string> rank_variables(const Options& opt, int rank, const std:
       "SYMCOMM_LOCAL_RANK=" + std::to_string(rank),
       "SYMCOMM_LOCAL_SIZE=" + std::to_string(opt.nranks),
       "SYMCOMM_UNIQUE_ID=" + uid,
+      // torchrun's names for the same numbers, so that torch.distributed runs under symrun.
+      // symcommInitFromEnv reads symrun's variables first (src/bootstrap/launcher_env.cc).
+      "RANK=" + std::to_string(rank),
+      "WORLD_SIZE=" + std::to_string(opt.nranks),
+      "LOCAL_RANK=" + std::to_string(rank),
+      "LOCAL_WORLD_SIZE=" + std::to_string(opt.nranks),
       // Multicast objects (NVLS) have hung or corrupted memory on shared machines: keep every
       // library in a rank off them, whatever the caller's environment says.
       "NCCL_NVLS_ENABLE=0",
       "NVSHMEM_DISABLE_NVLS=1",
       "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
   };
+  if (!opt.master_addr.empty()) vars.push_back("MASTER_ADDR=" + opt.master_addr);
+  if (!opt.master_port.empty()) vars.push_back("MASTER_PORT=" + opt.master_port);
   if (!opt.gpus.empty()) {
     size_t index = static_cast<size_t>(rank) % opt.gpus.size();
     vars.push_back("SYMCOMM_DEVICE=" + std::to_string(opt.gpus[index]));
@@ -267,11 +275,21 @@ void close_pipes(int (&fds)[2][2]) {
 
 }  // namespace
 
-// Returns "" on success, else why rank `rank` could not be started.
+// Returns "" on success, else why rank `rank` could not be started. The rank's stdout and
+// stderr are pipes that symrun reads, or with --output its own files (fds[i][1] each).
 std::string Launcher::spawn(int rank, const std::string& uid,
                             const std::vector<std::string>& inherited, int null_fd) {
   int fds[2][2] = {{-1, -1}, {-1, -1}};
+  const bool to_files = !opt_.output_dir.empty();
+  if (to_files) {
+    int files[2];
+    std::string error = open_rank_files(opt_.output_dir, rank, files);
+    if (!error.empty()) return error;
+    fds[0][1] = files[0];
+    fds[1][1] = files[1];
+  }
   for (auto& pipe_fds : fds) {
+    if (to_files) break;
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
       std::string error = "pipe: " + errno_string(errno);
       close_pipes(fds);
@@ -328,7 +346,7 @@ std::string Launcher::spawn(int rank, const std::string& uid,
   r.err.fd = fds[1][0];
   r.err.sink = STDERR_FILENO;
   ++running_;
-  open_streams_ += 2;
+  if (!to_files) open_streams_ += 2;
   return "";
 }
 

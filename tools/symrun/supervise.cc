@@ -61,6 +61,9 @@ int Launcher::poll_timeout_ms() const {
   if (running_ > 0 && !stopping_ && opt_.timeout_s > 0) deadlines.push_back(timeout_at_);
   if (stopping_ && !killed_) deadlines.push_back(kill_at_);
   if (killed_ && running_ > 0) deadlines.push_back(killed_at_ + seconds(kReapAfterKillSeconds));
+  if (only_stopped_left_ && !stopping_) {
+    deadlines.push_back(stopped_since_ + seconds(opt_.peer_timeout_s));
+  }
   if (running_ == 0 && (!stopping_ || killed_)) deadlines.push_back(drain_until_);
   // SIGCHLD wakes the loop when a rank ends; polling for exits too means that a lost or
   // blocked SIGCHLD can delay noticing an exit by a second, never forever.
@@ -153,7 +156,12 @@ void Launcher::reap() {
     Rank& rank = ranks_[i];
     if (!rank.running) continue;
     int status = 0;
-    pid_t pid = waitpid(rank.pid, &status, WNOHANG);
+    // Stops and continues are noted (check_stopped); an end after them is read at once.
+    pid_t pid;
+    while ((pid = waitpid(rank.pid, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0 &&
+           (WIFSTOPPED(status) || WIFCONTINUED(status))) {
+      rank.stop_signal = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+    }
     if (pid == 0) continue;
     if (pid < 0) {
       say("cannot wait for rank " + std::to_string(i) + ": " + errno_string(errno));
@@ -243,8 +251,36 @@ void Launcher::signal_groups(int sig) {
   }
 }
 
+// Once every other rank has ended, ranks that stay stopped (by SIGSTOP or another stop
+// signal) would keep symrun waiting for ever without --timeout. The peer timeout bounds that
+// wait as it bounds the other ranks' wait for them: they are killed, each named.
+void Launcher::check_stopped(Clock::time_point now) {
+  bool only_stopped = !stopping_ && opt_.peer_timeout_s > 0 && running_ > 0 &&
+                      running_ < static_cast<int>(ranks_.size());
+  for (const Rank& rank : ranks_) {
+    if (rank.running && rank.stop_signal == 0) only_stopped = false;
+  }
+  if (!only_stopped) {
+    only_stopped_left_ = false;
+    return;
+  }
+  if (!only_stopped_left_) {
+    only_stopped_left_ = true;
+    stopped_since_ = now;
+  }
+  if (now < stopped_since_ + seconds(opt_.peer_timeout_s)) return;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (!ranks_[i].running) continue;
+    say("rank " + std::to_string(i) + " is stopped (" + signal_name(ranks_[i].stop_signal) +
+        ") and the other ranks have ended: killing it after " + opt_.peer_timeout_text +
+        " s (SYMCOMM_PEER_TIMEOUT)");
+  }
+  begin_stop(SIGKILL, 128 + SIGKILL);
+}
+
 void Launcher::check_timers() {
   Clock::time_point now = Clock::now();
+  check_stopped(now);
   if (!stopping_ && opt_.timeout_s > 0 && running_ > 0 && now >= timeout_at_) {
     say("timeout after " + opt_.timeout_text + " s, stopping " + std::to_string(running_) +
         " rank(s)");

@@ -48,6 +48,14 @@ struct Options {
   double timeout_s = 0;
   std::string timeout_text = "0";
   double grace_s = 5;
+  std::string output_dir;  // --output: each rank's stdout and stderr go to files there
+  // SYMCOMM_PEER_TIMEOUT: how long ranks that stay stopped once the others have ended are
+  // waited for (0: for ever).
+  double peer_timeout_s = 10;
+  std::string peer_timeout_text = "10";
+  // MASTER_ADDR and MASTER_PORT for the ranks, where the caller has not set them ("": keep).
+  std::string master_addr;
+  std::string master_port;
   char** program_argv = nullptr;  // PROGRAM and ARGS, NULL-terminated (a tail of main's argv)
 };
 
@@ -74,6 +82,14 @@ size_t output_dropped();
 int install_signals();
 void raise_fd_limit(int nranks);
 
+// Defined in setup.cc: what symrun settles before it starts the ranks. Each returns "" or
+// what went wrong.
+std::string read_peer_timeout(Options* opt);  // through libsymcomm's parameter registry
+std::string choose_master(Options* opt);      // a free local port, unless the caller set them
+std::string make_output_dir(const std::string& dir);
+// Opens DIR/rank.N.out and DIR/rank.N.err (close-on-exec) into fds[0] and fds[1].
+std::string open_rank_files(const std::string& dir, int rank, int (&fds)[2]);
+
 struct Stream {
   int fd = -1;
   int sink = STDOUT_FILENO;
@@ -83,6 +99,7 @@ struct Stream {
 struct Rank {
   pid_t pid = -1;
   bool running = false;
+  int stop_signal = 0;  // the signal that stopped it while it stays stopped, else 0
   std::string prefix;
   Stream out;
   Stream err;
@@ -114,6 +131,7 @@ class Launcher {
   void abandon_unreaped();
   void signal_groups(int sig);
   void check_timers();
+  void check_stopped(Clock::time_point now);
   bool read_stream(Rank& rank, Stream& stream);
   void relay(const Rank& rank, Stream& stream, const char* data, size_t len);
   void emit(int sink, const std::string& text);
@@ -134,6 +152,9 @@ class Launcher {
   bool killed_ = false;
   int fatal_signal_ = 0;
   bool timed_out_ = false;
+  // Every rank still running is stopped and another has ended, since stopped_since_.
+  bool only_stopped_left_ = false;
+  Clock::time_point stopped_since_;
   Clock::time_point timeout_at_;
   Clock::time_point kill_at_;
   Clock::time_point killed_at_;
