@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# symcomm-info under symrun in the host memory space:
+# - the node map names each node as the communicator grouped it (SYMCOMM_NODE_NAME here);
+# - every collective algorithm and selection row says whether it can run in this space, and
+#   why not;
+# - --json prints one JSON document (rank 0 alone, with --comm) that parses.
+#
+#   symcomm_info_test.sh SYMRUN SYMCOMM_INFO PYTHON3
+set -uo pipefail
+symrun=$1 info=$2 python=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SYMCOMM_MEMORY_SPACE=host SYMCOMM_NODE_NAME=info-test-node
+passed=0 failed=0
+
+# Cases run in a subshell each (see the loop below): fail ends the case.
+fail() {
+  echo "$*"
+  exit 1
+}
+
+case_text() {
+  "$symrun" -n 2 --timeout 60 "$info" --comm >"$work/text" 2>&1 ||
+    fail "exit code $?: $(head -c 300 "$work/text")"
+  local r
+  for r in 0 1; do
+    grep -q "^\[0\]   rank   $r: node 0 (info-test-node) local $r/2, host space" "$work/text" ||
+      fail "rank $r's node is not named info-test-node: $(grep 'rank  ' "$work/text")"
+  done
+  # Each algorithm's line says what it runs or why it cannot; sm needs GPUs, copy runs anywhere.
+  grep -q '^\[0\]   sm       cannot run here: .*cuda' "$work/text" ||
+    fail "sm not marked: $(grep -A3 '^\[0\] Collective algorithms' "$work/text")"
+  grep -q '^\[0\]   copy     runs allgather, alltoall, alltoallv, reducescatter, allreduce, broadcast$' "$work/text" ||
+    fail "copy not marked"
+  # Every row of the table is marked, and a row that cannot run says why.
+  local rows unmarked
+  rows=$(sed -n '/^\[0\] Collective selection table/,/^\[0\] *a call takes/p' "$work/text" | sed '1d;$d')
+  [ -n "$rows" ] || fail "no selection table"
+  unmarked=$(printf '%s\n' "$rows" | grep -v '^\[0\]   yes  \|^\[0\]   no   .*: cannot run here: .*[^]]$')
+  [ -z "$unmarked" ] || fail "rows not marked: $(printf '%s' "$unmarked" | head -c 300)"
+  printf '%s\n' "$rows" | grep -q '^\[0\]   no   ' || fail "no row marked as unable to run"
+}
+
+case_json() {
+  "$info" --json >"$work/static.json" 2>"$work/static.err" || fail "exit code $?"
+  "$python" -m json.tool "$work/static.json" >/dev/null ||
+    fail "--json: not JSON: $(head -c 300 "$work/static.json")"
+  "$symrun" -n 2 --timeout 60 --output "$work/json" "$info" --comm --json >"$work/log" 2>&1 ||
+    fail "--comm --json: exit code $?: $(head -c 300 "$work/log")"
+  [ ! -s "$work/json/rank.1.out" ] || fail "rank 1 printed: $(head -c 300 "$work/json/rank.1.out")"
+  "$python" - "$work/json/rank.0.out" <<'PY' || fail "--comm --json: wrong document"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["communicator"]
+assert c["ranks"] == 2 and c["space"] == "host", c
+assert [m["node_name"] for m in c["members"]] == ["info-test-node"] * 2, c["members"]
+algos = {a["name"]: a["operations"] for a in d["collective_algorithms"]}
+assert all(not s["runs"] and s["why_not"] for s in algos["sm"].values()), algos["sm"]
+assert all(s["runs"] for s in algos["copy"].values()), algos["copy"]
+rows = d["selection_table"]
+assert rows and all("runs" in r for r in rows), rows
+assert all(r["runs"] or r["why_not"] for r in rows), rows
+assert any(p["name"] == "SYMCOMM_NODE_NAME" and p["set"] for p in d["parameters"])
+PY
+}
+
+for name in text json; do
+  if out=$("case_$name" 2>&1); then
+    echo "ok - $name"
+    passed=$((passed + 1))
+  else
+    echo "not ok - $name: $(printf '%s' "$out" | tail -n 5)"
+    failed=$((failed + 1))
+  fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

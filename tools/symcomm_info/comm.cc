@@ -1,0 +1,145 @@
+// symcomm-info --comm: joins a communicator from the launcher's environment, gathers every
+// rank's place in it to rank 0, and asks, on rank 0, which collective algorithms can run in it.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "info.h"
+#include "symcomm/symcomm.h"
+
+namespace symcomm_info {
+namespace {
+
+constexpr const char* kAlgoParam = "SYMCOMM_COLL_ALGO";
+// The operations as symcommCollOp_t numbers them, named as the library names them.
+constexpr const char* kOps[] = {"allgather",     "alltoall",  "alltoallv",
+                                "reducescatter", "allreduce", "broadcast"};
+
+// The value in force of a parameter, read through the library's registry.
+std::string param_value(const char* name) {
+  for (int i = 0; i < symcommGetParamCount(); ++i) {
+    symcommParamInfo_t p;
+    if (symcommGetParam(i, &p) == symcommSuccess && std::strcmp(p.name, name) == 0) return p.value;
+  }
+  return "";
+}
+
+// The name by which the communicator grouped this rank into a node: SYMCOMM_NODE_NAME where
+// set, else the host name.
+std::string node_name() {
+  std::string name = param_value("SYMCOMM_NODE_NAME");
+  if (!name.empty()) return name;
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// One rank's place, as it travels to rank 0 (followed by its reach, a character per rank).
+struct Record {
+  int32_t rank, node, local_rank, local_size, device;
+  char space[8];
+  char node_name[256];
+};
+
+// Whether `algorithm` can run `op` over the world (symmetric buffers, 1024 floats): the
+// library's own answer, from symcommCollAlgorithm under SYMCOMM_COLL_ALGO=algorithm (an error
+// that says why when it cannot).
+OpSupport ask(symcommComm_t comm, const std::string& algorithm, int op) {
+  OpSupport s;
+  s.op = kOps[op];
+  setenv(kAlgoParam, algorithm.c_str(), 1);
+  const char* chosen = nullptr;
+  s.runs = symcommCollAlgorithm(comm, SYMCOMM_TEAM_WORLD, static_cast<symcommCollOp_t>(op), 1024,
+                                symcommFloat32, 1, &chosen) == symcommSuccess;
+  if (s.runs) return s;
+  s.why_not = symcommGetLastError();
+  // The reason alone: after "... cannot run OP here: ", without the " [file:line]" that
+  // the library's messages end with.
+  const std::string here = "cannot run " + s.op + " here: ";
+  const size_t at = s.why_not.find(here);
+  if (at != std::string::npos) s.why_not = s.why_not.substr(at + here.size());
+  const size_t where = s.why_not.rfind(" [");
+  if (where != std::string::npos && s.why_not.back() == ']' &&
+      s.why_not.find(':', where) != std::string::npos)
+    s.why_not.resize(where);
+  return s;
+}
+
+void ask_all(symcommComm_t comm, Info* info) {
+  for (Algorithm& a : info->algorithms)
+    for (int op = 0; op < static_cast<int>(std::size(kOps)); ++op) a.ops.push_back(ask(comm, a.name, op));
+  for (SelectionRow& row : info->selection) {
+    for (const Algorithm& a : info->algorithms) {
+      if (a.name != row.algorithm) continue;
+      for (const OpSupport& s : a.ops) {
+        if (s.op != row.op) continue;
+        row.known = true;
+        row.runs = s.runs;
+        row.why_not = s.why_not;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string collect_comm(Info* info, int* rank) {
+  // SYMCOMM_COLL_ALGO is set for each question (ask): its entry is made here, before the
+  // library's threads start, so that later changes only replace its value ("auto", where it
+  // is not set, means the same as unset). The user's value comes back afterwards.
+  const char* user = std::getenv(kAlgoParam);
+  const std::string restore = user != nullptr ? user : "auto";
+  setenv(kAlgoParam, restore.c_str(), 1);
+  symcommComm_t comm;
+  if (symcommInitFromEnv(&comm, nullptr) != symcommSuccess) return symcommGetLastError();
+  int size = 0, local = 0, local_size = 0, node = 0, nnodes = 0, device = -1;
+  symcommMemorySpace_t space;
+  symcommCommRank(comm, rank);
+  symcommCommSize(comm, &size);
+  symcommCommLocalRank(comm, &local);
+  symcommCommLocalSize(comm, &local_size);
+  symcommCommNode(comm, &node, &nnodes);
+  symcommCommDevice(comm, &device);
+  symcommCommMemorySpace(comm, &space);
+  const size_t bytes = sizeof(Record) + static_cast<size_t>(size);
+  std::vector<char> mine(bytes, 0), all(bytes * static_cast<size_t>(size));
+  Record r{*rank, node, local, local_size, device, {}, {}};
+  std::snprintf(r.space, sizeof r.space, "%s", space == symcommSpaceCuda ? "cuda" : "host");
+  std::snprintf(r.node_name, sizeof r.node_name, "%s", node_name().c_str());
+  std::memcpy(mine.data(), &r, sizeof r);
+  for (int pe = 0; pe < size; ++pe) {
+    int ok = 0;
+    symcommPeerAccessible(comm, pe, &ok);
+    mine[sizeof r + static_cast<size_t>(pe)] = ok ? 'Y' : '.';
+  }
+  std::string error;
+  if (symcommHostAllgather(comm, mine.data(), all.data(), bytes) != symcommSuccess)
+    error = symcommGetLastError();
+  if (error.empty() && *rank == 0) {
+    info->comm.joined = true;
+    info->comm.nranks = size;
+    info->comm.nnodes = nnodes;
+    info->comm.space = r.space;
+    for (int pe = 0; pe < size; ++pe) {
+      const char* at = all.data() + bytes * static_cast<size_t>(pe);
+      Record got;
+      std::memcpy(&got, at, sizeof got);
+      got.node_name[sizeof got.node_name - 1] = '\0';
+      got.space[sizeof got.space - 1] = '\0';
+      info->comm.members.push_back({got.rank, got.node, got.local_rank, got.local_size, got.device,
+                                    got.node_name, got.space,
+                                    std::string(at + sizeof got, static_cast<size_t>(size))});
+    }
+    ask_all(comm, info);
+  }
+  setenv(kAlgoParam, restore.c_str(), 1);
+  if (symcommFinalize(comm) != symcommSuccess && error.empty()) error = symcommGetLastError();
+  return error;
+}
+
+}  // namespace symcomm_info

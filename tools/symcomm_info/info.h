@@ -1,0 +1,85 @@
+// What symcomm-info reports, gathered first and printed after as text or as one JSON document
+// (--json): collect.cc gathers what needs no communicator, comm.cc what a communicator sees,
+// print.cc writes both.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace symcomm_info {
+
+struct Device {
+  int index = 0;
+  std::string name;
+  int major = 0, minor = 0, sms = 0;
+  double gib = 0;
+  int vmm = 0, fd_handles = 0, fabric_handles = 0, copy_engines = 0;
+};
+
+struct Devices {
+  std::string unavailable;  // why communicators use the host space ("": a driver answered)
+  int driver_version = 0;
+  std::vector<Device> list;
+  std::vector<std::vector<bool>> peer_access;  // [row][column]: row can access column
+};
+
+struct Param {
+  std::string name, type, value, default_value, description;
+  bool is_set = false;
+};
+
+// Whether an algorithm can run one operation in the communicator (as rank 0 sees it).
+struct OpSupport {
+  std::string op;
+  bool runs = false;
+  std::string why_not;
+};
+
+struct Algorithm {
+  std::string name;
+  std::vector<OpSupport> ops;  // empty without a communicator
+};
+
+struct SelectionRow {
+  std::string text;       // the table's line
+  std::string algorithm;  // "" when the line is no row (the table's closing note)
+  std::string op;
+  bool known = false;     // whether runs/why_not were asked (a communicator is joined)
+  bool runs = false;
+  std::string why_not;
+};
+
+struct Member {
+  int rank = 0, node = 0, local_rank = 0, local_size = 0, device = -1;
+  std::string node_name, space, reach;
+};
+
+struct Communicator {
+  bool joined = false;
+  int nranks = 0, nnodes = 0;
+  std::string space;
+  std::vector<Member> members;
+};
+
+struct Info {
+  int version = 0;
+  std::vector<std::pair<std::string, std::string>> build;  // key=value lines
+  Devices devices;
+  std::vector<Param> params;
+  std::vector<Algorithm> algorithms;
+  std::vector<std::string> backends;
+  std::vector<SelectionRow> selection;
+  Communicator comm;
+};
+
+// collect.cc
+void collect_static(Info* info);
+// comm.cc: joins from the launcher's environment, fills info->comm and marks what can run.
+// Collective. Returns "" or the library's message.
+std::string collect_comm(Info* info, int* rank);
+// print.cc
+void print_text(const Info& info);
+void print_json(const Info& info);
+
+}  // namespace symcomm_info

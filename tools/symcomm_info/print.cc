@@ -1,0 +1,233 @@
+// symcomm-info's output: text for people, or one JSON document (--json) for scripts.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "info.h"
+#include "json.h"
+
+namespace symcomm_info {
+namespace {
+
+std::string version_text(int version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+// "runs allgather, alltoall; cannot run allreduce: WHY", or "cannot run here: WHY".
+std::string support_text(const Algorithm& a) {
+  std::vector<std::string> runs;
+  std::vector<std::pair<std::string, std::vector<std::string>>> not_runs;  // why, ops
+  for (const OpSupport& s : a.ops) {
+    if (s.runs) {
+      runs.push_back(s.op);
+      continue;
+    }
+    auto same = not_runs.begin();
+    while (same != not_runs.end() && same->first != s.why_not) ++same;
+    if (same == not_runs.end()) same = not_runs.insert(not_runs.end(), {s.why_not, {}});
+    same->second.push_back(s.op);
+  }
+  if (runs.empty() && not_runs.size() == 1) return "cannot run here: " + not_runs[0].first;
+  std::string out = runs.empty() ? "" : "runs " + join(runs);
+  for (const auto& [why, ops] : not_runs)
+    out += (out.empty() ? "" : "; ") + ("cannot run " + join(ops) + ": " + why);
+  return out;
+}
+
+void print_devices(const Devices& d) {
+  std::printf("\nCUDA driver and devices\n");
+  if (!d.unavailable.empty()) {
+    std::printf("  %s: communicators use the host memory space\n", d.unavailable.c_str());
+    return;
+  }
+  std::printf("  driver CUDA %d.%d, %zu device(s)\n", d.driver_version / 1000,
+              d.driver_version % 1000 / 10, d.list.size());
+  for (const Device& v : d.list)
+    std::printf("  %d: %s, sm_%d%d, %d SMs, %.1f GiB, VMM %d, fd handles %d, fabric handles %d, "
+                "%d copy engines\n", v.index, v.name.c_str(), v.major, v.minor, v.sms, v.gib,
+                v.vmm, v.fd_handles, v.fabric_handles, v.copy_engines);
+  const size_t n = d.list.size();
+  if (n < 2) return;
+  std::printf("  peer access (row can access column):\n      ");
+  for (size_t j = 0; j < n; ++j) std::printf("%3zu", j);
+  std::printf("\n");
+  for (size_t i = 0; i < n; ++i) {
+    std::printf("  %3zu ", i);
+    for (size_t j = 0; j < n; ++j) std::printf("%3s", i == j ? "-" : d.peer_access[i][j] ? "Y" : "n");
+    std::printf("\n");
+  }
+}
+
+void json_devices(Json& j, const Devices& d) {
+  j.begin_object();
+  j.member("available", d.unavailable.empty());
+  if (!d.unavailable.empty()) j.member("unavailable", d.unavailable);
+  j.member("driver_version", d.driver_version);
+  j.key("devices");
+  j.begin_array();
+  for (const Device& v : d.list) {
+    j.begin_object();
+    j.member("index", v.index);
+    j.member("name", v.name);
+    j.member("compute_capability", std::to_string(v.major) + "." + std::to_string(v.minor));
+    j.member("sms", v.sms);
+    j.member("memory_gib", v.gib);
+    j.member("vmm", v.vmm != 0);
+    j.member("fd_handles", v.fd_handles != 0);
+    j.member("fabric_handles", v.fabric_handles != 0);
+    j.member("copy_engines", v.copy_engines);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("peer_access");
+  j.begin_array();
+  for (const auto& row : d.peer_access) {
+    j.begin_array();
+    for (bool ok : row) j.value(ok);
+    j.end_array();
+  }
+  j.end_array();
+  j.end_object();
+}
+
+}  // namespace
+
+void print_text(const Info& info) {
+  std::printf("symcomm %s\n\nBuild\n", version_text(info.version).c_str());
+  for (const auto& [key, value] : info.build) std::printf("  %s=%s\n", key.c_str(), value.c_str());
+  print_devices(info.devices);
+  std::printf("\nParameters (environment variables)\n");
+  for (const Param& p : info.params)
+    std::printf("  %-28s %-7s = %-12s%s (default '%s'): %s\n", p.name.c_str(), p.type.c_str(),
+                p.value.empty() ? "''" : p.value.c_str(), p.is_set ? " [set]" : "",
+                p.default_value.c_str(), p.description.c_str());
+  const bool joined = info.comm.joined;
+  std::printf("\nCollective algorithms (preferred first; the selection table takes the first that "
+              "can run a call)%s\n", joined ? ", and what each can run in this communicator" : "");
+  for (const Algorithm& a : info.algorithms) {
+    if (joined) {
+      std::printf("  %-8s %s\n", a.name.c_str(), support_text(a).c_str());
+    } else {
+      std::printf("  %s\n", a.name.c_str());
+    }
+  }
+  std::printf("\nDecomposition backends (each runs transposes and halo exchanges, as the "
+              "config's backend and halo_backend say; preferred first)\n");
+  for (const std::string& b : info.backends) std::printf("  %s\n", b.c_str());
+  std::printf("\nCollective selection table%s\n",
+              joined ? " (yes/no: whether the row's algorithm can run in this communicator)" : "");
+  for (const SelectionRow& row : info.selection) {
+    if (!row.known) {
+      std::printf(joined ? "       %s\n" : "  %s\n", row.text.c_str());
+    } else if (row.runs) {
+      std::printf("  yes  %s\n", row.text.c_str());
+    } else {
+      std::printf("  no   %s: cannot run here: %s\n", row.text.c_str(), row.why_not.c_str());
+    }
+  }
+  if (!joined) return;
+  std::printf("\nCommunicator: %d rank(s) on %d node(s)\n", info.comm.nranks, info.comm.nnodes);
+  for (const Member& m : info.comm.members)
+    std::printf("  rank %3d: node %d (%s) local %d/%d, %s space, device %d, load/store reach %s\n",
+                m.rank, m.node, m.node_name.c_str(), m.local_rank, m.local_size, m.space.c_str(),
+                m.device, m.reach.c_str());
+}
+
+void print_json(const Info& info) {
+  Json j;
+  j.begin_object();
+  j.member("version", version_text(info.version));
+  j.key("build");
+  j.begin_object();
+  for (const auto& [key, value] : info.build) j.member(key, value);
+  j.end_object();
+  j.key("cuda");
+  json_devices(j, info.devices);
+  j.key("parameters");
+  j.begin_array();
+  for (const Param& p : info.params) {
+    j.begin_object();
+    j.member("name", p.name);
+    j.member("type", p.type);
+    j.member("value", p.value);
+    j.member("default", p.default_value);
+    j.member("set", p.is_set);
+    j.member("description", p.description);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("collective_algorithms");
+  j.begin_array();
+  for (const Algorithm& a : info.algorithms) {
+    j.begin_object();
+    j.member("name", a.name);
+    if (info.comm.joined) {
+      j.key("operations");
+      j.begin_object();
+      for (const OpSupport& s : a.ops) {
+        j.key(s.op);
+        j.begin_object();
+        j.member("runs", s.runs);
+        if (!s.runs) j.member("why_not", s.why_not);
+        j.end_object();
+      }
+      j.end_object();
+    }
+    j.end_object();
+  }
+  j.end_array();
+  j.key("decomposition_backends");
+  j.begin_array();
+  for (const std::string& b : info.backends) j.value(b);
+  j.end_array();
+  j.key("selection_table");
+  j.begin_array();
+  for (const SelectionRow& row : info.selection) {
+    if (row.algorithm.empty()) continue;  // the table's closing note
+    j.begin_object();
+    j.member("row", row.text);
+    j.member("operation", row.op);
+    j.member("algorithm", row.algorithm);
+    if (row.known) {
+      j.member("runs", row.runs);
+      if (!row.runs) j.member("why_not", row.why_not);
+    }
+    j.end_object();
+  }
+  j.end_array();
+  if (info.comm.joined) {
+    j.key("communicator");
+    j.begin_object();
+    j.member("ranks", info.comm.nranks);
+    j.member("nodes", info.comm.nnodes);
+    j.member("space", info.comm.space);
+    j.key("members");
+    j.begin_array();
+    for (const Member& m : info.comm.members) {
+      j.begin_object();
+      j.member("rank", m.rank);
+      j.member("node", m.node);
+      j.member("node_name", m.node_name);
+      j.member("local_rank", m.local_rank);
+      j.member("local_size", m.local_size);
+      j.member("space", m.space);
+      j.member("device", m.device);
+      j.member("reach", m.reach);
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+  }
+  j.end_object();
+  std::printf("%s\n", j.text().c_str());
+}
+
+}  // namespace symcomm_info
