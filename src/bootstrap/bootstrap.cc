@@ -16,20 +16,26 @@ namespace symcomm {
 
 static const SecondsParam kBootstrapTimeout(
     "SYMCOMM_BOOTSTRAP_TIMEOUT", "60",
-    "bound on joining a communicator and on every bootstrap collective");
+    "bound on joining a communicator and on every bootstrap collective; 0: no bound; at least "
+    "0.1", 0.1);
 static const SecondsParam kPeerTimeout(
     "SYMCOMM_PEER_TIMEOUT", "10",
     "a rank silent for this long is declared lost; 0: silence is never a loss (a closed "
-    "connection still is)");
+    "connection still is); at least 0.1 (two heartbeats of 0.05 s)", 0.1);
 static const SecondsParam kHeartbeatInterval(
     "SYMCOMM_HEARTBEAT_INTERVAL", "1",
-    "how often ranks tell rank 0 (and it them) they live; at most half SYMCOMM_PEER_TIMEOUT "
-    "(a longer interval is shortened to that, with a warning)");
+    "how often ranks tell rank 0 (and it them) they live, at least 0.01; at most half "
+    "SYMCOMM_PEER_TIMEOUT (a longer interval is shortened to that, with a warning)", 0.01,
+    SecondsParam::Zero::Refused);
 static const StringParam kNodeName(
     "SYMCOMM_NODE_NAME", "",
     "overrides the node identity (hostname and boot id): ranks with equal names share a node");
 
-int64_t bootstrap_timeout_ms() { return kBootstrapTimeout.get_ms(); }
+int64_t bootstrap_timeout_ms() {
+  const int64_t ms = kBootstrapTimeout.get_ms();
+  // No bound: kMaxSeconds, the longest any duration parameter bounds a wait (about 116 days).
+  return ms > 0 ? ms : static_cast<int64_t>(SecondsParam::kMaxSeconds * 1000);
+}
 
 namespace {
 

@@ -23,6 +23,7 @@
 
 namespace symcomm {
 
+// SYMCOMM_BOOTSTRAP_TIMEOUT in milliseconds; for 0 (no bound), SecondsParam::kMaxSeconds.
 int64_t bootstrap_timeout_ms();
 
 class Bootstrap {

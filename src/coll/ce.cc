@@ -76,15 +76,15 @@ namespace symcomm {
 
 namespace {
 
+constexpr int kMaxStreams = 16;
 const IntParam kStreams("SYMCOMM_COLL_CE_STREAMS", "1",
                         "streams over which a ce collective spreads its copies to peers, 1 to "
                         "16; 1: one after another on the caller's stream, the fastest on H200 "
-                        "(read when a communicator is created)");
-constexpr int kMaxStreams = 16;
+                        "(read when a communicator is created)", 1, kMaxStreams);
 const IntParam kChainChunks("SYMCOMM_COLL_CE_CHAIN_CHUNKS", "0",
                             "chunks of a ce broadcast's chain (teams of 3 or more, symmetric "
                             "receive buffers), 1 to 1024; 0: from the size and the team "
-                            "(must be the same on every rank)");
+                            "(must be the same on every rank)", 0, 1024);
 
 using Clock = std::chrono::steady_clock;
 
@@ -229,9 +229,6 @@ CeState::CeState(CollContext& ctx)
   int64_t streams = 0;
   try {
     streams = kStreams.get();
-    if (streams < 1 || streams > kMaxStreams)
-      bad_param = format("SYMCOMM_COLL_CE_STREAMS=%lld is not in [1, %d]",
-                         static_cast<long long>(streams), kMaxStreams);
   } catch (const Error& e) {
     bad_param = e.what();
   }
@@ -804,7 +801,7 @@ class CeAlgorithm final : public CollAlgorithm {
   // n - 1 links, so for T the message's time on one link, (K + n - 2) (T / K + 5 us) is
   // least at K = sqrt((n - 2) T / 5 us).
   static size_t chain_chunk(size_t bytes, int n) {
-    int64_t k = kChainChunks.get_in(0, 1024);
+    int64_t k = kChainChunks.get();
     if (k == 0) {
       const double link_us = static_cast<double>(bytes) / 390e3;  // 390 GB/s
       k = std::clamp<int64_t>(std::llround(std::sqrt((n - 2) * link_us / 5.0)), 1, 64);
