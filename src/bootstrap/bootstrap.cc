@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "base/param.h"
+#include "base/thread_guard.h"
 #include "bootstrap/root.h"
 
 namespace symcomm {
@@ -112,6 +113,18 @@ void skip_payload(int fd, uint64_t bytes, Deadline deadline, const AbortCheck& a
 
 std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int rank) {
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks));
+  // The monitor's parameters, here rather than on its thread, where a bad value has no
+  // caller to fail.
+  b->peer_timeout_ms_ = kPeerTimeout.get_ms();
+  b->heartbeat_ms_ = kHeartbeatInterval.get_ms();
+  if (b->peer_timeout_ms_ > 0 && b->heartbeat_ms_ > b->peer_timeout_ms_ / 2) {
+    // Heartbeats rarer than the timeout would make every live peer look lost.
+    SYMCOMM_WARN("SYMCOMM_HEARTBEAT_INTERVAL (%.3g s) is more than half SYMCOMM_PEER_TIMEOUT "
+                 "(%.3g s): heartbeats every %.3g s instead",
+                 b->heartbeat_ms_ / 1000.0, b->peer_timeout_ms_ / 1000.0,
+                 (b->peer_timeout_ms_ / 2) / 1000.0);
+    b->heartbeat_ms_ = b->peer_timeout_ms_ / 2;
+  }
   b->token_ = uid.token;
   // A little longer than the root's own bound, so that its explicit error arrives first.
   Deadline deadline = Deadline::after_ms(bootstrap_timeout_ms() + 2000);
@@ -346,8 +359,10 @@ void Bootstrap::agree(symcommResult_t mine, const std::string& message) {
 
 void Bootstrap::check_alive() const {
   int lost = lost_rank_.load();
-  if (lost < 0) return;
+  if (lost < 0 && !failed_.load()) return;
   std::lock_guard<std::mutex> lock(lost_mutex_);
+  if (failed_.load())
+    throw Error(failure_code_, failure_ + "; this communicator can only be finalized");
   const PeerInfo& p = peers_[static_cast<size_t>(lost)];
   SYMCOMM_THROW(symcommPeerLost,
                 "rank %d (pid %d on %s) was lost: %s; this communicator can only be finalized",
@@ -357,7 +372,28 @@ void Bootstrap::check_alive() const {
 void Bootstrap::on_lost(std::function<void()> callback) {
   std::lock_guard<std::mutex> lock(lost_mutex_);
   on_lost_ = std::move(callback);
-  if (on_lost_ && lost_rank_.load() >= 0) on_lost_();
+  if (on_lost_ && broken_) on_lost_();
+}
+
+void Bootstrap::fail(symcommResult_t code, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (broken_) {
+      // A lost rank or an earlier failure is what the next call reports.
+      SYMCOMM_WARN("%s (after the communicator broke)", why.c_str());
+      return;
+    }
+    failure_code_ = code;
+    failure_ = why;
+    failed_.store(true);
+    if (on_lost_) on_lost_();
+    broken_ = true;
+  }
+  SYMCOMM_WARN("%s", why.c_str());
+  // Shut, not closed: the monitor may still poll them. The peers read the end of the
+  // connection and lose this rank at once, whatever SYMCOMM_PEER_TIMEOUT is.
+  for (const Fd& fd : live_)
+    if (fd) ::shutdown(fd.get(), SHUT_RDWR);
 }
 
 void Bootstrap::mark_lost(int rank, const std::string& why) {
@@ -366,7 +402,8 @@ void Bootstrap::mark_lost(int rank, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(lost_mutex_);
     lost_reason_ = why;
-    if (on_lost_) on_lost_();
+    if (on_lost_ && !broken_) on_lost_();
+    broken_ = true;
   }
   SYMCOMM_WARN("rank %d was lost: %s", rank, why.c_str());
   if (rank_ != 0) return;
@@ -389,7 +426,12 @@ void Bootstrap::start_monitor() {
   SYMCOMM_SYSCHECK(::pipe2(fds, O_CLOEXEC));
   wake_read_.reset(fds[0]);
   wake_write_.reset(fds[1]);
-  monitor_ = std::thread([this] { monitor_loop(); });
+  monitor_ = std::thread([this] {
+    LogRankScope log_rank(rank_);
+    run_guarded([this] { monitor_loop(); }, [this](symcommResult_t code, const std::string& why) {
+      fail(code, format("the peer monitor of rank %d failed: %s", rank_, why.c_str()));
+    });
+  });
 }
 
 void Bootstrap::stop_monitor() {
@@ -401,16 +443,7 @@ void Bootstrap::stop_monitor() {
 }
 
 void Bootstrap::monitor_loop() {
-  LogRankScope log_rank(rank_);
-  const int64_t timeout_ms = kPeerTimeout.get_ms();
-  int64_t interval_ms = kHeartbeatInterval.get_ms();
-  if (timeout_ms > 0 && interval_ms > timeout_ms / 2) {
-    // Heartbeats rarer than the timeout would make every live peer look lost.
-    SYMCOMM_WARN("SYMCOMM_HEARTBEAT_INTERVAL (%.3g s) is more than half SYMCOMM_PEER_TIMEOUT "
-                 "(%.3g s): heartbeats every %.3g s instead",
-                 kHeartbeatInterval.get(), kPeerTimeout.get(), (timeout_ms / 2) / 1000.0);
-    interval_ms = timeout_ms / 2;
-  }
+  const int64_t timeout_ms = peer_timeout_ms_, interval_ms = heartbeat_ms_;
   const auto interval = std::chrono::milliseconds(interval_ms);
   const auto timeout = std::chrono::milliseconds(timeout_ms);
   // Peers this rank watches: all others on the hub, only the hub elsewhere.
@@ -423,6 +456,7 @@ void Bootstrap::monitor_loop() {
   std::vector<bool> leaving(static_cast<size_t>(nranks_), false);
   auto next_beat = Clock::now();
   while (true) {
+    thread_fault_point("peer monitor");
     std::vector<pollfd> fds{{wake_read_.get(), POLLIN, 0}};
     for (int r : watched) fds.push_back({sock(r), POLLIN, 0});
     // Woken at least once per heartbeat interval (and every 100 ms), so that beats go out
@@ -468,7 +502,7 @@ void Bootstrap::monitor_loop() {
       if (timeout_ms > 0 && !finalizing_.load() && !leaving[static_cast<size_t>(r)] &&
           now - last_seen[static_cast<size_t>(r)] > timeout) {
         mark_lost(r, format("no heartbeat for %.3g s (SYMCOMM_PEER_TIMEOUT)",
-                            kPeerTimeout.get()));
+                            timeout_ms / 1000.0));
         gone.push_back(r);
       }
     for (int r : gone) std::erase(watched, r);

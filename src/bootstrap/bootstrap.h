@@ -4,7 +4,8 @@
 //
 // Every blocking step is bounded: by SYMCOMM_BOOTSTRAP_TIMEOUT (symcommTimeout), and by
 // the monitor, which marks the communicator aborted within SYMCOMM_PEER_TIMEOUT of a
-// rank's death or silence (symcommPeerLost at the next call of every other rank).
+// rank's death or silence (symcommPeerLost at the next call of every other rank). A failure
+// inside a thread of the communicator (the monitor's own included) fails it too (fail()).
 #pragma once
 
 #include <atomic>
@@ -72,10 +73,17 @@ class Bootstrap {
   void send_to(int peer, uint64_t tag, const std::string& payload);
   std::string recv_from(int from, uint64_t tag);
 
-  // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
+  // Throws symcommPeerLost if the monitor has seen a rank die or go silent, or the error
+  // that fail() recorded.
   void check_alive() const;
-  // Called (from the monitor thread) when a rank is lost; at once if one already was.
+  // Called (from the monitor thread) when a rank is lost, or from the thread that calls
+  // fail(); at once if one already was, or it already failed.
   void on_lost(std::function<void()> callback);
+  // A thread of this communicator failed (its peer monitor, the ce watchdog, the NCCL
+  // aborter): this rank's next call throws `code` with `why`, waits in flight end (the
+  // on_lost callback), and the liveness connections are shut so that the peers lose this
+  // rank at once. The first failure, or a lost rank before it, is what calls report.
+  void fail(symcommResult_t code, const std::string& why);
   // Stops treating closed connections as lost peers: called before the last barrier.
   // Non-hub ranks also tell the hub that they leave on purpose.
   void begin_finalize();
@@ -92,6 +100,8 @@ class Bootstrap {
   void start_monitor();
   void stop_monitor();
   void monitor_loop();
+  // The monitor's bounds, read in the joining thread (a bad value fails the join).
+  int64_t peer_timeout_ms_ = 0, heartbeat_ms_ = 0;
   void mark_lost(int rank, const std::string& why);
   AbortCheck abort_check() const { return [this] { check_alive(); }; }
 
@@ -108,8 +118,12 @@ class Bootstrap {
   Fd wake_read_, wake_write_;
   std::atomic<bool> finalizing_{false};
   std::atomic<int> lost_rank_{-1};
+  std::atomic<bool> failed_{false};
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;
+  symcommResult_t failure_code_ = symcommSuccess;  // fail()'s, under lost_mutex_
+  std::string failure_;
+  bool broken_ = false;  // lost a rank or failed (on_lost_ ran), under lost_mutex_
   std::function<void()> on_lost_;
   Fd p2p_listener_;
   std::mutex p2p_mutex_;  // one receiver accepts at a time; p2p_kept_
