@@ -74,7 +74,10 @@ symcommResult_t symcommGetVersion(int* version);
 
 /* Every tunable of symcomm is an environment parameter (SYMCOMM_*) in one typed registry.
  * These calls enumerate it; `symcomm-info` prints it. Strings are owned by the library and
- * stay valid until the next symcommGetParam call from any thread. */
+ * stay valid until the next symcommGetParam call from any thread. Each parameter has its
+ * valid values (an integer's or a size's range, a duration's minimum; 0 is no bound for
+ * every timeout): symcommInit and symcommInitFromEnv check every one before joining and
+ * fail with symcommInvalidArgument naming each bad parameter and its value. */
 typedef struct {
   const char* name;          /* "SYMCOMM_LOG_LEVEL"                                 */
   const char* type;          /* "int", "size", "bool", "seconds", "string", "enum"   */
@@ -107,7 +110,8 @@ typedef struct {
 /* Creates a unique id and starts the bootstrap root in a thread of the calling process.
  * The root serves exactly one symcommInit (of any number of ranks) and then stops; it
  * stops with a timeout error sent to the ranks that did join if the others do not join
- * within SYMCOMM_BOOTSTRAP_TIMEOUT. The calling process need not be a rank. The root binds
+ * within SYMCOMM_BOOTSTRAP_TIMEOUT (read here: a bad value fails the call; 0, no bound: the
+ * root waits for them without bound). The calling process need not be a rank. The root binds
  * SYMCOMM_BOOTSTRAP_ADDR (default: the first non-loopback IPv4 interface, else loopback). */
 symcommResult_t symcommGetUniqueId(symcommUniqueId* uid);
 
@@ -142,7 +146,9 @@ symcommResult_t symcommConfigInit(symcommConfig_t* config);
 /* Collective over `nranks` processes: joins the communicator described by `uid`. `config`
  * may be NULL. Fails with symcommTimeout if not every rank joins within
  * SYMCOMM_BOOTSTRAP_TIMEOUT, with symcommInvalidArgument if ranks disagree on nranks or two
- * ranks claim the same rank, and never hangs. */
+ * ranks claim the same rank, or before joining if a parameter has a bad value (every rank
+ * alike, as all get the same environment), and never hangs (unless
+ * SYMCOMM_BOOTSTRAP_TIMEOUT=0 asks for no bound). */
 symcommResult_t symcommInit(symcommComm_t* comm, int nranks, int rank, const symcommUniqueId* uid,
                             const symcommConfig_t* config);
 

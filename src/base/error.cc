@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <vector>
 
 namespace symcomm {
@@ -50,6 +51,20 @@ std::string format_bytes(size_t bytes) {
   }
   if (u == 0) return format("%zu bytes", bytes);
   return format("%.4g %s (%zu bytes)", v, units[u], bytes);
+}
+
+Caught caught_exception() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  } catch (const std::bad_alloc&) {
+    return {symcommOutOfMemory, "out of host memory"};
+  } catch (const std::exception& e) {
+    return {symcommInternalError, e.what()};
+  } catch (...) {
+    return {symcommInternalError, "unknown exception"};
+  }
 }
 
 }  // namespace symcomm

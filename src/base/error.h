@@ -32,6 +32,14 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // "1.5 GiB (1610612736 bytes)": sizes in messages, for humans and for grep.
 std::string format_bytes(size_t bytes);
 
+// The exception being handled, for a catch (...) block: an Error's code and message,
+// symcommOutOfMemory for std::bad_alloc, symcommInternalError for any other.
+struct Caught {
+  symcommResult_t code = symcommInternalError;
+  std::string what;
+};
+Caught caught_exception();
+
 }  // namespace symcomm
 
 #define SYMCOMM_THROW(code, ...) \

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 
@@ -62,8 +63,13 @@ std::optional<std::string> Param::raw() const {
 }
 
 void Param::reject(const std::string& value, const char* expected) const {
-  SYMCOMM_THROW(symcommInvalidArgument, "environment parameter %s='%s' is not %s", name_,
-                value.c_str(), expected);
+  refuse(value, std::string("is not ") + expected);
+}
+
+void Param::refuse(const std::string& value, const std::string& why) const {
+  // No file:line: the message names the variable, which says more.
+  throw Error(symcommInvalidArgument,
+              format("environment parameter %s='%s' %s", name_, value.c_str(), why.c_str()));
 }
 
 std::string Param::validated_text() const {
@@ -88,13 +94,16 @@ std::optional<int64_t> parse_int(const std::string& text) {
   return static_cast<int64_t>(v);
 }
 
-std::optional<size_t> parse_size(const std::string& text) {
+namespace {
+// A size's text: malformed, too large for size_t, or a value.
+enum class SizeText { Malformed, TooLarge, Ok };
+SizeText read_size(const std::string& text, size_t* out) {
   std::string t = trim(text);
-  if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0]))) return std::nullopt;
+  if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0]))) return SizeText::Malformed;
   errno = 0;
   char* end = nullptr;
   unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-  if (errno != 0) return std::nullopt;
+  const bool overflow = errno == ERANGE;
   std::string suffix = lower(trim(end));
   if (!suffix.empty() && suffix.back() == 'b') suffix.pop_back();  // "64MB", "64MiB" too
   if (suffix.size() == 2 && suffix[1] == 'i') suffix.pop_back();
@@ -104,9 +113,17 @@ std::optional<size_t> parse_size(const std::string& text) {
   else if (suffix == "m") shift = 20;
   else if (suffix == "g") shift = 30;
   else if (suffix == "t") shift = 40;
-  else return std::nullopt;
-  if (shift > 0 && v > (~0ull >> shift)) return std::nullopt;
-  return static_cast<size_t>(v << shift);
+  else return SizeText::Malformed;
+  if (overflow || (shift > 0 && v > (~0ull >> shift))) return SizeText::TooLarge;
+  *out = static_cast<size_t>(v << shift);
+  return SizeText::Ok;
+}
+}  // namespace
+
+std::optional<size_t> parse_size(const std::string& text) {
+  size_t v = 0;
+  if (read_size(text, &v) != SizeText::Ok) return std::nullopt;
+  return v;
 }
 
 std::optional<bool> parse_bool(const std::string& text) {
@@ -129,23 +146,30 @@ std::optional<double> parse_seconds(const std::string& text) {
 int64_t IntParam::get() const {
   std::string t = text();
   auto v = parse_int(t);
-  if (!v) reject(t, "an integer");
+  const bool whole_range = lo_ == INT64_MIN && hi_ == INT64_MAX;
+  if (!v || *v < lo_ || *v > hi_) {
+    if (whole_range) reject(t, "an integer");
+    reject(t, format("an integer in [%lld, %lld]", static_cast<long long>(lo_),
+                     static_cast<long long>(hi_)).c_str());
+  }
   return *v;
-}
-
-int64_t IntParam::get_in(int64_t lo, int64_t hi) const {
-  const int64_t v = get();
-  if (v < lo || v > hi)
-    reject(text(), format("an integer in [%lld, %lld]", static_cast<long long>(lo),
-                          static_cast<long long>(hi)).c_str());
-  return v;
 }
 
 size_t SizeParam::get() const {
   std::string t = text();
-  auto v = parse_size(t);
-  if (!v) reject(t, "a size (a number with an optional K, M, G or T suffix)");
-  return *v;
+  size_t v = 0;
+  switch (read_size(t, &v)) {
+    case SizeText::Malformed:
+      reject(t, "a size (a number with an optional K, M, G or T suffix)");
+    case SizeText::TooLarge:
+      v = SIZE_MAX;  // above every declaration's hi: refused just below
+      break;
+    case SizeText::Ok:
+      break;
+  }
+  if (v > hi_) refuse(t, "is too large: at most " + format_bytes(hi_));
+  if (v < lo_) refuse(t, "is too small: at least " + format_bytes(lo_));
+  return v;
 }
 
 bool BoolParam::get() const {
@@ -159,6 +183,10 @@ double SecondsParam::get() const {
   std::string t = text();
   auto v = parse_seconds(t);
   if (!v) reject(t, "a non-negative number of seconds");
+  if (*v == 0 && zero_is_no_bound()) return 0;
+  if (*v < min_)
+    refuse(t, format("is below the minimum of %g s%s", min_,
+                     zero_is_no_bound() ? " (0: no bound)" : ""));
   return std::min(*v, kMaxSeconds);
 }
 
@@ -178,6 +206,24 @@ std::string EnumParam::get() const {
 bool SwitchParam::get(bool automatic) const {
   const std::string v = EnumParam::get();
   return v == "auto" ? automatic : *parse_bool(v);
+}
+
+void validate_all() {
+  std::string problems;
+  int count = 0;
+  for (const Param* p : Param::all()) {
+    if (p->type() == ParamType::String) continue;
+    try {
+      p->validated_text();
+    } catch (const Error& e) {
+      problems += (count++ ? "; " : "") + std::string(e.what());
+    }
+  }
+  if (count > 0)
+    throw Error(symcommInvalidArgument,
+                count == 1 ? problems
+                           : format("%d environment parameters are invalid: %s", count,
+                                    problems.c_str()));
 }
 
 }  // namespace symcomm

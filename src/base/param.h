@@ -6,13 +6,21 @@
 //                                               "bound on every bootstrap step");
 //
 // and read with kTimeout.get(). Values are read from the environment at each get(), so a
-// test or a program may set a variable before the call that uses it. A malformed value is
-// an error (symcommInvalidArgument) naming the variable and the value. `symcomm-info` and
-// symcommGetParam list the registry.
+// test or a program may set a variable before the call that uses it. A declaration carries
+// the parameter's valid values (an integer's or a size's range, a duration's minimum), and
+// get() refuses a malformed value or one outside them: an error (symcommInvalidArgument)
+// naming the variable, the value and what it must be. validate_all() checks every
+// registered parameter at once: communicator initialization calls it first, in every
+// memory space, so that a parameter that only GPU code reads is refused on a host-only
+// machine too, and every rank (all get the same environment) fails alike before any rank
+// joins. `symcomm-info` and symcommGetParam list the registry.
+//
+// Durations follow one rule: 0 means "no bound" for every timeout; a duration that is not a
+// bound (an interval) refuses 0; a positive duration below the declaration's minimum is
+// refused.
 #pragma once
 
 #include <algorithm>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,7 +53,10 @@ class Param {
   static const std::vector<const Param*>& all();
 
  protected:
+  // "environment parameter NAME='value' is not <expected>".
   [[noreturn]] void reject(const std::string& value, const char* expected) const;
+  // "environment parameter NAME='value' <why>".
+  [[noreturn]] void refuse(const std::string& value, const std::string& why) const;
 
  private:
   const char* name_;
@@ -55,21 +66,34 @@ class Param {
   const char* choices_;
 };
 
+// A decimal integer in [lo, hi] (the declaration's range; all of int64_t unless narrowed).
 class IntParam : public Param {
  public:
-  IntParam(const char* name, const char* def, const char* desc)
-      : Param(name, ParamType::Int, def, desc) {}
+  IntParam(const char* name, const char* def, const char* desc, int64_t lo = INT64_MIN,
+           int64_t hi = INT64_MAX)
+      : Param(name, ParamType::Int, def, desc), lo_(lo), hi_(hi) {}
   int64_t get() const;
-  // get(), refused (symcommInvalidArgument, naming the variable) outside [lo, hi].
-  int64_t get_in(int64_t lo, int64_t hi) const;
+  int64_t lo() const { return lo_; }
+  int64_t hi() const { return hi_; }
+
+ private:
+  int64_t lo_, hi_;
 };
 
-// A byte count: "4096", "64K", "512M", "8G", "1T" (binary multiples).
+// A byte count: "4096", "64K", "512M", "8G", "1T" (binary multiples), in [lo, hi] bytes (the
+// declaration's range; at most kMaxBytes, so that rounding a size up never overflows).
 class SizeParam : public Param {
  public:
-  SizeParam(const char* name, const char* def, const char* desc)
-      : Param(name, ParamType::Size, def, desc) {}
+  static constexpr size_t kMaxBytes = size_t{1} << 60;
+  SizeParam(const char* name, const char* def, const char* desc, size_t lo = 0,
+            size_t hi = kMaxBytes)
+      : Param(name, ParamType::Size, def, desc), lo_(lo), hi_(std::min(hi, kMaxBytes)) {}
   size_t get() const;
+  size_t lo() const { return lo_; }
+  size_t hi() const { return hi_; }
+
+ private:
+  size_t lo_, hi_;
 };
 
 // 1/0, true/false, yes/no, on/off.
@@ -80,21 +104,31 @@ class BoolParam : public Param {
   bool get() const;
 };
 
-// A non-negative duration in seconds ("60", "0.5"). Values above kMaxSeconds (about 116 days)
-// count as kMaxSeconds: every bound is then still a bound, and no conversion of it (to
-// nanoseconds in std::chrono, or on the GPU) overflows; before, 1e10 seconds wrapped to a
-// negative deadline and every wait timed out at once.
+// A non-negative duration in seconds ("60", "0.5"). 0 is "no bound" where the declaration
+// says Zero::NoBound (every timeout), and refused where it says Zero::Refused (an interval);
+// a positive duration below the declaration's minimum is refused. Values above kMaxSeconds
+// (about 116 days) count as kMaxSeconds: every bound is then still a bound, and no
+// conversion of it (to nanoseconds in std::chrono, or on the GPU) overflows; before, 1e10
+// seconds wrapped to a negative deadline and every wait timed out at once.
 class SecondsParam : public Param {
  public:
   static constexpr double kMaxSeconds = 1e7;
-  SecondsParam(const char* name, const char* def, const char* desc)
-      : Param(name, ParamType::Seconds, def, desc) {}
+  enum class Zero { NoBound, Refused };
+  SecondsParam(const char* name, const char* def, const char* desc, double min_seconds,
+               Zero zero = Zero::NoBound)
+      : Param(name, ParamType::Seconds, def, desc), min_(min_seconds), zero_(zero) {}
   double get() const;
-  // Milliseconds, rounded; a positive duration is at least 1 ms (0 often means "no bound").
+  // Milliseconds, rounded; a positive duration is at least 1 ms.
   int64_t get_ms() const {
     const double s = get();
     return s > 0 ? std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0 + 0.5)) : 0;
   }
+  double min_seconds() const { return min_; }
+  bool zero_is_no_bound() const { return zero_ == Zero::NoBound; }
+
+ private:
+  double min_;
+  Zero zero_;
 };
 
 class StringParam : public Param {
@@ -120,6 +154,11 @@ class SwitchParam : public EnumParam {
       : EnumParam(name, "auto", "auto|1|0|on|off|true|false|yes|no", desc) {}
   bool get(bool automatic) const;
 };
+
+// Checks the value in force of every registered parameter but the strings (whose users
+// check them: launcher variables, algorithm names): throws symcommInvalidArgument naming
+// every parameter that get() would refuse, with its value and what it must be.
+void validate_all();
 
 // Parsers shared with the registry's users (unit-tested on their own).
 std::optional<size_t> parse_size(const std::string& text);

@@ -10,26 +10,33 @@
 
 #include "base/log.h"
 #include "base/param.h"
+#include "base/thread_guard.h"
 #include "bootstrap/root.h"
 
 namespace symcomm {
 
 static const SecondsParam kBootstrapTimeout(
     "SYMCOMM_BOOTSTRAP_TIMEOUT", "60",
-    "bound on joining a communicator and on every bootstrap collective");
+    "bound on joining a communicator and on every bootstrap collective; 0: no bound; at least "
+    "0.1", 0.1);
 static const SecondsParam kPeerTimeout(
     "SYMCOMM_PEER_TIMEOUT", "10",
     "a rank silent for this long is declared lost; 0: silence is never a loss (a closed "
-    "connection still is)");
+    "connection still is); at least 0.1 (two heartbeats of 0.05 s)", 0.1);
 static const SecondsParam kHeartbeatInterval(
     "SYMCOMM_HEARTBEAT_INTERVAL", "1",
-    "how often ranks tell rank 0 (and it them) they live; at most half SYMCOMM_PEER_TIMEOUT "
-    "(a longer interval is shortened to that, with a warning)");
+    "how often ranks tell rank 0 (and it them) they live, at least 0.01; at most half "
+    "SYMCOMM_PEER_TIMEOUT (a longer interval is shortened to that, with a warning)", 0.01,
+    SecondsParam::Zero::Refused);
 static const StringParam kNodeName(
     "SYMCOMM_NODE_NAME", "",
     "overrides the node identity (hostname and boot id): ranks with equal names share a node");
 
-int64_t bootstrap_timeout_ms() { return kBootstrapTimeout.get_ms(); }
+int64_t bootstrap_timeout_ms() {
+  const int64_t ms = kBootstrapTimeout.get_ms();
+  // No bound: kMaxSeconds, the longest any duration parameter bounds a wait (about 116 days).
+  return ms > 0 ? ms : static_cast<int64_t>(SecondsParam::kMaxSeconds * 1000);
+}
 
 namespace {
 
@@ -116,6 +123,18 @@ void skip_payload(int fd, uint64_t bytes, Deadline deadline, const AbortCheck& a
 
 std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int rank) {
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks));
+  // The monitor's parameters, here rather than on its thread, where a bad value has no
+  // caller to fail.
+  b->peer_timeout_ms_ = kPeerTimeout.get_ms();
+  b->heartbeat_ms_ = kHeartbeatInterval.get_ms();
+  if (b->peer_timeout_ms_ > 0 && b->heartbeat_ms_ > b->peer_timeout_ms_ / 2) {
+    // Heartbeats rarer than the timeout would make every live peer look lost.
+    SYMCOMM_WARN("SYMCOMM_HEARTBEAT_INTERVAL (%.3g s) is more than half SYMCOMM_PEER_TIMEOUT "
+                 "(%.3g s): heartbeats every %.3g s instead",
+                 b->heartbeat_ms_ / 1000.0, b->peer_timeout_ms_ / 1000.0,
+                 (b->peer_timeout_ms_ / 2) / 1000.0);
+    b->heartbeat_ms_ = b->peer_timeout_ms_ / 2;
+  }
   b->token_ = uid.token;
   Deadline deadline = answer_deadline();
   PeerInfo me = local_info(rank);
@@ -212,7 +231,7 @@ std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
                              uint64_t reply_bytes) {
   // Ended for good first: a rank that finalizes after that leaves without the last barrier,
   // and the others may see it go before their own finalize.
-  if (!broken_.empty()) throw Error(broken_code_, broken_);
+  if (!rounds_ended_.empty()) throw Error(rounds_ended_code_, rounds_ended_);
   check_alive();
   ++seq_;
   if (rank_ == 0) return hub_round(op, arg, payload, reply_bytes);
@@ -232,7 +251,7 @@ std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
     // answering it as if this rank were still waiting.
     const MsgHeader abandon{kMsgMagic, Op::Abandon, seq_, 0, 0};
     ::send(data_[0].get(), &abandon, sizeof abandon, MSG_NOSIGNAL | MSG_DONTWAIT);
-    break_rounds(e.code(), e.what());
+    end_rounds(e.code(), e.what());
   }
   // A result has the size this rank's call gives; an error message is bounded.
   const bool error = h.op == Op::Error || h.op == Op::Broken;
@@ -244,16 +263,16 @@ std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
                   format_bytes(h.bytes).c_str(), error ? "at most " : "",
                   format_bytes(error ? kMaxUnexpectedBytes : reply_bytes).c_str());
   std::string reply = recv_payload(data_[0].get(), h, deadline, abort_check(), what.c_str());
-  if (h.op == Op::Broken) break_rounds(static_cast<symcommResult_t>(h.arg), reply);
+  if (h.op == Op::Broken) end_rounds(static_cast<symcommResult_t>(h.arg), reply);
   if (error) throw Error(static_cast<symcommResult_t>(h.arg), reply);
   return reply;
 }
 
-void Bootstrap::break_rounds(symcommResult_t code, const std::string& why) {
-  broken_code_ = code;
-  broken_ = format("%s; the host collectives of this communicator ended there on every rank, "
-                   "so that no rank pairs a call with another's different one (finalize it)",
-                   why.c_str());
+void Bootstrap::end_rounds(symcommResult_t code, const std::string& why) {
+  rounds_ended_code_ = code;
+  rounds_ended_ = format("%s; the host collectives of this communicator ended there on every "
+                         "rank, so that no rank pairs a call with another's different one "
+                         "(finalize it)", why.c_str());
   throw Error(code, why);
 }
 
@@ -375,7 +394,7 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
     } catch (const Error&) {
     }
   }
-  if (broken) break_rounds(code, problem);
+  if (broken) end_rounds(code, problem);
   if (!problem.empty()) throw Error(code, problem);
   return reply;
 }
@@ -422,7 +441,12 @@ void Bootstrap::agree(symcommResult_t mine, const std::string& message) {
 }
 
 void Bootstrap::check_alive() const {
-  if (lost_rank_.load() < 0) return;
+  if (lost_rank_.load() < 0 && !failed_.load()) return;
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (failed_.load())
+      throw Error(failure_code_, failure_ + "; this communicator can only be finalized");
+  }
   SYMCOMM_THROW(symcommPeerLost, "%s; this communicator can only be finalized",
                 lost_summary().c_str());
 }
@@ -439,7 +463,28 @@ std::string Bootstrap::lost_summary() const {
 void Bootstrap::on_lost(std::function<void()> callback) {
   std::lock_guard<std::mutex> lock(lost_mutex_);
   on_lost_ = std::move(callback);
-  if (on_lost_ && lost_rank_.load() >= 0) on_lost_();
+  if (on_lost_ && broken_) on_lost_();
+}
+
+void Bootstrap::fail(symcommResult_t code, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (broken_) {
+      // A lost rank or an earlier failure is what the next call reports.
+      SYMCOMM_WARN("%s (after the communicator broke)", why.c_str());
+      return;
+    }
+    failure_code_ = code;
+    failure_ = why;
+    failed_.store(true);
+    if (on_lost_) on_lost_();
+    broken_ = true;
+  }
+  SYMCOMM_WARN("%s", why.c_str());
+  // Shut, not closed: the monitor may still poll them. The peers read the end of the
+  // connection and lose this rank at once, whatever SYMCOMM_PEER_TIMEOUT is.
+  for (const Fd& fd : live_)
+    if (fd) ::shutdown(fd.get(), SHUT_RDWR);
 }
 
 void Bootstrap::mark_lost(int rank, const std::string& why) {
@@ -448,7 +493,8 @@ void Bootstrap::mark_lost(int rank, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(lost_mutex_);
     lost_reason_ = why;
-    if (on_lost_) on_lost_();
+    if (on_lost_ && !broken_) on_lost_();
+    broken_ = true;
   }
   SYMCOMM_WARN("rank %d was lost: %s", rank, why.c_str());
   if (rank_ != 0) return;
@@ -471,7 +517,12 @@ void Bootstrap::start_monitor() {
   SYMCOMM_SYSCHECK(::pipe2(fds, O_CLOEXEC));
   wake_read_.reset(fds[0]);
   wake_write_.reset(fds[1]);
-  monitor_ = std::thread([this] { monitor_loop(); });
+  monitor_ = std::thread([this] {
+    LogRankScope log_rank(rank_);
+    run_guarded([this] { monitor_loop(); }, [this](symcommResult_t code, const std::string& why) {
+      fail(code, format("the peer monitor of rank %d failed: %s", rank_, why.c_str()));
+    });
+  });
 }
 
 void Bootstrap::stop_monitor() {
@@ -483,16 +534,7 @@ void Bootstrap::stop_monitor() {
 }
 
 void Bootstrap::monitor_loop() {
-  LogRankScope log_rank(rank_);
-  const int64_t timeout_ms = kPeerTimeout.get_ms();
-  int64_t interval_ms = kHeartbeatInterval.get_ms();
-  if (timeout_ms > 0 && interval_ms > timeout_ms / 2) {
-    // Heartbeats rarer than the timeout would make every live peer look lost.
-    SYMCOMM_WARN("SYMCOMM_HEARTBEAT_INTERVAL (%.3g s) is more than half SYMCOMM_PEER_TIMEOUT "
-                 "(%.3g s): heartbeats every %.3g s instead",
-                 kHeartbeatInterval.get(), kPeerTimeout.get(), (timeout_ms / 2) / 1000.0);
-    interval_ms = timeout_ms / 2;
-  }
+  const int64_t timeout_ms = peer_timeout_ms_, interval_ms = heartbeat_ms_;
   const auto interval = std::chrono::milliseconds(interval_ms);
   const auto timeout = std::chrono::milliseconds(timeout_ms);
   // Peers this rank watches: all others on the hub, only the hub elsewhere.
@@ -505,6 +547,7 @@ void Bootstrap::monitor_loop() {
   std::vector<bool> leaving(static_cast<size_t>(nranks_), false);
   auto next_beat = Clock::now();
   while (true) {
+    thread_fault_point("peer monitor");
     std::vector<pollfd> fds{{wake_read_.get(), POLLIN, 0}};
     for (int r : watched) fds.push_back({sock(r), POLLIN, 0});
     // Woken at least once per heartbeat interval (and every 100 ms), so that beats go out
@@ -550,7 +593,7 @@ void Bootstrap::monitor_loop() {
       if (timeout_ms > 0 && !finalizing_.load() && !leaving[static_cast<size_t>(r)] &&
           now - last_seen[static_cast<size_t>(r)] > timeout) {
         mark_lost(r, format("no heartbeat for %.3g s (SYMCOMM_PEER_TIMEOUT)",
-                            kPeerTimeout.get()));
+                            timeout_ms / 1000.0));
         gone.push_back(r);
       }
     for (int r : gone) std::erase(watched, r);

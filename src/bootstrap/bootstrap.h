@@ -4,7 +4,8 @@
 //
 // Every blocking step is bounded: by SYMCOMM_BOOTSTRAP_TIMEOUT (symcommTimeout), and by
 // the monitor, which marks the communicator aborted within SYMCOMM_PEER_TIMEOUT of a
-// rank's death or silence (symcommPeerLost at the next call of every other rank).
+// rank's death or silence (symcommPeerLost at the next call of every other rank). A failure
+// inside a thread of the communicator (the monitor's own included) fails it too (fail()).
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@
 
 namespace symcomm {
 
+// SYMCOMM_BOOTSTRAP_TIMEOUT in milliseconds; for 0 (no bound), SecondsParam::kMaxSeconds.
 int64_t bootstrap_timeout_ms();
 
 class Bootstrap {
@@ -74,13 +76,20 @@ class Bootstrap {
   // recv_from without waiting: the message if it has arrived, else nothing.
   std::optional<std::string> try_recv_from(int from, uint64_t tag);
 
-  // Throws symcommPeerLost if the monitor has seen a rank die or go silent.
+  // Throws symcommPeerLost if the monitor has seen a rank die or go silent, or the error
+  // that fail() recorded.
   void check_alive() const;
   // "rank R (pid P on HOST) was lost: WHY" once the monitor has seen a rank die or go
   // silent, else "".
   std::string lost_summary() const;
-  // Called (from the monitor thread) when a rank is lost; at once if one already was.
+  // Called (from the monitor thread) when a rank is lost, or from the thread that calls
+  // fail(); at once if one already was, or it already failed.
   void on_lost(std::function<void()> callback);
+  // A thread of this communicator failed (its peer monitor, the ce watchdog, the NCCL
+  // aborter): this rank's next call throws `code` with `why`, waits in flight end (the
+  // on_lost callback), and the liveness connections are shut so that the peers lose this
+  // rank at once. The first failure, or a lost rank before it, is what calls report.
+  void fail(symcommResult_t code, const std::string& why);
   // Stops treating closed connections as lost peers: called before the last barrier.
   // Non-hub ranks also tell the hub that they leave on purpose.
   void begin_finalize();
@@ -95,11 +104,13 @@ class Bootstrap {
   std::string round(Op op, int64_t arg, const std::string& payload, uint64_t reply_bytes);
   std::string hub_round(Op op, int64_t arg, const std::string& payload, uint64_t reply_bytes);
   // Ends the host collectives for good (see Op::Broken) and throws `code` with `why`.
-  [[noreturn]] void break_rounds(symcommResult_t code, const std::string& why);
+  [[noreturn]] void end_rounds(symcommResult_t code, const std::string& why);
   std::optional<std::string> receive(int from, uint64_t tag, bool wait);
   void start_monitor();
   void stop_monitor();
   void monitor_loop();
+  // The monitor's bounds, read in the joining thread (a bad value fails the join).
+  int64_t peer_timeout_ms_ = 0, heartbeat_ms_ = 0;
   void mark_lost(int rank, const std::string& why);
   AbortCheck abort_check() const { return [this] { check_alive(); }; }
 
@@ -110,8 +121,8 @@ class Bootstrap {
   uint64_t seq_ = 0;
   // Why the host collectives ended for good ("": they work); its code. Rounds run on the
   // calling thread only.
-  std::string broken_;
-  symcommResult_t broken_code_ = symcommSuccess;
+  std::string rounds_ended_;
+  symcommResult_t rounds_ended_code_ = symcommSuccess;
   std::vector<PeerInfo> peers_;
   // Rank 0: one per rank (index 0 unused). Others: index 0 is the hub.
   std::vector<Fd> data_;
@@ -120,8 +131,12 @@ class Bootstrap {
   Fd wake_read_, wake_write_;
   std::atomic<bool> finalizing_{false};
   std::atomic<int> lost_rank_{-1};
+  std::atomic<bool> failed_{false};
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;
+  symcommResult_t failure_code_ = symcommSuccess;  // fail()'s, under lost_mutex_
+  std::string failure_;
+  bool broken_ = false;  // lost a rank or failed (on_lost_ ran), under lost_mutex_
   std::function<void()> on_lost_;
   Fd p2p_listener_;
   std::mutex p2p_mutex_;  // one receiver accepts at a time; p2p_kept_

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/thread_guard.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/protocol.h"
 
@@ -26,24 +27,28 @@ constexpr int64_t kForeverMs = int64_t{1} << 40;
 
 class Root {
  public:
-  Root(Fd listener, const Token& token, RootMode mode)
-      : listener_(std::move(listener)), token_(token), mode_(mode) {}
+  // `timeout_ms`: SYMCOMM_BOOTSTRAP_TIMEOUT, read by the thread that starts the root.
+  Root(Fd listener, const Token& token, RootMode mode, int64_t timeout_ms)
+      : listener_(std::move(listener)), token_(token), mode_(mode), timeout_ms_(timeout_ms) {}
 
   void run() {
-    try {
-      do {
-        serve();
-      } while (mode_ == RootMode::Serial);
-    } catch (const std::exception& e) {
-      // The ranks learn of the failure through their own connections and deadlines.
-      SYMCOMM_WARN("bootstrap root stopped: %s", e.what());
-    }
+    run_guarded(
+        [this] {
+          do {
+            thread_fault_point("bootstrap root");
+            serve();
+          } while (mode_ == RootMode::Serial);
+        },
+        [](symcommResult_t, const std::string& why) {
+          // The ranks learn of the failure through their own connections and deadlines.
+          SYMCOMM_WARN("bootstrap root stopped: %s", why.c_str());
+        });
   }
 
  private:
   // Serves one join, successful or not.
   void serve() {
-    int64_t timeout_ms = bootstrap_timeout_ms();
+    const int64_t timeout_ms = timeout_ms_;
     Deadline deadline = Deadline::after_ms(mode_ == RootMode::Serial ? kForeverMs : timeout_ms);
     int nranks = -1;
     std::vector<Joined> joined;
@@ -87,7 +92,6 @@ class Root {
       }
       if (!started) {
         started = true;
-        timeout_ms = bootstrap_timeout_ms();
         deadline = Deadline::after_ms(timeout_ms);  // the join starts with the first rank
       }
       if (failed != symcommSuccess) {
@@ -184,6 +188,7 @@ class Root {
   Fd listener_;
   Token token_;
   RootMode mode_;
+  int64_t timeout_ms_;
 };
 
 // Descriptors open in this process, or -1 where /proc cannot tell.
@@ -224,7 +229,7 @@ void ensure_descriptors(int64_t more, const char* who) {
 
 NetAddr start_bootstrap_root(Fd listener, const Token& token, RootMode mode) {
   NetAddr addr = socket_local_addr(listener.get());
-  auto root = std::make_shared<Root>(std::move(listener), token, mode);
+  auto root = std::make_shared<Root>(std::move(listener), token, mode, bootstrap_timeout_ms());
   std::thread([root] { root->run(); }).detach();
   return addr;
 }

@@ -5,9 +5,12 @@
 // first one, it sends the ones that did a timeout error naming the missing ranks.
 //
 // RootMode::Once (symcommGetUniqueId): one join; a root that no rank reaches within
-// SYMCOMM_BOOTSTRAP_TIMEOUT of its start stops, so that an unused id leaves no thread behind.
+// SYMCOMM_BOOTSTRAP_TIMEOUT of its start stops, so that an unused id leaves no thread behind
+// (with SYMCOMM_BOOTSTRAP_TIMEOUT=0, no bound, it stays).
 // RootMode::Serial (symrun): one join after another (one communicator after another: init,
 // finalize, init again), for the process's lifetime; no bound before the first rank of each.
+// SYMCOMM_BOOTSTRAP_TIMEOUT is read when the root starts, by the caller: a bad value fails
+// start_bootstrap_root.
 #pragma once
 
 #include <cstdint>

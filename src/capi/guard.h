@@ -3,8 +3,6 @@
 // bytes is 0 [heap.cc:61]"). Nothing else in symcomm catches to report.
 #pragma once
 
-#include <exception>
-#include <new>
 #include <string>
 
 #include "base/error.h"
@@ -24,8 +22,7 @@ std::string name_the_lost_rank(const std::string& what);
 // `describe` names the call and its arguments; it only runs when the call fails.
 template <typename Describe, typename Body>
 symcommResult_t guarded(Describe&& describe, Body&& body) {
-  std::string what;
-  symcommResult_t code;
+  Caught caught;
   symcommComm* const outer = call_comm();  // an entry point called from another's body
   call_comm() = nullptr;
   struct Restore {
@@ -35,24 +32,14 @@ symcommResult_t guarded(Describe&& describe, Body&& body) {
   try {
     body();
     return symcommSuccess;
-  } catch (const Error& e) {
-    code = e.code();
-    what = e.what();
-  } catch (const std::bad_alloc&) {
-    code = symcommOutOfMemory;
-    what = "out of host memory";
-  } catch (const std::exception& e) {
-    code = symcommInternalError;
-    what = e.what();
   } catch (...) {
-    code = symcommInternalError;
-    what = "unknown exception";
+    caught = caught_exception();
   }
-  if (code == symcommPeerLost) what = name_the_lost_rank(what);
-  std::string message = describe() + ": " + what;
+  if (caught.code == symcommPeerLost) caught.what = name_the_lost_rank(caught.what);
+  std::string message = describe() + ": " + caught.what;
   set_last_error(message);
   SYMCOMM_INFO("%s", message.c_str());
-  return code;
+  return caught.code;
 }
 
 // Checks a communicator handle; this thread's log lines show its rank from now on.

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/param.h"
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
 #include "capi/guard.h"
@@ -184,6 +185,7 @@ extern "C" symcommResult_t symcommInit(symcommComm_t* comm, int nranks, int rank
   return guarded([&] { return format("symcommInit(nranks=%d, rank=%d)", nranks, rank); }, [&] {
     SYMCOMM_REQUIRE_ARG(comm);
     *comm = nullptr;
+    validate_all();  // before anything is joined: every rank refuses alike
     SYMCOMM_REQUIRE_ARG(uid);
     check_ranks(nranks, rank);
     symcommConfig_t c = checked_config(config);
@@ -196,6 +198,7 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
   return guarded([] { return std::string("symcommInitFromEnv"); }, [&] {
     SYMCOMM_REQUIRE_ARG(comm);
     *comm = nullptr;
+    validate_all();  // before anything is joined: every rank refuses alike
     before_threads();
     symcommConfig_t c = checked_config(config);
     LaunchEnv env = read_launch_env();

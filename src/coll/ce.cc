@@ -69,6 +69,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "base/thread_guard.h"
 #include "coll/coll.h"
 #include "rma/wait.h"
 
@@ -76,15 +77,15 @@ namespace symcomm {
 
 namespace {
 
+constexpr int kMaxStreams = 16;
 const IntParam kStreams("SYMCOMM_COLL_CE_STREAMS", "1",
                         "streams over which a ce collective spreads its copies to peers, 1 to "
                         "16; 1: one after another on the caller's stream, the fastest on H200 "
-                        "(read when a communicator is created)");
-constexpr int kMaxStreams = 16;
+                        "(read when a communicator is created)", 1, kMaxStreams);
 const IntParam kChainChunks("SYMCOMM_COLL_CE_CHAIN_CHUNKS", "0",
                             "chunks of a ce broadcast's chain (teams of 3 or more, symmetric "
                             "receive buffers), 1 to 1024; 0: from the size and the team "
-                            "(must be the same on every rank)");
+                            "(must be the same on every rank)", 0, 1024);
 
 using Clock = std::chrono::steady_clock;
 
@@ -175,6 +176,8 @@ class CeState final : public AlgorithmState {
   std::string try_memops();
   void destroy();
   void watch_loop();
+  // The watchdog's body threw: its waits are released and the communicator fails.
+  void watchdog_failed(symcommResult_t code, const std::string& why);
   void timed_out(uint64_t waiting, double seconds);
   void release(const char* why);  // with mutex_ held
   // The writes of a release: `first`, this rank's signals on the others marked failed,
@@ -182,6 +185,7 @@ class CeState final : public AlgorithmState {
   void write_release(bool first);
 
   const CudaDriver& drv_;
+  Bootstrap& bootstrap_;
   const int device_, rank_, nranks_;
   const int64_t timeout_ms_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator
   std::string problem_;
@@ -210,7 +214,7 @@ class CeState final : public AlgorithmState {
 };
 
 CeState::CeState(CollContext& ctx)
-    : drv_(cuda_driver()), device_(ctx.topology().device), rank_(ctx.topology().rank),
+    : drv_(cuda_driver()), bootstrap_(ctx.rma().bootstrap()), device_(ctx.topology().device), rank_(ctx.topology().rank),
       nranks_(ctx.topology().nranks), timeout_ms_(wait_timeout_ms()) {
   DeviceScope guard(device_);
   const size_t bytes = (2 * sizeof(uint64_t) * static_cast<size_t>(nranks_) + 255) / 256 * 256;
@@ -229,9 +233,6 @@ CeState::CeState(CollContext& ctx)
   int64_t streams = 0;
   try {
     streams = kStreams.get();
-    if (streams < 1 || streams > kMaxStreams)
-      bad_param = format("SYMCOMM_COLL_CE_STREAMS=%lld is not in [1, %d]",
-                         static_cast<long long>(streams), kMaxStreams);
   } catch (const Error& e) {
     bad_param = e.what();
   }
@@ -383,11 +384,27 @@ void CeState::check_usable() const {
 }
 
 void CeState::start() {
-  std::call_once(started_, [this] { watchdog_ = std::thread([this] { watch_loop(); }); });
+  std::call_once(started_, [this] {
+    watchdog_ = std::thread([this] {
+      LogRankScope scope(rank_);
+      run_guarded([this] { watch_loop(); },
+                  [this](symcommResult_t code, const std::string& why) {
+                    watchdog_failed(code, why);
+                  });
+    });
+  });
+}
+
+void CeState::watchdog_failed(symcommResult_t code, const std::string& why) {
+  {
+    // No watchdog bounds the waits any more: they are let go now.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!released_) release("its watchdog failed");
+  }
+  bootstrap_.fail(code, format("the ce watchdog of rank %d failed: %s", rank_, why.c_str()));
 }
 
 void CeState::watch_loop() {
-  LogRankScope scope(rank_);
   const auto poll = std::chrono::milliseconds(std::clamp<int64_t>(timeout_ms_ / 10, 1, 100));
   const auto timeout = std::chrono::milliseconds(timeout_ms_);
   uint64_t seen = 0;
@@ -395,6 +412,7 @@ void CeState::watch_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   auto woken = [&] { return stop_ || (aborted_ && !released_); };
   for (;;) {
+    thread_fault_point("ce watchdog");
     if (released_)
       wake_.wait_for(lock, std::chrono::milliseconds(100), woken);
     else if (timeout_ms_ > 0)
@@ -804,7 +822,7 @@ class CeAlgorithm final : public CollAlgorithm {
   // n - 1 links, so for T the message's time on one link, (K + n - 2) (T / K + 5 us) is
   // least at K = sqrt((n - 2) T / 5 us).
   static size_t chain_chunk(size_t bytes, int n) {
-    int64_t k = kChainChunks.get_in(0, 1024);
+    int64_t k = kChainChunks.get();
     if (k == 0) {
       const double link_us = static_cast<double>(bytes) / 390e3;  // 390 GB/s
       k = std::clamp<int64_t>(std::llround(std::sqrt((n - 2) * link_us / 5.0)), 1, 64);

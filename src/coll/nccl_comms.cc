@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/cuda_runtime_check.h"
+#include "base/thread_guard.h"
 
 
 namespace symcomm {
@@ -63,11 +64,18 @@ void NcclComms::abort() {
   // ncclCommAbort may wait for a call in progress (the lock) and takes a while: not on the
   // monitor thread, which has peers to tell.
   std::lock_guard<std::mutex> lock(aborter_mutex_);
-  aborter_ = std::thread([this] { abort_all(); });
+  aborter_ = std::thread([this] {
+    LogRankScope scope(ctx_.topology().rank);
+    run_guarded([this] { abort_all(); }, [this](symcommResult_t code, const std::string& why) {
+      ctx_.rma().bootstrap().fail(
+          code, format("the NCCL aborter of rank %d failed: %s", ctx_.topology().rank,
+                       why.c_str()));
+    });
+  });
 }
 
 void NcclComms::abort_all() {
-  LogRankScope scope(ctx_.topology().rank);
+  thread_fault_point("nccl aborter");
   std::lock_guard<std::mutex> lock(mutex_);
   if (comms_.empty()) return;
   const NcclLib* lib = NcclLib::get();

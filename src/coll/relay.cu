@@ -79,29 +79,6 @@ namespace symcomm {
 
 namespace {
 
-// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): 8 chunks per lane gave the
-// best large broadcasts (128 MiB: 449 us, 4 chunks 484), one chunk the best small ones
-// (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds costs some 3.5 us of signals, so
-// chunks are at least kMinChunk where a lane has more than one. 96 lanes beat 64 by 1-5%
-// from 16 MiB (relay_lanes_cc707f7.jsonl); 128 leave the root's own copy 4 blocks. Lanes
-// of 8 KiB where pieces are at most kEagerPiece (one chunk each: more stores in flight)
-// took 128 KiB-2 MiB 1.7-3.7 us less than lanes of 32 KiB, three runs each; larger pieces
-// keep 32 KiB a lane (8 KiB: 4 MiB 4% slower), relay_lane_bytes_f5a72dc.jsonl.
-const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "96",
-                      "most lanes (blocks per member) of a relay broadcast; the same on every "
-                      "rank");
-const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "8K",
-                           "bytes of a member's piece per lane of a relay broadcast, at least "
-                           "(fewer lanes for smaller pieces; at least 32 KiB where pieces exceed "
-                           "1 MiB); the same on every rank");
-const IntParam kStepsParam("SYMCOMM_COLL_RELAY_STEPS", "8",
-                           "chunks per lane of a member's piece in a relay broadcast, at most "
-                           "(fewer where chunks would be under 32 KiB, more where over "
-                           "SYMCOMM_COLL_RELAY_CHUNK); the same on every rank");
-const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "256K",
-                       "most bytes of a relay broadcast's chunk (the unit a member forwards and "
-                       "signals); the same on every rank");
-
 // BEGIN relay protocol: from here to "END relay protocol", the code also runs on the host in
 // tests/unit/relay_emulation.cc (one thread per CUDA thread, the intrinsics emulated).
 constexpr int kMaxTeam = 32;
@@ -331,6 +308,29 @@ inline bool place_own_copy(Plan& p, bool copies, int resident) {
 
 // END relay protocol
 
+// 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): 8 chunks per lane gave the
+// best large broadcasts (128 MiB: 449 us, 4 chunks 484), one chunk the best small ones
+// (1 MiB: 15.9 us, 4 chunks 24.3): each chunk a lane adds costs some 3.5 us of signals, so
+// chunks are at least kMinChunk where a lane has more than one. 96 lanes beat 64 by 1-5%
+// from 16 MiB (relay_lanes_cc707f7.jsonl); 128 leave the root's own copy 4 blocks. Lanes
+// of 8 KiB where pieces are at most kEagerPiece (one chunk each: more stores in flight)
+// took 128 KiB-2 MiB 1.7-3.7 us less than lanes of 32 KiB, three runs each; larger pieces
+// keep 32 KiB a lane (8 KiB: 4 MiB 4% slower), relay_lane_bytes_f5a72dc.jsonl.
+const IntParam kLanes("SYMCOMM_COLL_RELAY_BLOCKS", "96",
+                      "most lanes (blocks per member) of a relay broadcast, 1 to 128; the same "
+                      "on every rank", 1, kMaxLanes);
+const SizeParam kLaneBytes("SYMCOMM_COLL_RELAY_LANE_BYTES", "8K",
+                           "bytes of a member's piece per lane of a relay broadcast, at least "
+                           "(fewer lanes for smaller pieces; at least 32 KiB where pieces exceed "
+                           "1 MiB); the same on every rank", 1);
+const IntParam kStepsParam("SYMCOMM_COLL_RELAY_STEPS", "8",
+                           "chunks per lane of a member's piece in a relay broadcast, at most "
+                           "(fewer where chunks would be under 32 KiB, more where over "
+                           "SYMCOMM_COLL_RELAY_CHUNK); the same on every rank", 1);
+const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "256K",
+                       "most bytes of a relay broadcast's chunk (the unit a member forwards and "
+                       "signals), at least 16; the same on every rank", 16);
+
 size_t counters_bytes(int nranks) {
   return size_t{kCounters} * kMaxLanes * static_cast<size_t>(nranks) * sizeof(uint64_t);
 }
@@ -381,14 +381,9 @@ class RelayAlgorithm final : public CollAlgorithm {
         SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
       return;
     }
-    const int64_t max_lanes = kLanes.get_in(1, kMaxLanes);
+    const int64_t max_lanes = kLanes.get();
     const uint64_t max_chunk = kChunk.get(), lane_bytes = kLaneBytes.get();
-    SYMCOMM_REQUIRE(max_chunk >= 16, symcommInvalidArgument,
-                    "SYMCOMM_COLL_RELAY_CHUNK=%llu is under 16 bytes",
-                    static_cast<unsigned long long>(max_chunk));
-    SYMCOMM_REQUIRE(lane_bytes >= 1, symcommInvalidArgument,
-                    "SYMCOMM_COLL_RELAY_LANE_BYTES is 0");
-    const int64_t steps = kStepsParam.get_in(1, INT64_MAX);
+    const int64_t steps = kStepsParam.get();
     Plan p{};
     p.comm = s.world;
     p.n = a.team.size;

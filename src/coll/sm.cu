@@ -54,10 +54,10 @@ const SizeParam kRingBytes("SYMCOMM_COLL_SM_BYTES", "64M",
 const IntParam kBlocks("SYMCOMM_COLL_SM_BLOCKS", "40",
                        "blocks with which an sm collective sends (as many receive): channels per "
                        "pair = this / (team size - 1), at most 32 and at most what fits in "
-                       "the GPU at once; the same on every rank");
+                       "the GPU at once; 1 to 256; the same on every rank", 1, 256);
 const IntParam kBlocksLarge("SYMCOMM_COLL_SM_BLOCKS_LARGE", "96",
                             "SYMCOMM_COLL_SM_BLOCKS for messages between two members of "
-                            "SYMCOMM_COLL_SM_LARGE bytes or more");
+                            "SYMCOMM_COLL_SM_LARGE bytes or more; 1 to 256", 1, 256);
 // 4 ranks: 96 blocks moved 1 GiB all-to-alls 13% faster than 40, and 16 MiB ones (4 MiB a
 // pair) 17% slower (bench/results/h200x4/coll_0ce0fed_b96.jsonl).
 const SizeParam kLargeFrom("SYMCOMM_COLL_SM_LARGE", "16M",
@@ -787,8 +787,8 @@ class SmAlgorithm final : public CollAlgorithm {
     p.slot = s.slot;
     p.n = a.team.size;
     p.me = a.me;
-    set_channels(p, static_cast<int>(kBlocks.get_in(1, 256)),
-                 static_cast<int>(kBlocksLarge.get_in(1, 256)), s.room());
+    set_channels(p, static_cast<int>(kBlocks.get()), static_cast<int>(kBlocksLarge.get()),
+                 s.room());
     p.large_from = kLargeFrom.get();
     p.op = a.redop;
     for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);

@@ -86,14 +86,6 @@ const SizeParam kStageBytes("SYMCOMM_COLL_TWOSHOT_BYTES", "8M",
                             "symmetric staging memory per rank of the twoshot collectives, for "
                             "buffers that are not symmetric (twice this; at most 1/16 of "
                             "SYMCOMM_HEAP_MAX is used)");
-// 4 ranks: 128 blocks took 3% less time than 64 for all-reduces of 16-64 MiB, the same
-// below (bench/results/h200x4/coll_twoshot_b128_ccbbbf9.jsonl against coll_fa9542c_reductions).
-// 192 and 256 (kMaxBlocks raised for the run) were no faster from 16 MiB to 1 GiB, and 7%
-// slower for reduce-scatters of 1 GiB (bench/results/h200x4/twoshot_blocks_5bf03ca.txt).
-const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "128",
-                       "most blocks of a twoshot collective (1 per 8 KiB of a segment's "
-                       "round); the same on every rank");
-
 // BEGIN twoshot protocol: from here to "END twoshot protocol", the code also runs on the host
 // in tests/unit/twoshot_emulation.cc (one thread per CUDA thread, the intrinsics and
 // symcomm's device helpers emulated there).
@@ -368,6 +360,14 @@ inline uint64_t shape_call(Plan& p, uint64_t count, uint64_t elem, uint64_t bloc
 
 // END twoshot protocol
 
+// 4 ranks: 128 blocks took 3% less time than 64 for all-reduces of 16-64 MiB, the same
+// below (bench/results/h200x4/coll_twoshot_b128_ccbbbf9.jsonl against coll_fa9542c_reductions).
+// 192 and 256 (kMaxBlocks raised for the run) were no faster from 16 MiB to 1 GiB, and 7%
+// slower for reduce-scatters of 1 GiB (bench/results/h200x4/twoshot_blocks_5bf03ca.txt).
+const IntParam kBlocks("SYMCOMM_COLL_TWOSHOT_BLOCKS", "128",
+                       "most blocks of a twoshot collective (1 per 8 KiB of a segment's "
+                       "round), 1 to 128; the same on every rank", 1, kMaxBlocks);
+
 size_t flags_bytes(int nranks) {
   return size_t{3} * kMaxBlocks * static_cast<size_t>(nranks) * sizeof(uint64_t);
 }
@@ -437,7 +437,7 @@ class TwoshotAlgorithm final : public CollAlgorithm {
         SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, block, cudaMemcpyDeviceToDevice, stream));
       return;
     }
-    const int64_t max_blocks = kBlocks.get_in(1, kMaxBlocks);
+    const int64_t max_blocks = kBlocks.get();
     Plan p{};
     p.comm = s.world;
     p.n = n;

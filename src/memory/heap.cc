@@ -7,12 +7,17 @@
 
 namespace symcomm {
 
+// At most 64T: a rank reserves an address window of the heap's maximum for every peer it
+// reaches, in the 128 TiB of a process's address space.
+constexpr size_t kMaxHeapBytes = size_t{64} << 40;
 static const SizeParam kHeapMax(
     "SYMCOMM_HEAP_MAX", "0",
-    "largest the symmetric heap may grow, per rank (0: the GPU's memory, or 16G on the host)");
+    "largest the symmetric heap may grow, per rank (0: the GPU's memory, or 16G on the host); "
+    "at most 64T", 0, kMaxHeapBytes);
 static const SizeParam kHeapChunk(
     "SYMCOMM_HEAP_CHUNK_SIZE", "0",
-    "the heap grows by at least this much at a time (0: 512M on GPUs, 64M on the host)");
+    "the heap grows by at least this much at a time (0: 512M on GPUs, 64M on the host); at "
+    "most 64T", 0, kMaxHeapBytes);
 
 Heap::Heap(Bootstrap& bootstrap, const Topology& topology, Space& space)
     : bootstrap_(bootstrap), topology_(topology), space_(space) {

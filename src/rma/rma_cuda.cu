@@ -40,15 +40,16 @@ static const SizeParam kSmCopyMax(
     "puts and gets up to this size use SM copy kernels under symcommEngineAuto, larger ones the "
     "copy engines (0: always the copy engines)");
 static const IntParam kSmCopyBlocks("SYMCOMM_SM_COPY_BLOCKS", "32",
-                                    "blocks of the SM copy kernel (one per SM at most)");
+                                    "blocks of the SM copy kernel (one per SM at most), 1 to "
+                                    "1024", 1, 1024);
 static const IntParam kBoxBlocks("SYMCOMM_BOX_COPY_BLOCKS", "8192",
                                  "most blocks of one batched box-copy launch (decomposition "
-                                 "transposes and halos)");
+                                 "transposes and halos), 1 to 1048576", 1, 1 << 20);
 static const IntParam kSyncedPerSm(
     "SYMCOMM_BOX_COPY_SYNCED_PER_SM", "2",
     "blocks per SM of a box-copy launch that holds its barriers (each block ends with a "
     "system-scope fence, so few long-lived blocks beat many short ones); 0: barrier kernels "
-    "and the copy kernel apart");
+    "and the copy kernel apart; at most 64", 0, 64);
 static const EnumParam kWaitEngine(
     "SYMCOMM_WAIT_ENGINE", "kernel", "kernel|memop",
     "on-stream signal waits: a bounded kernel, or cuStreamWaitValue64 (>= and == only), which "
@@ -143,11 +144,11 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&reset_stream_, cudaStreamNonBlocking));
     load_kernels(drv_);  // all of the library's, before any of them can wait for a peer
     base_ = windows[static_cast<size_t>(topology.rank)];
-    copy_blocks_ = static_cast<int>(kSmCopyBlocks.get_in(1, 1024));
-    box_blocks_ = static_cast<int>(kBoxBlocks.get_in(1, 1 << 20));
+    copy_blocks_ = static_cast<int>(kSmCopyBlocks.get());
+    box_blocks_ = static_cast<int>(kBoxBlocks.get());
     int sms = 0;
     SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, topology.device));
-    synced_blocks_ = sms * static_cast<int>(kSyncedPerSm.get_in(0, 64));
+    synced_blocks_ = sms * static_cast<int>(kSyncedPerSm.get());
     sm_copy_max_ = kSmCopyMax.get();
     wait_timeout_ns_ = static_cast<uint64_t>(wait_timeout_ms()) * 1000000ull;
     SYMCOMM_CUDART(cudaDeviceSynchronize());

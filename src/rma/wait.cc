@@ -1,7 +1,5 @@
 #include "rma/wait.h"
 
-#include <algorithm>
-
 #include "base/error.h"
 #include "base/param.h"
 
@@ -11,14 +9,9 @@ static const SecondsParam kWaitTimeout(
     "SYMCOMM_WAIT_TIMEOUT", "60",
     "bound of every signal wait and barrier, on the host and on the device (read when a "
     "communicator is created); 0: no bound (a wait then ends only when it succeeds or the "
-    "communicator is aborted); a positive value below 1 ms counts as 1 ms");
+    "communicator is aborted); at least 0.001", 0.001);
 
-int64_t wait_timeout_ms() {
-  const double seconds = kWaitTimeout.get();
-  if (seconds == 0) return 0;
-  // Rounded to whole milliseconds, but never to 0, which would mean no bound at all.
-  return std::max<int64_t>(1, kWaitTimeout.get_ms());
-}
+int64_t wait_timeout_ms() { return kWaitTimeout.get_ms(); }
 
 const char* cmp_name(symcommCmp_t cmp) {
   switch (cmp) {

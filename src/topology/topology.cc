@@ -11,7 +11,8 @@
 namespace symcomm {
 
 static const IntParam kDevice("SYMCOMM_DEVICE", "-1",
-                              "CUDA device of this rank (-1: local rank modulo device count)");
+                              "CUDA device of this rank (-1: local rank modulo device count)",
+                              -1, INT_MAX);
 
 namespace {
 
@@ -40,7 +41,7 @@ int pick_device(const CudaDriver& drv, int requested, int local_rank) {
   int count = 0;
   SYMCOMM_CU(drv, cuDeviceGetCount(&count));
   SYMCOMM_REQUIRE(count > 0, symcommNotSupported, "the cuda space needs a GPU; none is visible");
-  int dev = requested >= 0 ? requested : static_cast<int>(kDevice.get_in(-1, INT_MAX));
+  int dev = requested >= 0 ? requested : static_cast<int>(kDevice.get());
   if (dev < 0) dev = local_rank % count;
   SYMCOMM_REQUIRE(dev < count, symcommInvalidArgument,
                   "device %d does not exist (%d visible; check SYMCOMM_DEVICE, the config's "

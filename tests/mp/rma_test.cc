@@ -439,8 +439,8 @@ TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
 }
 
 // SYMCOMM_WAIT_TIMEOUT=0 means no bound in both spaces (the host space once timed out at
-// once, the device never): a signal sent 0.3 s late is still waited for. A positive bound
-// below a millisecond is still a bound (1 ms), not "none".
+// once, the device never): a signal sent 0.3 s late is still waited for. The smallest
+// positive bound, 1 ms, is a bound, not "none".
 TEST_F(Rma, WaitTimeoutZeroMeansNoBound) {
   symcommComm_t c = comm_with_timeout("0");
   ASSERT_NE(c, nullptr);
@@ -465,7 +465,7 @@ TEST_F(Rma, WaitTimeoutZeroMeansNoBound) {
   SC_OK(symcommFree(c, word));
   SC_OK(symcommFinalize(c));
 
-  c = comm_with_timeout("0.0001");
+  c = comm_with_timeout("0.001");
   ASSERT_NE(c, nullptr);
   SC_OK(symcommMalloc(c, 8, reinterpret_cast<void**>(&word)));
   mp::write_u64(word, 5);
