@@ -550,10 +550,7 @@ void Bootstrap::monitor_loop() {
     thread_fault_point("peer monitor");
     std::vector<pollfd> fds{{wake_read_.get(), POLLIN, 0}};
     for (int r : watched) fds.push_back({sock(r), POLLIN, 0});
-    // Woken at least once per heartbeat interval (and every 100 ms), so that beats go out
-    // on time however short the interval.
-    int rc = ::poll(fds.data(), fds.size(),
-                    static_cast<int>(std::clamp<int64_t>(interval_ms, 1, 100)));
+    int rc = ::poll(fds.data(), fds.size(), monitor_wake_ms(interval_ms));
     if (rc < 0 && errno != EINTR) {
       mark_lost(rank_ == 0 ? watched.front() : 0, format("poll failed: %s", strerror(errno)));
       return;

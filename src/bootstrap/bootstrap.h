@@ -8,6 +8,7 @@
 // inside a thread of the communicator (the monitor's own included) fails it too (fail()).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -82,6 +83,11 @@ class Bootstrap {
   // "rank R (pid P on HOST) was lost: WHY" once the monitor has seen a rank die or go
   // silent, else "".
   std::string lost_summary() const;
+  // How long the peer monitor sleeps between looks, for heartbeats every `heartbeat_ms`: at
+  // most one interval (beats go out on time however short it is), and at most 100 ms.
+  static int monitor_wake_ms(int64_t heartbeat_ms) {
+    return static_cast<int>(std::clamp<int64_t>(heartbeat_ms, 1, 100));
+  }
   // Called (from the monitor thread) when a rank is lost, or from the thread that calls
   // fail(); at once if one already was, or it already failed.
   void on_lost(std::function<void()> callback);

@@ -154,3 +154,16 @@ TEST_F(BootstrapThreads, BootstrapTimeoutZeroMeansNoBound) {
 
 }  // namespace
 }  // namespace symcomm
+
+// The monitor looks at least once per heartbeat interval, so beats go out on time however
+// short the interval: it used to sleep 100 ms whatever the interval, and a 50 ms timeout
+// (25 ms beats) lost every live peer. Checked here rather than by timing live peers, which
+// a loaded machine's scheduling would decide (tests/mp/init_test.cc has the live case with
+// room to spare).
+TEST(PeerMonitor, WakesAtLeastOncePerHeartbeat) {
+  EXPECT_EQ(symcomm::Bootstrap::monitor_wake_ms(10), 10);
+  EXPECT_EQ(symcomm::Bootstrap::monitor_wake_ms(25), 25);
+  EXPECT_EQ(symcomm::Bootstrap::monitor_wake_ms(100), 100);
+  EXPECT_EQ(symcomm::Bootstrap::monitor_wake_ms(1000), 100);  // and every 100 ms for the timeouts
+  EXPECT_EQ(symcomm::Bootstrap::monitor_wake_ms(0), 1);
+}
