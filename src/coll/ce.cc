@@ -227,22 +227,16 @@ CeState::CeState(CollContext& ctx)
           static_cast<uint64_t*>(ctx.heap().peer_ptr(word(kDone, rank_), r));
 
   // What this rank can do, agreed by all so that every member runs ce or none does: 0 yes,
-  // 1 no 64-bit stream memory operations, 2 a bad SYMCOMM_COLL_CE_STREAMS, 3 the streams or
-  // the memory operations failed here.
-  std::string bad_param;
-  int64_t streams = 0;
-  try {
-    streams = kStreams.get();
-  } catch (const Error& e) {
-    bad_param = e.what();
-  }
+  // 1 no 64-bit stream memory operations, 3 the streams or the memory operations failed
+  // here. (SYMCOMM_COLL_CE_STREAMS was checked when the communicator's creation began.)
+  const int64_t streams = kStreams.get();
   CUdevice dev = 0;
   SYMCOMM_CU(drv_, cuDeviceGet(&dev, device_));
   int memops = 0;
   if (drv_.cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
                                 dev) != CUDA_SUCCESS)
     memops = 0;
-  int32_t mine = memops == 0 ? 1 : bad_param.empty() ? 0 : 2;
+  int32_t mine = memops == 0 ? 1 : 0;
   std::string failure;
   if (mine == 0) {
     try {
@@ -265,10 +259,6 @@ CeState::CeState(CollContext& ctx)
     if (v == 1)
       problem_ = format("rank %d's GPU has no 64-bit stream memory operations "
                         "(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS)", r);
-    else if (v == 2)
-      problem_ = r == rank_ ? bad_param
-                            : format("rank %d's SYMCOMM_COLL_CE_STREAMS is not in [1, %d]", r,
-                                     kMaxStreams);
     else if (v == 3)
       problem_ = r == rank_ ? failure
                             : format("rank %d could not make its streams or run stream memory "

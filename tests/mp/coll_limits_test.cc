@@ -701,7 +701,7 @@ TEST(CollLimits, CountsOnTheDeviceWaitEndsAtTheTimeout) {
 
 // SYMCOMM_COLL_CE_STREAMS (read when a communicator is created): 1 (the default) issues the
 // copies to peers on the caller's stream, 2 spreads them over side streams; a value out of
-// range leaves the communicator without ce, which says why.
+// range fails the communicator's creation on every rank, naming the parameter and its range.
 TEST(CollLimits, CeStreams) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
   const int n = mp::nranks();
@@ -711,7 +711,16 @@ TEST(CollLimits, CeStreams) {
   std::vector<uint8_t> mine(b * static_cast<size_t>(n));
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<uint8_t>(i * 13 + mp::rank());
   mp::store(send, mine);
-  for (const char* streams : {"1", "2", "0"}) {
+  {
+    mp::ScopedEnv env("SYMCOMM_COLL_CE_STREAMS", "0");
+    symcommComm_t comm = nullptr;
+    const symcommUniqueId uid = mp::shared_uid();
+    symcommConfig_t cfg = mp::config();
+    SC_FAILS_SAYING(symcommInit(&comm, n, mp::rank(), &uid, &cfg), symcommInvalidArgument,
+                    "SYMCOMM_COLL_CE_STREAMS='0' is not an integer in [1, 16]");
+    EXPECT_EQ(comm, nullptr);
+  }
+  for (const char* streams : {"1", "2"}) {
     SCOPED_TRACE(std::string("SYMCOMM_COLL_CE_STREAMS=") + streams);
     mp::ScopedEnv env("SYMCOMM_COLL_CE_STREAMS", streams);
     symcommComm_t comm = mp::new_comm();
@@ -720,25 +729,16 @@ TEST(CollLimits, CeStreams) {
     mp::store(recv, std::vector<uint8_t>(b * static_cast<size_t>(n), 0xAB));
     const symcommResult_t rc = symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv,
                                                        count, symcommInt32, "ce", stream);
-    if (std::strcmp(streams, "0") == 0) {
-      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
-      // Rank 0 names the value; the others name rank 0.
-      const char* why = symcommGetLastError();
-      EXPECT_NE(std::strstr(why, mp::rank() == 0 ? "SYMCOMM_COLL_CE_STREAMS=0 is not in [1, 16]"
-                                                 : "rank 0's SYMCOMM_COLL_CE_STREAMS is not in"),
-                nullptr) << why;
-    } else {
-      EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
-      // Block r of recv is block `me` of rank r's send.
-      std::vector<uint8_t> got = mp::fetch(stream, recv, b * static_cast<size_t>(n));
-      size_t wrong = 0;
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < b; ++i) {
-          const size_t at = static_cast<size_t>(mp::rank()) * b + i;
-          wrong += got[static_cast<size_t>(r) * b + i] != static_cast<uint8_t>(at * 13 + r);
-        }
-      EXPECT_EQ(wrong, 0u);
-    }
+    EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
+    // Block r of recv is block `me` of rank r's send.
+    std::vector<uint8_t> got = mp::fetch(stream, recv, b * static_cast<size_t>(n));
+    size_t wrong = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < b; ++i) {
+        const size_t at = static_cast<size_t>(mp::rank()) * b + i;
+        wrong += got[static_cast<size_t>(r) * b + i] != static_cast<uint8_t>(at * 13 + r);
+      }
+    EXPECT_EQ(wrong, 0u);
     mp::sync(stream);
     mp::free_stream(stream);
     EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();

@@ -2,9 +2,12 @@
 # Probe (on a GPU machine, from the repository root): the multi-process GPU tests with more
 # ranks than GPUs (8 ranks on 4 H200: two per GPU), under MPS so that the two processes on a
 # GPU run their kernels side by side (without MPS a kernel that waits for the other process
-# holds the GPU from it). Each process gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (default 50) of
-# the GPU, so that both ranks' resident grids fit at once. It shows that the 8-rank paths
-# (plans, lanes, grids of 2 x 4 and 1 x 8) run correctly on GPUs; its times mean nothing.
+# holds the GPU from it). Each process gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of the GPU (by
+# default its share: 50 for two ranks per GPU, 25 for four), so that the resident grids of
+# all the ranks on a GPU fit at once (kernels that wait for each other stall otherwise: with
+# 8 ranks on 2 H200 at 50% each, the all-to-all-v with counts on the device timed out). It
+# shows that the 8-rank paths (plans, lanes, grids of 2 x 4 and 1 x 8) run correctly on
+# GPUs; its times mean nothing.
 # NCCL refuses two ranks on one GPU, so nccl algorithms and backends are filtered out.
 #   [SUITES="coll decomp"] tools/probe/shared_gpus.sh [RANKS]     RANKS: 8 by default
 # The MPS control daemon runs with private pipe and log directories and is stopped on exit;
@@ -26,7 +29,9 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d || { echo "cannot start MPS"; exit 1; }
 trap 'echo quit | nvidia-cuda-mps-control; sleep 1; cp -r "$CUDA_MPS_LOG_DIRECTORY" "$L/mps"
       tar -C "$L" -czf "$OUT/logs.tgz" . && rm -rf "$L"' EXIT
-export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-50}
+ngpu=$(nvidia-smi -L | wc -l)
+per_gpu=$(( (n + ngpu - 1) / ngpu ))
+export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-$((100 / per_gpu))}
 
 cat > "$T/sms.cu" <<'EOF'
 #include <cstdio>
