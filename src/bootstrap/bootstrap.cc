@@ -245,7 +245,10 @@ std::string Bootstrap::round(Op op, int64_t arg, const std::string& payload,
     send_msg(data_[0].get(), op, seq_, arg, payload, deadline, abort_check(), what.c_str());
     h = recv_header(data_[0].get(), seq_, deadline, abort_check(), what.c_str());
   } catch (const Error& e) {
-    if (e.code() == symcommPeerLost) throw;
+    if (e.code() == symcommPeerLost) {
+      note_lost_in_round(0, e);
+      throw;
+    }
     // Rank 0 is late (it skipped this call?) or the ranks are out of step: this rank gives up
     // the round, and says so, so that rank 0 fails this round when it comes to it instead of
     // answering it as if this rank were still waiting.
@@ -296,7 +299,22 @@ std::string Bootstrap::hub_round(Op op, int64_t arg, const std::string& payload,
     try {
       h = recv_header(fd, seq_, deadline, abort_check(), what.c_str());
     } catch (const Error& e) {
-      if (e.code() == symcommPeerLost) throw;
+      if (e.code() == symcommPeerLost) {
+        // The others learn it from this round's answer, ahead of anything else on their
+        // connections (rank 0's, closing as it finalizes, could otherwise pass for the loss).
+        note_lost_in_round(r, e);
+        const std::string lost = lost_summary();
+        for (int q = 1; q < nranks_; ++q) {
+          if (q == r) continue;
+          try {
+            send_msg(data_[static_cast<size_t>(q)].get(), Op::Error, seq_, symcommPeerLost,
+                     lost.empty() ? std::string(e.what()) : lost,
+                     Deadline::after_ms(1000), nullptr, "answering with the loss");
+          } catch (const Error&) {
+          }
+        }
+        throw;
+      }
       broken = true;
       code = e.code();
       problem = e.code() == symcommTimeout && std::string(e.what()).find("gave up") ==
@@ -485,6 +503,13 @@ void Bootstrap::fail(symcommResult_t code, const std::string& why) {
   // connection and lose this rank at once, whatever SYMCOMM_PEER_TIMEOUT is.
   for (const Fd& fd : live_)
     if (fd) ::shutdown(fd.get(), SHUT_RDWR);
+}
+
+void Bootstrap::note_lost_in_round(int rank, const Error& e) {
+  // A connection that closed under a round is its rank gone, whatever the monitor has seen
+  // so far (a finalizing rank leaves only after the last round).
+  if (!finalizing_.load() && std::string(e.what()).find("connection") != std::string::npos)
+    mark_lost(rank, format("its connection closed under a host collective (%s)", e.what()));
 }
 
 void Bootstrap::mark_lost(int rank, const std::string& why) {

@@ -118,6 +118,9 @@ class Bootstrap {
   // The monitor's bounds, read in the joining thread (a bad value fails the join).
   int64_t peer_timeout_ms_ = 0, heartbeat_ms_ = 0;
   void mark_lost(int rank, const std::string& why);
+  // A round's wait on `rank`'s connection ended with `e` (symcommPeerLost): marks the rank
+  // lost where its connection closed.
+  void note_lost_in_round(int rank, const Error& e);
   AbortCheck abort_check() const { return [this] { check_alive(); }; }
 
   int rank_;

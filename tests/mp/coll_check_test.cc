@@ -359,4 +359,22 @@ TEST_F(CollCheck, OnATeamOfTheOddRanks) {
   if (odd != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, odd));
 }
 
+// Without SYMCOMM_COLL_CHECK in the environment, the check is on in the host space: a count
+// that differs on the last rank fails every rank, naming both. (In the cuda space it is off
+// by default; such a call would run with wrong data there, so it is not made.)
+TEST(CollCheckDefault, OnInTheHostSpace) {
+  if (mp::space() != symcommSpaceHost) GTEST_SKIP() << "off by default in the cuda space";
+  if (mp::nranks() < 2) GTEST_SKIP() << "needs two ranks";
+  mp::ScopedEnv unset("SYMCOMM_COLL_CHECK", "auto");  // the default, whatever the caller set
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const bool last = mp::rank() == mp::nranks() - 1;
+  std::vector<int32_t> send(kCount), recv(kCount * static_cast<size_t>(mp::nranks()));
+  SC_FAILS_SAYING(symcommAllGatherOnStream(comm, SYMCOMM_TEAM_WORLD, send.data(), recv.data(),
+                                           last ? kCount - 1 : kCount, symcommInt32, nullptr,
+                                           nullptr),
+                  symcommInvalidUsage, "SYMCOMM_COLL_CHECK", "passes count");
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
 }  // namespace

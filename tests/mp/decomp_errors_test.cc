@@ -300,6 +300,35 @@ TEST(Decomp, NoBackendCanRunSaysWhyForEach) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
+// Without SYMCOMM_DECOMP_CHECK in the environment, the check is on in the host space: a
+// transpose whose halo differs on the last rank fails every rank, naming the argument.
+TEST(Decomp, CheckIsOnByDefaultInTheHostSpace) {
+  if (mp::space() != symcommSpaceHost) GTEST_SKIP() << "off by default in the cuda space";
+  if (mp::nranks() < 2) GTEST_SKIP() << "needs two ranks";
+  mp::ScopedEnv unset("SYMCOMM_DECOMP_CHECK", "auto");  // the default, whatever the caller set
+  symcommDecompConfig_t c = config_2d(8);
+  std::snprintf(c.backend, sizeof c.backend, "copy");
+  symcommDecomp_t d;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const int64_t halo[3] = {1, 1, 1}, other[3] = {1, 0, 1};
+  const bool last = mp::rank() == mp::nranks() - 1;
+  symcommPencilInfo_t x, y;
+  SC_OK(symcommDecompPencilInfo(d, 0, halo, nullptr, &x));
+  SC_OK(symcommDecompPencilInfo(d, 1, nullptr, nullptr, &y));
+  size_t need = 0;
+  SC_OK(symcommDecompWorkspaceSize(d, symcommR64, &need));
+  void* ws = alloc_buffer(Buffers::Symmetric, need);
+  void* in = mp::local_alloc(static_cast<size_t>(x.size) * 8);
+  void* out = mp::local_alloc(static_cast<size_t>(y.size) * 8);
+  SC_FAILS_SAYING(symcommDecompTranspose(d, 0, 1, in, out, ws, symcommR64, last ? other : halo,
+                                         nullptr, nullptr, nullptr, nullptr),
+                  symcommInvalidUsage, "SYMCOMM_DECOMP_CHECK", "in_halo[1]");
+  mp::local_free(in);
+  mp::local_free(out);
+  free_buffer(Buffers::Symmetric, ws);
+  SC_OK(symcommDecompDestroy(d));
+}
+
 TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
   mp::ScopedEnv check("SYMCOMM_DECOMP_CHECK", "1");
   symcommDecompConfig_t c = config_2d(8);
