@@ -275,6 +275,12 @@ void check(const CollArgs& a, const std::string& text, bool refused, bool barrie
                          : "it did not make the call, or made the team's calls in another order",
                   e.what());
   };
+  auto gave_up = [&](int m, uint64_t which) {
+    return format("SYMCOMM_COLL_CHECK: %s gave up call %llu of team %d: it waited "
+                  "SYMCOMM_BOOTSTRAP_TIMEOUT for team rank 0, which came later (did team rank 0 "
+                  "skip a collective?)", who(m).c_str(), static_cast<unsigned long long>(which),
+                  a.team_id);
+  };
   Verdict verdict;
   if (a.me != 0) {
     bs.send_to(zero, tag, mine);
@@ -289,7 +295,8 @@ void check(const CollArgs& a, const std::string& text, bool refused, bool barrie
       abandon.call = call;
       abandon.abandon = 1;
       try {
-        bs.send_to(zero, tag, std::string(reinterpret_cast<const char*>(&abandon), sizeof abandon));
+        bs.send_to(zero, tag,
+                   std::string(reinterpret_cast<const char*>(&abandon), sizeof abandon));
       } catch (const Error&) {
       }
       end_checks(timed_out(0, "verdict", e));
@@ -308,10 +315,7 @@ void check(const CollArgs& a, const std::string& text, bool refused, bool barrie
         if (p.head.abandon || p.head.call != call) {
           verdict.ends = true;
           verdict.text = p.head.abandon
-              ? format("SYMCOMM_COLL_CHECK: %s gave up call %llu of team %d: it waited "
-                       "SYMCOMM_BOOTSTRAP_TIMEOUT for team rank 0, which came later (did team "
-                       "rank 0 skip a collective?)", who(m).c_str(),
-                       static_cast<unsigned long long>(p.head.call), a.team_id)
+              ? gave_up(m, p.head.call)
               : format("SYMCOMM_COLL_CHECK: %s makes its call %llu of team %d where team rank 0 "
                        "makes its call %llu: a member skipped a collective of the team, or made "
                        "them in another order", who(m).c_str(),
@@ -327,12 +331,9 @@ void check(const CollArgs& a, const std::string& text, bool refused, bool barrie
     }
     // A member that sent its record and then gave up (this rank came late) said so behind it.
     for (int m = 1; m < n && !verdict.ends; ++m)
-      if (std::optional<std::string> late = bs.try_recv_from(a.team.world_of(m), tag)) {
+      if (bs.try_recv_from(a.team.world_of(m), tag)) {
         verdict.ends = true;
-        verdict.text = format("SYMCOMM_COLL_CHECK: %s gave up call %llu of team %d: it waited "
-                              "SYMCOMM_BOOTSTRAP_TIMEOUT for team rank 0, which came later (did "
-                              "team rank 0 skip a collective?)", who(m).c_str(),
-                              static_cast<unsigned long long>(call), a.team_id);
+        verdict.text = gave_up(m, call);
       }
     if (!verdict.ends) {
       for (int m = 0; m < n && verdict.text.empty(); ++m)

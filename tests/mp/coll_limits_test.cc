@@ -311,8 +311,7 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
 TEST(CollLimits, EveryRefusalSaysWhy) {
   if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
   if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
-  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
-  symcommComm_t comm = mp::new_comm();
+  symcommComm_t comm = mp::new_two_node_comm();
   ASSERT_NE(comm, nullptr);
   const size_t count = 64, n = static_cast<size_t>(mp::nranks());
   std::vector<char> send(count * 4 * n), recv(count * 4 * n);

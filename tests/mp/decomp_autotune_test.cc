@@ -374,8 +374,7 @@ TEST(DecompAutotune, SkipThresholdAfterEveryTimedRound) {
 TEST(DecompAutotune, EveryCandidateThatCannotRunSaysWhy) {
   if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
   if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
-  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
-  symcommComm_t comm = mp::new_comm();
+  symcommComm_t comm = mp::new_two_node_comm();
   ASSERT_NE(comm, nullptr);
   const symcommDecompConfig_t c = tiny_config(8, 8, 8);
   symcommDecomp_t d = nullptr;

@@ -274,8 +274,7 @@ TEST(Decomp, RefusesBuffersTheGpuCannotAccess) {
 TEST(Decomp, NoBackendCanRunSaysWhyForEach) {
   if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
   if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
-  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
-  symcommComm_t comm = mp::new_comm();
+  symcommComm_t comm = mp::new_two_node_comm();
   ASSERT_NE(comm, nullptr);
   symcommDecompConfig_t c = config_2d(8);
   symcommDecomp_t d = nullptr;

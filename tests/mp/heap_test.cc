@@ -420,8 +420,7 @@ TEST(HeapLimits, RanksDisagreeOnHeapSize) {
 TEST(HeapLimits, PeersOnOtherNodesHaveNoPointer) {
   if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
   // Ranks of even and odd number claim two different nodes.
-  mp::ScopedEnv node("SYMCOMM_NODE_NAME", mp::rank() % 2 ? "odd" : "even");
-  symcommComm_t comm = mp::new_comm();
+  symcommComm_t comm = mp::new_two_node_comm();
   ASSERT_NE(comm, nullptr);
   int local = -1, local_size = -1, node_index = -1, nnodes = -1;
   SC_OK(symcommCommLocalRank(comm, &local));

@@ -53,6 +53,11 @@ symcommComm_t new_comm() {
   return rc == symcommSuccess ? comm : nullptr;
 }
 
+symcommComm_t new_two_node_comm() {
+  ScopedEnv node("SYMCOMM_NODE_NAME", rank() % 2 ? "odd" : "even");
+  return new_comm();
+}
+
 ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
   const char* old = std::getenv(name);
   had_ = old != nullptr;

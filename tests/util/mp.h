@@ -27,6 +27,10 @@ symcommConfig_t config();
 symcommComm_t new_comm();
 // A unique id made by rank 0 and given to every rank.
 symcommUniqueId shared_uid();
+// Collective like new_comm: ranks of even and odd number claim two nodes (SYMCOMM_NODE_NAME,
+// read when the communicator is made), so that no rank reaches one of the other parity by
+// load/store. For the host space: GPUs of one machine stay reachable whatever the names say.
+symcommComm_t new_two_node_comm();
 
 // Sets an environment variable for the scope's life, then restores it.
 class ScopedEnv {
