@@ -298,7 +298,12 @@ typedef enum {
 
 /* Copies `bytes` from `src` (any memory this rank's GPU can read; host memory in the host
  * space) to the symmetric address `dst` on rank `pe`, in stream order. `dst` is given as
- * this rank's symmetric address of the object (as returned by symcommMalloc). A local
+ * this rank's symmetric address of the object (as returned by symcommMalloc), and
+ * [dst, dst + bytes) must lie inside that one allocation (the bytes asked for), as must a
+ * symmetric `src`: a range past its end is refused (symcommInvalidArgument, naming the
+ * allocation's size), since it would land in the next allocation. The same holds for a
+ * get's symmetric `src` and `dst`, a put-signal's data and word, and collectives' symmetric
+ * buffers. A local
  * buffer that a kernel of this GPU cannot touch at its address (pageable host memory,
  * another GPU's memory) goes through the copy engines with symcommEngineAuto, and is refused
  * with symcommEngineSm (symcommInvalidArgument); the same holds for a get's `dst`. */
