@@ -8,16 +8,8 @@ namespace coll_test {
 TEST_P(Coll, AllToAllvRandomCounts) {
   if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
   if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
-  if (moves_only_) {  // direct: equal blocks only
-    void* send = buffer(sizeof(float), false);
-    void* recv = buffer(sizeof(float), true);
-    std::vector<size_t> zeros(static_cast<size_t>(n_), 0);
-    EXPECT_EQ(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, zeros.data(), zeros.data(),
-                                       recv, zeros.data(), zeros.data(), symcommFloat32, algo_,
-                                       stream_),
-              symcommNotSupported);
-    release(send, false);
-    release(recv, true);
+  if (refuses(Op::AllToAllv, true)) {  // its descriptor: no all-to-all-v (checked)
+    expect_refused(symcommCollAllToAllv, true);
     GTEST_SKIP() << algo_ << " does not do all-to-all-v";
   }
   // Counts below each of kCounts (as the largest count to a member), every type.

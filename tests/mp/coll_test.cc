@@ -1,6 +1,6 @@
 // Collectives against a reference computed on the host from the same inputs, for the
-// automatic choice and every registered algorithm (skipped only where it cannot run: "sm",
-// "ll", "twoshot" and "ce" in the host space, "nccl" without NCCL): every operation, every
+// automatic choice and every registered algorithm (skipped only where its descriptor says it
+// cannot run, or its library is missing: coll_fixture.h): every operation it does, every
 // type, sizes 0, 1, odd, not a multiple of 16 bytes, and larger than the workspace and the sm
 // channels' rings (both made small, so that sizes go through several pieces and the rings
 // wrap around); symmetric and plain buffers; in place; random floats; teams; sm's large
@@ -377,8 +377,9 @@ TEST_P(Coll, OnATeam) {
     if (even != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, even));
     return;
   }
-  // direct writes symmetric buffers only (allocated by every rank: a collective call).
-  void* recv = moves ? buffer(b * static_cast<size_t>(size), moves_only_) : nullptr;
+  // Symmetric where the algorithm writes receive buffers in place only (allocated by every
+  // rank: a collective call).
+  void* recv = moves ? buffer(b * static_cast<size_t>(size), caps_.in_place_recv) : nullptr;
   if (even != SYMCOMM_TEAM_INVALID && moves) {
     void* send = buffer(b, false);
     put(send, make(t, seed_, me_, 0, count));
@@ -395,7 +396,7 @@ TEST_P(Coll, OnATeam) {
   if (moves) {
     mp::sync(stream_);
     SC_OK(symcommHostBarrier(comm_));  // the team's writes into recv are done everywhere
-    release(recv, moves_only_);
+    release(recv, caps_.in_place_recv);
   }
   for (int k = 0; k < 4 && reduces; ++k) {
     const bool on_even = k % 2 == 0;
