@@ -6,12 +6,7 @@
 namespace coll_test {
 
 TEST_P(Coll, AllToAllvRandomCounts) {
-  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
-  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
-  if (refuses(Op::AllToAllv, true)) {  // its descriptor: no all-to-all-v (checked)
-    expect_refused(symcommCollAllToAllv, true);
-    GTEST_SKIP() << algo_ << " does not do all-to-all-v";
-  }
+  if (lacks({Op::AllToAllv})) GTEST_SKIP() << algo_ << " does not do all-to-all-v";
   // Counts below each of kCounts (as the largest count to a member), every type.
   for (bool sym : {false, true})
     for (const Type& t : kTypes)

@@ -231,8 +231,9 @@ class Coll : public ::testing::TestWithParam<std::string> {
     algo_ = GetParam().c_str();
     caps_ = coll_caps::of(algo_);
     ASSERT_NE(caps_.name, nullptr) << algo_ << " is not registered";
-    broadcasts_only_ = caps_.ops == 1u << symcommCollBroadcast;
-    moves_only_ = !caps_.reduces() && !broadcasts_only_;
+    moves_only_ = !caps_.reduces() && caps_.does(symcommCollAllGather) &&
+                  caps_.does(symcommCollAllToAll);
+    broadcasts_only_ = !caps_.reduces() && !moves_only_ && caps_.does(symcommCollBroadcast);
     // Where its descriptor says it cannot run here (another memory space, a larger team),
     // the library refuses it too (checked), and its tests skip.
     const symcommCollOp_t op = caps_.first_op();
@@ -320,26 +321,15 @@ class Coll : public ::testing::TestWithParam<std::string> {
     const size_t at = why.find(" here: ");
     EXPECT_TRUE(at != std::string::npos && at + 7 < why.size()) << why;
   }
-  // The algorithm moves no data (its descriptor: reductions only): it refuses an all-gather
-  // (checked here), and the tests of data movement skip it.
-  bool reduces_only() {
-    if (caps_.moves_data()) return false;
-    expect_refused(symcommCollAllGather, caps_.in_place_recv);
-    return true;
-  }
-  // The algorithm does no reductions: it refuses an all-reduce (checked here), and the
-  // tests of reductions skip it.
-  bool moves_only() {
-    if (caps_.reduces()) return false;
-    expect_refused(symcommCollAllReduce, caps_.in_place_recv);
-    return true;
-  }
-  // The algorithm does nothing but broadcast: it refuses an all-gather (checked here), and
-  // the tests of the other operations that move data skip it.
-  bool broadcasts_only() {
-    if (!broadcasts_only_) return false;
-    expect_refused(symcommCollAllGather, true);
-    return true;
+  // Whether its descriptor leaves out any of `ops`: then the first of them is refused, with
+  // a reason (checked here), and the caller skips the test.
+  bool lacks(std::initializer_list<Op> ops) {
+    for (Op op : ops)
+      if (!caps_.does(api_op(op))) {
+        expect_refused(api_op(op), caps_.in_place_recv);
+        return true;
+      }
+    return false;
   }
   // The algorithm writes receive buffers in place only: a plain one is refused (checked
   // here); true where the caller must skip a plain receive buffer.
@@ -566,9 +556,10 @@ class Coll : public ::testing::TestWithParam<std::string> {
   std::optional<::testing::ScopedTrace> seed_trace_;  // names seed_ until the test ends
   const char* algo_ = nullptr;
   coll_caps::Caps caps_{};  // what algo_ declares it can do ("auto": everything)
-  // From caps_: it does no reductions, and more than broadcast (direct) ...
+  // From caps_, for the tests that chain calls of the algorithm under test: it does no
+  // reductions but all-gather and all-to-all (direct) ...
   bool moves_only_ = false;
-  // ... or broadcast alone (relay).
+  // ... or, of the operations they chain, broadcast alone (relay).
   bool broadcasts_only_ = false;
 };
 }  // namespace coll_test
