@@ -461,7 +461,7 @@ typedef struct {
   const char* summary;      /* how it works, in a few words                                 */
   unsigned ops;             /* 1u << op for each symcommCollOp_t it does                    */
   unsigned spaces;          /* 1u << space for each symcommMemorySpace_t it runs in         */
-  unsigned device_counts;   /* ... in which it does symcommAllToAllvDeviceOnStream          */
+  unsigned device_counts;   /* 1u << space for each it does AllToAllvDeviceOnStream in      */
   unsigned uncapturable_ops; /* ops it refuses on a stream being captured into a CUDA graph */
   int max_team;             /* the most members of a team it runs on; 0: any                */
   int in_place_recv;        /* receive buffers must be symmetric or registered              */
