@@ -7,6 +7,7 @@
 #include "base/param.h"
 #include "coll/agreement.h"
 #include "coll/selection.h"
+#include "memory/peer_address.h"
 
 namespace symcomm {
 
@@ -84,9 +85,7 @@ int CollContext::fewest_across_ranks(int mine) {
 }
 
 char* CollContext::on(const CollArgs& a, const void* p, int member) const {
-  const int pe = a.team.world_of(member);
-  if (heap_.contains(p)) return static_cast<char*>(heap_.peer_ptr(p, pe));
-  return registrations_.peer_ptr(p, pe);
+  return peer_address(heap_, &registrations_, p, a.team.world_of(member));
 }
 
 size_t CollContext::workspace_slot(int slots, int team_size) const {

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "decomp/backend.h"
+#include "memory/peer_address.h"
 
 namespace symcomm {
 
@@ -17,7 +18,7 @@ std::string unmapped_peer(const DecompContext& ctx) {
 }
 
 char* peer_address(const DecompContext& ctx, const void* p, int rank) {
-  char* there = static_cast<char*>(ctx.heap.peer_ptr(p, rank));
+  char* there = symcomm::peer_address(ctx.heap, nullptr, p, rank);
   SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible", rank);
   return there;
 }
