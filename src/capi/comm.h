@@ -10,6 +10,7 @@
 #include "memory/registration.h"
 #include "memory/space.h"
 #include "coll/coll.h"
+#include "copy/copies.h"
 #include "rma/rma.h"
 #include "topology/topology.h"
 
@@ -24,6 +25,7 @@ struct symcommComm {
   std::unique_ptr<symcomm::Heap> heap;
   std::unique_ptr<symcomm::Registrations> registrations;
   std::unique_ptr<symcomm::Rma> rma;
+  std::unique_ptr<symcomm::Copies> copies;
   std::unique_ptr<symcomm::CollContext> coll;
 
   // Objects built on this communicator (decompositions) that must let go of it when it is
@@ -44,6 +46,7 @@ struct symcommComm {
     if (bootstrap) bootstrap->on_lost(nullptr);  // the backend goes first
     dependents.clear();
     coll.reset();
+    copies.reset();
     rma.reset();
     registrations.reset();
     heap.reset();

@@ -105,8 +105,9 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
       std::make_unique<Registrations>(bs, comm->topology, *comm->space, *comm->heap);
   comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, kind);
   RmaBackend* backend = &comm->rma->backend();
-  comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap,
-                                             *comm->registrations, *comm->rma, kind);
+  comm->copies = make_copies(kind, comm->topology, *comm->rma, *comm->heap);
+  comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->registrations,
+                                             *comm->rma, *comm->copies, kind);
   CollContext* coll = comm->coll.get();  // its algorithms' states end their waits too
   bs.on_lost([backend, coll] {
     backend->abort();

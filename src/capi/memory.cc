@@ -1,5 +1,6 @@
 // The symmetric heap and the host-side collectives.
 #include "capi/guard.h"
+#include "memory/peer_address.h"
 
 using namespace symcomm;
 
@@ -25,13 +26,7 @@ extern "C" void* symcommPtr(symcommComm_t comm, const void* ptr, int pe) {
   void* out = nullptr;
   guarded([&] { return format("symcommPtr(ptr=%p, pe=%d)", ptr, pe); }, [&] {
     symcommComm& c = checked(comm);
-    if (ptr && !c.heap->contains(ptr) && c.registrations->find(ptr, 0)) {
-      SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
-                      "pe %d is out of range [0, %d)", pe, c.topology.nranks);
-      out = c.registrations->peer_ptr(ptr, pe);
-    } else {
-      out = c.heap->peer_ptr(ptr, pe);
-    }
+    out = peer_address(*c.heap, c.registrations.get(), ptr, pe);
     // NULL with a reason, as the header promises.
     if (!out && c.topology.accessible[static_cast<size_t>(pe)] == 0)
       SYMCOMM_THROW(symcommNotSupported, "%s", c.topology.why_inaccessible(pe).c_str());

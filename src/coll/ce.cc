@@ -883,7 +883,7 @@ class CeAlgorithm final : public CollAlgorithm {
       }
       r.own.push_back({ws + at(a.me, slot), source(a.me), len});
       rounds.run(r);
-      ctx.backend().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
+      ctx.copies().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
     }
   }
 };

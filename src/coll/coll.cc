@@ -8,6 +8,7 @@
 #include "base/param.h"
 #include "coll/agreement.h"
 #include "coll/selection.h"
+#include "memory/peer_address.h"
 
 namespace symcomm {
 
@@ -61,9 +62,10 @@ size_t CollArgs::bytes_per_rank() const {
 }
 
 CollContext::CollContext(const Topology& topology, Heap& heap,
-                         const Registrations& registrations, Rma& rma,
+                         const Registrations& registrations, Rma& rma, Copies& copies,
                          symcommMemorySpace_t space)
-    : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), space_(space),
+    : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), copies_(copies),
+      space_(space),
       check_calls_(coll_check_requested(space)) {
   size_t bytes = kWorkspace.get();
   if (bytes == 0) {
@@ -85,9 +87,7 @@ int CollContext::fewest_across_ranks(int mine) {
 }
 
 char* CollContext::on(const CollArgs& a, const void* p, int member) const {
-  const int pe = a.team.world_of(member);
-  if (heap_.contains(p)) return static_cast<char*>(heap_.peer_ptr(p, pe));
-  return registrations_.peer_ptr(p, pe);
+  return peer_address(heap_, &registrations_, p, a.team.world_of(member));
 }
 
 size_t CollContext::workspace_slot(int slots, int team_size) const {

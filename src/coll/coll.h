@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/registry.h"
+#include "copy/copies.h"
 #include "memory/heap.h"
 #include "memory/registration.h"
 #include "rma/rma.h"
@@ -102,7 +103,7 @@ class CollContext {
  public:
   // Collective over the communicator: allocates the workspace.
   CollContext(const Topology& topology, Heap& heap, const Registrations& registrations, Rma& rma,
-              symcommMemorySpace_t space);
+              Copies& copies, symcommMemorySpace_t space);
   const Topology& topology() const { return topology_; }
   const Registrations& registrations() const { return registrations_; }
   Heap& heap() { return heap_; }
@@ -110,6 +111,7 @@ class CollContext {
   symcommMemorySpace_t space() const { return space_; }
   Rma& rma() { return rma_; }
   RmaBackend& backend() { return rma_.backend(); }
+  Copies& copies() { return copies_; }
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -181,6 +183,7 @@ class CollContext {
   Heap& heap_;
   const Registrations& registrations_;
   Rma& rma_;
+  Copies& copies_;
   symcommMemorySpace_t space_;
   char* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

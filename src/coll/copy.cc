@@ -247,7 +247,7 @@ class CopyAlgorithm final : public CollAlgorithm {
         put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), src, len);
       }
       ctx.barrier(a);
-      ctx.backend().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
+      ctx.copies().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
     }
   }
 };

@@ -1,7 +1,7 @@
 // The "direct" algorithm: all-to-all, all-gather and broadcast into a receive buffer the peers
 // address in place (symmetric, or registered with symcommRegister), as one launch on GPUs:
 // a team barrier, SM stores of this rank's blocks straight into every member's receive
-// buffer through the peer mapping, and a closing barrier (RmaBackend::copy_boxes_between_
+// buffer through the peer mapping, and a closing barrier (Copies::copy_boxes_between_
 // barriers: each block of the copy kernel waits for its own member's arrival only, the last
 // block closes the barrier). No channels, no staging and no copy out on the receiving side:
 // every byte crosses NVLink once, as a posted store. Where the sizes or addresses are not
@@ -81,7 +81,7 @@ class DirectAlgorithm final : public CollAlgorithm {
     for (const Move& m : moves)
       append_linear_copy(copies, m.dst, m.src, static_cast<int64_t>(block / elem), elem, m.peer,
                          kLinearRow);
-    ctx.backend().copy_boxes_between_barriers(barrier, copies, elem, a.stream);
+    ctx.copies().copy_boxes_between_barriers(barrier, copies, elem, a.stream);
   }
 
  private:

@@ -42,7 +42,7 @@
 // a slot never holds anything older than kRefresh rounds.
 //
 // Reductions combine the n contributions in team-rank order (16-bit floats in float, as
-// rma/reduce.h does), so every rank gets bit-identical results. All-reduce is one shot:
+// copy/reduce.h does), so every rank gets bit-identical results. All-reduce is one shot:
 // every rank sends its whole buffer to every peer. In place works: block b reads and writes
 // only its own slices, each 8 bytes by the same thread (read to send, read to reduce, write).
 //
@@ -63,7 +63,7 @@
 #include "base/log.h"
 #include "coll/coll.h"
 #include "coll/resident_launch.cuh"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 #include "symcomm/device.cuh"
 
 namespace symcomm {

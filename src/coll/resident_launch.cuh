@@ -11,7 +11,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "base/launch.cuh"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 
 namespace symcomm {
 

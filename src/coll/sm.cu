@@ -40,7 +40,7 @@
 #include "coll/coll.h"
 #include "coll/resident_launch.cuh"
 #include "coll/sm_plan.h"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 #include "symcomm/device.cuh"
 
 namespace symcomm {

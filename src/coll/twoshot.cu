@@ -6,7 +6,7 @@
 // n pieces of ceil(count / n) elements rounded up to 16 bytes, the last shorter or empty; a
 // reduce-scatter's send into its n blocks). Member s owns segment s:
 //   shot 1: it reads segment s of every member's contribution, combines them in team-rank
-//     order (16-bit floats in float, as rma/reduce.h does: every rank gets bit-identical
+//     order (16-bit floats in float, as copy/reduce.h does: every rank gets bit-identical
 //     results) and writes the result to its recv;
 //   shot 2 (all-reduce): it also stores the result into every peer's copy of segment s.
 // Each member reads (n - 1) / n of the message over the links and writes as much: the
@@ -75,7 +75,7 @@
 #include "base/param.h"
 #include "coll/coll.h"
 #include "coll/resident_launch.cuh"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 #include "symcomm/device.cuh"
 
 namespace symcomm {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/registry.h"
+#include "copy/copies.h"
 #include "decomp/geometry.h"
 #include "decomp/halo.h"
 #include "decomp/transpose.h"
@@ -19,13 +20,14 @@ namespace symcomm {
 class CollContext;
 class DecompState;
 
-// What a backend works with: this rank, the heap, the one-sided layer, and the teams of its
-// row and column of the process grid.
+// What a backend works with: this rank, the heap, the one-sided layer, the local copies, and
+// the teams of its row and column of the process grid.
 struct DecompContext {
   const Geometry& geometry;
   int rank;
   Heap& heap;
   Rma& rma;
+  Copies& copies;
   symcommTeam_t row_team;
   symcommTeam_t col_team;
   // The communicator's collectives (their algorithms' state: the NCCL communicators), or
@@ -163,7 +165,7 @@ bool packed_run(const Box& box, const BoxLayout& layout);
 BoxLayout translated(BoxLayout layout, int dim, int64_t delta);
 // Copies the box from src to dst (each with its layout): one linear put on `engine` where the
 // box is a contiguous run of both (no pack or unpack kernel), else copy_box.
-void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src,
+void move_box(const DecompContext& ctx, void* dst, const BoxLayout& dl, const void* src,
               const BoxLayout& sl, const Box& box, size_t elem, symcommEngine_t engine,
               symcommStream_t stream);
 // What every transpose works out first: its plan, the element size (in bytes, and signed,
@@ -196,7 +198,7 @@ struct HaloFrame {
   size_t slot;
   BoxLayout layout;
 };
-// Box copies gathered to run together (RmaBackend::copy_boxes: one launch on GPUs, every
+// Box copies gathered to run together (Copies::copy_boxes: one launch on GPUs, every
 // source read at once): what a step does for all members, instead of a launch per member.
 // A box that is one contiguous run of both layouts is cut into rows of a few thousand
 // elements, so that many warps share it.
@@ -208,10 +210,11 @@ class BoxCopies {
   void add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl, const Box& box,
            int peer = -1);
   // Issues every copy added on `stream`, and forgets them.
-  void run(RmaBackend& b, symcommStream_t stream);
-  // The same between two barriers of the team (RmaBackend::copy_boxes_between_barriers: one
+  void run(const DecompContext& ctx, symcommStream_t stream);
+  // The same between two barriers of the team (Copies::copy_boxes_between_barriers: one
   // launch on GPUs, each copy waiting for its peer only).
-  void run_between_barriers(RmaBackend& b, const BarrierArgs& barrier, symcommStream_t stream);
+  void run_between_barriers(const DecompContext& ctx, const BarrierArgs& barrier,
+                            symcommStream_t stream);
 
  private:
   size_t elem_;
@@ -219,7 +222,8 @@ class BoxCopies {
 };
 // Every block of `plan` this rank received, from its packed place in `recv` to the output,
 // in one batch.
-void unpack_all(RmaBackend& b, const ExchangePlan& plan, const TransposeCall& t, const char* recv);
+void unpack_all(const DecompContext& ctx, const ExchangePlan& plan, const TransposeCall& t,
+                const char* recv);
 // The largest halo slab of any rank for these arguments (0: no halo along dim).
 size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
                          const int64_t* padding);

@@ -1,6 +1,6 @@
 // The "ce" backend: transposes moved by the copy engines alone, no pack and no unpack
 // kernel. Each block goes from this rank's input to its place in the member's memory as one
-// strided copy (RmaBackend::copy_box_ce: a cudaMemcpy2D/3D), one member after another on the
+// strided copy (Copies::copy_box_ce: a cudaMemcpy2D/3D), one member after another on the
 // caller's stream: a copy engine moves about 386 GB/s per GPU that way in an all-to-all on
 // H200, and less with copies to several peers at once (tools/probe/ce_a2a.cu). The SMs stay
 // free for the caller's computation, except for the two barriers.
@@ -61,8 +61,8 @@ class CeBackend final : public DecompBackend {
     const bool direct = ctx.heap.contains(t.output) && !in_place_on_any_member(ctx, t, plan);
     auto copy = [&](void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                     const Box& box) {
-      if (!b.copy_box_ce(dst, dl, src, sl, box.lo, box.hi, e, t.stream))
-        move_box(b, dst, dl, src, sl, box, e, symcommEngineCe, t.stream);
+      if (!ctx.copies.copy_box_ce(dst, dl, src, sl, box.lo, box.hi, e, t.stream))
+        move_box(ctx, dst, dl, src, sl, box, e, symcommEngineCe, t.stream);
     };
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
     if (n > 1) b.barrier(barrier, t.stream);  // a team of one has nobody to wait for

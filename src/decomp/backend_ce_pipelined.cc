@@ -76,6 +76,7 @@ class CePipelinedBackend final : public DecompBackend {
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
+    Copies& c = ctx.copies;
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     auto* words = reinterpret_cast<uint64_t*>(t.workspace);
     char* send = t.workspace + words_bytes(largest_team(ctx.geometry));
@@ -94,7 +95,7 @@ class CePipelinedBackend final : public DecompBackend {
         block = static_cast<const char*>(t.input) +
                 in_layout.offset(box.lo[0], box.lo[1], box.lo[2]) * se;
       else
-        b.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
+        c.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
                    box.hi, e, t.stream);
       const int member = plan.members[k];
       b.put(peer_address(ctx, recv + plan.remote_off[k] * se, member), block,
@@ -104,21 +105,21 @@ class CePipelinedBackend final : public DecompBackend {
     }
     const size_t self = static_cast<size_t>(me);
     if (in_place)  // the input is read to the end before the first unpack below
-      move_box(b, recv + plan.recv_off[self] * se, packed_layout(plan.send[self]), t.input,
+      move_box(ctx, recv + plan.recv_off[self] * se, packed_layout(plan.send[self]), t.input,
                in_layout, plan.send[self], e, symcommEngineCe, t.stream);
     else
-      move_box(b, t.output, out_layout, t.input, in_layout, plan.send[self], e, symcommEngineCe,
+      move_box(ctx, t.output, out_layout, t.input, in_layout, plan.send[self], e, symcommEngineCe,
                t.stream);
     for (int s = 1; s < n; ++s) {
       const size_t k = static_cast<size_t>((me - s + n) % n);
       const Box& box = plan.recv[k];
       if (box.count() == 0) continue;
       b.wait(&words[k], symcommCmpGe, 1, t.stream);
-      move_box(b, t.output, out_layout, recv + plan.recv_off[k] * se, packed_layout(box), box, e,
+      move_box(ctx, t.output, out_layout, recv + plan.recv_off[k] * se, packed_layout(box), box, e,
                symcommEngineCe, t.stream);
     }
     if (in_place)
-      move_box(b, t.output, out_layout, recv + plan.recv_off[self] * se,
+      move_box(ctx, t.output, out_layout, recv + plan.recv_off[self] * se,
                packed_layout(plan.recv[self]), plan.recv[self], e, symcommEngineCe, t.stream);
   }
 
@@ -135,6 +136,7 @@ class CePipelinedBackend final : public DecompBackend {
     if (plan.slab == 0) return;
     if (plan.self) return halo_from_self(ctx, h, plan);
     RmaBackend& b = ctx.rma.backend();
+    Copies& c = ctx.copies;
     auto* words = reinterpret_cast<uint64_t*>(h.workspace);  // 0: my low halo, 1: my high
     char* base = h.workspace + words_bytes(2);
     char* slots[4] = {base, base + slot, base + 2 * slot, base + 3 * slot};
@@ -156,7 +158,7 @@ class CePipelinedBackend final : public DecompBackend {
         block = static_cast<const char*>(h.buffer) +
                 layout.offset(box.lo[0], box.lo[1], box.lo[2]) * static_cast<int64_t>(e);
       else
-        b.copy_box(slots[s.mine], packed_layout(box), h.buffer, layout, box.lo, box.hi, e,
+        c.copy_box(slots[s.mine], packed_layout(box), h.buffer, layout, box.lo, box.hi, e,
                    h.stream);
       b.put(peer_address(ctx, slots[s.theirs], s.side.neighbour), block,
             static_cast<size_t>(box.count()) * e, symcommEngineCe, h.stream);
@@ -171,7 +173,7 @@ class CePipelinedBackend final : public DecompBackend {
     for (const auto& r : recvs) {
       if (r.side.neighbour < 0) continue;
       b.wait(&words[r.word], symcommCmpGe, 1, h.stream);
-      move_box(b, h.buffer, layout, slots[2 + r.word], packed_layout(r.side.recv), r.side.recv,
+      move_box(ctx, h.buffer, layout, slots[2 + r.word], packed_layout(r.side.recv), r.side.recv,
                e, symcommEngineCe, h.stream);
     }
   }

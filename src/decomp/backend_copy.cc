@@ -32,6 +32,7 @@ class CopyBackend final : public DecompBackend {
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
+    Copies& c = ctx.copies;
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     char* send = t.workspace;
     char* recv = t.workspace + transpose_workspace(ctx, e) / 2;
@@ -39,14 +40,14 @@ class CopyBackend final : public DecompBackend {
     for (size_t k = 0; k < plan.members.size(); ++k) {
       const Box& box = plan.send[k];
       if (box.count() == 0) continue;
-      b.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
+      c.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
                  box.hi, e, t.stream);
       b.put(peer_address(ctx, recv + plan.remote_off[k] * se, plan.members[k]),
             send + plan.send_off[k] * se, static_cast<size_t>(box.count()) * e, symcommEngineCe,
             t.stream);
     }
     b.barrier(barrier, t.stream);  // every block arrived
-    unpack_all(b, plan, t, recv);
+    unpack_all(ctx, plan, t, recv);
   }
 
   size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
@@ -58,6 +59,7 @@ class CopyBackend final : public DecompBackend {
     const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;  // no halo along dim
     RmaBackend& b = ctx.rma.backend();
+    Copies& c = ctx.copies;
     // Slots: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
     char* slots[4] = {h.workspace, h.workspace + slot, h.workspace + 2 * slot,
                       h.workspace + 3 * slot};
@@ -74,7 +76,7 @@ class CopyBackend final : public DecompBackend {
     } sends[] = {{plan.high, 1, 2}, {plan.low, 0, 3}};
     for (const auto& s : sends) {
       if (s.side.neighbour < 0) continue;
-      b.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
+      c.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
                  s.side.send.hi, e, h.stream);
       b.put(peer_address(ctx, slots[s.theirs], s.side.neighbour), slots[s.mine],
             static_cast<size_t>(s.side.send.count()) * e, symcommEngineCe, h.stream);
@@ -86,7 +88,7 @@ class CopyBackend final : public DecompBackend {
     } recvs[] = {{plan.low, 2}, {plan.high, 3}};
     for (const auto& r : recvs)
       if (r.side.neighbour >= 0)
-        b.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
+        c.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
                    r.side.recv.hi, e, h.stream);
   }
 

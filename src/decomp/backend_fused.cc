@@ -15,7 +15,7 @@
 //     still reading this rank's input, which is its output): then into the second half of
 //     the workspace, unpacked into the output after the second barrier.
 // All members' blocks move in one launch (BoxCopies), so that every peer is read at once;
-// on GPUs the two barriers are part of it (RmaBackend::copy_boxes_between_barriers).
+// on GPUs the two barriers are part of it (Copies::copy_boxes_between_barriers).
 //
 // Halo exchange, likewise: after a barrier each rank reads its neighbours' slabs straight
 // from their buffers (a symmetric buffer) into its halos, through a layout translated along
@@ -55,7 +55,6 @@ class FusedBackend final : public DecompBackend {
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const Geometry& g = ctx.geometry;
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
-    RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     const bool direct = ctx.heap.contains(t.input);
     const bool land = direct && in_place;
@@ -67,7 +66,7 @@ class FusedBackend final : public DecompBackend {
         owned.lo[a] = t.in.lo[a];
         owned.hi[a] = t.in.hi[a];
       }
-      move_box(b, staged, pencil_layout(g.pencil(ctx.rank, t.from, nullptr, nullptr)), t.input,
+      move_box(ctx, staged, pencil_layout(g.pencil(ctx.rank, t.from, nullptr, nullptr)), t.input,
                pencil_layout(t.in), owned, e, symcommEngineAuto, t.stream);
     }
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
@@ -91,9 +90,9 @@ class FusedBackend final : public DecompBackend {
       else
         copies.add(t.output, out_layout, src, src_layout, box, peer);
     }
-    copies.run_between_barriers(b, barrier, t.stream);
+    copies.run_between_barriers(ctx, barrier, t.stream);
     if (land)
-      unpack_all(b, plan, t, landing);
+      unpack_all(ctx, plan, t, landing);
   }
 
   // Two slots: my low and my high slab, packed, where the buffer is not symmetric.
@@ -107,13 +106,12 @@ class FusedBackend final : public DecompBackend {
     const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;
     if (plan.self) return halo_from_self(ctx, h, plan);
-    RmaBackend& b = ctx.rma.backend();
     const bool direct = ctx.heap.contains(h.buffer);
     char* slots[2] = {h.workspace, h.workspace + slot};  // my low slab, my high slab
     if (!direct) {
-      move_box(b, slots[0], packed_layout(plan.low.send), h.buffer, layout, plan.low.send, e,
+      move_box(ctx, slots[0], packed_layout(plan.low.send), h.buffer, layout, plan.low.send, e,
                symcommEngineAuto, h.stream);
-      move_box(b, slots[1], packed_layout(plan.high.send), h.buffer, layout, plan.high.send, e,
+      move_box(ctx, slots[1], packed_layout(plan.high.send), h.buffer, layout, plan.high.send, e,
                symcommEngineAuto, h.stream);
     }
     const BarrierArgs barrier = ctx.rma.barrier_args(halo_team(ctx, plan.over_rows));
@@ -139,7 +137,7 @@ class FusedBackend final : public DecompBackend {
     }
     // After the first barrier every slab is readable; after the second the neighbours have
     // read mine.
-    copies.run_between_barriers(b, barrier, h.stream);
+    copies.run_between_barriers(ctx, barrier, h.stream);
   }
 };
 

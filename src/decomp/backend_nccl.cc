@@ -50,6 +50,7 @@ class NcclBackend final : public DecompBackend {
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
     RmaBackend& b = ctx.rma.backend();
+    Copies& c = ctx.copies;
     const symcommTeam_t id = transpose_team(ctx, t.from, t.to);
     const Team& team = ctx.rma.teams().get(id);
     char* send = t.workspace;
@@ -58,7 +59,7 @@ class NcclBackend final : public DecompBackend {
     for (size_t k = 0; k < plan.members.size(); ++k) {
       const Box& box = plan.send[k];
       if (box.count() == 0) continue;
-      b.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
+      c.copy_box(send + plan.send_off[k] * se, packed_layout(box), t.input, in_layout, box.lo,
                  box.hi, e, t.stream);
     }
     if (plan.send[me].count() > 0)  // my own block, where copy's put to myself puts it
@@ -79,7 +80,7 @@ class NcclBackend final : public DecompBackend {
           }
         });
       });
-    unpack_all(b, plan, t, recv);
+    unpack_all(ctx, plan, t, recv);
   }
 
   size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
@@ -91,6 +92,7 @@ class NcclBackend final : public DecompBackend {
     const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;  // no halo along dim
     RmaBackend& b = ctx.rma.backend();
+    Copies& c = ctx.copies;
     // Slots as copy's: 0 my low slab, 1 my high slab, 2 what fills my low halo, 3 my high halo.
     char* slots[4] = {h.workspace, h.workspace + slot, h.workspace + 2 * slot,
                       h.workspace + 3 * slot};
@@ -107,7 +109,7 @@ class NcclBackend final : public DecompBackend {
     } recvs[] = {{plan.low, 2}, {plan.high, 3}};
     for (const auto& s : sends)
       if (s.side.neighbour >= 0)
-        b.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
+        c.copy_box(slots[s.mine], packed_layout(s.side.send), h.buffer, layout, s.side.send.lo,
                    s.side.send.hi, e, h.stream);
     if (plan.self) {  // not split: both sides are this rank
       for (const auto& s : sends)
@@ -134,7 +136,7 @@ class NcclBackend final : public DecompBackend {
     }
     for (const auto& r : recvs)
       if (r.side.neighbour >= 0)
-        b.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
+        c.copy_box(h.buffer, layout, slots[r.slot], packed_layout(r.side.recv), r.side.recv.lo,
                    r.side.recv.hi, e, h.stream);
   }
 };

@@ -189,7 +189,6 @@ class NcclPipelinedBackend final : public DecompBackend {
     SYMCOMM_REQUIRE(state, symcommInternalError, "nccl_pipelined: the decomposition has no stream");
     DeviceScope scope(state->device);  // the caller's stream and the events: one device
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
-    RmaBackend& b = ctx.rma.backend();
     const symcommTeam_t id = transpose_team(ctx, t.from, t.to);
     const Team& team = ctx.rma.teams().get(id);
     char* send = t.workspace;
@@ -205,7 +204,7 @@ class NcclPipelinedBackend final : public DecompBackend {
           const size_t out = static_cast<size_t>(plan.send[to].count()) * e;
           const size_t in = static_cast<size_t>(plan.recv[from].count()) * e;
           if (out == 0 && in == 0) continue;
-          move_box(b, send + plan.send_off[to] * se, packed_layout(plan.send[to]), t.input,
+          move_box(ctx, send + plan.send_off[to] * se, packed_layout(plan.send[to]), t.input,
                    in_layout, plan.send[to], e, symcommEngineAuto, t.stream);
           const cudaStream_t stream = pipe.fork(s);
           nccl_group(lib, [&] {
@@ -222,20 +221,20 @@ class NcclPipelinedBackend final : public DecompBackend {
     const size_t self = static_cast<size_t>(me);
     const Box& own = plan.send[self];
     if (in_place)  // the input is read to the end before the first unpack below
-      move_box(b, recv + plan.recv_off[self] * se, packed_layout(own), t.input, in_layout, own, e,
+      move_box(ctx, recv + plan.recv_off[self] * se, packed_layout(own), t.input, in_layout, own, e,
                symcommEngineAuto, t.stream);
     else
-      move_box(b, t.output, out_layout, t.input, in_layout, own, e, symcommEngineAuto, t.stream);
+      move_box(ctx, t.output, out_layout, t.input, in_layout, own, e, symcommEngineAuto, t.stream);
     for (int s = 1; s < n; ++s) {
       const size_t from = from_of(s);
       const Box& box = plan.recv[from];
       if (box.count() == 0) continue;
       pipe.wait(s);
-      move_box(b, t.output, out_layout, recv + plan.recv_off[from] * se, packed_layout(box), box,
+      move_box(ctx, t.output, out_layout, recv + plan.recv_off[from] * se, packed_layout(box), box,
                e, symcommEngineAuto, t.stream);
     }
     if (in_place)
-      move_box(b, t.output, out_layout, recv + plan.recv_off[self] * se, packed_layout(own), own,
+      move_box(ctx, t.output, out_layout, recv + plan.recv_off[self] * se, packed_layout(own), own,
                e, symcommEngineAuto, t.stream);
     pipe.join();
   }

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "decomp/backend.h"
+#include "memory/peer_address.h"
 
 namespace symcomm {
 
@@ -17,7 +18,7 @@ std::string unmapped_peer(const DecompContext& ctx) {
 }
 
 char* peer_address(const DecompContext& ctx, const void* p, int rank) {
-  char* there = static_cast<char*>(ctx.heap.peer_ptr(p, rank));
+  char* there = symcomm::peer_address(ctx.heap, nullptr, p, rank);
   SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible", rank);
   return there;
 }
@@ -76,18 +77,20 @@ BoxLayout translated(BoxLayout l, int dim, int64_t delta) {
   return l;
 }
 
-void move_box(RmaBackend& b, void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
-              const Box& box, size_t elem, symcommEngine_t engine, symcommStream_t stream) {
+void move_box(const DecompContext& ctx, void* dst, const BoxLayout& dl, const void* src,
+              const BoxLayout& sl, const Box& box, size_t elem, symcommEngine_t engine,
+              symcommStream_t stream) {
   const int64_t n = box.count();
   if (n == 0) return;
   if (packed_run(box, dl) && packed_run(box, sl)) {
     const int64_t se = static_cast<int64_t>(elem);
-    b.put(static_cast<char*>(dst) + dl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
-          static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
-          static_cast<size_t>(n) * elem, engine, stream);
+    ctx.rma.backend().put(
+        static_cast<char*>(dst) + dl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
+        static_cast<const char*>(src) + sl.offset(box.lo[0], box.lo[1], box.lo[2]) * se,
+        static_cast<size_t>(n) * elem, engine, stream);
     return;
   }
-  b.copy_box(dst, dl, src, sl, box.lo, box.hi, elem, stream);
+  ctx.copies.copy_box(dst, dl, src, sl, box.lo, box.hi, elem, stream);
 }
 
 void BoxCopies::add(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
@@ -106,24 +109,25 @@ void BoxCopies::add(void* dst, const BoxLayout& dl, const void* src, const BoxLa
                      n, elem_, peer);
 }
 
-void BoxCopies::run(RmaBackend& b, symcommStream_t stream) {
-  if (!copies_.empty()) b.copy_boxes(copies_, elem_, stream);
+void BoxCopies::run(const DecompContext& ctx, symcommStream_t stream) {
+  if (!copies_.empty()) ctx.copies.copy_boxes(copies_, elem_, stream);
   copies_.clear();
 }
 
-void BoxCopies::run_between_barriers(RmaBackend& b, const BarrierArgs& barrier,
+void BoxCopies::run_between_barriers(const DecompContext& ctx, const BarrierArgs& barrier,
                                      symcommStream_t stream) {
-  b.copy_boxes_between_barriers(barrier, copies_, elem_, stream);
+  ctx.copies.copy_boxes_between_barriers(barrier, copies_, elem_, stream);
   copies_.clear();
 }
 
-void unpack_all(RmaBackend& b, const ExchangePlan& plan, const TransposeCall& t, const char* recv) {
+void unpack_all(const DecompContext& ctx, const ExchangePlan& plan, const TransposeCall& t,
+                const char* recv) {
   const BoxLayout out = pencil_layout(t.out);
   BoxCopies copies(t.elem);
   for (size_t k = 0; k < plan.members.size(); ++k)
     copies.add(t.output, out, recv + plan.recv_off[k] * static_cast<int64_t>(t.elem),
                packed_layout(plan.recv[k]), plan.recv[k]);
-  copies.run(b, t.stream);
+  copies.run(ctx, t.stream);
 }
 
 size_t largest_halo_slab(const DecompContext& ctx, int axis, int dim, const int64_t* halo,
@@ -161,7 +165,7 @@ void halo_from_self(const DecompContext& ctx, const HaloCall& h, const HaloPlan&
   for (const auto& s : sides) {
     if (s.into.neighbour < 0) continue;
     const int64_t delta = s.into.recv.lo[h.dim] - s.from.send.lo[h.dim];
-    move_box(ctx.rma.backend(), h.buffer, layout, h.buffer, translated(layout, h.dim, delta),
+    move_box(ctx, h.buffer, layout, h.buffer, translated(layout, h.dim, delta),
              s.into.recv, h.elem, symcommEngineCe, h.stream);
   }
 }

@@ -62,7 +62,6 @@ class SmBackend final : public DecompBackend {
 
   void transpose(const DecompContext& ctx, const TransposeCall& t) override {
     const auto& [plan, e, se, in_layout, out_layout, in_place] = TransposeFrame(ctx, t);
-    RmaBackend& b = ctx.rma.backend();
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     char* recv = t.workspace;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
@@ -86,7 +85,7 @@ class SmBackend final : public DecompBackend {
                  in_layout, plan.send[self]);
     else
       copies.add(t.output, out_layout, t.input, in_layout, plan.send[self]);
-    copies.run_between_barriers(b, barrier, t.stream);
+    copies.run_between_barriers(ctx, barrier, t.stream);
     if (direct) return;  // every block is in its place
     for (int k = 0; k < n; ++k) {
       if (k == me && !in_place) continue;  // already in place
@@ -94,7 +93,7 @@ class SmBackend final : public DecompBackend {
       copies.add(t.output, out_layout, recv + plan.recv_off[static_cast<size_t>(k)] * se,
                  packed_layout(box), box);
     }
-    copies.run(b, t.stream);
+    copies.run(ctx, t.stream);
   }
 
   // Two slots: what fills my low halo, what fills my high halo.
@@ -107,7 +106,6 @@ class SmBackend final : public DecompBackend {
     const auto& [plan, e, slot, layout] = HaloFrame(ctx, h);
     if (plan.slab == 0) return;
     if (plan.self) return halo_from_self(ctx, h, plan);
-    RmaBackend& b = ctx.rma.backend();
     char* slots[2] = {h.workspace, h.workspace + slot};  // fill my low, my high halo
     const bool direct = ctx.heap.contains(h.buffer);
     const BarrierArgs barrier = ctx.rma.barrier_args(halo_team(ctx, plan.over_rows));
@@ -138,7 +136,7 @@ class SmBackend final : public DecompBackend {
     }
     // After the first barrier: the neighbours' halos (direct) or slots are free. After the
     // second: every slab arrived.
-    copies.run_between_barriers(b, barrier, h.stream);
+    copies.run_between_barriers(ctx, barrier, h.stream);
     if (direct) return;  // in the halos already
     const struct {
       const HaloSide& side;
@@ -147,7 +145,7 @@ class SmBackend final : public DecompBackend {
     for (const auto& r : recvs)
       if (r.side.neighbour >= 0)
         copies.add(h.buffer, layout, slots[r.mine], packed_layout(r.side.recv), r.side.recv);
-    copies.run(b, h.stream);
+    copies.run(ctx, h.stream);
   }
 };
 

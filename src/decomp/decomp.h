@@ -15,6 +15,7 @@ struct DecompLayers {
   const Topology& topology;
   Heap& heap;
   Rma& rma;
+  Copies& copies;
   CollContext* coll = nullptr;  // the communicator's collectives (the nccl backend's comms)
 };
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "decomp/geometry.h"
-#include "rma/rma.h"
+#include "copy/box.h"
 
 namespace symcomm {
 

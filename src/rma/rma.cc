@@ -23,28 +23,6 @@ Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemo
   bootstrap.barrier();  // nobody touches a peer's area before the peer cleared it
 }
 
-int64_t linear_row(int64_t elements, size_t elem) {
-  const int64_t fit = kLinearRowBytes / static_cast<int64_t>(std::max<size_t>(elem, 1));
-  const int64_t shortest = std::clamp<int64_t>(fit, 1, kLinearRow);
-  int64_t row = kLinearRow;
-  while (row / 2 >= shortest && elements / row < kLinearRows) row /= 2;
-  return row;
-}
-
-void append_linear_copy(std::vector<BoxCopy>& out, void* dst, const void* src, int64_t elements,
-                        size_t elem, int peer, int64_t row) {
-  const int64_t se = static_cast<int64_t>(elem);
-  if (row <= 0) row = linear_row(elements, elem);
-  const BoxLayout rows{{1, row, 0}, {0, 0, 0}};
-  if (const int64_t full = elements / row; full > 0)
-    out.push_back({dst, rows, src, rows, {0, 0, 0}, {row, full, 1}, peer});
-  if (const int64_t rest = elements % row; rest > 0) {
-    const int64_t at = elements / row * row * se;
-    out.push_back({static_cast<char*>(dst) + at, rows, static_cast<const char*>(src) + at, rows,
-                   {0, 0, 0}, {rest, 1, 1}, peer});
-  }
-}
-
 uint64_t* Rma::slots(symcommTeam_t id) const {
   return reinterpret_cast<uint64_t*>(area_ +
                                      static_cast<size_t>(id) * RmaLayout::slots_bytes(topology_.nranks));
@@ -120,11 +98,16 @@ std::pair<symcommTeam_t, symcommTeam_t> Rma::split_2d(symcommTeam_t parent, int 
 
 void Rma::destroy(symcommTeam_t id) { teams_.destroy(id); }
 
+void Rma::on_team_start(std::function<void(symcommTeam_t)> reset) {
+  team_start_.push_back(std::move(reset));
+}
+
 void Rma::start_team(symcommTeam_t id, const Team& team) {
   bootstrap_.agree_on([&] {
     if (team.valid()) teams_.set(id, team);
     backend_->clear(slots(id), RmaLayout::slots_bytes(topology_.nranks));
     backend_->reset_epoch(id);
+    for (const auto& reset : team_start_) reset(id);
   });
   bootstrap_.barrier();  // cleared everywhere before any member's first barrier
 }

@@ -1,9 +1,10 @@
 // One-sided communication of a communicator: the teams, the internal symmetric area that
-// barriers use, and the backend of its memory space that moves the bytes.
+// barriers use, and the backend of its memory space that moves the bytes: put, get, signal,
+// wait, quiet, barrier. Local copies (reduce, box copies) are copy/copies.h.
 //
 // A backend is one small interface with one implementation per memory space
-// (rma_cuda.cu, rma_host.cc) and one registry line (make_backend in rma.cc). Addresses it
-// receives are already translated: `dst`/`src`/`sig` of a peer are that peer's memory as
+// (rma_cuda.cu, rma_host.cc) and one registry line (in Rma's constructor, rma.cc). Addresses
+// it receives are already translated: `dst`/`src`/`sig` of a peer are that peer's memory as
 // mapped in this process.
 #pragma once
 
@@ -26,44 +27,6 @@ struct BarrierArgs {
   uint64_t* const* slots;   // [nranks]: the team's slot array of rank r as mapped here
 };
 
-// Where the elements of a local 3D array sit: element (x, y, z) (global indices) is at
-// sum over axes of (index - origin) * stride, in elements.
-struct BoxLayout {
-  int64_t stride[3];
-  int64_t origin[3];
-  SYMCOMM_HOST_DEVICE int64_t offset(int64_t x, int64_t y, int64_t z) const {
-    return (x - origin[0]) * stride[0] + (y - origin[1]) * stride[1] + (z - origin[2]) * stride[2];
-  }
-};
-
-// One box copy of a batch (RmaBackend::copy_boxes): the elements of [lo, hi) from src to dst.
-struct BoxCopy {
-  void* dst;
-  BoxLayout dl;
-  const void* src;
-  BoxLayout sl;
-  int64_t lo[3], hi[3];
-  // For copy_boxes_between_barriers: the world rank whose memory this copy reads or writes
-  // (its peer), or -1 where it touches only this rank's memory.
-  int peer = -1;
-};
-
-// A linear copy of `elements` elements of `elem` bytes as box copies that the batched copy
-// kernels spread over many warps: rows of `row` elements (0: linear_row(elements, elem)),
-// then the rest (appended to `out`, with `peer` as BoxCopy::peer).
-constexpr int64_t kLinearRow = 2048;   // the longest row, in elements
-constexpr int64_t kLinearRows = 2048;  // rows wanted: a warp each in 256 blocks of 8 warps
-constexpr int64_t kLinearRowBytes = 2048;  // the shortest row: one pass of a warp's 16-byte
-                                           // vectors, four per lane
-// kLinearRow, halved while the run would give fewer than kLinearRows rows, down to
-// kLinearRowBytes (or kLinearRow where elements are larger): a copy kernel gives a block to
-// 8 rows, so a 512 KiB run in rows of 2048 8-byte elements kept 4 blocks busy: 4.1 us on an
-// H200 in a CUDA graph, 1.7 in rows of 256, where the copy engines take 1.1
-// (bench/results/h200x4/rows_ab_1d8eb4f.txt).
-int64_t linear_row(int64_t elements, size_t elem);
-void append_linear_copy(std::vector<BoxCopy>& out, void* dst, const void* src, int64_t elements,
-                        size_t elem, int peer, int64_t row = 0);
-
 class RmaBackend {
  public:
   virtual ~RmaBackend() = default;
@@ -81,41 +44,7 @@ class RmaBackend {
   // Microseconds that what `work` issues on `stream` takes there (CUDA events on GPUs, the
   // clock on the host, where work completes in its calls); returns once it has completed.
   virtual double time_us(symcommStream_t stream, const std::function<void()>& work) = 0;
-  // Local: dst[i] = op over k < n of element i of the block at src + k * stride, i < count
-  // (rma/reduce.h says how), in stream order.
-  virtual void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
-                      symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) = 0;
-  // Local: the elements of the box [lo, hi) (global indices) from src to dst, each array
-  // described by its layout; `elem` bytes per element; in stream order.
-  virtual void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
-                        const int64_t lo[3], const int64_t hi[3], size_t elem,
-                        symcommStream_t stream) = 0;
-  // The same box copy on the copy engines (one cudaMemcpy2D/3D), where dst may also be a
-  // peer's memory mapped here. Only where both layouts walk the box's axes in the same
-  // order, the first with stride 1 and each slice pitch a whole number of rows; returns
-  // false, having issued nothing, where not. The host space copies as copy_box does.
-  virtual bool copy_box_ce(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
-                           const int64_t lo[3], const int64_t hi[3], size_t elem,
-                           symcommStream_t stream) = 0;
-  // Every copy of `copies` (disjoint destinations), in stream order, at once where the
-  // backend can: one launch on GPUs, so that copies from several peers share the links.
-  virtual void copy_boxes(const std::vector<BoxCopy>& copies, size_t elem, symcommStream_t stream) {
-    for (const BoxCopy& c : copies) copy_box(c.dst, c.dl, c.src, c.sl, c.lo, c.hi, elem, stream);
-  }
   virtual void barrier(const BarrierArgs& args, symcommStream_t stream) = 0;
-  // barrier(args); copy_boxes(copies); barrier(args), where each copy needs no more of the
-  // first barrier than its peer's arrival (the peer's memory is ready: its owner has passed
-  // the barrier). GPUs run all three in one launch where the copies fit one (the barriers'
-  // halves inside the copy kernel: two kernel launches and a wait for the slowest member
-  // less); the default runs them apart. Like barrier(), not for two calls on one team at
-  // once.
-  virtual void copy_boxes_between_barriers(const BarrierArgs& args,
-                                           const std::vector<BoxCopy>& copies, size_t elem,
-                                           symcommStream_t stream) {
-    barrier(args, stream);
-    copy_boxes(copies, elem, stream);
-    barrier(args, stream);
-  }
   // Sets [local, local + bytes) of this rank's memory to zero, synchronously.
   virtual void clear(void* local, size_t bytes) = 0;
   // A team's barrier count starts again from zero (the team id is new).
@@ -163,6 +92,10 @@ class Rma {
   std::pair<symcommTeam_t, symcommTeam_t> split_2d(symcommTeam_t parent, int xrange);
   // Local: a member forgets the team (no operation on it may be in flight anywhere).
   void destroy(symcommTeam_t id);
+  // The layers above that keep state per team id (the copies' barrier tickets) reset it
+  // here: `reset` runs on every rank whenever a team id starts a new team, inside the
+  // agreement on its creation. It must stay callable for as long as teams are made.
+  void on_team_start(std::function<void(symcommTeam_t)> reset);
   RmaBackend& backend() { return *backend_; }
   Bootstrap& bootstrap() { return bootstrap_; }
   const Topology& topology() const { return topology_; }
@@ -182,6 +115,7 @@ class Rma {
   char* area_ = nullptr;  // symmetric: SYMCOMM_MAX_TEAMS slot arrays
   std::vector<std::vector<uint64_t*>> peer_slots_;  // [team][rank]
   std::unique_ptr<RmaBackend> backend_;
+  std::vector<std::function<void(symcommTeam_t)>> team_start_;  // on_team_start
 };
 
 }  // namespace symcomm

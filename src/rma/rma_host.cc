@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "base/param.h"
-#include "rma/reduce.h"
 #include "rma/rma.h"
 #include "rma/wait.h"
 
@@ -43,33 +42,6 @@ class HostRma final : public RmaBackend {
     work();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
         .count();
-  }
-
-  void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
-              symcommDataType_t type, symcommRedOp_t op, symcommStream_t) override {
-    with_type(type, [&](auto zero) {
-      using T = decltype(zero);
-      for (size_t i = 0; i < count; ++i)
-        reduce_one(static_cast<T*>(dst), static_cast<const char*>(src), stride, n, i, op);
-    });
-  }
-
-  bool copy_box_ce(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
-                   const int64_t lo[3], const int64_t hi[3], size_t elem,
-                   symcommStream_t stream) override {
-    copy_box(dst, dl, src, sl, lo, hi, elem, stream);
-    return true;
-  }
-
-  void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
-                const int64_t lo[3], const int64_t hi[3], size_t elem, symcommStream_t) override {
-    auto* d = static_cast<char*>(dst);
-    auto* s = static_cast<const char*>(src);
-    for (int64_t z = lo[2]; z < hi[2]; ++z)
-      for (int64_t y = lo[1]; y < hi[1]; ++y)
-        for (int64_t x = lo[0]; x < hi[0]; ++x)
-          std::memcpy(d + dl.offset(x, y, z) * static_cast<int64_t>(elem),
-                      s + sl.offset(x, y, z) * static_cast<int64_t>(elem), elem);
   }
 
   void barrier(const BarrierArgs& a, symcommStream_t) override {

@@ -65,7 +65,7 @@ bool run_batch(Space& space, const std::vector<Kind>& kinds, Rng& rng, const std
     std::copy(c.box.hi, c.box.hi + 3, b.hi);
     copies.push_back(b);
   }
-  space.rma().copy_boxes(copies, elem, space.stream());
+  space.copies().copy_boxes(copies, elem, space.stream());
   space.finish();
   const Bytes got = d.read();
   bool ok = true;

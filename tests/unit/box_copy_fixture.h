@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/cuda_driver.h"
+#include "copy/copies.h"
 #include "rma/rma.h"
 #include "topology/topology.h"
 
@@ -28,6 +29,7 @@ namespace box_copy_test {
 
 using symcomm::BoxCopy;
 using symcomm::BoxLayout;
+using symcomm::Copies;
 using symcomm::RmaBackend;
 using Bytes = std::vector<uint8_t>;
 using Rng = std::mt19937_64;
@@ -292,19 +294,19 @@ inline ::testing::AssertionResult same_bytes(const Bytes& got, const Bytes& want
 }
 
 // ---------------------------------------------------------------------------------------
-// Spaces: where the arrays live and which backend copies them
+// Spaces: where the arrays live and which copies copy them
 
 class Space {
  public:
   virtual ~Space() = default;
   virtual bool gpu() const = 0;
-  virtual RmaBackend& rma() = 0;
+  virtual Copies& copies() = 0;
   virtual symcommStream_t stream() = 0;
   virtual char* allocate(size_t bytes) = 0;
   virtual void release(char* p) = 0;
   virtual void write(char* dst, const Bytes& b) = 0;
   virtual Bytes read(const char* src, size_t bytes) = 0;
-  // Waits until what the backend issued has completed; throws on an error.
+  // Waits until what the copies issued has completed; throws on an error.
   virtual void finish() = 0;
 };
 
@@ -322,9 +324,12 @@ inline symcomm::Topology one_rank_topology(int device) {
 
 class HostSpace final : public Space {
  public:
-  HostSpace() : topology_(one_rank_topology(-1)), rma_(symcomm::make_host_rma(topology_)) {}
+  HostSpace()
+      : topology_(one_rank_topology(-1)),
+        rma_(symcomm::make_host_rma(topology_)),
+        copies_(symcomm::make_host_copies(*rma_)) {}
   bool gpu() const override { return false; }
-  RmaBackend& rma() override { return *rma_; }
+  Copies& copies() override { return *copies_; }
   symcommStream_t stream() override { return nullptr; }
   char* allocate(size_t bytes) override { return new char[bytes]; }
   void release(char* p) override { delete[] p; }
@@ -335,6 +340,7 @@ class HostSpace final : public Space {
  private:
   symcomm::Topology topology_;  // the backend keeps a reference
   std::unique_ptr<RmaBackend> rma_;
+  std::unique_ptr<Copies> copies_;  // uses rma_
 };
 
 inline bool gpu_available(std::string* why) {
@@ -356,8 +362,8 @@ inline bool gpu_available(std::string* why) {
   return true;
 }
 
-// The cuda backend of a one-rank communicator on GPU 0: a window (unused by box copies but
-// required), the barrier area (likewise) and a stream of its own.
+// The cuda copies of a one-rank communicator on GPU 0, on its RMA backend: a window (unused
+// by box copies but required), the barrier area (likewise) and a stream of its own.
 class CudaSpace final : public Space {
  public:
   CudaSpace() : topology_(one_rank_topology(0)) {
@@ -366,16 +372,18 @@ class CudaSpace final : public Space {
     CHECK_CUDA(cudaMalloc(&area_, symcomm::RmaLayout::area_bytes(1)));
     CHECK_CUDA(cudaMemset(area_, 0, symcomm::RmaLayout::area_bytes(1)));
     rma_ = symcomm::make_cuda_rma(topology_, {window_}, area_);
+    copies_ = symcomm::make_cuda_copies(topology_, *rma_, {window_});
     CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~CudaSpace() override {
+    copies_.reset();
     rma_.reset();
     if (stream_) cudaStreamDestroy(stream_);
     cudaFree(area_);
     cudaFree(window_);
   }
   bool gpu() const override { return true; }
-  RmaBackend& rma() override { return *rma_; }
+  Copies& copies() override { return *copies_; }
   symcommStream_t stream() override { return stream_; }
   char* allocate(size_t bytes) override {
     void* p = nullptr;
@@ -407,6 +415,7 @@ class CudaSpace final : public Space {
   char* area_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<RmaBackend> rma_;
+  std::unique_ptr<Copies> copies_;  // uses rma_
 };
 
 // An allocation of a space, holding given bytes.

@@ -2,9 +2,9 @@
 // GPU 0, and the binary's main; copy_boxes: box_copy_batch_test.cu; what they share:
 // box_copy_fixture.h.
 //
-// Direct tests of the box copies of the RMA backends (src/rma/rma.h): copy_box, copy_boxes
-// and copy_box_ce, on GPU 0 through the cuda backend (rma_cuda.cu) and on the host through
-// the host backend (rma_host.cc), against a reference computed here.
+// Direct tests of the box copies of each memory space (src/copy/copies.h): copy_box,
+// copy_boxes and copy_box_ce, on GPU 0 through the cuda copies (copies_cuda.cu) and on the
+// host through the host copies (copies_host.cc), against a reference computed here.
 //
 // Why: the decomposition tests reach these copies only with the shapes their pencils happen
 // to have, while the cuda backend picks its kernel by the layouts (shape_box):
@@ -74,10 +74,10 @@ Outcome run_case(Space& space, const Case& c, Via via, Rng& rng) {
   char* dp = d.data() + c.dst.shift * static_cast<int64_t>(c.elem);
   Outcome out;
   if (via == Via::Kernels)
-    space.rma().copy_box(dp, dl, sp, sl, c.box.lo, c.box.hi, c.elem, space.stream());
+    space.copies().copy_box(dp, dl, sp, sl, c.box.lo, c.box.hi, c.elem, space.stream());
   else
     out.issued =
-        space.rma().copy_box_ce(dp, dl, sp, sl, c.box.lo, c.box.hi, c.elem, space.stream());
+        space.copies().copy_box_ce(dp, dl, sp, sl, c.box.lo, c.box.hi, c.elem, space.stream());
   space.finish();
   Bytes want = before;
   if (out.issued) reference_copy(want, c.dst, src, c.src, c.box, c.elem);
@@ -233,7 +233,7 @@ std::vector<Case> large_cases() {
   return v;
 }
 
-// What copy_box_ce must return on GPUs by rma.h's contract, where it can be told simply: a
+// What copy_box_ce must return on GPUs by copies.h's contract, where it can be told simply: a
 // box of one element, or whose axes (those of extent > 1) both layouts walk in the same
 // order, the first with unit stride, with no slice gaps: true; where the orders differ, or
 // the first axis is not of unit stride: false. Either where slice gaps decide.

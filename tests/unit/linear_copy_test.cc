@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "rma/rma.h"
+#include "copy/box.h"
 
 namespace symcomm {
 namespace {

@@ -30,7 +30,7 @@
 
 #include "coll/coll.h"
 #include "emulation.h"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 
 namespace symcomm {
 namespace detail {
@@ -213,7 +213,7 @@ void fill_input(std::mt19937_64& rng, symcommDataType_t type, char* p, size_t by
   });
 }
 
-// out[i] = op over the members' in[m][i], in team-rank order, with rma/reduce.h's arithmetic.
+// out[i] = op over the members' in[m][i], in team-rank order, with copy/reduce.h's arithmetic.
 void reference_reduce(symcommDataType_t type, symcommRedOp_t op, const std::vector<const char*>& in,
                       size_t count, char* out) {
   with_type(type, [&](auto zero) {

@@ -18,7 +18,7 @@
 
 #include "coll/coll.h"
 #include "coll/sm_plan.h"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 
 #define SYMCOMM_EMULATION_ONE_THREAD_BLOCKS  // its own indices and barriers, below
 #include "emulation.h"

@@ -38,7 +38,7 @@
 #include "coll/coll.h"
 #include "emulation.h"
 #include "emulation_signals.h"
-#include "rma/reduce.h"
+#include "copy/reduce.h"
 #undef __grid_constant__
 #define __grid_constant__
 #undef __shared__

@@ -1,10 +1,10 @@
-// The box copies of the cuda RMA backend (rma_cuda.cu, which alone includes this file):
-// how a box is shaped for the kernels (rows or 32 x 32 tiles), the kernels that copy one
-// box, a batch of up to kBatchBoxes boxes, or a batch between two team barriers in one
+// The box copy kernels of the cuda space's copies (copies_cuda.cu, which alone includes this
+// file): how a box is shaped for the kernels (rows or 32 x 32 tiles), the kernels that copy
+// one box, a batch of up to kBatchBoxes boxes, or a batch between two team barriers in one
 // launch (copy_boxes_synced_kernel), and the element-size dispatch. Directly tested by
-// tests/unit/box_copy_test.cu through the backend.
-#ifndef SYMCOMM_RMA_BOX_COPY_CUH_
-#define SYMCOMM_RMA_BOX_COPY_CUH_
+// tests/unit/box_copy_*_test.cu through the copies.
+#ifndef SYMCOMM_COPY_BOX_COPY_CUH_
+#define SYMCOMM_COPY_BOX_COPY_CUH_
 
 #include <cuda_runtime.h>
 
@@ -13,7 +13,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "base/launch.cuh"
-#include "rma/rma.h"
+#include "copy/box.h"
 #include "symcomm/device.cuh"
 
 namespace symcomm {
@@ -327,4 +327,4 @@ __global__ void __launch_bounds__(kBoxThreads) copy_box_short_rows_kernel(
 }  // namespace box
 }  // namespace symcomm
 
-#endif  // SYMCOMM_RMA_BOX_COPY_CUH_
+#endif  // SYMCOMM_COPY_BOX_COPY_CUH_
