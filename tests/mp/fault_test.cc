@@ -12,7 +12,8 @@
 //
 // list-coll SPACE NRANKS: the registered collective algorithms that run in memory space SPACE
 // (host or cuda) on NRANKS ranks, as their descriptors say, one per line: ctest's list of
-// dies-during-coll tests (tests/CMakeLists.txt).
+// dies-during-coll tests (tests/CMakeLists.txt). list-transpose SPACE: the registered
+// decomposition backends that run in SPACE, likewise, for the dies-during-transpose tests.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -358,6 +359,15 @@ int main(int argc, char** argv) {
         std::printf("%s\n", c.name);
     return 0;
   }
+  if (scenario == "list-transpose" && argc == 3) {
+    const unsigned bit = 1u << (std::string(argv[2]) == "cuda" ? symcommSpaceCuda : symcommSpaceHost);
+    for (int i = 0; i < symcommDecompBackendCount(); ++i) {
+      symcommDecompBackendInfo_t info{};
+      if (symcommDecompGetBackendInfo(i, &info) != symcommSuccess) return 1;
+      if (info.spaces & bit) std::printf("%s\n", info.name);
+    }
+    return 0;
+  }
   if ((scenario != "dies-before-init" && scenario != "dies-during-init" &&
        scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
        scenario != "stops-after-init" && scenario != "dies-during-wait" &&
@@ -367,7 +377,7 @@ int main(int argc, char** argv) {
                  "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
                  "hub-dies-after-init|stops-after-init|dies-during-wait\n"
                  "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND\n"
-                 "       mp_fault list-coll host|cuda NRANKS\n");
+                 "       mp_fault list-coll host|cuda NRANKS | list-transpose host|cuda\n");
     return 2;
   }
   if (cuda_space()) {
