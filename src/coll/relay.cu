@@ -60,8 +60,9 @@
 // error slot, which the host reports at the communicator's next call, and the block exits.
 // The grid's blocks must all be resident (resident_launch.cuh), as with sm and twoshot.
 //
-// The code between the "relay protocol" markers also runs on the host in
-// tests/unit/relay_emulation.cc.
+// The protocol lives in relay/ (plan.h: a call's plan and shape, a rank's counters;
+// lanes.cuh: the kernel), which the host emulation tests/unit/relay_emulation.cc runs
+// too.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -72,6 +73,8 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "coll/coll.h"
+#include "coll/relay/lanes.cuh"
+#include "coll/relay/plan.h"
 #include "coll/resident_launch.cuh"
 #include "symcomm/device.cuh"
 
@@ -79,234 +82,7 @@ namespace symcomm {
 
 namespace {
 
-// BEGIN relay protocol: from here to "END relay protocol", the code also runs on the host in
-// tests/unit/relay_emulation.cc (one thread per CUDA thread, the intrinsics emulated).
-constexpr int kMaxTeam = 32;
-constexpr int kThreads = 512;
-static_assert(kThreads >= kMaxTeam, "thread m signals and waits for member m");
-constexpr int kMaxLanes = 128;
-constexpr uint64_t kMinChunk = 32 << 10;  // bytes of a chunk, at least (unless the lane has less)
-constexpr int kSelfBlocks = 32;            // the root's own copy: one block per kSelfPiece
-constexpr uint64_t kSelfPiece = 64 << 10;
-// The root signals each owner as soon as its chunk is stored where a lane has several rounds
-// or pieces are larger than this, else once per round (see "Signals" above).
-constexpr uint64_t kEagerPiece = 1 << 20;
-
-enum Counter { kReady = 0, kData = 1, kCalls = 2, kGot = 3, kPut = 4, kCounters = 5 };
-
-// What one call does, by value into the kernel (graph capture keeps it).
-struct Plan {
-  DeviceComm comm;   // the world view: error record, abort flag, bound
-  int n, me, root;   // team size, this rank's team rank, the root's
-  int world[kMaxTeam];
-  const char* send;  // the root's
-  char* recv;        // this rank's
-  char* recv_on[kMaxTeam];       // member m's recv, as mapped here
-  uint64_t* flags;               // this rank's [kCounters][kMaxLanes][nranks]
-  uint64_t* flags_on[kMaxTeam];  // member m's, as mapped here
-  uint64_t len;                  // L
-  uint64_t piece;                // P
-  uint64_t chunk;                // C
-  int lanes;
-  int self_blocks;               // the root's blocks after the lanes (0 in place, elsewhere)
-};
-
-__device__ __forceinline__ uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
-// Owner k's team rank, and member m's owner index (m is not the root).
-__device__ __forceinline__ int member_of(const Plan& p, int k) { return k < p.root ? k : k + 1; }
-__device__ __forceinline__ int owner_of(const Plan& p, int m) { return m < p.root ? m : m - 1; }
-
-// Owner k's piece: [lo, hi) of the message.
-struct Range {
-  uint64_t lo, hi;
-};
-__device__ __forceinline__ Range piece_of(const Plan& p, int k) {
-  const uint64_t lo = static_cast<uint64_t>(k) * p.piece;
-  const uint64_t end = lo + p.piece < p.len ? lo + p.piece : p.len;
-  return lo < end ? Range{lo, end} : Range{lo, lo};
-}
-// Chunk c of owner k's piece.
-__device__ __forceinline__ Range chunk_of(const Plan& p, int k, uint64_t c) {
-  const Range x = piece_of(p, k);
-  const uint64_t lo = x.lo + c * p.chunk;
-  return {lo, lo + p.chunk < x.hi ? lo + p.chunk : x.hi};
-}
-// The chunks of owner k's piece in lane b.
-__device__ __forceinline__ uint64_t lane_chunks(const Plan& p, int k, int b) {
-  const Range x = piece_of(p, k);
-  const uint64_t chunks = (x.hi - x.lo + p.chunk - 1) / p.chunk;
-  const uint64_t lb = static_cast<uint64_t>(b), lanes = static_cast<uint64_t>(p.lanes);
-  return chunks > lb ? (chunks - 1 - lb) / lanes + 1 : 0;
-}
-
-__device__ __forceinline__ uint64_t* counter(uint64_t* flags, const Plan& p, Counter kind, int b,
-                                             int w) {
-  return flags + (static_cast<uint64_t>(kind) * kMaxLanes + static_cast<uint64_t>(b)) *
-                     static_cast<uint64_t>(p.comm.nranks) + static_cast<uint64_t>(w);
-}
-
-// [lo, hi) of this rank's recv (written by the root, on another GPU) into every other
-// owner's: each 16-byte vector loaded once (four in flight per thread), stored n - 2 times;
-// the bytes past the last whole vector one by one (only the message's end has them: chunks
-// are multiples of 16 bytes and recv is 16-byte aligned).
-__device__ __forceinline__ void forward(const Plan& p, uint64_t lo, uint64_t hi) {
-  constexpr int kUnroll = 4;
-  const uint64_t nt = blockDim.x, t = threadIdx.x;
-  const uint64_t vecs = (hi - lo) / 16;
-  const uint4* src = reinterpret_cast<const uint4*>(p.recv + lo);
-  uint64_t i = t;
-  for (; i + (kUnroll - 1) * nt < vecs; i += kUnroll * nt) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(src + i + u * nt);
-    for (int m = 0; m < p.n; ++m) {
-      if (m == p.me || m == p.root) continue;
-      uint4* dst = reinterpret_cast<uint4*>(p.recv_on[m] + lo);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) dst[i + u * nt] = v[u];
-    }
-  }
-  for (; i < vecs; i += nt) {
-    const uint4 v = __ldcg(src + i);
-    for (int m = 0; m < p.n; ++m)
-      if (m != p.me && m != p.root) reinterpret_cast<uint4*>(p.recv_on[m] + lo)[i] = v;
-  }
-  for (uint64_t o = lo + vecs * 16 + t; o < hi; o += nt) {
-    const unsigned char v = __ldcg(reinterpret_cast<const unsigned char*>(p.recv + o));
-    for (int m = 0; m < p.n; ++m)
-      if (m != p.me && m != p.root) p.recv_on[m][o] = static_cast<char>(v);
-  }
-}
-
-// Thread m (m < n, m != me): fence, then data = value on member m (see "Ordering"; the
-// caller's __syncthreads came first).
-__device__ __forceinline__ void signal_data(const Plan& p, int m, uint64_t value) {
-  __threadfence_system();
-  detail::store_relaxed(counter(p.flags_on[m], p, kData, static_cast<int>(blockIdx.x),
-                                p.comm.rank),
-                        value);
-}
-
-__global__ void __launch_bounds__(kThreads) relay_kernel(const __grid_constant__ Plan p) {
-  pdl_begin();
-  const int b = static_cast<int>(blockIdx.x);
-  if (b >= p.lanes) {  // the root's own copy: slice b - lanes of self_blocks
-    const uint64_t per = ((p.len + p.self_blocks - 1) / p.self_blocks + 15) / 16 * 16;
-    const uint64_t lo = static_cast<uint64_t>(b - p.lanes) * per;
-    if (lo < p.len)
-      detail::copy(p.recv + lo, p.send + lo, umin(per, p.len - lo), threadIdx.x, blockDim.x);
-    return;
-  }
-  const bool root = p.me == p.root;
-  const int m = static_cast<int>(threadIdx.x);
-  const bool peer = m < p.n && m != p.me;  // this thread keeps member m's counters
-  const int w = peer ? p.world[m] : 0;
-  uint64_t calls = 0, got = 0, put = 0;
-  if (peer) {
-    calls = *counter(p.flags, p, kCalls, b, w);
-    got = *counter(p.flags, p, kGot, b, w);
-    put = *counter(p.flags, p, kPut, b, w);
-  }
-  // Ready: owners are written by the root and by the other owners.
-  int rc = 0;
-  if (peer) {
-    if (!root) detail::store_relaxed(counter(p.flags_on[m], p, kReady, b, p.comm.rank), calls + 1);
-    if (m != p.root)
-      rc = detail::wait_local(p.comm, counter(p.flags, p, kReady, b, w), symcommCmpGe, calls + 1);
-  }
-  if (__syncthreads_or(rc)) return;
-  const int owners = p.n - 1;
-  uint64_t stored = 0;  // chunks this rank stored into member m in this call (thread m)
-  if (root) {
-    const uint64_t rounds = lane_chunks(p, 0, b);  // piece 0 is the longest
-    const bool eager = rounds > 1 || p.piece > kEagerPiece;  // see "Signals" above
-    for (uint64_t j = 0; j < rounds; ++j) {
-      for (int i = 0; i < owners; ++i) {
-        const int k = static_cast<int>((static_cast<uint64_t>(b) + j + i) % owners);
-        if (j >= lane_chunks(p, k, b)) continue;
-        const Range x = chunk_of(p, k, static_cast<uint64_t>(b) + j * p.lanes);
-        detail::copy(p.recv_on[member_of(p, k)] + x.lo, p.send + x.lo, x.hi - x.lo, threadIdx.x,
-                     blockDim.x);
-        if (eager) {
-          __syncthreads();
-          if (peer && m == member_of(p, k)) signal_data(p, m, put + ++stored);
-        }
-      }
-      if (!eager) {
-        __syncthreads();
-        if (peer && j < lane_chunks(p, owner_of(p, m), b)) signal_data(p, m, put + ++stored);
-      }
-    }
-  } else {
-    const int k = owner_of(p, p.me);
-    const uint64_t mine = lane_chunks(p, k, b);
-    for (uint64_t j = 0; j < mine; ++j) {
-      if (m == p.root)
-        rc = detail::wait_local(p.comm, counter(p.flags, p, kData, b, w), symcommCmpGe,
-                                got + j + 1);
-      if (__syncthreads_or(rc)) return;
-      const Range x = chunk_of(p, k, static_cast<uint64_t>(b) + j * p.lanes);
-      forward(p, x.lo, x.hi);
-      __syncthreads();
-      if (peer && m != p.root) signal_data(p, m, put + ++stored);
-    }
-    // Every other owner's chunks of this lane.
-    if (peer && m != p.root)
-      rc = detail::wait_local(p.comm, counter(p.flags, p, kData, b, w), symcommCmpGe,
-                              got + lane_chunks(p, owner_of(p, m), b));
-    if (__syncthreads_or(rc)) return;
-  }
-  if (peer) {
-    *counter(p.flags, p, kCalls, b, w) = calls + 1;
-    *counter(p.flags, p, kPut, b, w) = put + stored;
-    if (!root) {  // received: the root's chunks of this rank's piece, an owner's of its own
-      const int from = m == p.root ? owner_of(p, p.me) : owner_of(p, m);
-      *counter(p.flags, p, kGot, b, w) = got + lane_chunks(p, from, b);
-    }
-  }
-}
-
-// The shape of a call (host code): pieces, chunks and lanes into `p` (whose n and len are
-// set; n >= 2), from L, n, the parameters and `resident` alone, so that every member derives
-// the same. `lane_bytes` (SYMCOMM_COLL_RELAY_LANE_BYTES) and `steps` (SYMCOMM_COLL_RELAY_STEPS)
-// are at least 1; no more lanes than `resident`, the fewest blocks any member's GPU holds at
-// once (CollContext::fewest_across_ranks).
-inline void shape_call(Plan& p, uint64_t max_lanes, uint64_t max_chunk, uint64_t lane_bytes,
-                       uint64_t steps, int resident) {
-  const uint64_t owners = static_cast<uint64_t>(p.n - 1);
-  p.piece = ((p.len + owners - 1) / owners + 15) / 16 * 16;
-  // Pieces the root signals chunk by chunk (over kEagerPiece) keep lanes of kMinChunk at
-  // least: a fence per owner costs short chunks more than the extra lanes gain.
-  if (p.piece > kEagerPiece) lane_bytes = std::max(lane_bytes, kMinChunk);
-  max_lanes = std::min<uint64_t>(max_lanes, static_cast<uint64_t>(std::max(resident, 1)));
-  const uint64_t lanes = std::min<uint64_t>(max_lanes, (p.piece + lane_bytes - 1) / lane_bytes);
-  p.lanes = static_cast<int>(std::max<uint64_t>(lanes, 1));
-  // Chunks are at least kMinChunk, unless a lane's whole share of the piece is less: then a
-  // lane moves its share as one chunk (more lanes of less each, where lane_bytes asks for
-  // them, rather than fewer lanes of kMinChunk).
-  const uint64_t share = (p.piece + p.lanes - 1) / p.lanes;
-  const uint64_t per =
-      std::max(std::min(kMinChunk, share), (p.piece + p.lanes * steps - 1) / (p.lanes * steps));
-  p.chunk = std::max<uint64_t>(16, std::min(max_chunk / 16 * 16, (per + 15) / 16 * 16));
-  // No lane without a chunk of piece 0 (16-byte chunks can be fewer than the lanes).
-  p.lanes = static_cast<int>(std::min<uint64_t>(p.lanes, (p.piece + p.chunk - 1) / p.chunk));
-}
-
-// The root's blocks that copy its send into its own recv (`copies`: this rank is the root,
-// not in place) into p.self_blocks: one per kSelfPiece, up to kSelfBlocks, and no more than
-// the GPU holds beside the lanes (`resident`: the grid must be resident at once). The lanes
-// are the same on every member; a root that asked for more would refuse a call its peers
-// had already launched. True where none are left: the copy engines then copy before the
-// kernel.
-inline bool place_own_copy(Plan& p, bool copies, int resident) {
-  const uint64_t want = std::min<uint64_t>(kSelfBlocks, (p.len + kSelfPiece - 1) / kSelfPiece);
-  const uint64_t spare = static_cast<uint64_t>(std::max(resident - p.lanes, 0));
-  p.self_blocks = copies ? static_cast<int>(std::min(want, spare)) : 0;
-  return copies && p.self_blocks == 0;
-}
-
-// END relay protocol
+using namespace relay;
 
 // 4 x H200 (bench/results/h200x4/relay_sweep_f89fd9d.jsonl): 8 chunks per lane gave the
 // best large broadcasts (128 MiB: 449 us, 4 chunks 484), one chunk the best small ones
@@ -331,9 +107,6 @@ const SizeParam kChunk("SYMCOMM_COLL_RELAY_CHUNK", "256K",
                        "most bytes of a relay broadcast's chunk (the unit a member forwards and "
                        "signals), at least 16; the same on every rank", 16);
 
-size_t counters_bytes(int nranks) {
-  return size_t{kCounters} * kMaxLanes * static_cast<size_t>(nranks) * sizeof(uint64_t);
-}
 
 constexpr auto kernel_of = [](auto) { return relay_kernel; };
 
@@ -374,7 +147,6 @@ class RelayAlgorithm final : public CollAlgorithm {
     const uint64_t len = a.count * a.elem;
     if (len == 0) return;
     const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-    const bool root = a.me == a.root;
     if (a.team.size == 1) {
       if (a.send != a.recv)
         SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
@@ -384,22 +156,9 @@ class RelayAlgorithm final : public CollAlgorithm {
     const uint64_t max_chunk = kChunk.get(), lane_bytes = kLaneBytes.get();
     const int64_t steps = kStepsParam.get();
     Plan p{};
-    p.comm = s.world;
-    p.n = a.team.size;
-    p.me = a.me;
-    p.root = a.root;
-    p.send = a.send;
-    p.recv = a.recv;
-    p.len = len;
-    p.flags = reinterpret_cast<uint64_t*>(s.area);
-    for (int j = 0; j < p.n; ++j) {
-      p.world[j] = a.team.world_of(j);
-      p.recv_on[j] = j == a.me ? a.recv : ctx.on(a, a.recv, j);
-      p.flags_on[j] = reinterpret_cast<uint64_t*>(ctx.on(a, p.flags, j));
-    }
-    shape_call(p, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
-               static_cast<uint64_t>(steps), s.resident);
-    if (place_own_copy(p, root && a.send != a.recv, s.resident))
+    if (make_plan(p, a, s.world, s.area, static_cast<uint64_t>(max_lanes), max_chunk, lane_bytes,
+                  static_cast<uint64_t>(steps), s.resident,
+                  [&](const void* q, int j) { return ctx.on(a, q, j); }))
       SYMCOMM_CUDART(cudaMemcpyAsync(a.recv, a.send, len, cudaMemcpyDeviceToDevice, stream));
     launch_resident(kernel_of, p, p.lanes + p.self_blocks, kThreads, s.resident, false, a.type,
                     stream, "relay", "lower SYMCOMM_COLL_RELAY_BLOCKS");

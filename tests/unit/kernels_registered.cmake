@@ -4,7 +4,8 @@
 # A registration names one kernel of the unit, its anchor (the unit's CUDA library, all of its
 # kernels, is loaded whole; gpu_kernel_load checks that on a GPU): checked here are that the
 # registration is code, not a comment, and that its anchor is a __global__ function the file
-# itself defines (an anchor of another unit would load that unit's library instead).
+# itself defines, or a header of its own folder (src/coll/relay/ for src/coll/relay.cu) (an
+# anchor of another unit would load that unit's library instead).
 #   cmake -DSRC=<the library's src folder> -P kernels_registered.cmake
 cmake_minimum_required(VERSION 3.25)  # the project's: today's policies in script mode too
 
@@ -64,10 +65,21 @@ foreach(f ${sources})
     continue()
   endif()
   set(anchor "${CMAKE_MATCH_1}")
+  # The unit's own device headers (<dir>/<unit>/*.cuh, which no other unit includes) may
+  # define its kernels.
+  get_filename_component(dir "${f}" DIRECTORY)
+  get_filename_component(unit "${f}" NAME_WE)
+  file(GLOB own "${dir}/${unit}/*.cuh")
+  foreach(h ${own})
+    file(READ "${h}" text)
+    strip_comments("${text}" header)
+    string(APPEND code "${header}")
+  endforeach()
   # __global__ void [__launch_bounds__(...)] anchor(  (templates: template <...> before it)
   if(NOT code MATCHES "__global__[^;{}]*[^A-Za-z0-9_]${anchor}${ws}*\\(")
     list(APPEND problems
-         "${f}: its KernelLibrary's anchor '${anchor}' is no __global__ function of the file")
+         "${f}: its KernelLibrary's anchor '${anchor}' is no __global__ function of the file "
+         "or of its own headers (${unit}/*.cuh)")
   endif()
 endforeach()
 if(problems)

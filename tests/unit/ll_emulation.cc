@@ -1,10 +1,11 @@
-// The ll collectives' protocol run on the host: the code of src/coll/ll.cu between its "ll
-// protocol" markers (extracted at build time into ll_protocol.inc), with one host thread per
-// CUDA thread (a few per block, so that blocks stride over their packets and __syncthreads
-// matters) and packets stored and loaded as two separate 8-byte atomics, in either order,
-// sometimes with a pause between them: the reader must only trust a packet whose two flags
-// are both new, as on the GPU. Each rank runs its kernels one after the other on its own
-// "stream", with no synchronisation between ranks, as back-to-back calls on GPUs do.
+// The ll collectives' protocol run on the host: the library's own ll headers (plans,
+// rounds, coll/device/ll_packet.cuh) with tests/unit/emulation/harness.h, one host thread
+// per CUDA thread (a few per block, so that blocks stride over their packets and
+// __syncthreads matters) and packets stored and loaded as two separate 8-byte atomics, in
+// either order, sometimes with a pause between them: the reader must only trust a packet
+// whose two flags are both new, as on the GPU. Each rank runs its kernels one after the
+// other on its own "stream", with no synchronisation between ranks, as back-to-back calls on
+// GPUs do.
 //
 // It checks every collective (all-gather in place too, all-to-all, all-to-all-v, broadcast
 // from any root, reduce-scatter, all-reduce in place or not, several types and ops), sizes
@@ -13,151 +14,75 @@
 // refresh of whole slots), and that a wait that cannot end records its error and ends. The
 // memory-model questions (volatile accesses over NVLink, the atomicity of 8-byte halves)
 // stay with the GPU tests: C++ atomics cannot answer them.
+#include "emulation/harness.h"  // first: what the protocol headers expect of CUDA
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "coll/coll.h"
-#include "emulation.h"
+#include "coll/device/counters.h"
+#include "coll/ll/plan.h"
+#include "coll/ll/rounds.cuh"
 #include "copy/reduce.h"
-
-namespace symcomm {
-namespace detail {
-template <typename T>
-T* remote(const DeviceComm& c, T* p, int pe) {
-  const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
-  return reinterpret_cast<T*>(c.peer_base[pe] + off);
-}
-uint64_t global_time_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-void copy(void* dst, const void* src, size_t bytes, unsigned tid, unsigned nt) {
-  // Thread tid of nt takes every nt-th byte, as the device copy spreads over threads.
-  for (size_t i = tid; i < bytes; i += nt)
-    static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
-}
-}  // namespace detail
-
-namespace {
-
-// A packet is two 8-byte halves {data, flag}, each atomic, the pair not: stored in either
-// order, sometimes with a pause between them, and loaded one half at a time.
-thread_local unsigned packet_ops = 0;
-void store_packet(uint4* at, uint64_t data, uint32_t flag) {
-  uint64_t* h = reinterpret_cast<uint64_t*>(at);
-  const uint64_t lo = (data & 0xffffffffu) | uint64_t{flag} << 32;
-  const uint64_t hi = (data >> 32) | uint64_t{flag} << 32;
-  const unsigned k = ++packet_ops;
-  const int first = k & 1;
-  __atomic_store_n(h + first, first ? hi : lo, __ATOMIC_RELAXED);
-  if (k % 13 == 0) std::this_thread::yield();
-  __atomic_store_n(h + (1 - first), first ? lo : hi, __ATOMIC_RELAXED);
-}
-uint4 load_packet(const uint4* at) {
-  const uint64_t* h = reinterpret_cast<const uint64_t*>(at);
-  const int first = ++packet_ops & 1;
-  uint64_t half[2];
-  half[first] = __atomic_load_n(h + first, __ATOMIC_RELAXED);
-  half[1 - first] = __atomic_load_n(h + (1 - first), __ATOMIC_RELAXED);
-  uint4 v;
-  v.x = static_cast<uint32_t>(half[0]);
-  v.y = static_cast<uint32_t>(half[0] >> 32);
-  v.z = static_cast<uint32_t>(half[1]);
-  v.w = static_cast<uint32_t>(half[1] >> 32);
-  return v;
-}
-void poll_pause() { std::this_thread::yield(); }
-
-#include "ll_protocol.inc"
-
-}  // namespace
-}  // namespace symcomm
 
 namespace {
 
 using namespace symcomm;
+using namespace symcomm::ll;
 
-// `n` ranks' areas and counters, and kernels run as threads.
+// `n` ranks' areas (packets, then counters), and kernels run as threads.
 class Emulator {
  public:
   struct Launch {
     Plan plan;
-    void (*kernel)(Plan);
+    void (*kernel)(const Plan&);
   };
 
   // `threads` per block; `refresh`: Plan::refresh; `seq0`: where every counter starts.
   Emulator(int n, int threads, uint64_t refresh, uint64_t seq0 = 0)
-      : n_(n), threads_(threads), refresh_(refresh), areas_(static_cast<size_t>(n)),
-        seqs_(static_cast<size_t>(n)), bases_(static_cast<size_t>(n)),
-        errors_(static_cast<size_t>(n)) {
-    for (size_t r = 0; r < areas_.size(); ++r) {
-      areas_[r].assign(static_cast<size_t>(n) * 2 * kMaxBlocks * kThreads, uint4{});
-      seqs_[r].assign(static_cast<size_t>(n) * kMaxBlocks, seq0);
-      bases_[r] = reinterpret_cast<char*>(areas_[r].data());
-    }
+      : threads_(threads), refresh_(refresh), devices_(n, packets_bytes(n) + seq_bytes(n)) {
+    set_seq(seq0);
   }
-  int size() const { return n_; }
+  int size() const { return devices_.size(); }
   // The plan of world rank a.team.world_of(a.me) for `a`, as LlAlgorithm::run makes it.
   Plan plan(const CollArgs& a) {
     const int rank = a.team.world_of(a.me);
-    const size_t r = static_cast<size_t>(rank);
-    Plan p{};
-    p.comm.rank = rank;
-    p.comm.nranks = n_;
-    p.comm.team_size = n_;
-    p.comm.team_stride = 1;
-    p.comm.base = bases_[r];
-    p.comm.peer_base = bases_.data();
-    p.comm.error = &errors_[r];
-    p.comm.abort_flag = &abort_;
-    p.comm.wait_timeout_ns = timeout_ns_;
-    p.packets = areas_[r].data();
-    p.seq = seqs_[r].data();
-    p.refresh = refresh_;
-    make_plan(p, a);
-    return p;
+    return plan_of(a, devices_.world(rank), devices_.area(rank), refresh_);
   }
   // One kernel: grid_blocks(plan) blocks of threads_ threads.
   void run_kernel(const Launch& l) {
-    run_grid(grid_blocks(l.plan), threads_, [&] { l.kernel(l.plan); });
+    emulation::run_grid(grid_blocks(l.plan), threads_, [&] { l.kernel(l.plan); });
   }
   // Each rank's kernels in order on its own stream, the ranks at once.
   void run(const std::vector<std::vector<Launch>>& streams) {
-    run_streams(streams, [this](const Launch& l) { run_kernel(l); });
+    emulation::run_streams(streams, [this](const Launch& l) { run_kernel(l); });
   }
-  DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
-  void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
-  void set_abort() { abort_ = 1; }
+  emulation::Devices& devices() { return devices_; }
   // Every counter of every rank (between calls): a jump ahead, alike on both sides of a pair.
   void set_seq(uint64_t value) {
-    for (auto& s : seqs_) std::fill(s.begin(), s.end(), value);
+    for (int r = 0; r < size(); ++r) std::fill_n(seqs(r), size() * kMaxBlocks, value);
   }
-  const uint4* area(int rank) const { return areas_[static_cast<size_t>(rank)].data(); }
-  uint64_t seq(int rank, int block, int peer) const {
-    return seqs_[static_cast<size_t>(rank)][static_cast<size_t>(block * n_ + peer)];
+  const uint4* area(int rank) { return reinterpret_cast<const uint4*>(devices_.area(rank)); }
+  uint64_t seq(int rank, int block, int peer) {
+    return *protocol::counter_word<kMaxBlocks>(seqs(rank), 0, block, size(), peer);
   }
 
  private:
-  int n_, threads_;
+  uint64_t* seqs(int rank) {
+    return reinterpret_cast<uint64_t*>(devices_.area(rank) + packets_bytes(size()));
+  }
+
+  int threads_;
   uint64_t refresh_;
-  std::vector<std::vector<uint4>> areas_;
-  std::vector<std::vector<uint64_t>> seqs_;
-  std::vector<char*> bases_;
-  std::vector<DeviceError> errors_;
-  int32_t abort_ = 0;
-  uint64_t timeout_ns_ = uint64_t{60} * 1000000000;  // a failed test, not a slow host
+  emulation::Devices devices_;
 };
 
 // One collective over a team: every member's buffers, arguments and expected results.
@@ -302,9 +227,9 @@ class Batch {
       a.send_displs = k.sd[m].data();
       a.recv_counts = k.rc[m].data();
       a.recv_displs = k.rd[m].data();
-      Emulator::Launch l{emu_.plan(a), &ll_kernel<uint8_t>};
+      Emulator::Launch l{emu_.plan(a), &ll_block<uint8_t>};
       if (l.plan.reduce)
-        with_type(k.type, [&](auto zero) { l.kernel = &ll_kernel<decltype(zero)>; });
+        with_type(k.type, [&](auto zero) { l.kernel = &ll_block<decltype(zero)>; });
       if (grid_blocks(l.plan) > 0) streams_[static_cast<size_t>(k.team.world_of(me))].push_back(l);
     }
     calls_.push_back(std::move(c));
@@ -312,10 +237,7 @@ class Batch {
 
   void run_and_check() {
     emu_.run(streams_);
-    for (int r = 0; r < emu_.size(); ++r)
-      EXPECT_EQ(emu_.error(r).code, 0) << "rank " << r << " recorded a failed wait for flag "
-                                       << emu_.error(r).expected << ", seeing "
-                                       << emu_.error(r).observed;
+    emu_.devices().expect_no_failed_wait();
     for (const auto& c : calls_) check(*c);
   }
 
@@ -500,10 +422,10 @@ TEST(LlEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     SCOPED_TRACE(abort ? "aborted" : "timed out");
     Emulator emu(2, 2, kRefresh);
     if (abort) {
-      emu.set_timeout_ns(0);  // no bound: only the abort ends it
-      emu.set_abort();
+      emu.devices().set_timeout_ns(0);  // no bound: only the abort ends it
+      emu.devices().set_abort();
     } else {
-      emu.set_timeout_ns(50 * 1000 * 1000);
+      emu.devices().set_timeout_ns(50 * 1000 * 1000);
     }
     std::vector<char> send(10000, 1), recv(20000, 0);
     CollArgs a{};
@@ -515,9 +437,9 @@ TEST(LlEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     a.count = send.size();
     a.elem = 1;
     const auto start = std::chrono::steady_clock::now();
-    emu.run_kernel({emu.plan(a), &ll_kernel<uint8_t>});
+    emu.run_kernel({emu.plan(a), &ll_block<uint8_t>});
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
-    const DeviceError& e = emu.error(0);
+    const DeviceError& e = emu.devices().error(0);
     EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
     EXPECT_EQ(e.expected, 1u);  // round 0's flag
     EXPECT_EQ(e.observed, 0u);

@@ -1,46 +1,41 @@
-// The relay broadcast's protocol run on the host: the code of src/coll/relay.cu between its
-// "relay protocol" markers (extracted at build time into relay_protocol.inc), with one host
-// thread per CUDA thread (a few per block, so that blocks stride over their chunks and
-// __syncthreads matters, and several lanes per rank). Each rank has its own counters and
-// buffers; peers store into them directly, as GPUs do over NVLink. Each rank runs its
-// kernels one after the other on its own "stream", with no synchronisation between ranks,
-// as back-to-back calls on GPUs do.
+// The relay broadcast's protocol run on the host: the library's own relay headers (plan,
+// lanes) with tests/unit/emulation/harness.h, one host thread per CUDA thread (a few per
+// block, so that blocks stride over their chunks and __syncthreads matters, and several
+// lanes per rank). Each rank has its own counters and buffers; peers store into them
+// directly, as GPUs do over NVLink. Each rank runs its kernels one after the other on its
+// own "stream", with no synchronisation between ranks, as back-to-back calls on GPUs do.
 //
 // It checks broadcasts from every root of teams of 2 to 8, sizes from one byte to many
 // chunks per lane (tails that are not whole 16-byte vectors, owners with empty pieces),
 // in place on the root and not; the per-(lane, pair) counters across calls, roots and teams
 // that share pairs with the world; and that a wait that cannot end records its error and
-// ends the kernel. The plan is made here with RelayAlgorithm::run's arithmetic.
+// ends the kernel. The plans are the library's (relay::make_plan, as RelayAlgorithm::run
+// calls it).
 //
 // What it cannot answer: the memory-model questions (the fence and relaxed store of a
 // signal, acquire polls and ld.global.cg over NVLink) stay with the GPU tests
 // (tests/mp/coll_test.cc, relay on 4 GPUs). The kernel keeps no shared memory.
+#include "emulation/harness.h"  // first: what the protocol headers expect of CUDA
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "coll/coll.h"
-#include "emulation.h"
-#include "emulation_signals.h"
-#undef __grid_constant__
-#define __grid_constant__
-
-namespace symcomm {
-namespace {
-#include "relay_protocol.inc"
-}  // namespace
-}  // namespace symcomm
+#include "coll/device/counters.h"
+#include "coll/relay/lanes.cuh"
+#include "coll/relay/plan.h"
 
 namespace {
 
 using namespace symcomm;
+using namespace symcomm::relay;
+using emulation::Memory;
 
 const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
 constexpr uint64_t kLaneBytes = 8 << 10;       // SYMCOMM_COLL_RELAY_LANE_BYTES's default
@@ -59,77 +54,48 @@ class Emulator {
   // `threads` per block (at least the team size, as kThreads is); `max_lanes` and
   // `max_chunk`: SYMCOMM_COLL_RELAY_BLOCKS and SYMCOMM_COLL_RELAY_CHUNK.
   Emulator(int nranks, int threads, int max_lanes, uint64_t max_chunk)
-      : n_(nranks), threads_(threads), max_lanes_(max_lanes), max_chunk_(max_chunk),
-        errors_(static_cast<size_t>(nranks)) {
-    for (int r = 0; r < nranks; ++r)
-      areas_.push_back(std::make_unique<Memory>(area_bytes(), 0));  // as make_state clears
-  }
-  int size() const { return n_; }
+      : threads_(threads), max_lanes_(max_lanes), max_chunk_(max_chunk),
+        devices_(nranks, counters_bytes(nranks)) {}
+  int size() const { return devices_.size(); }
 
-  // The launch of team member a.me, as RelayAlgorithm::run makes it; recvs[j] stands for
-  // on(a, a.recv, j).
+  // The launch of team member a.me, as RelayAlgorithm::run makes it (make_plan); recvs[j]
+  // stands for on(a, a.recv, j).
   Launch launch(const CollArgs& a, const std::vector<char*>& recvs) {
     Launch l;
-    const uint64_t len = a.count * a.elem;
-    if (len == 0 || a.team.size == 1) return l;
+    if (a.count * a.elem == 0 || a.team.size == 1) return l;
     const int rank = a.team.world_of(a.me);
-    Plan& p = l.plan;
-    p.comm.rank = rank;
-    p.comm.nranks = n_;
-    p.comm.error = &errors_[static_cast<size_t>(rank)];
-    p.comm.abort_flag = &abort_;
-    p.comm.wait_timeout_ns = timeout_ns_;
-    p.n = a.team.size;
-    p.me = a.me;
-    p.root = a.root;
-    p.send = a.send;
-    p.recv = a.recv;
-    p.len = len;
-    p.flags = flags(rank);
-    for (int j = 0; j < p.n; ++j) {
-      p.world[j] = a.team.world_of(j);
-      p.recv_on[j] = recvs[static_cast<size_t>(j)];
-      p.flags_on[j] = flags(p.world[j]);
-    }
-    shape_call(p, static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps, resident_);
-    l.copy_first = place_own_copy(p, a.me == a.root && a.send != a.recv, resident_);
-    l.blocks = p.lanes + p.self_blocks;
+    auto on = [&](const void* q, int j) -> char* {
+      if (q == a.recv) return recvs[static_cast<size_t>(j)];
+      return devices_.on(rank, q, a.team.world_of(j));
+    };
+    l.copy_first = make_plan(l.plan, a, devices_.world(rank), devices_.area(rank),
+                             static_cast<uint64_t>(max_lanes_), max_chunk_, kLaneBytes, kSteps,
+                             resident_, on);
+    l.blocks = l.plan.lanes + l.plan.self_blocks;
     return l;
   }
 
   void run(const std::vector<std::vector<Launch>>& streams) {
-    run_streams(streams, [this](const Launch& l) {
+    emulation::run_streams(streams, [this](const Launch& l) {
       if (l.copy_first) std::memcpy(l.plan.recv, l.plan.send, l.plan.len);
-      run_grid(l.blocks, threads_, [&] { relay_kernel(l.plan); });
+      emulation::run_grid(l.blocks, threads_, [&] { relay_kernel(l.plan); });
     });
   }
 
-  DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
-  void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
-  void set_abort() { abort_ = 1; }
+  emulation::Devices& devices() { return devices_; }
   // The blocks the GPU holds at once (RelayAlgorithm's resident count).
   void set_resident(int blocks) { resident_ = blocks; }
-  uint64_t* flags(int rank) {
-    return reinterpret_cast<uint64_t*>(areas_[static_cast<size_t>(rank)]->data());
-  }
   // Lane b's counter `kind` of `rank` with `peer`.
   uint64_t* word(int rank, Counter kind, int lane, int peer) {
-    return flags(rank) + (static_cast<size_t>(kind) * kMaxLanes + static_cast<size_t>(lane)) *
-                             static_cast<size_t>(n_) + static_cast<size_t>(peer);
+    auto* words = reinterpret_cast<uint64_t*>(devices_.area(rank));
+    return protocol::counter_word<kMaxLanes>(words, kind, lane, size(), peer);
   }
 
  private:
-  size_t area_bytes() const {
-    return size_t{kCounters} * kMaxLanes * static_cast<size_t>(n_) * 8;
-  }
-
-  int n_, threads_, max_lanes_;
+  int threads_, max_lanes_;
   uint64_t max_chunk_;
-  std::vector<std::unique_ptr<Memory>> areas_;
-  std::vector<DeviceError> errors_;
-  int32_t abort_ = 0;
-  uint64_t timeout_ns_ = uint64_t{20} * 1000000000;  // a failed test, not a slow host
   int resident_ = 1 << 20;
+  emulation::Devices devices_;
 };
 
 // One broadcast over a team, and every member's buffers (recv poisoned, with guards).
@@ -199,10 +165,7 @@ class Batch {
 
   void run_and_check() {
     emu_.run(streams_);
-    for (int r = 0; r < emu_.size(); ++r)
-      EXPECT_EQ(emu_.error(r).code, 0) << "rank " << r << " recorded a failed wait for "
-                                       << emu_.error(r).expected << ", seeing "
-                                       << emu_.error(r).observed;
+    emu_.devices().expect_no_failed_wait();
     for (const auto& c : calls_) check(*c);
     // Both sides of a pair count the same calls, and the chunks one stored the other got
     // (the next call's waits depend on it).
@@ -435,10 +398,10 @@ TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
       for (int lane = 0; lane < 4; ++lane)
         for (int peer : {1, 2}) before.push_back(*emu.word(0, c, lane, peer));
     if (abort) {
-      emu.set_timeout_ns(0);  // no bound: only the abort ends it
-      emu.set_abort();
+      emu.devices().set_timeout_ns(0);  // no bound: only the abort ends it
+      emu.devices().set_abort();
     } else {
-      emu.set_timeout_ns(50 * 1000 * 1000);
+      emu.devices().set_timeout_ns(50 * 1000 * 1000);
     }
     std::vector<std::unique_ptr<Memory>> recv;
     std::vector<char*> recvs;
@@ -459,7 +422,7 @@ TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     const auto start = std::chrono::steady_clock::now();
     emu.run({{l}, {}, {}});
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-    const DeviceError& e = emu.error(0);
+    const DeviceError& e = emu.devices().error(0);
     EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
     EXPECT_EQ(e.expected, calls + 1);
     EXPECT_EQ(e.observed, calls);

@@ -1,112 +1,43 @@
-// The sm collectives' protocol run on the host: the code of src/coll/sm.cu between its
-// "sm protocol" markers (extracted at build time into sm_protocol.inc), with one thread per
-// block, blockDim 1, and CUDA's intrinsics and symcomm's device helpers emulated with C++
-// atomics. It checks the chunk schedule, the channel counters across calls, ring reuse and
-// the plans of every collective (all-gather, all-to-all, all-to-all-v, broadcast,
-// reduce-scatter, one- and two-shot all-reduce, in place too) on 2 to 4 and 8 ranks, with tiny
-// rings so that every ring wraps. The memory-model questions (fences, caches) stay with the
-// GPU tests: C++'s sequentially consistent emulation cannot answer them.
+// The sm collectives' protocol run on the host: the library's own sm headers (plans,
+// channels, counts on the device) with tests/unit/emulation/harness.h, one thread per block
+// (blockDim 1: the protocol's __shared__ variables are then exact). It checks the chunk
+// schedule, the channel counters across calls, ring reuse and the plans of every collective
+// (all-gather, all-to-all, all-to-all-v, broadcast, reduce-scatter, one- and two-shot
+// all-reduce, in place too) on 2 to 4 and 8 ranks, with tiny rings so that every ring wraps.
+// The memory-model questions (fences, caches) stay with the GPU tests: C++'s emulation
+// cannot answer them.
+#include "emulation/harness.h"  // first: what the protocol headers expect of CUDA
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "coll/coll.h"
-#include "coll/sm_plan.h"
-#include "copy/reduce.h"
-
-#define SYMCOMM_EMULATION_ONE_THREAD_BLOCKS  // its own indices and barriers, below
-#include "emulation.h"
-#undef __shared__
-#define __shared__ static thread_local  // one thread per block
-
-namespace {
-struct Dim { unsigned x = 0, y = 0, z = 0; };
-thread_local Dim threadIdx, blockIdx;
-const Dim blockDim{1, 1, 1};
-void __syncthreads() {}
-int __syncthreads_or(int x) { return x; }
-void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
-  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-}
-unsigned long long atomicExch(unsigned long long* p, unsigned long long v) {
-  return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
-}
-}  // namespace
-
-namespace symcomm {
-namespace detail {
-template <typename T>
-T* remote(const DeviceComm& c, T* p, int pe) {
-  const uintptr_t off = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(c.base);
-  return reinterpret_cast<T*>(c.peer_base[pe] + off);
-}
-void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-int wait_local(const DeviceComm&, const uint64_t* word, symcommCmp_t, uint64_t value) {
-  const auto start = std::chrono::steady_clock::now();
-  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value) {
-    std::this_thread::yield();
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
-      ADD_FAILURE() << "a wait for " << value << " timed out (the counters disagree)";
-      return symcommTimeout;
-    }
-  }
-  return 0;
-}
-void copy(void* dst, const void* src, size_t bytes, unsigned, unsigned) {
-  std::memcpy(dst, src, bytes);
-}
-}  // namespace detail
-
-namespace {
-using std::min;
-#include "sm_protocol.inc"
-}  // namespace
-}  // namespace symcomm
+#include "coll/sm/calls.h"
+#include "coll/sm/channels.cuh"
+#include "coll/sm/counts.cuh"
+#include "coll/sm/plan.h"
 
 namespace {
 
 using namespace symcomm;
+using namespace symcomm::sm;
 
 // `n` ranks' areas (4 KiB slots), their world views, and kernels run as threads, on GPUs
 // that hold `room` blocks at once.
 class Emulator {
  public:
   explicit Emulator(int n, int room = 1 << 30)
-      : n_(n), room_(room), heaps_(static_cast<size_t>(n)), bases_(static_cast<size_t>(n)) {
-    for (int r = 0; r < n; ++r) {
-      heaps_[static_cast<size_t>(r)].assign(flags_bytes(n) + static_cast<size_t>(n) * sm::kChannels * kDepth * kSlot, 0);
-      bases_[static_cast<size_t>(r)] = heaps_[static_cast<size_t>(r)].data();
-    }
-  }
-  // The base of every plan of `a` (buffers, area, team), as SmAlgorithm::base_plan makes it.
+      : room_(room), devices_(n, flags_bytes(n) + ring_bytes(n, kSlot)) {}
+  // The base of every plan of `a` (buffers, area, team), as SmAlgorithm makes it.
   Plan base(const CollArgs& a) {
-    Plan p{};
-    p.comm.rank = a.team.world_of(a.me);
-    p.comm.nranks = n_;
-    p.comm.team_size = n_;
-    p.comm.team_stride = 1;
-    p.comm.base = bases_[static_cast<size_t>(p.comm.rank)];
-    p.comm.peer_base = bases_.data();
-    p.send = a.send;
-    p.recv = a.recv;
-    point_at_area(p, p.comm.base, n_);
-    p.slot = kSlot;
-    p.n = a.team.size;
-    p.me = a.me;
-    set_channels(p, sm::kDefaultBlocks, 96, room_);
-    p.large_from = 64 << 10;  // both kinds of schedule, with small rings
-    for (int j = 0; j < p.n; ++j) p.world[j] = a.team.world_of(j);
-    p.op = a.redop;
-    return p;
+    const int rank = a.team.world_of(a.me);
+    // Both kinds of schedule (from 64 KiB, SYMCOMM_COLL_SM_LARGE), with small rings.
+    return base_plan(a, devices_.world(rank), devices_.area(rank), kSlot, kDefaultBlocks, 96,
+                     room_, 64 << 10);
   }
   // The kernels of a moving collective, as SmAlgorithm::run makes them.
   std::vector<Plan> plans(const CollArgs& a) {
@@ -120,26 +51,24 @@ class Emulator {
   template <typename T = uint8_t>
   void run(std::vector<Plan>& plans, int room = 0) {
     if (room == 0) room = room_;
-    std::vector<std::thread> blocks;
-    for (Plan& p : plans)
-      for (int b = 0, nb = grid_blocks(p, room); b < nb; ++b)
-        blocks.emplace_back([&p, b] {
-          blockIdx.x = static_cast<unsigned>(b);
-          if (p.dev_send_counts)
-            sm_counts_kernel(p);
-          else
-            sm_kernel<T>(p);
-        });
-    for (std::thread& t : blocks) t.join();
+    std::vector<std::vector<Plan*>> streams;
+    for (Plan& p : plans) streams.push_back({&p});
+    emulation::run_streams(streams, [room](Plan* p) {
+      emulation::run_grid(grid_blocks(*p, room), 1, [p] {
+        if (p->dev_send_counts)
+          device_counts_block(*p);
+        else
+          sm_block<T>(*p);
+      });
+    });
+    devices_.expect_no_failed_wait();
     for (const Plan& p : plans) EXPECT_LE(p.blocks, room) << "rank " << p.me << "'s grid";
   }
 
  private:
   static constexpr uint64_t kSlot = 4096;
-  int n_;
   int room_;
-  std::vector<std::vector<char>> heaps_;
-  std::vector<char*> bases_;
+  emulation::Devices devices_;
 };
 
 CollArgs args(CollOp op, int n, int me, const char* send, char* recv, size_t count, int root = 0) {

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "coll/sm_plan.h"
+#include "coll/sm/chunks.h"
 
 using namespace symcomm::sm;
 

@@ -1,10 +1,10 @@
-// The twoshot collectives' protocol run on the host: the code of src/coll/twoshot.cu between
-// its "twoshot protocol" markers (extracted at build time into twoshot_protocol.inc), with
-// one host thread per CUDA thread (a few per block, so that blocks stride over their slices
-// and __syncthreads matters, and several blocks per rank). Each rank has its own memory (the
-// flags, counters and stage areas of TwoshotState, its buffers); peers load and store it
-// directly, as GPUs do over NVLink. Each rank runs its kernels one after the other on its own
-// "stream", with no synchronisation between ranks, as back-to-back calls on GPUs do.
+// The twoshot collectives' protocol run on the host: the library's own twoshot headers
+// (plan, shots) with tests/unit/emulation/harness.h, one host thread per CUDA thread (a few
+// per block, so that blocks stride over their slices and __syncthreads matters, and several
+// blocks per rank). Each rank has its own memory (the flags, counters and stage areas of
+// TwoshotState, its buffers); peers load and store it directly, as GPUs do over NVLink.
+// Each rank runs its kernels one after the other on its own "stream", with no
+// synchronisation between ranks, as back-to-back calls on GPUs do.
 //
 // It checks all-reduce (in place too) and reduce-scatter, sum, min and max of 8-, 32- and
 // 64-bit integers, float, double, f16 and bf16 (16-bit floats bit-identical on every rank:
@@ -12,47 +12,38 @@
 // many rounds; the direct path (addressable, 16-byte aligned buffers) and the staged one
 // (not addressable, or misaligned, either side) with small stage areas; the per-(block, pair)
 // counters across calls and teams that share pairs with the world; and that a wait that
-// cannot end records its error and ends the kernel. The plan is made here with
-// TwoshotAlgorithm::run's arithmetic (run itself needs a CollContext).
+// cannot end records its error and ends the kernel. The plans are the library's
+// (twoshot::make_plan, as TwoshotAlgorithm::run calls it).
 //
 // What it cannot answer: the memory-model questions (the fence and relaxed store of a
 // signal, acquire polls and ld.global.cg over NVLink, 16-byte stores) stay with the GPU
-// tests: C++ atomics on one host are stronger. __shared__ is emulated per thread, which is
-// exact here because g0[m] is written and read by thread m alone.
+// tests: C++ atomics on one host are stronger. __shared__ is one object per host thread,
+// which is exact here because g0[m] is written and read by thread m alone.
+#include "emulation/harness.h"  // first: what the protocol headers expect of CUDA
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "coll/coll.h"
-#include "emulation.h"
-#include "emulation_signals.h"
+#include "coll/device/counters.h"
+#include "coll/twoshot/plan.h"
+#include "coll/twoshot/shots.cuh"
 #include "copy/reduce.h"
-#undef __grid_constant__
-#define __grid_constant__
-#undef __shared__
-#define __shared__ static thread_local  // see the header comment
-
-namespace symcomm {
-namespace {
-#include "twoshot_protocol.inc"
-}  // namespace
-}  // namespace symcomm
 
 namespace {
 
 using namespace symcomm;
+using namespace symcomm::twoshot;
+using emulation::Memory;
 
 const char kPoison = static_cast<char>(0xAB);  // where nothing may be written
 
@@ -69,42 +60,18 @@ class Emulator {
   // `threads` per block (at least the team size, as kThreads is); `stage_bytes` and
   // `max_blocks`: SYMCOMM_COLL_TWOSHOT_BYTES and SYMCOMM_COLL_TWOSHOT_BLOCKS.
   Emulator(int nranks, int threads, uint64_t stage_bytes, int max_blocks)
-      : n_(nranks), threads_(threads), stage_(stage_bytes / 256 * 256), max_blocks_(max_blocks),
-        errors_(static_cast<size_t>(nranks)) {
-    for (int r = 0; r < nranks; ++r) {
-      auto m = std::make_unique<Memory>(flags_bytes() + 2 * stage_, static_cast<char>(0xCD));
-      std::memset(m->data(), 0, flags_bytes());  // flags and counters 0, as make_state clears
-      areas_.push_back(std::move(m));
-    }
-  }
-  int size() const { return n_; }
+      : threads_(threads), stage_(stage_bytes / 256 * 256), max_blocks_(max_blocks),
+        devices_(nranks, flags_bytes(nranks) + 2 * stage_, flags_bytes(nranks)) {}
+  int size() const { return devices_.size(); }
 
-  // The launch of team member a.me, as TwoshotAlgorithm::run makes it (shape_call): `send_addr`
-  // and `recv_addr` stand for CollContext::addressable, sends[j] and recvs[j] for on(a, ., j).
+  // The launch of team member a.me, as TwoshotAlgorithm::run makes it (make_plan):
+  // `send_addr` and `recv_addr` stand for CollContext::addressable, sends[j] and recvs[j]
+  // for on(a, ., j).
   Launch launch(const CollArgs& a, bool send_addr, bool recv_addr,
                 const std::vector<const char*>& sends, const std::vector<char*>& recvs) {
     Launch l;
-    const int n = a.team.size;
-    const bool all = a.op == CollOp::AllReduce;
-    const uint64_t block = a.count * a.elem;
-    if (block == 0) return l;
+    if (a.count * a.elem == 0) return l;
     const int rank = a.team.world_of(a.me);
-    Plan& p = l.plan;
-    p.comm.rank = rank;
-    p.comm.nranks = n_;
-    p.comm.error = &errors_[static_cast<size_t>(rank)];
-    p.comm.abort_flag = &abort_;
-    p.comm.wait_timeout_ns = timeout_ns_;
-    p.n = n;
-    p.me = a.me;
-    p.all = all;
-    p.op = a.redop;
-    p.send = a.send;
-    p.recv = a.recv;
-    p.flags = flags(rank);
-    p.stage_in = stage_in(rank);
-    p.stage_out = p.stage_in + stage_;
-    for (int j = 0; j < n; ++j) p.world[j] = a.team.world_of(j);
     // As run(): in place only where every member's buffer is reachable and aligned alike
     // (every member's pointer the same modulo 16, as CollContext::aligned_alike says of
     // symmetric and registered buffers).
@@ -114,16 +81,15 @@ class Emulator {
           return false;
       return true;
     };
-    const uint64_t blocks = shape_call(p, a.count, a.elem, block, send_addr && alike(sends),
-                                       recv_addr && alike(recvs), stage_,
-                                       static_cast<uint64_t>(max_blocks_));
-    for (int j = 0; j < n; ++j) {
-      const int w = a.team.world_of(j);
-      p.in_base[j] = p.in_staged ? stage_in(w) : sends[static_cast<size_t>(j)];
-      p.out_base[j] = p.out_staged ? stage_in(w) + stage_
-                                   : (all ? recvs[static_cast<size_t>(j)] : nullptr);
-      p.flags_on[j] = flags(w);
-    }
+    auto on = [&](const void* q, int j) -> char* {
+      if (q == a.send) return const_cast<char*>(sends[static_cast<size_t>(j)]);
+      if (q == a.recv) return recvs[static_cast<size_t>(j)];
+      return devices_.on(rank, q, a.team.world_of(j));
+    };
+    const uint64_t blocks = make_plan(l.plan, a, devices_.world(rank), devices_.area(rank),
+                                      stage_, send_addr && alike(sends),
+                                      recv_addr && alike(recvs),
+                                      static_cast<uint64_t>(max_blocks_), on);
     l.blocks = static_cast<int>(blocks);
     with_type(a.type, [&](auto zero) { l.kernel = &twoshot_kernel<decltype(zero)>; });
     return l;
@@ -131,36 +97,25 @@ class Emulator {
 
   // One kernel: l.blocks blocks of threads_ threads.
   void run_kernel(const Launch& l) {
-    run_grid(l.blocks, threads_, [&] { l.kernel(l.plan); });
+    emulation::run_grid(l.blocks, threads_, [&] { l.kernel(l.plan); });
   }
   // Each rank's kernels in order on its own stream, the ranks at once.
   void run(const std::vector<std::vector<Launch>>& streams) {
-    run_streams(streams, [this](const Launch& l) { run_kernel(l); });
+    emulation::run_streams(streams, [this](const Launch& l) { run_kernel(l); });
   }
 
-  DeviceError& error(int rank) { return errors_[static_cast<size_t>(rank)]; }
-  void set_timeout_ns(uint64_t ns) { timeout_ns_ = ns; }
-  void set_abort() { abort_ = 1; }
-  uint64_t* flags(int rank) {
-    return reinterpret_cast<uint64_t*>(areas_[static_cast<size_t>(rank)]->data());
-  }
+  emulation::Devices& devices() { return devices_; }
   // Block b's word of `kind` (kReady, kDone: written by `peer`; kSeq: rounds done with it).
   uint64_t* word(int rank, Flag kind, int block, int peer) {
-    return flags(rank) + (static_cast<size_t>(kind) * kMaxBlocks + static_cast<size_t>(block)) *
-                             static_cast<size_t>(n_) + static_cast<size_t>(peer);
+    auto* words = reinterpret_cast<uint64_t*>(devices_.area(rank));
+    return protocol::counter_word<kMaxBlocks>(words, kind, block, size(), peer);
   }
 
  private:
-  size_t flags_bytes() const { return size_t{3} * kMaxBlocks * static_cast<size_t>(n_) * 8; }
-  char* stage_in(int rank) { return areas_[static_cast<size_t>(rank)]->data() + flags_bytes(); }
-
-  int n_, threads_;
+  int threads_;
   uint64_t stage_;
   int max_blocks_;
-  std::vector<std::unique_ptr<Memory>> areas_;
-  std::vector<DeviceError> errors_;
-  int32_t abort_ = 0;
-  uint64_t timeout_ns_ = uint64_t{20} * 1000000000;  // a failed test, not a slow host
+  emulation::Devices devices_;
 };
 
 // --- The reference: 16-bit floats through conversions written here --------------------------
@@ -346,10 +301,7 @@ class Batch {
 
   void run_and_check() {
     emu_.run(streams_);
-    for (int r = 0; r < emu_.size(); ++r)
-      EXPECT_EQ(emu_.error(r).code, 0) << "rank " << r << " recorded a failed wait for flag "
-                                       << emu_.error(r).expected << ", seeing "
-                                       << emu_.error(r).observed;
+    emu_.devices().expect_no_failed_wait();
     for (const auto& c : calls_) check(*c);
     // Both sides of a pair count the same rounds (the next call's flags depend on it).
     for (int a = 0; a < emu_.size(); ++a)
@@ -538,10 +490,10 @@ TEST(TwoshotEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     const uint64_t done = *emu.word(0, kSeq, 0, 1);
     ASSERT_EQ(done, 1u);
     if (abort) {
-      emu.set_timeout_ns(0);  // no bound: only the abort ends it
-      emu.set_abort();
+      emu.devices().set_timeout_ns(0);  // no bound: only the abort ends it
+      emu.devices().set_abort();
     } else {
-      emu.set_timeout_ns(50 * 1000 * 1000);
+      emu.devices().set_timeout_ns(50 * 1000 * 1000);
     }
     Memory send0(40000, 1), send1(40000, 1), recv0(40000, kPoison), recv1(40000, kPoison);
     CollArgs a{};
@@ -558,7 +510,7 @@ TEST(TwoshotEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     const auto start = std::chrono::steady_clock::now();
     emu.run({{l}, {}});
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-    const DeviceError& e = emu.error(0);
+    const DeviceError& e = emu.devices().error(0);
     EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
     EXPECT_EQ(e.expected, done + 1);
     EXPECT_EQ(e.observed, done);

@@ -4,11 +4,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SYMCOMM_SM_HD __host__ __device__
-#else
-#define SYMCOMM_SM_HD
-#endif
+#include "symcomm/device_comm.h"  // SYMCOMM_HOST_DEVICE
 
 namespace symcomm {
 namespace sm {
@@ -28,7 +24,7 @@ struct ChunkPlan {
 // blocks to fill its links (SYMCOMM_COLL_SM_BLOCKS): that many channels, shared among its
 // peers.
 constexpr int kDefaultBlocks = 40;
-SYMCOMM_SM_HD inline int channels_for(int team_size, int blocks = kDefaultBlocks) {
+SYMCOMM_HOST_DEVICE inline int channels_for(int team_size, int blocks = kDefaultBlocks) {
   const int c = team_size > 1 ? (blocks + team_size - 2) / (team_size - 1) : kChannels;
   return c < kChannels ? c : kChannels;
 }
@@ -36,7 +32,7 @@ SYMCOMM_SM_HD inline int channels_for(int team_size, int blocks = kDefaultBlocks
 // The most channels per pair (at most kChannels) whose grid fits in `resident` blocks: a
 // receiver and a sender per peer and channel (reducing receivers are no more), and `self`
 // blocks for the own part. 0 where not even one channel fits.
-SYMCOMM_SM_HD inline int channels_that_fit(int team_size, int resident, int self) {
+SYMCOMM_HOST_DEVICE inline int channels_that_fit(int team_size, int resident, int self) {
   if (team_size < 2) return kChannels;
   const int c = (resident - self) / (2 * (team_size - 1));
   return c < 0 ? 0 : (c < kChannels ? c : kChannels);
@@ -44,7 +40,7 @@ SYMCOMM_SM_HD inline int channels_that_fit(int team_size, int resident, int self
 
 // Chunks of at least kMinChunk (fewer flags for mid sizes), at most `slot` bytes (a chunk
 // must fit its ring slot, whatever the ring's size), multiples of 16 bytes.
-SYMCOMM_SM_HD inline ChunkPlan chunk_plan(uint64_t bytes, uint64_t slot, int max_channels) {
+SYMCOMM_HOST_DEVICE inline ChunkPlan chunk_plan(uint64_t bytes, uint64_t slot, int max_channels) {
   if (bytes == 0) return {0, 0, 0};
   uint64_t size = (bytes + max_channels - 1) / max_channels;
   size = (size + 15) / 16 * 16;
