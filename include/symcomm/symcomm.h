@@ -2,9 +2,12 @@
  * symcomm: symmetric-memory communication between GPUs (and between CPU processes).
  *
  * Every rank of a communicator allocates the same symmetric heap; every rank can address
- * the heap of every load/store-accessible peer. This header is the C host API of the
- * foundation: errors, parameters, bootstrap (joining a communicator), host-side
- * collectives over the bootstrap network, and the symmetric heap.
+ * the heap of every load/store-accessible peer. This header is the C host API: result codes,
+ * version and parameters, joining a communicator, host-side collectives over the bootstrap
+ * network, the symmetric heap and registered buffers, teams, one-sided communication on a
+ * stream, and collectives on a stream. Beside it: the pencil decomposition
+ * (symcomm/decomp.h), the device API (symcomm/device_comm.h for the handle,
+ * symcomm/device.cuh for the calls in kernels) and joining from MPI (symcomm/symcomm_mpi.h).
  *
  * Error policy: every function returns a symcommResult_t (or, for the few that return a
  * pointer, NULL on failure). On failure, symcommGetLastError() returns a message for the
@@ -353,25 +356,31 @@ typedef enum {
 
 typedef enum { symcommSum = 0, symcommMin = 1, symcommMax = 2 } symcommRedOp_t;
 
-/* Every collective is called by every member of `team` with the same counts, type, op and
- * root (checked where it costs nothing; all of this below at every call, with a host round
- * trip, where SYMCOMM_COLL_CHECK is on: by default in the host memory space, =1 in the cuda
- * space too; docs/coll.md), in the same order, and with the same kind of
- * buffers: symmetric (or registered) on every member, or on none, since the choice of
- * algorithm and whether peers write a receive buffer in place depend on it. Buffers may be
- * any memory this rank's GPU can read and write (host memory in the host space), aligned to
- * the size of `type` (else symcommInvalidArgument); send and recv may be the same buffer
- * where the operation allows it (all-reduce and broadcast: send == recv; all-gather: send is
- * this rank's block of recv, recv + team_rank * count elements). Symmetric buffers (the
- * same symcommMalloc object on every member, or symcommRegister) are used in place; others
- * are staged through a symmetric workspace. `algorithm` is NULL, "" or "auto" for the automatic
- * choice: SYMCOMM_COLL_ALGO's if set (a name, or op=name pairs; "auto" means the table),
- * else the selection table's (the first row matching the call whose algorithm can run it;
- * symcommCollAlgorithm says which), else the first registered algorithm that can run it; or
- * the name of a registered algorithm; symcomm-info lists them. Counts are in elements.
- * Results of reductions are the same on every member; between runs they are bit-identical
- * for a given algorithm, except that floating-point sums by "nccl" (which the table may pick
- * for large all-reduces and reduce-scatters) follow NCCL's order of combination. */
+/* Every collective is called by every member of `team`, in the same order, with the same
+ * counts, type, op and root. The members also pass the same kind of buffers: symmetric (the
+ * same symcommMalloc object, or the same offset of a symcommRegister registration) on every
+ * member, or plain memory on every member; which algorithm runs and whether peers write a
+ * receive buffer in place depend on it. SYMCOMM_COLL_CHECK checks all of this at every call
+ * with a host round trip (on by default in the host memory space; =1 turns it on in the cuda
+ * space too; docs/coll.md).
+ *
+ * Buffers may be any memory this rank's GPU can read and write (host memory in the host
+ * space), aligned to the size of `type` (else symcommInvalidArgument). send and recv may be
+ * the same buffer where the operation allows it: all-reduce and broadcast (send == recv) and
+ * all-gather (send is this rank's block of recv, recv + team_rank * count elements).
+ * Symmetric buffers are used in place; others are staged through a symmetric workspace.
+ * Counts are in elements.
+ *
+ * `algorithm` is NULL, "" or "auto" for the automatic choice, or the name of a registered
+ * algorithm (symcomm-info and symcommCollAlgorithmName list them). The automatic choice is
+ * SYMCOMM_COLL_ALGO's if set (a name, or op=name pairs; "auto" means the table); else the
+ * first row of the selection table that matches the call and whose algorithm can run it;
+ * else the first registered algorithm that can run it. symcommCollAlgorithm says which.
+ *
+ * Results of reductions are the same on every member, and between runs bit-identical for a
+ * given algorithm, except where an algorithm built on NCCL runs the call (the table may pick
+ * it for large all-reduces and reduce-scatters): its floating-point sums follow NCCL's order
+ * of combination. */
 
 /* recv (team_size * count) = every member's send (count), in team-rank order. */
 symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
@@ -387,10 +396,11 @@ symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTeam_t team, 
  * recv (i = the sender's team rank); recvcounts[i] of member j must equal sendcounts[j] of
  * member i (for its own block, sendcounts[me] == recvcounts[me], checked on every call).
  * Host arrays of team-size entries. The blocks received must not overlap in recv
- * (checked), nor recv and send. A member that receives nothing may pass recv = NULL. "copy"
- * checks the counts of every pair (the same error on every member) and synchronises the
- * stream to do so (so the automatic choice passes over it in a CUDA graph capture, and by
- * name it refuses there); "sm", "ll", "ce" and "nccl" trust them. */
+ * (checked), nor recv and send. A member that receives nothing may pass recv = NULL.
+ * Counts that do not pair up between members are an error the call may not detect (it may
+ * time out, or move wrong data): SYMCOMM_COLL_CHECK checks them. An algorithm that checks
+ * them itself synchronises the stream to do so; the automatic choice passes over it in a
+ * CUDA graph capture, and named there it refuses. */
 symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                          const size_t* sendcounts, const size_t* sdispls,
                                          void* recv, const size_t* recvcounts,
@@ -404,9 +414,9 @@ symcommResult_t symcommAllToAllvOnStream(symcommComm_t comm, symcommTeam_t team,
  * starts. A block that does not fit in recv_capacity is dropped whole (recvcounts still
  * counts it; compare rdispls[i] + recvcounts[i] with the capacity on the device; where counts
  * are so large that the sum of those before a block wraps around, the block is dropped too). Nothing is
- * read on the host, so it can be captured in a CUDA graph. Algorithm "sm" in the cuda space;
- * in the host space, where all memory is the host's, "copy" runs it with the same results
- * (so that programs and their tests run in CI). The four arrays must be memory the GPU can
+ * read on the host, so it can be captured in a CUDA graph. It runs in both memory spaces,
+ * with the same results (in the host space all memory is the host's, so that programs and
+ * their tests run in CI). The four arrays must be memory the GPU can
  * access (checked: not pageable host memory, not another GPU's), 8-byte aligned, apart
  * from recv, and recvcounts and rdispls apart from each other and from the other two
  * (checked: the call writes them); apart from send too. Not checked, since the counts are only on

@@ -1,4 +1,4 @@
-// Probe (not built with the project; on a GPU machine:
+// Probe (built with -DSYMCOMM_BUILD_PROBES=ON into build/probe/; or by hand on a GPU machine:
 //   nvcc -O2 -arch=sm_90 -o ce_a2a tools/probe/ce_a2a.cu -lcuda && ./ce_a2a [MiB per peer]):
 // Why does a copy-engine all-to-all move less per GPU than one copy-engine copy to one peer?
 // One process drives every GPU (peer access, cudaMalloc memory) and times, on the host,

@@ -1,4 +1,4 @@
-// Probe (not built with the project; on a GPU machine:
+// Probe (built with -DSYMCOMM_BUILD_PROBES=ON into build/probe/; or by hand on a GPU machine:
 //   nvcc -O2 -std=c++17 -arch=sm_90 -o chain tools/probe/chain_probe.cu -lcuda -lnccl
 //   NCCL_NVLS_ENABLE=0 ./chain [MiB ...]):
 // Can a broadcast done (wholly or in part) as a pipelined chain of copy-engine copies

@@ -1,4 +1,5 @@
-// Probe (not built with the project): where the host time of a small collective goes.
+// Probe (built with -DSYMCOMM_BUILD_PROBES=ON into build/probe/): where the host time of a
+// small collective goes. By hand:
 //   nvcc -O2 -std=c++17 -arch=sm_90 -Iinclude tools/probe/host_cost.cu -Lbuild-gpu/lib \
 //        -lsymcomm -lnccl -Xlinker -rpath=$PWD/build-gpu/lib -o host_cost
 //   build-gpu/bin/symrun -n 2 ./host_cost

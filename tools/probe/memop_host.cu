@@ -1,4 +1,4 @@
-// Probe (not built with the project; nvcc memop_host.cu -lcuda on a GPU machine):
+// Probe (built with -DSYMCOMM_BUILD_PROBES=ON into build/probe/; or nvcc memop_host.cu -lcuda):
 // Which host memory accepts stream memory operations (cuStreamWriteValue64/WaitValue64)?
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
-// Probe (not built with the project): what each part of the library's device ping-pong
-// costs against raw loads and stores. One process, GPUs 0 and 1 with peer access, a
-// DeviceComm built by hand (team of 2, no abort flag, no error slot).
+// Probe (built with -DSYMCOMM_BUILD_PROBES=ON into build/probe/): what each part of the
+// library's device ping-pong costs against raw loads and stores. One process, GPUs 0 and 1
+// with peer access, a DeviceComm built by hand (team of 2, no abort flag, no error slot).
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Iinclude tools/probe/pingpong_probe.cu -o pp && ./pp
 #include <cuda_runtime.h>
 

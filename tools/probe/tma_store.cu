@@ -1,4 +1,4 @@
-// Probe (not built with the project; on a GPU machine:
+// Probe (built with -DSYMCOMM_BUILD_PROBES=ON into build/probe/; or by hand on a GPU machine:
 //   nvcc -O2 -arch=sm_90a -o tma_store tools/probe/tma_store.cu && ./tma_store [MiB per peer]):
 // Do Hopper's bulk copies (TMA: cp.async.bulk global -> shared -> peer global) move more per
 // second over NVLink than SM stores? One process drives every GPU (peer access, cudaMalloc
