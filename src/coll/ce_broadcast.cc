@@ -27,7 +27,8 @@ const IntParam kChainChunks("SYMCOMM_COLL_CE_CHAIN_CHUNKS", "0",
 size_t chain_chunk(size_t bytes, int n) {
   int64_t k = kChainChunks.get();
   if (k == 0) {
-    const double link_us = static_cast<double>(bytes) / 390e3;  // 390 GB/s
+    // 390 GB/s: one copy engine's copy to a peer (bench/results/h200x4/ce_a2a_probe.log)
+    const double link_us = static_cast<double>(bytes) / 390e3;
     k = std::clamp<int64_t>(std::llround(std::sqrt((n - 2) * link_us / 5.0)), 1, 64);
   }
   const size_t unit = size_t{64} << 10;  // chunks of whole 64 KiB but the last

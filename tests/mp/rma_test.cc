@@ -196,7 +196,7 @@ TEST_F(Rma, ZeroBytesIsANoOp) {
 }
 
 // A plain local buffer a kernel of this GPU cannot touch (pageable host memory): auto
-// moves it with the copy engines (an SM copy used to fault the kernel, ending the context),
+// moves it with the copy engines (an SM copy would fault the kernel, ending the context),
 // sm refuses it naming the buffer, ce takes it. In the host space all memory is the host's.
 TEST_F(Rma, PageableLocalBuffers) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "the host space takes any host memory";
@@ -233,7 +233,7 @@ TEST_F(Rma, PageableLocalBuffers) {
 
 // A stream of another GPU is refused before anything is enqueued: the communicator's kernels
 // would run on that GPU, on addresses it does not map, and the fault would end both GPUs'
-// contexts (a put by the SM engine and a barrier used to return success and then do so).
+// contexts (a put by the SM engine and a barrier would return success and then do so).
 TEST_F(Rma, AStreamOfAnotherGpuIsRefused) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "streams are the cuda space's";
   int count = 0, device = -1;
