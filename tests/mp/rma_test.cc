@@ -438,8 +438,8 @@ TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
   SC_OK(symcommFinalize(c));
 }
 
-// SYMCOMM_WAIT_TIMEOUT=0 means no bound in both spaces (the host space once timed out at
-// once, the device never): a signal sent 0.3 s late is still waited for. The smallest
+// SYMCOMM_WAIT_TIMEOUT=0 means no bound in both spaces (read as a bound, the host space
+// would time out at once): a signal sent 0.3 s late is still waited for. The smallest
 // positive bound, 1 ms, is a bound, not "none".
 TEST_F(Rma, WaitTimeoutZeroMeansNoBound) {
   symcommComm_t c = comm_with_timeout("0");
