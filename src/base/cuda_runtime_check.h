@@ -1,7 +1,7 @@
 // Checking CUDA runtime calls: a failed call throws a symcomm error naming the call (out of
 // memory as symcommOutOfMemory, anything else as symcommCudaError), and clears the runtime's
-// last error, which symcomm's result now reports: the caller's next cudaGetLastError (after
-// a launch of its own) does not see it. And DeviceScope, which makes a communicator's device
+// last error, which symcomm's result reports instead: the caller's next cudaGetLastError
+// (after a launch of its own) does not see it. And DeviceScope, which makes a communicator's device
 // current for a call.
 #pragma once
 

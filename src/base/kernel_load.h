@@ -8,7 +8,7 @@
 // the peers may wait, in their own first launches, for kernels this rank has not launched
 // yet: on 4 x H200 every wait of two of the three communicators of
 // Threads.CommunicatorsUsedAtOnceFromThreads ran to SYMCOMM_WAIT_TIMEOUT in the first run on
-// a fresh machine (session 22, twice). NCCL loads its kernels when a communicator is made too.
+// a fresh machine. NCCL loads its kernels when a communicator is made too.
 //
 // Each translation unit that defines kernels registers one of them with a static
 // KernelLibrary; the CUDA library that holds it (all the unit's kernels, every template

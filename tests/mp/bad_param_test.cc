@@ -8,7 +8,7 @@
 //
 // Exits 0 if so, 1 otherwise; the rank's verdict goes to stderr. symrun's exit code then says
 // whether every rank passed: a rank killed by a signal (SIGABRT, as when a parameter's bad
-// value was thrown on a thread of the library) fails it.
+// value is thrown on a thread of the library) fails it.
 #include <cstdio>
 #include <cstdlib>
 #include <string>

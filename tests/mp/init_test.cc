@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "mp.h"
 
@@ -258,8 +261,51 @@ TEST(HostCollectives, BroadcastFromEveryRoot) {
   }
 }
 
+// 200 barriers, each of which must hold every rank until all have arrived. Before each
+// barrier every rank puts a value of that round into its slot of every rank's symmetric
+// area; after it, every rank reads all the slots of its own: a barrier that lets a rank
+// through early shows as a value of an earlier round. One rank in turn arrives late each
+// round (it sleeps before its puts), so a barrier that does not wait fails every round, not
+// by chance. The rounds alternate between two areas, so one barrier a round suffices:
+// round r + 1 writes the other area, and round r + 2 writes this one only after barrier
+// r + 1, which every rank reaches only after its reads of round r.
 TEST(HostCollectives, RepeatedBarriers) {
-  for (int i = 0; i < 200; ++i) SC_OK(symcommHostBarrier(mp::world()));
+  const int n = mp::nranks(), me = mp::rank();
+  const size_t area = static_cast<size_t>(n) * sizeof(uint64_t);
+  uint64_t* sym = nullptr;
+  SC_OK(symcommMalloc(mp::world(), 2 * area, reinterpret_cast<void**>(&sym)));
+  const std::vector<uint64_t> zeros(2 * static_cast<size_t>(n), 0);
+  mp::copy_from_host(sym, zeros.data(), 2 * area);
+  symcommStream_t stream = mp::new_stream();
+  SC_OK(symcommHostBarrier(mp::world()));  // every area is cleared before any put
+  auto value = [](int round, int who) {
+    return (static_cast<uint64_t>(round) + 1) << 32 | static_cast<uint64_t>(who);
+  };
+  int bad_rounds = 0;
+  std::string first_bad;
+  std::vector<uint64_t> seen(static_cast<size_t>(n));
+  for (int round = 0; round < 200; ++round) {
+    uint64_t* slots = sym + static_cast<size_t>(round % 2) * static_cast<size_t>(n);
+    if (round % n == me) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const uint64_t mine = value(round, me);
+    for (int pe = 0; pe < n; ++pe)
+      SC_OK(symcommPutOnStream(mp::world(), slots + me, &mine, sizeof mine, pe,
+                               symcommEngineAuto, stream));
+    mp::sync(stream);
+    SC_OK(symcommHostBarrier(mp::world()));
+    mp::copy_to_host(seen.data(), slots, area);
+    for (int pe = 0; pe < n; ++pe) {
+      if (seen[static_cast<size_t>(pe)] == value(round, pe)) continue;
+      if (bad_rounds++ == 0)
+        first_bad = "round " + std::to_string(round) + ": rank " + std::to_string(pe) +
+                    "'s slot holds " + std::to_string(seen[static_cast<size_t>(pe)]) +
+                    " after the barrier, not " + std::to_string(value(round, pe));
+      break;
+    }
+  }
+  EXPECT_EQ(bad_rounds, 0) << first_bad;
+  mp::free_stream(stream);
+  SC_OK(symcommFree(mp::world(), sym));
 }
 
 // A rank that skips a host collective makes the others' call time out; from then on every
@@ -340,8 +386,8 @@ TEST(HostCollectives, DisagreementsFailOnEveryRank) {
 }  // namespace
 
 // A finalized handle stays known as finalized, also once a newer communicator exists: the
-// allocator used to put the newer one at the same address, and the stale handle then drove
-// it (finalizing it, here).
+// allocator may put the newer one at the same address, and a stale handle that is not known
+// as finalized would then drive it (finalize it, here).
 TEST(Init, AFinalizedHandleNeverDrivesANewerCommunicator) {
   symcommComm_t a = mp::new_comm();
   ASSERT_NE(a, nullptr);
@@ -359,9 +405,9 @@ TEST(Init, AFinalizedHandleNeverDrivesANewerCommunicator) {
 }
 
 // Sizes beyond the host collectives' limit (1 GiB in all) are refused alike on every rank
-// that passes them, before anything is sent: the communicator stays in step. Before, 2^61
-// bytes failed to allocate on one rank (out of memory) while the others went on into the
-// round, and SIZE_MAX was reported as an internal error.
+// that passes them, before anything is sent: the communicator stays in step (not 2^61 bytes
+// failing to allocate on one rank while the others go on into the round, or SIZE_MAX
+// reported as an internal error).
 TEST(HostCollectives, SizesBeyondTheLimitAreRefusedInStep) {
   uint64_t buf[2] = {};
   for (size_t bytes : {size_t{1} << 61, SIZE_MAX, (size_t{1} << 30) + 1}) {
@@ -396,17 +442,19 @@ void quiet_peers_stay(const char* peer_timeout, const char* heartbeat, double qu
   SC_OK(symcommFinalize(comm));
 }
 
-// 0 turns the silence bound off; it used to declare every peer lost at the first look.
+// 0 turns the silence bound off; read as a bound, it would declare every peer lost at the
+// first look.
 TEST(PeerTimeout, ZeroMeansSilenceIsNoLoss) { quiet_peers_stay("0", "1", 0.5); }
 
-// Heartbeats rarer than the timeout are sent every half timeout instead; they used to let
-// every live peer pass for lost (beats every 20 s against a 3 s timeout: lost at 3 s).
+// Heartbeats rarer than the timeout are sent every half timeout instead; as given, they
+// would let every live peer pass for lost (beats every 20 s against a 3 s timeout: lost at
+// 3 s).
 TEST(PeerTimeout, AHeartbeatLongerThanTheTimeoutIsShortened) {
   quiet_peers_stay("3", "20", 4.5);
 }
 
-// Heartbeats far more often than the monitor's 100 ms wake-up: the monitor used to wake
-// every 100 ms whatever the interval, and beats then went out late. A quiet second longer than
+// Heartbeats far more often than the monitor's 100 ms wake-up: a monitor that wakes every
+// 100 ms whatever the interval sends the beats late. A quiet second longer than
 // the timeout shows that live peers stay; a timeout short enough to show the late beats
 // themselves (tens of milliseconds) would also lose peers to a loaded machine's scheduling.
 TEST(PeerTimeout, AShortTimeoutKeepsLivePeers) { quiet_peers_stay("2", "0.02", 3.0); }

@@ -196,7 +196,7 @@ TEST_F(Rma, ZeroBytesIsANoOp) {
 }
 
 // A plain local buffer a kernel of this GPU cannot touch (pageable host memory): auto
-// moves it with the copy engines (an SM copy used to fault the kernel, ending the context),
+// moves it with the copy engines (an SM copy would fault the kernel, ending the context),
 // sm refuses it naming the buffer, ce takes it. In the host space all memory is the host's.
 TEST_F(Rma, PageableLocalBuffers) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "the host space takes any host memory";
@@ -233,7 +233,7 @@ TEST_F(Rma, PageableLocalBuffers) {
 
 // A stream of another GPU is refused before anything is enqueued: the communicator's kernels
 // would run on that GPU, on addresses it does not map, and the fault would end both GPUs'
-// contexts (a put by the SM engine and a barrier used to return success and then do so).
+// contexts (a put by the SM engine and a barrier would return success and then do so).
 TEST_F(Rma, AStreamOfAnotherGpuIsRefused) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "streams are the cuda space's";
   int count = 0, device = -1;
@@ -438,8 +438,8 @@ TEST_F(Rma, WaitThatCannotSucceedTimesOut) {
   SC_OK(symcommFinalize(c));
 }
 
-// SYMCOMM_WAIT_TIMEOUT=0 means no bound in both spaces (the host space once timed out at
-// once, the device never): a signal sent 0.3 s late is still waited for. The smallest
+// SYMCOMM_WAIT_TIMEOUT=0 means no bound in both spaces (read as a bound, the host space
+// would time out at once): a signal sent 0.3 s late is still waited for. The smallest
 // positive bound, 1 ms, is a bound, not "none".
 TEST_F(Rma, WaitTimeoutZeroMeansNoBound) {
   symcommComm_t c = comm_with_timeout("0");

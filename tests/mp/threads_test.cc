@@ -8,9 +8,9 @@
 // communicators share the GPU, and ones that wait for their peers must fit on it together
 // (symcomm.h, docs/coll.md "Rules and limits"). The threads copy data in their stream's order
 // only (copy_*_host_on): a whole-device synchronisation would wait for other threads' kernels,
-// which wait for their peers. Its first run on a fresh 4 x H200 once timed out in round 0:
-// first launches of lazily loaded kernels waited for other communicators' waiting kernels
-// (now all are loaded when a communicator is made: src/base/kernel_load.h).
+// which wait for their peers. First launches of lazily loaded kernels would wait for other
+// communicators' waiting kernels and time out in round 0 on a fresh 4 x H200, so all are
+// loaded when a communicator is made (src/base/kernel_load.h).
 #include <atomic>
 #include <cstdint>
 #include <random>

@@ -92,8 +92,9 @@ Failure failure_of(const std::function<void()>& call) {
   return f;
 }
 
-// Sizes a header announces: over the cap but under the memory of most machines (the old code
-// allocated and zero-filled it), one that cannot be allocated, and one std::string refuses.
+// Sizes a header announces: over the cap but under the memory of most machines (a reader
+// that trusts the header allocates and zero-fills it), one that cannot be allocated, and one
+// std::string refuses.
 constexpr uint64_t kAnnounced[] = {uint64_t{1} << 30, uint64_t{1} << 46, uint64_t{1} << 63};
 // None of them may be allocated: the peak grows by less than the smallest.
 constexpr int64_t kMaxGrowth = int64_t{256} << 20;

@@ -1,8 +1,9 @@
 // The threads of the bootstrap layer (the peer monitor, the root) and the parameters they
 // need. Ranks are threads of this process. A failure inside a thread's body becomes an error
-// of the communicator's next call (it used to leave the thread: std::terminate, SIGABRT); the
-// parameters a thread needs are read by the thread that starts it, so that a bad value fails
-// that call (SYMCOMM_PEER_TIMEOUT=abc used to abort the process from the monitor's thread).
+// of the communicator's next call (one that left the thread would end the process:
+// std::terminate, SIGABRT); the parameters a thread needs are read by the thread that starts
+// it, so that a bad value fails that call (read on the monitor's thread,
+// SYMCOMM_PEER_TIMEOUT=abc would abort the process).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -119,8 +120,8 @@ TEST_F(BootstrapThreads, TheMonitorsParametersFailTheJoin) {
 }
 
 // The root reads SYMCOMM_BOOTSTRAP_TIMEOUT before its thread starts: a bad value fails the
-// call that makes the id (the root's thread used to stop on it, leaving an id that no rank
-// could join).
+// call that makes the id (read on the root's thread, it would stop that thread, leaving an
+// id that no rank could join).
 TEST_F(BootstrapThreads, ABadBootstrapTimeoutFailsTheRootsStart) {
   ScopedEnv bad("SYMCOMM_BOOTSTRAP_TIMEOUT", "abc");
   symcommUniqueId uid;
@@ -130,7 +131,8 @@ TEST_F(BootstrapThreads, ABadBootstrapTimeoutFailsTheRootsStart) {
 }
 
 // SYMCOMM_BOOTSTRAP_TIMEOUT=0 is no bound, as 0 is for every other timeout: a rank that joins
-// late is waited for, and the bootstrap collectives work (0 used to fail every join at once).
+// late is waited for, and the bootstrap collectives work (read as a bound, 0 fails every
+// join at once).
 TEST_F(BootstrapThreads, BootstrapTimeoutZeroMeansNoBound) {
   ScopedEnv unbounded("SYMCOMM_BOOTSTRAP_TIMEOUT", "0");
   std::unique_ptr<Bootstrap> ranks[kRanks];
@@ -156,8 +158,8 @@ TEST_F(BootstrapThreads, BootstrapTimeoutZeroMeansNoBound) {
 }  // namespace symcomm
 
 // The monitor looks at least once per heartbeat interval, so beats go out on time however
-// short the interval: it used to sleep 100 ms whatever the interval, and a 50 ms timeout
-// (25 ms beats) lost every live peer. Checked here rather than by timing live peers, which
+// short the interval: a monitor that sleeps 100 ms whatever the interval loses every live
+// peer to a 50 ms timeout (25 ms beats). Checked here rather than by timing live peers, which
 // a loaded machine's scheduling would decide (tests/mp/init_test.cc has the live case with
 // room to spare).
 TEST(PeerMonitor, WakesAtLeastOncePerHeartbeat) {

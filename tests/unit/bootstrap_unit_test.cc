@@ -283,8 +283,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // accept(2): "Linux accept() passes already-pending network errors on the new socket as an
-// error code from accept()... should treat them like EAGAIN by retrying". One such error
-// used to end the bootstrap root (and every rank's join with it) or rank 0's hub.
+// error code from accept()... should treat them like EAGAIN by retrying". Without the retry
+// one such error ends the bootstrap root (and every rank's join with it) or rank 0's hub.
 TEST(AcceptBefore, RetriesTheNetworkErrorsOfANewConnection) {
   PendingConnection p;
   inject_accept_errors({ENETDOWN, EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH,

@@ -23,7 +23,7 @@ TEST(SmPlan, ChunksFitTheirSlotsAndCoverTheMessage) {
           continue;
         }
         ASSERT_GT(p.size, 0u);
-        EXPECT_LE(p.size, slot);                 // the bug this test was written for
+        EXPECT_LE(p.size, slot);                 // a chunk never overruns its slot
         EXPECT_EQ(p.size % 16, 0u);
         EXPECT_GE(p.count * p.size, bytes);      // covered
         EXPECT_LT((p.count - 1) * p.size, bytes);  // no empty chunk
