@@ -436,9 +436,9 @@ TEST(LlEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     a.recv = recv.data();
     a.count = send.size();
     a.elem = 1;
-    const auto start = std::chrono::steady_clock::now();
     emu.run_kernel({emu.plan(a), &ll_block<uint8_t>});
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+    // It returned: the error's code says what ended the waits (no wall-clock bound, which a
+    // loaded machine can exceed; a kernel that never ended would meet ctest's timeout).
     const DeviceError& e = emu.devices().error(0);
     EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
     EXPECT_EQ(e.expected, 1u);  // round 0's flag

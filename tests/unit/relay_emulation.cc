@@ -419,9 +419,9 @@ TEST(RelayEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     a.elem = 1;
     const Emulator::Launch l = emu.launch(a, recvs);
     ASSERT_EQ(l.blocks, 4);  // 100000-byte pieces: 4 lanes (of 32 KiB or more; at most 4)
-    const auto start = std::chrono::steady_clock::now();
     emu.run({{l}, {}, {}});
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    // It returned: the error's code says what ended the waits (no wall-clock bound, which a
+    // loaded machine can exceed; a kernel that never ended would meet ctest's timeout).
     const DeviceError& e = emu.devices().error(0);
     EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
     EXPECT_EQ(e.expected, calls + 1);

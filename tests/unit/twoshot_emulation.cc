@@ -507,9 +507,9 @@ TEST(TwoshotEmulation, AFailedWaitIsRecordedAndEndsTheKernel) {
     const Emulator::Launch l =
         emu.launch(a, true, true, {send0.data(), send1.data()}, {recv0.data(), recv1.data()});
     ASSERT_EQ(l.blocks, 3);
-    const auto start = std::chrono::steady_clock::now();
     emu.run({{l}, {}});
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    // It returned: the error's code says what ended the waits (no wall-clock bound, which a
+    // loaded machine can exceed; a kernel that never ended would meet ctest's timeout).
     const DeviceError& e = emu.devices().error(0);
     EXPECT_EQ(e.code, abort ? symcommPeerLost : symcommTimeout);
     EXPECT_EQ(e.expected, done + 1);
