@@ -158,8 +158,8 @@ void transpose_between_layouts(const std::string& backend, int pr, int pc, Buffe
 // One symmetric buffer holds both pencils, the output `shift` elements after the input. With
 // uneven splits the pencils differ in size between members, so the two overlap on some
 // members and not on others. A member that sees no overlap here must still not write into a
-// member whose output overlaps the input it is still reading (sm and ce's direct paths once
-// did: wrong values on every rank, found in review).
+// member whose output overlaps the input it is still reading (a direct path that does gives
+// wrong values on every rank).
 TEST_P(DecompBackends, InPlaceOnSomeMembersOnly) {
   SKIP_UNLESS_BACKEND_RUNS(GetParam());
   const int n = mp::nranks();

@@ -17,11 +17,11 @@ using symcomm::DeviceComm;
 
 namespace {
 
-// Raw: a relaxed store to a pointer computed once. Lib: symcomm::signal_op. Branch: the
-// library's address computation before session 18 (a branch on pe < NEAR to either read).
+// Raw: a relaxed store to a pointer computed once. Lib: symcomm::signal_op. Branch: an
+// address computation with a branch on pe < NEAR to either read.
 enum class Sig { Raw, Lib, LibGlobal, Branch };
-// Raw: an acquire poll, unbounded. Lib: symcomm::signal_wait_until. Counted: the library's
-// loop before session 18 (a counter test in every poll). Global: .global loads.
+// Raw: an acquire poll, unbounded. Lib: symcomm::signal_wait_until. Counted: a loop with a
+// counter test in every poll. Global: .global loads.
 enum class Wait { Raw, RawGlobal, Lib, Counted, Unrolled, UnrolledGlobal, VolatileThenAcquire };
 
 using symcomm::detail::load_acquire;
