@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdint>
 #include <sstream>
 
 #include "base/error.h"
@@ -10,7 +11,7 @@
 namespace symcomm {
 namespace {
 
-// The operations that have rows (CollOp order), and the one that must not.
+// The operations that have rows (all-to-all-v has none: selection.h).
 const CollOp kRowOps[] = {CollOp::AllGather, CollOp::AllToAll, CollOp::ReduceScatter,
                           CollOp::AllReduce, CollOp::Broadcast};
 
