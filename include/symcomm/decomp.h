@@ -104,6 +104,20 @@ symcommResult_t symcommDecompDestroy(symcommDecomp_t decomp);
  * for its halo exchanges. */
 int symcommDecompBackendCount(void);
 const char* symcommDecompBackendName(int index);
+/* What the registered backend `index` needs to run, as data: symcommDecompCreate refuses it
+ * where one of these is missing, saying which. */
+typedef struct {
+  const char* name;          /* as symcommDecompBackendName                                   */
+  unsigned spaces;           /* the memory spaces it runs in: bits 1u << symcommMemorySpace_t */
+  int load_store_peers;      /* it loads and stores every rank's heap: every rank must be
+                              * load/store accessible (one node; peer access between GPUs)   */
+  int nccl;                  /* NCCL moves its data: NCCL must load, and the ranks of each row
+                              * and column of the grid must have a GPU each                  */
+  int copies_wait_for_peers; /* it copies to or from a peer only once that peer has joined the
+                              * exchange: where one never calls, the others' buffers stay
+                              * untouched and the call ends at SYMCOMM_WAIT_TIMEOUT          */
+} symcommDecompBackendInfo_t;
+symcommResult_t symcommDecompGetBackendInfo(int index, symcommDecompBackendInfo_t* info);
 symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name);
 symcommResult_t symcommDecompGetHaloBackend(symcommDecomp_t decomp, const char** name);
 

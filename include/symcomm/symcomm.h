@@ -451,9 +451,38 @@ typedef enum {
 symcommResult_t symcommCollAlgorithm(symcommComm_t comm, symcommTeam_t team, symcommCollOp_t op,
                                      size_t count, symcommDataType_t type, int symmetric,
                                      const char** name);
-/* The names of the registered collective algorithms ("copy", ...), for symcomm-info. */
+/* The registered collective algorithms, in the order the automatic choice prefers them
+ * (index 0 to count - 1): their names ("copy", ...; NULL past the end), and what each
+ * declares it can do. */
 int symcommCollAlgorithmCount(void);
 const char* symcommCollAlgorithmName(int index);
+typedef struct {
+  const char* name;         /* the calls' `algorithm` argument (static storage, as below)   */
+  const char* summary;      /* how it works, in a few words                                 */
+  unsigned ops;             /* 1u << op for each symcommCollOp_t it does                    */
+  unsigned spaces;          /* 1u << space for each symcommMemorySpace_t it runs in         */
+  unsigned device_counts;   /* 1u << space for each it does AllToAllvDeviceOnStream in      */
+  unsigned uncapturable_ops; /* ops it refuses on a stream being captured into a CUDA graph */
+  int max_team;             /* the most members of a team it runs on; 0: any                */
+  int in_place_recv;        /* receive buffers must be symmetric or registered              */
+  int load_store;           /* every member must be symcommPeerAccessible from every other  */
+  int counters;             /* keeps counters with its peers: after one of its waits failed
+                               (symcommTimeout) it refuses every call on the communicator   */
+  const char* library;      /* a library loaded at run time, without which (or where it
+                               cannot serve the ranks) it refuses every call; NULL: none    */
+} symcommCollAlgorithmInfo_t;
+/* What algorithm `index` declares: a call it refuses breaks one of these conditions, or one
+ * of its own (symcommCollAlgorithmCanRun says which). symcommInvalidArgument past the end. */
+symcommResult_t symcommGetCollAlgorithmInfo(int index, symcommCollAlgorithmInfo_t* info);
+/* Whether the registered algorithm named `algorithm` can run a call of `op` over `team`
+ * (arguments as symcommCollAlgorithm takes them; on a stream not being captured):
+ * symcommSuccess, or symcommNotSupported with symcommGetLastError() saying why, as the call
+ * would. symcommInvalidArgument where `algorithm` names no registered algorithm. Local: no
+ * communication; the answer is every member's. */
+symcommResult_t symcommCollAlgorithmCanRun(symcommComm_t comm, symcommTeam_t team,
+                                           symcommCollOp_t op, size_t count,
+                                           symcommDataType_t type, int symmetric,
+                                           const char* algorithm);
 /* The selection table as text, a row per line (static storage). */
 const char* symcommCollSelectionTable(void);
 

@@ -278,6 +278,20 @@ extern "C" const char* symcommDecompBackendName(int index) {
                                                                  : nullptr;
 }
 
+extern "C" symcommResult_t symcommDecompGetBackendInfo(int index,
+                                                       symcommDecompBackendInfo_t* info) {
+  return guarded([&] { return format("symcommDecompGetBackendInfo(index=%d)", index); }, [&] {
+    SYMCOMM_REQUIRE_ARG(info);
+    const auto& all = decomp_backends();
+    SYMCOMM_REQUIRE(index >= 0 && static_cast<size_t>(index) < all.size(), symcommInvalidArgument,
+                    "index %d is not that of a registered backend (0 to %zu)", index,
+                    all.size() - 1);
+    const DecompDescriptor& d = all[static_cast<size_t>(index)]->descriptor();
+    *info = symcommDecompBackendInfo_t{d.name, d.spaces, d.load_store_peers, d.nccl,
+                                       d.copies_wait_for_peers};
+  });
+}
+
 extern "C" symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name) {
   return guarded([] { return std::string("symcommDecompGetBackend"); }, [&] {
     symcommDecomp& d = checked_decomp(decomp);

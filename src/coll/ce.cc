@@ -689,23 +689,19 @@ class Rounds {
   int me_;  // world rank
 };
 
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"ce", "copy engines and stream memory operations"};
+  d.state = CollState::Own;
+  return d;
+}();
+
 class CeAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "ce"; }
+  CeAlgorithm() : CollAlgorithm(kDescriptor) {}
 
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    return why_not(a, ctx).empty();
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda)
-      return "it needs the cuda memory space (copy engines and stream memory operations)";
-    if (a.counts_on_device) return kCountsOnTheDevice;
-    if (!ctx.has_state(this)) return "the communicator has no ce state";
-    const CeState& s = const_cast<CollContext&>(ctx).state<CeState>(this);
-    if (!s.problem().empty()) return s.problem();
-    if (!ctx.reaches_team(a)) return ctx.unreachable_member(a);
-    return "";
+  Verdict own_conditions(const CollArgs&, const CollContext& ctx) const override {
+    const CeState& s = ctx.state<CeState>(this);
+    return s.problem().empty() ? Verdict::yes() : Verdict::no(s.problem());
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
@@ -892,11 +888,8 @@ class CeAlgorithm final : public CollAlgorithm {
   }
 };
 
-}  // namespace
+const Registered<CollAlgorithm, CeAlgorithm> kRegistered(80);
 
-CollAlgorithm* make_ce_algorithm() {
-  static CeAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

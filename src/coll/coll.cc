@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/cuda_runtime_check.h"
 #include "base/param.h"
 #include "coll/agreement.h"
 #include "coll/selection.h"
@@ -136,19 +137,110 @@ bool CollContext::aligned_alike(const void* p, size_t alignment) const {
 }
 
 const std::vector<CollAlgorithm*>& coll_algorithms() {
-  // The registry of collective algorithms: one line each, preferred first.
-  static const std::vector<CollAlgorithm*> all = {
-      make_sm_algorithm(),   make_copy_algorithm(),    make_nccl_algorithm(),
-      make_ll_algorithm(),   make_twoshot_algorithm(), make_direct_algorithm(),
-      make_relay_algorithm(), make_ce_algorithm(),
-  };
-  return all;
+  return Registry<CollAlgorithm>::instance().all();
 }
 
-static CollAlgorithm* find(const char* name) {
-  for (CollAlgorithm* a : coll_algorithms())
-    if (std::strcmp(a->name(), name) == 0) return a;
-  return nullptr;
+CollAlgorithm* find_coll_algorithm(const char* name) {
+  return Registry<CollAlgorithm>::instance().find(name);
+}
+
+static CollAlgorithm* find(const char* name) { return find_coll_algorithm(name); }
+
+namespace {
+
+// "all-gather", ...: the operations as the reasons name them.
+const char* op_words(CollOp op) {
+  switch (op) {
+    case CollOp::AllGather: return "all-gather";
+    case CollOp::AllToAll: return "all-to-all";
+    case CollOp::AllToAllv: return "all-to-all-v";
+    case CollOp::ReduceScatter: return "reduce-scatter";
+    case CollOp::AllReduce: return "all-reduce";
+    case CollOp::Broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+const char* space_words(symcommMemorySpace_t s) { return s == symcommSpaceCuda ? "cuda" : "host"; }
+
+// "a", "a and b", "a, b and c".
+std::string listed(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+std::string ops_listed(unsigned ops) {
+  std::vector<std::string> names;
+  for (CollOp o : kAllOps)
+    if (ops & op_bit(o)) names.emplace_back(op_words(o));
+  return listed(names);
+}
+
+std::string spaces_listed(unsigned spaces) {
+  std::vector<std::string> names;
+  for (symcommMemorySpace_t s : {symcommSpaceCuda, symcommSpaceHost})
+    if (spaces & space_bit(s)) names.emplace_back(space_words(s));
+  return listed(names);
+}
+
+// Why an algorithm refuses all-to-all-v with counts on the device in `space`, and which
+// registered algorithms run it there (from their descriptors).
+std::string device_counts_refusal(const CollDescriptor& d, symcommMemorySpace_t space) {
+  std::vector<std::string> others;
+  for (const CollAlgorithm* a : coll_algorithms())
+    if (a->descriptor().device_counts & space_bit(space)) others.emplace_back(a->name());
+  std::string why = d.device_counts == 0
+                        ? std::string("it reads all-to-all-v's counts on the host only")
+                        : format("it reads all-to-all-v's counts on the device in the %s "
+                                 "memory space only", spaces_listed(d.device_counts).c_str());
+  return why + format(" (in the %s memory space, counts on the device are %s)",
+                      space_words(space),
+                      others.empty() ? "no algorithm's" : (listed(others) + "'s").c_str());
+}
+
+}  // namespace
+
+Verdict CollAlgorithm::can_implement(const CollArgs& a, const CollContext& ctx) const {
+  const CollDescriptor& d = descriptor_;
+  if (!(d.spaces & space_bit(ctx.space())))
+    return Verdict::no(format("it needs the %s memory space (%s)", spaces_listed(d.spaces).c_str(),
+                              d.summary));
+  if (!(d.ops & op_bit(a.op))) return Verdict::no("it does " + ops_listed(d.ops) + " only");
+  if (a.counts_on_device && !(d.device_counts & space_bit(ctx.space())))
+    return Verdict::no(device_counts_refusal(d, ctx.space()));
+  if (d.max_team > 0 && a.team.size > d.max_team)
+    return Verdict::no(format("it runs on teams of at most %d ranks (this one has %d)", d.max_team,
+                              a.team.size));
+  if (d.state != CollState::None && !ctx.has_state(this)) return Verdict::no(why_no_state(ctx));
+  if (d.load_store && !ctx.reaches_team(a)) return Verdict::no(ctx.unreachable_member(a));
+  if (d.in_place_recv && !(a.query ? a.symmetric : ctx.addressable(a.recv, a.recv_bytes)))
+    return Verdict::no("the receive buffer must be symmetric (symcommMalloc) or registered "
+                       "(symcommRegister): the members write it in place");
+  return own_conditions(a, ctx);
+}
+
+std::string CollAlgorithm::why_no_state(const CollContext&) const {
+  return format("the communicator has no %s state", name());
+}
+
+Verdict CollAlgorithm::capturable(const CollArgs& a, CollContext& ctx) const {
+  const CollDescriptor& d = descriptor_;
+  // The stream is asked only where the answer matters (every automatic choice comes here).
+  if ((d.uncapturable_ops & op_bit(a.op)) && stream_capturing(a, ctx))
+    return Verdict::no(format("its %s %s", op_words(a.op),
+                              d.why_uncapturable ? d.why_uncapturable
+                                                 : "cannot run on a stream being captured into "
+                                                   "a CUDA graph"));
+  return own_capture_conditions(a, ctx);
+}
+
+bool stream_capturing(const CollArgs& a, const CollContext& ctx) {
+  if (ctx.space() != symcommSpaceCuda) return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));
+  return capture != cudaStreamCaptureStatusNone;
 }
 
 // SYMCOMM_COLL_ALGO's choice for `op`, or "" (unset, or "auto": the selection table). The
@@ -196,29 +288,27 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
     CollAlgorithm* a = find(name.c_str());
     SYMCOMM_REQUIRE(a, symcommInvalidArgument, "%s names no collective algorithm '%s'", source,
                     name.c_str());  // (SYMCOMM_COLL_ALGO's names are checked above)
-    if (!a->supports(args, ctx)) {
-      const std::string why = a->why_not(args, ctx);
-      SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here%s%s",
-                    name.c_str(), coll_op_name(args.op), why.empty() ? "" : ": ", why.c_str());
-    }
+    if (const Verdict v = a->can_implement(args, ctx); !v)
+      SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here: %s",
+                    name.c_str(), coll_op_name(args.op), v.reason().c_str());
     return *a;
   }
   // The measured selection table: the first matching row whose algorithm can run the call
   // (the rows after the first are the choices measured for the next sizes, closer to the
-  // call than the registry's order); then the registry's order. supports() and capturable()
+  // call than the registry's order); then the registry's order. can_implement() and capturable()
   // decide alike on every member, so all take the same row. The rows' algorithms are looked
   // up once, when the table is read (every call goes through here: no allocation, no name
   // compared).
   const SelectionCall call{args.op, args.team.size, args.bytes_per_rank(), args.symmetric};
   if (const SelectionRow* row = select_row(selection_table(), call, [&](const SelectionRow& r) {
-        return r.impl->supports(args, ctx) && r.impl->capturable(args, ctx);
+        return r.impl->refusal(args, ctx).ok();
       }))
     return *row->impl;
   for (CollAlgorithm* a : coll_algorithms())
-    if (a->supports(args, ctx) && a->capturable(args, ctx)) return *a;
+    if (a->refusal(args, ctx).ok()) return *a;
   std::string reasons;
   for (CollAlgorithm* a : coll_algorithms())
-    reasons += format("\n  %s: %s", a->name(), a->refusal(args, ctx).c_str());
+    reasons += format("\n  %s: %s", a->name(), a->refusal(args, ctx).reason().c_str());
   SYMCOMM_THROW(symcommNotSupported, "no collective algorithm can run %s here:%s",
                 coll_op_name(args.op), reasons.c_str());
 }

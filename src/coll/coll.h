@@ -1,5 +1,5 @@
-// Collectives: the arguments every algorithm receives, the small interface each algorithm
-// fills (one file each), the registry that lists them and the choice among them.
+// Collectives: the arguments every algorithm receives, the descriptor and small interface
+// each algorithm fills (one file each, registering itself), and the choice among them.
 //
 // Collectives of one communicator share one symmetric workspace of SYMCOMM_COLL_WORKSPACE
 // bytes, allocated when the communicator is created (so that a collective over a team never
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/registry.h"
 #include "memory/heap.h"
 #include "memory/registration.h"
 #include "rma/rma.h"
@@ -49,8 +50,9 @@ struct CollArgs {
   // This rank's buffer extents in bytes, as the C API checked them (send: 0 where the call
   // does not read it, or reads it inside recv).
   size_t send_bytes = 0, recv_bytes = 0;
-  // A query of the automatic choice (symcommCollAlgorithm): send and recv are NULL, no run()
-  // follows, and supports() takes both buffers to be symmetric or not as `symmetric` says.
+  // A query (symcommCollAlgorithm, symcommCollAlgorithmCanRun): send and recv are NULL, no
+  // run() follows, and can_implement() takes both buffers to be symmetric or not as
+  // `symmetric` says.
   bool query = false;
   // The bytes one rank contributes: what the selection table is indexed by.
   size_t bytes_per_rank() const;
@@ -188,51 +190,89 @@ class CollContext {
   std::map<symcommTeam_t, std::string> checks_ended_;
 };
 
+// What an algorithm can do, as data: the conditions every call it runs meets, which
+// CollAlgorithm::can_implement checks once for all algorithms, each failed one with its reason.
+// An algorithm's own further conditions (sm's resident blocks, NCCL's library) are its
+// own_conditions(). Published through symcommGetCollAlgorithmInfo (symcomm.h), so that tests,
+// symcomm-info and scripts learn each algorithm's reach from the registry, never by name.
+enum class CollState {
+  None,      // keeps nothing per communicator
+  Own,       // make_state(); refuses every call on a communicator it made none for
+  Counters,  // ... a CounterState: counters with its peers, which a failed wait ends for good
+};
+constexpr unsigned op_bit(CollOp op) { return 1u << static_cast<int>(op); }
+constexpr unsigned space_bit(symcommMemorySpace_t s) { return 1u << static_cast<int>(s); }
+constexpr unsigned kEveryOp = (1u << 6) - 1;
+constexpr unsigned kCudaSpace = 1u << symcommSpaceCuda, kHostSpace = 1u << symcommSpaceHost;
+
+struct CollDescriptor {
+  const char* name;
+  const char* summary;             // how it works, in a few words
+  unsigned ops = kEveryOp;         // op_bit of each operation it does
+  unsigned spaces = kCudaSpace;    // space_bit of each memory space it runs in
+  unsigned device_counts = 0;      // ... in which it runs all-to-all-v with counts on the device
+  bool in_place_recv = false;      // receive buffers must be symmetric or registered
+  int max_team = 0;                // the largest team it runs on (0: any)
+  bool load_store = true;          // every member must be load/store accessible from here
+  CollState state = CollState::None;
+  unsigned uncapturable_ops = 0;   // op_bit of each it cannot run on a stream being captured
+  const char* why_uncapturable = nullptr;  // why, completing "its <op> "
+  const char* library = nullptr;   // a library loaded at run time, without which it runs nothing
+};
+
 class CollAlgorithm {
  public:
+  explicit CollAlgorithm(const CollDescriptor& descriptor) : descriptor_(descriptor) {}
   virtual ~CollAlgorithm() = default;
-  virtual const char* name() const = 0;
-  virtual bool supports(const CollArgs& args, const CollContext& ctx) const = 0;
+  const CollDescriptor& descriptor() const { return descriptor_; }
+  const char* name() const { return descriptor_.name; }
+  // Whether the algorithm can run the call here, and if not why (every refusal has a reason:
+  // tests/mp/coll_limits_test.cc checks that each algorithm gives one wherever it refuses).
+  // The descriptor's conditions, in order (space, operation, counts on the device, team size,
+  // state, reach, receive buffer), then own_conditions(). The same answer on every member.
+  Verdict can_implement(const CollArgs& args, const CollContext& ctx) const;
+  // Whether the call can be made now on a stream being captured into a CUDA graph, when the
+  // automatic choice considers the algorithm (asked for by name, it runs and says why not):
+  // the descriptor's uncapturable_ops, then own_capture_conditions(). The same answer on
+  // every member.
+  Verdict capturable(const CollArgs& args, CollContext& ctx) const;
+  // Why the automatic choice passes this algorithm over for the call (ok: it would not).
+  Verdict refusal(const CollArgs& args, CollContext& ctx) const {
+    if (Verdict v = can_implement(args, ctx); !v) return v;
+    return capturable(args, ctx);
+  }
   virtual void run(const CollArgs& args, CollContext& ctx) = 0;
   // Called for every registered algorithm when a communicator is created (collectively over
   // it, so it may allocate from the heap); the result is ctx.state<T>(this) in run().
   virtual std::unique_ptr<AlgorithmState> make_state(CollContext&) { return nullptr; }
-  // Why supports() is false, for the errors that name each algorithm: asked for by name, or
-  // none that can run the call. Every refusal has a reason (tests/mp/coll_limits_test.cc
-  // checks that each algorithm gives one wherever it refuses).
-  virtual std::string why_not(const CollArgs&, const CollContext&) const = 0;
-  // Whether the call can be made now on a stream being captured into a CUDA graph, when the
-  // automatic choice considers the algorithm (asked for by name, it runs and says why not).
-  // The answer must be the same on every member.
-  virtual bool capturable(const CollArgs&, CollContext&) const { return true; }
-  // Why capturable() is false.
-  virtual std::string why_not_capturable(const CollArgs&, CollContext&) const {
-    return "it cannot run on a stream being captured into a CUDA graph";
+
+ protected:
+  // The algorithm's conditions beyond its descriptor's, asked once those hold.
+  virtual Verdict own_conditions(const CollArgs&, const CollContext&) const {
+    return Verdict::yes();
   }
-  // Why the automatic choice passes this algorithm over for the call ("": it would not).
-  std::string refusal(const CollArgs& a, CollContext& ctx) const {
-    if (!supports(a, ctx)) return why_not(a, ctx);
-    return capturable(a, ctx) ? "" : why_not_capturable(a, ctx);
+  // Why make_state() made no state on this communicator (descriptor state None excepted).
+  virtual std::string why_no_state(const CollContext&) const;
+  // Its conditions for a stream being captured beyond uncapturable_ops, asked only while
+  // the call's stream is being captured.
+  virtual Verdict own_capture_conditions(const CollArgs&, CollContext&) const {
+    return Verdict::yes();
   }
+
+ private:
+  CollDescriptor descriptor_;
 };
 
-// Why an algorithm other than sm and copy refuses all-to-all-v with counts on the device.
-constexpr const char* kCountsOnTheDevice =
-    "all-to-all-v with counts on the device is sm's on GPUs and copy's in the host space";
+// Whether the call's stream is being captured into a CUDA graph (never in the host space).
+bool stream_capturing(const CollArgs& args, const CollContext& ctx);
 
-// The registry: every algorithm, in the order the selection prefers them.
+// The registry (base/registry.h): every algorithm, in the order the selection prefers them.
+// Each registers itself from its own file with
+//   static const Registered<CollAlgorithm, XAlgorithm> kRegistered(<preference>);
 const std::vector<CollAlgorithm*>& coll_algorithms();
+// The registered algorithm named `name`, or nullptr.
+CollAlgorithm* find_coll_algorithm(const char* name);
 // `requested` (a name, or NULL/"auto" for SYMCOMM_COLL_ALGO and then the selection table).
 CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const char* requested);
-
-// One algorithm per file, each made here.
-CollAlgorithm* make_ce_algorithm();
-CollAlgorithm* make_copy_algorithm();
-CollAlgorithm* make_direct_algorithm();
-CollAlgorithm* make_ll_algorithm();
-CollAlgorithm* make_nccl_algorithm();
-CollAlgorithm* make_relay_algorithm();
-CollAlgorithm* make_sm_algorithm();
-CollAlgorithm* make_twoshot_algorithm();
 
 }  // namespace symcomm

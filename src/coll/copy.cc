@@ -9,42 +9,32 @@
 #include <algorithm>
 #include <vector>
 
-#include "base/cuda_runtime_check.h"
 #include "coll/coll.h"
 
 namespace symcomm {
 
 namespace {
 
+// Every operation in both spaces. All-to-all-v reads the counts back on the host (gather_v),
+// which a stream being captured cannot do: the automatic choice passes over it there, and
+// asked for by name it refuses before it enqueues anything (the capture stays usable).
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"copy", "puts between team barriers"};
+  d.spaces = kCudaSpace | kHostSpace;
+  d.device_counts = kHostSpace;
+  d.uncapturable_ops = op_bit(CollOp::AllToAllv);
+  d.why_uncapturable = "reads every member's counts back on the host, which a stream being "
+                       "captured cannot do";
+  return d;
+}();
+
 class CopyAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "copy"; }
-
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (a.counts_on_device && ctx.space() != symcommSpaceHost) return false;
-    return ctx.reaches_team(a);
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (a.counts_on_device && ctx.space() != symcommSpaceHost)
-      return kCountsOnTheDevice;
-    return ctx.unreachable_member(a);
-  }
-
-  // All-to-all-v reads the counts back on the host (gather_v), which a stream being captured
-  // cannot do: the automatic choice passes over it there, and asked for by name it refuses
-  // before it enqueues anything (the capture stays usable).
-  bool capturable(const CollArgs& a, CollContext& ctx) const override {
-    return a.op != CollOp::AllToAllv || !capturing(a, ctx);
-  }
-  std::string why_not_capturable(const CollArgs&, CollContext&) const override {
-    return "its all-to-all-v reads every member's counts back on the host, which a stream "
-           "being captured cannot do";
-  }
+  CopyAlgorithm() : CollAlgorithm(kDescriptor) {}
 
   void run(const CollArgs& a, CollContext& ctx) override {
     if (a.op == CollOp::AllToAllv) {
-      SYMCOMM_REQUIRE(!capturing(a, ctx), symcommNotSupported,
+      SYMCOMM_REQUIRE(!stream_capturing(a, ctx), symcommNotSupported,
                       "copy's all-to-all-v synchronises the stream to read the counts of every "
                       "member: it cannot be captured in a CUDA graph (use sm, nccl or ll)");
       return a.counts_on_device ? device_counts(a, ctx) : gather_v(a, ctx);
@@ -62,13 +52,6 @@ class CopyAlgorithm final : public CollAlgorithm {
   }
 
  private:
-  static bool capturing(const CollArgs& a, const CollContext& ctx) {
-    if (ctx.space() != symcommSpaceCuda) return false;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));
-    return capture != cudaStreamCaptureStatusNone;
-  }
-
   static void put(const CollArgs& a, CollContext& ctx, void* dst, const void* src, size_t bytes) {
     ctx.backend().put(dst, src, bytes, symcommEngineCe, a.stream);
   }
@@ -269,11 +252,8 @@ class CopyAlgorithm final : public CollAlgorithm {
   }
 };
 
-}  // namespace
+const Registered<CollAlgorithm, CopyAlgorithm> kRegistered(20);
 
-CollAlgorithm* make_copy_algorithm() {
-  static CopyAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

@@ -9,8 +9,8 @@
 // move elements of 4, 8 or 16 bytes). In the host space the barriers and memcpy copies run
 // apart, so CI tests the same arithmetic.
 //
-// Not for reductions, all-to-all-v, or receive buffers the peers cannot address (supports()
-// says so; the selection then falls through to the registry's next algorithm).
+// Not for reductions, all-to-all-v, or receive buffers the peers cannot address (its
+// descriptor says so; the selection then falls through to the registry's next algorithm).
 #include <cstdint>
 #include <vector>
 
@@ -20,21 +20,17 @@ namespace symcomm {
 
 namespace {
 
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"direct", "SM stores into the peers' receive buffers"};
+  d.ops = op_bit(CollOp::AllToAll) | op_bit(CollOp::AllGather) | op_bit(CollOp::Broadcast);
+  d.spaces = kCudaSpace | kHostSpace;
+  d.in_place_recv = true;
+  return d;
+}();
+
 class DirectAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "direct"; }
-
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    return moves_data(a) && ctx.reaches_team(a) &&
-           (a.query ? a.symmetric : ctx.addressable(a.recv, recv_bytes(a)));
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (!moves_data(a)) return "it does all-to-all, all-gather and broadcast only";
-    if (!ctx.reaches_team(a)) return ctx.unreachable_member(a);
-    return "the receive buffer must be symmetric (symcommMalloc) or registered "
-           "(symcommRegister): the members write it in place";
-  }
+  DirectAlgorithm() : CollAlgorithm(kDescriptor) {}
 
   void run(const CollArgs& a, CollContext& ctx) override {
     const size_t block = a.count * a.elem;  // bytes of one member's block
@@ -89,16 +85,6 @@ class DirectAlgorithm final : public CollAlgorithm {
   }
 
  private:
-  static bool moves_data(const CollArgs& a) {
-    return !a.counts_on_device &&
-           (a.op == CollOp::AllToAll || a.op == CollOp::AllGather || a.op == CollOp::Broadcast);
-  }
-
-  static size_t recv_bytes(const CollArgs& a) {
-    const size_t block = a.count * a.elem;
-    return a.op == CollOp::Broadcast ? block : block * static_cast<size_t>(a.team.size);
-  }
-
   // The widest element (16, 8 or 4 bytes; else 1) that divides the block and every address
   // this rank copies from and to: the send buffer, and the receive buffer, which starts at
   // the same address modulo that width on every member.
@@ -111,11 +97,8 @@ class DirectAlgorithm final : public CollAlgorithm {
   }
 };
 
-}  // namespace
+const Registered<CollAlgorithm, DirectAlgorithm> kRegistered(60);
 
-CollAlgorithm* make_direct_algorithm() {
-  static DirectAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

@@ -440,28 +440,22 @@ struct LlState final : CounterState {};
 // The kernel instance for element type T (resident_launch.cuh).
 constexpr auto kernel_of = [](auto zero) { return ll_kernel<decltype(zero)>; };
 
+// All-to-all-v with counts on the host only: it sizes its rounds from them.
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"ll", "kernels storing low-latency packets into the peers"};
+  d.max_team = kMaxTeam;
+  d.state = CollState::Counters;
+  return d;
+}();
+
 class LlAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "ll"; }
+  LlAlgorithm() : CollAlgorithm(kDescriptor) {}
 
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda || !ctx.has_state(this) || a.counts_on_device ||
-        a.team.size > kMaxTeam)
-      return false;
-    return ctx.reaches_team(a);
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
-    if (!ctx.has_state(this))
-      return format("its packet buffers need %s of the heap, more than 1/16 of "
-                    "SYMCOMM_HEAP_MAX (%s)",
-                    format_bytes(packets_bytes(ctx.topology().nranks)).c_str(),
-                    format_bytes(ctx.heap().max_bytes()).c_str());
-    if (a.counts_on_device)
-      return "it sizes its rounds from counts on the host (sm reads them on the device)";
-    if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
-    return ctx.unreachable_member(a);
+  std::string why_no_state(const CollContext& ctx) const override {
+    return format("its packet buffers need %s of the heap, more than 1/16 of SYMCOMM_HEAP_MAX (%s)",
+                  format_bytes(packets_bytes(ctx.topology().nranks)).c_str(),
+                  format_bytes(ctx.heap().max_bytes()).c_str());
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
@@ -501,11 +495,8 @@ class LlAlgorithm final : public CollAlgorithm {
 // Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
 const KernelLibrary kKernels(reinterpret_cast<const void*>(&ll_kernel<uint8_t>));
 
-}  // namespace
+const Registered<CollAlgorithm, LlAlgorithm> kRegistered(40);
 
-CollAlgorithm* make_ll_algorithm() {
-  static LlAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

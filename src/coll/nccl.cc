@@ -5,7 +5,6 @@
 //
 // Unlike "copy", results of floating-point sums follow NCCL's order of combination (and
 // 16-bit floats are not accumulated in float): they may differ in the last bits from copy's.
-#include "base/cuda_runtime_check.h"
 #include "coll/coll.h"
 #include "coll/nccl_lib.h"
 
@@ -17,46 +16,50 @@ namespace symcomm {
 
 namespace {
 
+// NCCL reaches the members through its own transports (no load/store access needed), and
+// ranks that share a GPU it refuses (own_conditions).
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"nccl", "NCCL's collectives"};
+  d.load_store = false;
+  d.state = CollState::Own;
+  d.library = "NCCL";
+  return d;
+}();
+
 #ifdef SYMCOMM_HAVE_NCCL
 
 class NcclAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "nccl"; }
+  NcclAlgorithm() : CollAlgorithm(kDescriptor) {}
 
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    return why_not(a, ctx).empty();
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (a.counts_on_device) return kCountsOnTheDevice;
-    if (ctx.space() != symcommSpaceCuda) return "NCCL runs in the cuda memory space only";
+  Verdict own_conditions(const CollArgs& a, const CollContext& ctx) const override {
     const NcclLib* lib = NcclLib::get();
-    if (!lib) return nccl_unavailable_reason();
+    if (!lib) return Verdict::no(nccl_unavailable_reason());
     if (!nccl_has_type(a.type, lib->version))
-      return format("NCCL %s has no type %d (bfloat16 needs 2.10)",
-                    nccl_version_string(lib->version).c_str(), static_cast<int>(a.type));
-    if (std::string why = nccl_team_problem(ctx.topology(), a.team); !why.empty()) return why;
-    const Heap& heap = const_cast<CollContext&>(ctx).heap();
+      return Verdict::no(format("NCCL %s has no type %d (bfloat16 needs 2.10)",
+                                nccl_version_string(lib->version).c_str(),
+                                static_cast<int>(a.type)));
+    if (std::string why = nccl_team_problem(ctx.topology(), a.team); !why.empty())
+      return Verdict::no(why);
+    const Heap& heap = ctx.heap();
     const bool reads_send = a.op != CollOp::Broadcast || a.me == a.root;
     // What NCCL's kernels on this rank's GPU cannot reach (NULL: nothing to pass).
     auto problem = [&](const void* p) {
       return !p || heap.contains(p) ? std::string() : heap.space().device_access_problem(p);
     };
-    if (std::string why = reads_send ? problem(a.send) : ""; !why.empty()) return "send " + why;
-    if (std::string why = problem(a.recv); !why.empty()) return "recv " + why;
-    return "";
+    if (std::string why = reads_send ? problem(a.send) : ""; !why.empty())
+      return Verdict::no("send " + why);
+    if (std::string why = problem(a.recv); !why.empty()) return Verdict::no("recv " + why);
+    return Verdict::yes();
   }
 
   // The first call over a team makes its NCCL communicator, which cannot be done inside a
   // capture (NCCL allocates device memory): the automatic choice passes over NCCL until then.
-  bool capturable(const CollArgs& a, CollContext& ctx) const override {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(a.stream), &capture));
-    return capture == cudaStreamCaptureStatusNone || nccl_comms(ctx).has(a.team);
-  }
-  std::string why_not_capturable(const CollArgs&, CollContext&) const override {
-    return "its communicator for this team is made at the team's first NCCL call, which cannot "
-           "be captured (NCCL allocates device memory): make one call outside the capture first";
+  Verdict own_capture_conditions(const CollArgs& a, CollContext& ctx) const override {
+    if (!stream_capturing(a, ctx) || nccl_comms(ctx).has(a.team)) return Verdict::yes();
+    return Verdict::no("its communicator for this team is made at the team's first NCCL call, "
+                       "which cannot be captured (NCCL allocates device memory): make one call "
+                       "outside the capture first");
   }
 
   void run(const CollArgs& a, CollContext& ctx) override {
@@ -116,23 +119,23 @@ class NcclAlgorithm final : public CollAlgorithm {
 
 class NcclAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "nccl"; }
-  bool supports(const CollArgs&, const CollContext&) const override { return false; }
-  std::string why_not(const CollArgs&, const CollContext&) const override {
-    return nccl_unavailable_reason();
+  NcclAlgorithm() : CollAlgorithm(kDescriptor) {}
+  Verdict own_conditions(const CollArgs&, const CollContext&) const override {
+    return Verdict::no(nccl_unavailable_reason());
   }
   void run(const CollArgs&, CollContext&) override {
     SYMCOMM_THROW(symcommNotSupported, "%s", nccl_unavailable_reason().c_str());
+  }
+  // A state of nothing, so that the descriptor's state holds and refusals give the reason.
+  std::unique_ptr<AlgorithmState> make_state(CollContext&) override {
+    return std::make_unique<AlgorithmState>();
   }
 };
 
 #endif
 
-}  // namespace
+const Registered<CollAlgorithm, NcclAlgorithm> kRegistered(30);
 
-CollAlgorithm* make_nccl_algorithm() {
-  static NcclAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

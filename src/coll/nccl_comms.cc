@@ -173,7 +173,10 @@ ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t s
   return comm;
 }
 
-NcclComms& nccl_comms(CollContext& ctx) { return ctx.state<NcclComms>(make_nccl_algorithm()); }
+NcclComms& nccl_comms(CollContext& ctx) {
+  static const CollAlgorithm* const nccl = find_coll_algorithm("nccl");  // its state's key
+  return ctx.state<NcclComms>(nccl);
+}
 
 void nccl_group(const NcclLib& lib, const std::function<void()>& body) {
   SYMCOMM_NCCL(lib, ncclGroupStart());

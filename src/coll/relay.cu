@@ -337,27 +337,26 @@ size_t counters_bytes(int nranks) {
 
 constexpr auto kernel_of = [](auto) { return relay_kernel; };
 
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"relay", "a kernel in which members forward pieces of the message"};
+  d.ops = op_bit(CollOp::Broadcast);
+  d.in_place_recv = true;
+  d.max_team = kMaxTeam;
+  d.state = CollState::Counters;
+  return d;
+}();
+
 class RelayAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "relay"; }
+  RelayAlgorithm() : CollAlgorithm(kDescriptor) {}
 
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda || !ctx.has_state(this) || a.op != CollOp::Broadcast ||
-        a.team.size > kMaxTeam || !ctx.reaches_team(a))
-      return false;
-    if (a.query) return a.symmetric;
-    return recv_in_place(a, ctx);
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
-    if (a.op != CollOp::Broadcast) return "it does broadcast only";
-    if (!ctx.has_state(this)) return "the communicator has no relay state";
-    if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
-    if (!ctx.reaches_team(a))
-      return ctx.unreachable_member(a);
-    return "the receive buffer must be symmetric (symcommMalloc) or registered "
-           "(symcommRegister), 16-byte aligned on every member: the members write it in place";
+  // Every member's recv (symmetric or registered: the descriptor) is 16-byte aligned, the
+  // same on every member (aligned_alike, so all decide the same). A query takes it to be.
+  Verdict own_conditions(const CollArgs& a, const CollContext& ctx) const override {
+    if (a.query || (ctx.aligned_alike(a.recv, 16) && reinterpret_cast<uintptr_t>(a.recv) % 16 == 0))
+      return Verdict::yes();
+    return Verdict::no("the receive buffer must be 16-byte aligned on every member: the members "
+                       "write it in place");
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
@@ -406,23 +405,13 @@ class RelayAlgorithm final : public CollAlgorithm {
                     stream, "relay", "lower SYMCOMM_COLL_RELAY_BLOCKS");
   }
 
- private:
-  // Every member's recv is written in place by its peers and 16-byte aligned (the same on
-  // every member: aligned_alike, so all decide the same).
-  static bool recv_in_place(const CollArgs& a, const CollContext& ctx) {
-    return ctx.addressable(a.recv, a.count * a.elem) && ctx.aligned_alike(a.recv, 16) &&
-           reinterpret_cast<uintptr_t>(a.recv) % 16 == 0;
-  }
 };
 
 // Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
 const KernelLibrary kKernels(reinterpret_cast<const void*>(&relay_kernel));
 
-}  // namespace
+const Registered<CollAlgorithm, RelayAlgorithm> kRegistered(70);
 
-CollAlgorithm* make_relay_algorithm() {
-  static RelayAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

@@ -139,8 +139,7 @@ const std::vector<SelectionRow>& selection_table() {
   static const std::vector<SelectionRow> table = [] {
     std::vector<SelectionRow> rows = parse_selection(selection_files());
     for (SelectionRow& row : rows) {
-      for (CollAlgorithm* a : coll_algorithms())
-        if (row.algorithm == a->name()) row.impl = a;
+      row.impl = find_coll_algorithm(row.algorithm.c_str());
       SYMCOMM_REQUIRE(row.impl, symcommInternalError,
                       "selection data %s:%d: no collective algorithm '%s' is registered",
                       row.file.c_str(), row.line, row.algorithm.c_str());

@@ -26,7 +26,7 @@
 // (some 2 * SYMCOMM_COLL_SM_BLOCKS[_LARGE] + kSelfBlocks blocks of kThreads threads), as
 // with NCCL: channels per pair are capped so that a grid fits in the fewest blocks any
 // member's GPU holds (channels_that_fit; every member derives the same), and a team too
-// large for one channel per pair has no sm collectives (why_not says so). Counters are per
+// large for one channel per pair has no sm collectives (its refusal says so). Counters are per
 // pair of world ranks, shared by all teams: like every collective, calls that involve the
 // same two ranks must be made in the same order on both.
 #include <cuda_runtime.h>
@@ -706,33 +706,32 @@ constexpr auto counts_kernel_of = [](auto) { return sm_counts_kernel; };
 
 constexpr const char* kRemedy = "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_BLOCKS_LARGE";
 
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"sm", "kernels of SM loads and stores through per-pair channels"};
+  d.device_counts = kCudaSpace;
+  d.max_team = kMaxTeam;
+  d.state = CollState::Counters;
+  return d;
+}();
+
 class SmAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "sm"; }
+  SmAlgorithm() : CollAlgorithm(kDescriptor) {}
 
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda || a.team.size > kMaxTeam || !ctx.has_state(this))
-      return false;
-    const SmState& s = ctx.state<SmState>(this);
-    return channels_that_fit(a.team.size, s.room(), kCountsSelfBlocks) >= 1 &&
-           ctx.reaches_team(a);
+  std::string why_no_state(const CollContext& ctx) const override {
+    return format("its rings need %s of the heap with 4 KiB slots, more than 1/16 of "
+                  "SYMCOMM_HEAP_MAX (%s) or SYMCOMM_COLL_SM_BYTES (%s) allow",
+                  format_bytes(ring_bytes(ctx.topology().nranks, 4096)).c_str(),
+                  format_bytes(ctx.heap().max_bytes()).c_str(),
+                  format_bytes(kRingBytes.get()).c_str());
   }
 
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
-    if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
-    if (!ctx.has_state(this))
-      return format("its rings need %s of the heap with 4 KiB slots, more than 1/16 of "
-                    "SYMCOMM_HEAP_MAX (%s) or SYMCOMM_COLL_SM_BYTES (%s) allow",
-                    format_bytes(ring_bytes(ctx.topology().nranks, 4096)).c_str(),
-                    format_bytes(ctx.heap().max_bytes()).c_str(),
-                    format_bytes(kRingBytes.get()).c_str());
+  Verdict own_conditions(const CollArgs& a, const CollContext& ctx) const override {
     const int room = ctx.state<SmState>(this).room();
-    if (channels_that_fit(a.team.size, room, kCountsSelfBlocks) < 1)
-      return format("a team of %d needs %d blocks resident at once and a member's GPU holds %d "
-                    "(fewer SMs: MPS or a partition)", a.team.size,
-                    2 * (a.team.size - 1) + kCountsSelfBlocks, room);
-    return ctx.unreachable_member(a);
+    if (channels_that_fit(a.team.size, room, kCountsSelfBlocks) >= 1) return Verdict::yes();
+    return Verdict::no(format("a team of %d needs %d blocks resident at once and a member's GPU "
+                              "holds %d (fewer SMs: MPS or a partition)", a.team.size,
+                              2 * (a.team.size - 1) + kCountsSelfBlocks, room));
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
@@ -740,7 +739,7 @@ class SmAlgorithm final : public CollAlgorithm {
     const int nranks = ctx.topology().nranks;
     // SYMCOMM_COLL_SM_BYTES of rings (at most 1/16 of the heap), in slots of 4 KiB to 256 KiB
     // (64 KiB for 8 ranks with the default). A heap too small for 4 KiB slots has no sm
-    // algorithm (why_not says so); every rank decides alike, since ranks that disagree on
+    // algorithm (its refusal says so); every rank decides alike, since ranks that disagree on
     // the heap maximum fail when the heap is created.
     const uint64_t budget = std::min<uint64_t>(kRingBytes.get(), ctx.heap().max_bytes() / 16);
     const uint64_t slot = std::min<uint64_t>(256 << 10, budget / ring_bytes(nranks, 1) / 4096 * 4096);
@@ -811,11 +810,8 @@ class SmAlgorithm final : public CollAlgorithm {
 // Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
 const KernelLibrary kKernels(reinterpret_cast<const void*>(&sm_kernel<uint8_t>));
 
-}  // namespace
+const Registered<CollAlgorithm, SmAlgorithm> kRegistered(10);
 
-CollAlgorithm* make_sm_algorithm() {
-  static SmAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

@@ -379,29 +379,24 @@ struct TwoshotState final : CounterState {  // area: flags, stage_in, stage_out
 constexpr auto kernel_of = [](auto zero) { return twoshot_kernel<decltype(zero)>; };
 
 
+constexpr CollDescriptor kDescriptor = [] {
+  CollDescriptor d{"twoshot", "kernels that load from and store into the peers' buffers"};
+  d.ops = op_bit(CollOp::AllReduce) | op_bit(CollOp::ReduceScatter);
+  d.max_team = kMaxTeam;
+  d.state = CollState::Counters;
+  return d;
+}();
+
 class TwoshotAlgorithm final : public CollAlgorithm {
  public:
-  const char* name() const override { return "twoshot"; }
+  TwoshotAlgorithm() : CollAlgorithm(kDescriptor) {}
 
-  bool supports(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda || !ctx.has_state(this) || a.team.size > kMaxTeam ||
-        (a.op != CollOp::AllReduce && a.op != CollOp::ReduceScatter))
-      return false;
-    return ctx.reaches_team(a);
-  }
-
-  std::string why_not(const CollArgs& a, const CollContext& ctx) const override {
-    if (ctx.space() != symcommSpaceCuda) return "it needs the cuda memory space";
-    if (a.op != CollOp::AllReduce && a.op != CollOp::ReduceScatter)
-      return "it does all-reduce and reduce-scatter only";
-    if (!ctx.has_state(this))
-      return format("its staging areas need 2 x SYMCOMM_COLL_TWOSHOT_BYTES (%s) of the heap, "
-                    "more than 1/16 of SYMCOMM_HEAP_MAX (%s), or are smaller than 16 bytes "
-                    "per rank",
-                    format_bytes(kStageBytes.get()).c_str(),
-                    format_bytes(ctx.heap().max_bytes()).c_str());
-    if (a.team.size > kMaxTeam) return format("teams of at most %d ranks", kMaxTeam);
-    return ctx.unreachable_member(a);
+  std::string why_no_state(const CollContext& ctx) const override {
+    return format("its staging areas need 2 x SYMCOMM_COLL_TWOSHOT_BYTES (%s) of the heap, "
+                  "more than 1/16 of SYMCOMM_HEAP_MAX (%s), or are smaller than 16 bytes "
+                  "per rank",
+                  format_bytes(kStageBytes.get()).c_str(),
+                  format_bytes(ctx.heap().max_bytes()).c_str());
   }
 
   std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
@@ -474,11 +469,8 @@ class TwoshotAlgorithm final : public CollAlgorithm {
 // Every kernel of this file, loaded when a communicator is made (base/kernel_load.h).
 const KernelLibrary kKernels(reinterpret_cast<const void*>(&twoshot_kernel<uint8_t>));
 
-}  // namespace
+const Registered<CollAlgorithm, TwoshotAlgorithm> kRegistered(50);
 
-CollAlgorithm* make_twoshot_algorithm() {
-  static TwoshotAlgorithm algorithm;
-  return &algorithm;
-}
+}  // namespace
 
 }  // namespace symcomm

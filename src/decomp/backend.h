@@ -1,11 +1,13 @@
-// Transpose and halo backends: one small interface, one file per backend
-// (backend_copy.cc, ...), one registry line in registry.cc.
+// Transpose and halo backends: one small interface, one file per backend (backend_copy.cc,
+// ...), which says what the backend needs (DecompDescriptor) and registers it:
+//   static const Registered<DecompBackend, CopyBackend> kRegistered(kDescriptor.preference);
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/registry.h"
 #include "decomp/geometry.h"
 #include "decomp/halo.h"
 #include "decomp/transpose.h"
@@ -63,13 +65,40 @@ class DecompState {
   virtual ~DecompState() = default;
 };
 
+// What a backend is and needs, as data. DecompBackend::can_implement checks every need with
+// its reason (backend.cc), so a backend states them and writes no check of its own for them;
+// symcommDecompGetBackendInfo publishes them.
+struct DecompDescriptor {
+  const char* name;
+  // Its place in the registry (lower first): the order in which "" and the autotuner try them.
+  int preference;
+  // The memory spaces it runs in: bits 1u << symcommMemorySpace_t (decomp_space_bit).
+  unsigned spaces;
+  // It loads and stores every rank's heap through the peer mapping: every rank of the
+  // communicator must be mapped here (one node; peer access between its GPUs).
+  bool load_store_peers;
+  // NCCL moves its blocks: the communicator's collectives (their NCCL communicators), the
+  // library, and rows and columns whose members have a GPU each (NCCL refuses two on one).
+  bool nccl;
+  // It copies to or from a peer only once that peer has joined the exchange (the barrier and
+  // the copies are one launch, each copy waiting for its peer): where a peer never calls, its
+  // buffers stay untouched and the call ends at SYMCOMM_WAIT_TIMEOUT.
+  bool copies_wait_for_peers;
+};
+
+constexpr unsigned decomp_space_bit(symcommMemorySpace_t space) { return 1u << space; }
+constexpr unsigned kDecompHostAndCuda =
+    decomp_space_bit(symcommSpaceHost) | decomp_space_bit(symcommSpaceCuda);
+
 class DecompBackend {
  public:
+  explicit DecompBackend(const DecompDescriptor& descriptor) : descriptor_(descriptor) {}
   virtual ~DecompBackend() = default;
-  virtual const char* name() const = 0;
-  // Why the backend cannot run on this communicator ("": it can), the same on every rank.
-  virtual std::string why_not(const DecompContext& ctx) const = 0;
-  bool supports(const DecompContext& ctx) const { return why_not(ctx).empty(); }
+  const DecompDescriptor& descriptor() const { return descriptor_; }
+  const char* name() const { return descriptor_.name; }
+  // Whether the backend can run on this communicator, and why not: every need of its
+  // descriptor, then its own_conditions(); the same answer on every rank.
+  Verdict can_implement(const DecompContext& ctx) const;
   virtual size_t transpose_workspace(const DecompContext& ctx, size_t elem) const = 0;
   virtual void transpose(const DecompContext& ctx, const TransposeCall& call) = 0;
   virtual size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
@@ -83,17 +112,25 @@ class DecompBackend {
   // Called by Decomp::create on every rank after prepare() (outcome agreed): what this
   // backend keeps per decomposition, ctx.state in its calls.
   virtual std::unique_ptr<DecompState> make_state(const DecompContext&) { return nullptr; }
+
+ protected:
+  // What the backend needs beyond its descriptor (asked once the descriptor's needs are
+  // met), the same on every rank.
+  virtual Verdict own_conditions(const DecompContext&) const { return Verdict::yes(); }
+
+ private:
+  const DecompDescriptor descriptor_;
 };
 
 // The registry: every backend, preferred first.
-const std::vector<DecompBackend*>& decomp_backends();
-DecompBackend* make_copy_backend();
-DecompBackend* make_nccl_backend();            // backend_nccl.cc
-DecompBackend* make_nccl_pipelined_backend();  // backend_nccl_pipelined.cc
-DecompBackend* make_sm_backend();              // backend_sm.cc
-DecompBackend* make_fused_backend();           // backend_fused.cc
-DecompBackend* make_ce_pipelined_backend();    // backend_ce_pipelined.cc
-DecompBackend* make_ce_backend();              // backend_ce.cc
+inline const std::vector<DecompBackend*>& decomp_backends() {
+  return Registry<DecompBackend>::instance().all();
+}
+
+// Backends whose pieces another one runs: ce runs ce_pipelined's halo exchanges,
+// nccl_pipelined the nccl backend's set-up, workspaces and halo exchanges.
+DecompBackend& ce_pipelined_backend();  // backend_ce_pipelined.cc
+DecompBackend& nccl_backend();          // backend_nccl.cc
 
 // --- Pieces the backends share (backend_shared.cc) ---------------------------------------
 //

@@ -33,11 +33,20 @@ namespace symcomm {
 
 namespace {
 
+constexpr DecompDescriptor kDescriptor = {
+    .name = "ce",
+    // After fused: faster than it only at 512^3 and 1024^3 on 1-D grids
+    // (bench/results/h200x4/decomp_497fdd2.jsonl).
+    .preference = 30,
+    .spaces = kDecompHostAndCuda,
+    .load_store_peers = true,
+    .nccl = false,
+    .copies_wait_for_peers = false,
+};
+
 class CeBackend final : public DecompBackend {
  public:
-  const char* name() const override { return "ce"; }
-
-  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
+  CeBackend() : DecompBackend(kDescriptor) {}
 
   // The staged path's receive area.
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
@@ -86,19 +95,16 @@ class CeBackend final : public DecompBackend {
 
   size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
                         const int64_t* halo, const int64_t* padding) const override {
-    return make_ce_pipelined_backend()->halo_workspace(ctx, axis, dim, elem, halo, padding);
+    return ce_pipelined_backend().halo_workspace(ctx, axis, dim, elem, halo, padding);
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
-    make_ce_pipelined_backend()->halo(ctx, h);
+    ce_pipelined_backend().halo(ctx, h);
   }
 };
 
-}  // namespace
+const Registered<DecompBackend, CeBackend> kRegistered(kDescriptor.preference);
 
-DecompBackend* make_ce_backend() {
-  static CeBackend backend;
-  return &backend;
-}
+}  // namespace
 
 }  // namespace symcomm

@@ -11,11 +11,19 @@ namespace symcomm {
 
 namespace {
 
+constexpr DecompDescriptor kDescriptor = {
+    .name = "copy",
+    // After the direct ones, before the NCCL ones (bench/results/h200x4/decomp_497fdd2.jsonl).
+    .preference = 50,
+    .spaces = kDecompHostAndCuda,
+    .load_store_peers = true,
+    .nccl = false,
+    .copies_wait_for_peers = false,
+};
+
 class CopyBackend final : public DecompBackend {
  public:
-  const char* name() const override { return "copy"; }
-
-  std::string why_not(const DecompContext& ctx) const override { return unmapped_peer(ctx); }
+  CopyBackend() : DecompBackend(kDescriptor) {}
 
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
     return 2 * static_cast<size_t>(staging_elements(ctx.geometry)) * elem;
@@ -84,11 +92,8 @@ class CopyBackend final : public DecompBackend {
 
 };
 
-}  // namespace
+const Registered<DecompBackend, CopyBackend> kRegistered(kDescriptor.preference);
 
-DecompBackend* make_copy_backend() {
-  static CopyBackend backend;
-  return &backend;
-}
+}  // namespace
 
 }  // namespace symcomm

@@ -20,22 +20,20 @@ namespace symcomm {
 
 namespace {
 
+constexpr DecompDescriptor kDescriptor = {
+    .name = "nccl",
+    .preference = 70,  // last: the baseline of bench/results/h200x4/decomp_497fdd2.jsonl
+    .spaces = decomp_space_bit(symcommSpaceCuda),
+    .load_store_peers = false,
+    .nccl = true,
+    .copies_wait_for_peers = false,
+};
+
 #ifdef SYMCOMM_HAVE_NCCL
 
 class NcclBackend final : public DecompBackend {
  public:
-  const char* name() const override { return "nccl"; }
-
-  std::string why_not(const DecompContext& ctx) const override {
-    if (!ctx.coll) return "the decomposition was made without the communicator's collectives";
-    if (ctx.coll->space() != symcommSpaceCuda) return "NCCL runs in the cuda memory space only";
-    if (!NcclLib::get()) return nccl_unavailable_reason();
-    for (symcommTeam_t id : {ctx.row_team, ctx.col_team})
-      if (std::string why = nccl_team_problem(ctx.coll->topology(), ctx.rma.teams().get(id));
-          !why.empty())
-        return why;
-    return "";
-  }
+  NcclBackend() : DecompBackend(kDescriptor) {}
 
   void prepare(const DecompContext& ctx) override {
     // Rows first, then columns, on every rank: no member waits for one that makes another.
@@ -145,8 +143,7 @@ class NcclBackend final : public DecompBackend {
 
 class NcclBackend final : public DecompBackend {
  public:
-  const char* name() const override { return "nccl"; }
-  std::string why_not(const DecompContext&) const override { return nccl_unavailable_reason(); }
+  NcclBackend() : DecompBackend(kDescriptor) {}
   size_t transpose_workspace(const DecompContext&, size_t) const override { return 0; }
   void transpose(const DecompContext&, const TransposeCall&) override { unavailable(); }
   size_t halo_workspace(const DecompContext&, int, int, size_t, const int64_t*,
@@ -163,11 +160,12 @@ class NcclBackend final : public DecompBackend {
 
 #endif
 
+const Registered<DecompBackend, NcclBackend> kRegistered(kDescriptor.preference);
+
 }  // namespace
 
-DecompBackend* make_nccl_backend() {
-  static NcclBackend backend;
-  return &backend;
+DecompBackend& nccl_backend() {
+  return *Registry<DecompBackend>::instance().find(kDescriptor.name);
 }
 
 }  // namespace symcomm

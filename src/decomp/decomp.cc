@@ -14,19 +14,19 @@ std::string field(const char* text, size_t size) { return std::string(text, strn
 // can, a registered one asked for by name saying why.
 DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx) {
   for (DecompBackend* b : decomp_backends())
-    if ((wanted.empty() || wanted == b->name()) && b->supports(ctx)) return b;
+    if ((wanted.empty() || wanted == b->name()) && b->can_implement(ctx)) return b;
   for (DecompBackend* b : decomp_backends())
     if (wanted == b->name()) {
       SYMCOMM_THROW(symcommNotSupported,
                     "no decomposition backend named %s can run on this communicator: %s",
-                    wanted.c_str(), b->why_not(ctx).c_str());
+                    wanted.c_str(), b->can_implement(ctx).reason().c_str());
     }
   SYMCOMM_REQUIRE(wanted.empty(), symcommInvalidArgument,
                   "no decomposition backend named %s can run: no backend has that name",
                   wanted.c_str());
   std::string reasons;
   for (DecompBackend* b : decomp_backends())
-    reasons += format("\n  %s: %s", b->name(), b->why_not(ctx).c_str());
+    reasons += format("\n  %s: %s", b->name(), b->can_implement(ctx).reason().c_str());
   SYMCOMM_THROW(symcommNotSupported, "no decomposition backend can run on this communicator:%s",
                 reasons.c_str());
 }

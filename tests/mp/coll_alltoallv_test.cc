@@ -6,20 +6,7 @@
 namespace coll_test {
 
 TEST_P(Coll, AllToAllvRandomCounts) {
-  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
-  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
-  if (moves_only_) {  // direct: equal blocks only
-    void* send = buffer(sizeof(float), false);
-    void* recv = buffer(sizeof(float), true);
-    std::vector<size_t> zeros(static_cast<size_t>(n_), 0);
-    EXPECT_EQ(symcommAllToAllvOnStream(comm_, SYMCOMM_TEAM_WORLD, send, zeros.data(), zeros.data(),
-                                       recv, zeros.data(), zeros.data(), symcommFloat32, algo_,
-                                       stream_),
-              symcommNotSupported);
-    release(send, false);
-    release(recv, true);
-    GTEST_SKIP() << algo_ << " does not do all-to-all-v";
-  }
+  if (lacks({Op::AllToAllv})) GTEST_SKIP() << algo_ << " does not do all-to-all-v";
   // Counts below each of kCounts (as the largest count to a member), every type.
   for (bool sym : {false, true})
     for (const Type& t : kTypes)

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "coll_caps.h"
 #include "mp.h"
 
 // A named namespace: every file of the binary must see the same fixture class.
@@ -199,6 +200,17 @@ inline VLayout random_layout(uint64_t seed, int n, size_t max_count) {
 
 // The operations, as the tests name them: all-to-all-v with counts on the host or device.
 enum class Op { AllGather, AllToAll, AllToAllv, AllToAllvDevice, ReduceScatter, AllReduce, Broadcast };
+// The operation as the C API numbers it (both all-to-all-v's: symcommCollAllToAllv).
+inline symcommCollOp_t api_op(Op op) {
+  switch (op) {
+    case Op::AllGather: return symcommCollAllGather;
+    case Op::AllToAll: return symcommCollAllToAll;
+    case Op::ReduceScatter: return symcommCollReduceScatter;
+    case Op::AllReduce: return symcommCollAllReduce;
+    case Op::Broadcast: return symcommCollBroadcast;
+    default: return symcommCollAllToAllv;
+  }
+}
 
 class Coll : public ::testing::TestWithParam<std::string> {
  protected:
@@ -217,56 +229,28 @@ class Coll : public ::testing::TestWithParam<std::string> {
     seed_ = mp::test_seed();
     seed_trace_.emplace(__FILE__, __LINE__, mp::seed_note(seed_));  // in every failure
     algo_ = GetParam().c_str();
-    // The same answer on every rank: the algorithm runs here or not at all.
-    float x = 0;
-    void* probe = buffer(sizeof x, false);
-    symcommResult_t rc = symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, probe, probe, 1,
-                                                  symcommFloat32, symcommSum, algo_, stream_);
-    std::string why = symcommGetLastError();
-    mp::sync(stream_);
-    release(probe, false);
-    if (rc == symcommNotSupported && why.find("all-gather and broadcast only") != std::string::npos) {
-      // direct moves data only, into receive buffers the peers write in place: probe that.
-      moves_only_ = true;
-      void* send = buffer(sizeof x, false);
-      void* recv = buffer(sizeof x * static_cast<size_t>(n_), true);
-      rc = symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
-                                    algo_, stream_);
-      why = symcommGetLastError();
-      mp::sync(stream_);
-      release(send, false);
-      release(recv, true);
+    caps_ = coll_caps::of(algo_);
+    ASSERT_NE(caps_.name, nullptr) << algo_ << " is not registered";
+    moves_only_ = !caps_.reduces() && caps_.does(symcommCollAllGather) &&
+                  caps_.does(symcommCollAllToAll);
+    broadcasts_only_ = !caps_.reduces() && !moves_only_ && caps_.does(symcommCollBroadcast);
+    // Where its descriptor says it cannot run here (another memory space, a larger team),
+    // the library refuses it too (checked), and its tests skip.
+    const symcommCollOp_t op = caps_.first_op();
+    if (!caps_.runs_in(mp::space()) || !caps_.fits(n_)) {
+      ASSERT_EQ(symcommCollAlgorithmCanRun(comm_, SYMCOMM_TEAM_WORLD, op, 1, symcommFloat32,
+                                           caps_.in_place_recv, algo_), symcommNotSupported);
+      GTEST_SKIP() << algo_ << " does not run here: " << symcommGetLastError();
     }
-    if (rc == symcommNotSupported && why.find("broadcast only") != std::string::npos &&
-        why.find("all-gather") == std::string::npos) {
-      // relay broadcasts only, into receive buffers the peers write in place: probe that.
-      broadcasts_only_ = true;
-      void* send = buffer(sizeof x, false);
-      void* recv = buffer(sizeof x, true);
-      rc = symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32, 0,
-                                    algo_, stream_);
-      why = symcommGetLastError();
-      mp::sync(stream_);
-      release(send, false);
-      release(recv, true);
-    }
-    if (rc == symcommNotSupported) {
-      // Only NCCL may be missing (no libnccl; the host space). Every other algorithm runs in
-      // the cuda space, and the GPU-only ones (sm, ll, twoshot, ce, relay) say why not in the
-      // host space; copy, direct and the automatic choice run in both.
-      if (std::strcmp(algo_, "nccl") == 0) {
-        ASSERT_TRUE(mp::nccl_missing(why)) << why;
-        GTEST_SKIP() << algo_ << ": " << why;
-      }
-      ASSERT_NE(mp::space(), symcommSpaceCuda) << algo_ << " refused in the cuda space: " << why;
-      const bool gpu_only = std::strcmp(algo_, "sm") == 0 || std::strcmp(algo_, "ll") == 0 ||
-                            std::strcmp(algo_, "ce") == 0 || std::strcmp(algo_, "twoshot") == 0 ||
-                            std::strcmp(algo_, "relay") == 0;
-      ASSERT_TRUE(gpu_only) << algo_ << " refused in the host space: " << why;
-      ASSERT_NE(why.find("it needs the cuda memory space"), std::string::npos) << why;
-      GTEST_SKIP() << algo_ << ": " << why;
-    }
-    ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
+    // Elsewhere one call of an operation it does, on buffers it takes. The same answer on
+    // every rank: the algorithm runs here or not at all. Only an algorithm built on a library
+    // loaded at run time may refuse (NCCL missing, ranks that share a GPU): it refuses
+    // everything then, and its tests skip; any other refusal is a failure.
+    std::string why;
+    const symcommResult_t rc = tiny_call(op, caps_.in_place_recv, &why);
+    if (rc == symcommNotSupported && caps_.library != nullptr)
+      GTEST_SKIP() << algo_ << " (" << caps_.library << "): " << why;
+    ASSERT_EQ(rc, symcommSuccess) << why;
   }
   void TearDown() override {
     if (!comm_) return;
@@ -291,75 +275,78 @@ class Coll : public ::testing::TestWithParam<std::string> {
     }
   }
   std::vector<uint8_t> fetch(const void* p, size_t bytes) { return mp::fetch(stream_, p, bytes); }
-  // twoshot only reduces: it refuses to move data, saying so (checked here), and the tests
-  // of data movement skip it.
-  bool reduces_only() {
-    if (std::strcmp(algo_, "twoshot") != 0) return false;
-    void* send = buffer(sizeof(float), false);
-    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), false);
-    EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
-                                       algo_, stream_), symcommNotSupported);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "all-reduce and reduce-scatter only"), nullptr)
-        << symcommGetLastError();
+  // One call of `op` on one float (all-to-all-v: one per member) by the algorithm under
+  // test, on a plain send and a receive buffer symmetric or not, after which the stream is
+  // synchronised: its result code, and in *why the error's message.
+  symcommResult_t tiny_call(symcommCollOp_t op, bool symmetric, std::string* why) {
+    const size_t nn = static_cast<size_t>(n_), b = sizeof(float) * nn;
+    void* send = buffer(b, false);
+    void* recv = buffer(b, symmetric);
+    std::vector<size_t> ones(nn, 1), displs(nn);
+    for (size_t j = 0; j < nn; ++j) displs[j] = j;
+    const symcommTeam_t w = SYMCOMM_TEAM_WORLD;
+    const symcommDataType_t f = symcommFloat32;
+    symcommResult_t rc = symcommSuccess;
+    switch (op) {
+      case symcommCollAllGather:
+        rc = symcommAllGatherOnStream(comm_, w, send, recv, 1, f, algo_, stream_);
+        break;
+      case symcommCollAllToAll:
+        rc = symcommAllToAllOnStream(comm_, w, send, recv, 1, f, algo_, stream_);
+        break;
+      case symcommCollAllToAllv:
+        rc = symcommAllToAllvOnStream(comm_, w, send, ones.data(), displs.data(), recv,
+                                      ones.data(), displs.data(), f, algo_, stream_);
+        break;
+      case symcommCollReduceScatter:
+        rc = symcommReduceScatterOnStream(comm_, w, send, recv, 1, f, symcommSum, algo_, stream_);
+        break;
+      case symcommCollAllReduce:
+        rc = symcommAllReduceOnStream(comm_, w, send, recv, 1, f, symcommSum, algo_, stream_);
+        break;
+      default:
+        rc = symcommBroadcastOnStream(comm_, w, send, recv, 1, f, 0, algo_, stream_);
+    }
+    *why = rc == symcommSuccess ? "" : symcommGetLastError();
+    mp::sync(stream_);
     release(send, false);
-    release(recv, false);
-    return true;
+    release(recv, symmetric);
+    return rc;
   }
-  // direct and relay do no reductions: they refuse them, saying so (checked here), and the
-  // tests of reductions skip them.
-  bool moves_only() {
-    if (!moves_only_ && !broadcasts_only_) return false;
-    void* buf = buffer(sizeof(float), false);
-    EXPECT_EQ(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, buf, buf, 1, symcommFloat32,
-                                       symcommSum, algo_, stream_), symcommNotSupported);
-    EXPECT_NE(std::strstr(symcommGetLastError(), broadcasts_only_ ? "it does broadcast only"
-                                                                  : "all-gather and broadcast only"),
-              nullptr) << symcommGetLastError();
-    release(buf, false);
-    return true;
+  // `op` on such buffers is refused, with a reason (checked: the descriptor's refusals are
+  // the library's).
+  void expect_refused(symcommCollOp_t op, bool symmetric) {
+    std::string why;
+    EXPECT_EQ(tiny_call(op, symmetric, &why), symcommNotSupported) << why;
+    const size_t at = why.find(" here: ");
+    EXPECT_TRUE(at != std::string::npos && at + 7 < why.size()) << why;
   }
-  // relay does nothing but broadcast: it refuses the other operations that move data, saying
-  // so (checked here), and their tests skip it.
-  bool broadcasts_only() {
-    if (!broadcasts_only_) return false;
-    void* send = buffer(sizeof(float), false);
-    void* recv = buffer(sizeof(float) * static_cast<size_t>(n_), true);
-    EXPECT_EQ(symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
-                                       algo_, stream_), symcommNotSupported);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "it does broadcast only"), nullptr)
-        << symcommGetLastError();
-    release(send, false);
-    release(recv, true);
-    return true;
+  // Whether its descriptor leaves out any of `ops`: then the first of them is refused, with
+  // a reason (checked here), and the caller skips the test.
+  bool lacks(std::initializer_list<Op> ops) {
+    for (Op op : ops)
+      if (!caps_.does(api_op(op))) {
+        expect_refused(api_op(op), caps_.in_place_recv);
+        return true;
+      }
+    return false;
   }
-  // direct and relay write receive buffers in place only: a plain one is refused, saying so
-  // (checked here); true where the caller must skip a plain receive buffer.
+  // The algorithm writes receive buffers in place only: a plain one is refused (checked
+  // here); true where the caller must skip a plain receive buffer.
   bool plain_recv_refused(bool symmetric) {
-    if (symmetric || !(moves_only_ || broadcasts_only_)) return false;
-    void* send = buffer(sizeof(float), false);
-    void* recv = buffer(sizeof(float), false);
-    EXPECT_EQ(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, 1, symcommFloat32,
-                                       0, algo_, stream_), symcommNotSupported);
-    EXPECT_NE(std::strstr(symcommGetLastError(), "receive buffer must be symmetric"), nullptr)
-        << symcommGetLastError();
-    release(send, false);
-    release(recv, false);
+    if (symmetric || !caps_.in_place_recv) return false;
+    expect_refused(caps_.first_op(), false);
     return true;
   }
-  // Whether the algorithm under test refuses `op` by design (buffers symmetric or not; in a
-  // CUDA graph capture or not): twoshot only reduces; direct only moves data, into symmetric
-  // receive buffers, and does no all-to-all-v; relay only broadcasts, into symmetric receive
-  // buffers; only sm reads counts on the device; copy's all-to-all-v cannot be captured. The
-  // tests count any other refusal as a failure.
+  // Whether the algorithm under test refuses `op` by its descriptor (buffers symmetric or
+  // not; in a CUDA graph capture or not): an operation it does not do, counts on the device
+  // outside the spaces it reads them in, a plain receive buffer where it writes in place, an
+  // operation it cannot capture. The tests count any other refusal as a failure.
   bool refuses(Op op, bool symmetric, bool captured = false) const {
-    const std::string a = algo_;
-    const bool reduction = op == Op::ReduceScatter || op == Op::AllReduce;
-    if (op == Op::AllToAllvDevice)  // sm on GPUs, copy in the host space
-      return !(a == "auto" || a == (mp::space() == symcommSpaceCuda ? "sm" : "copy"));
-    if (a == "twoshot") return !reduction;
-    if (broadcasts_only_) return op != Op::Broadcast || !symmetric;
-    if (moves_only_) return reduction || op == Op::AllToAllv || !symmetric;
-    return a == "copy" && captured && op == Op::AllToAllv;
+    if (op == Op::AllToAllvDevice) return !caps_.device_counts_in(mp::space());
+    const symcommCollOp_t o = api_op(op);
+    if (!caps_.declares(o, mp::space(), n_, symmetric)) return true;
+    return captured && !caps_.captures(o);
   }
   // The algorithm for `op` in tests that chain every operation: the one under test, or copy
   // where it refuses the operation.
@@ -537,9 +524,10 @@ class Coll : public ::testing::TestWithParam<std::string> {
     release(d.recv, false);
     release(d.counts, false);
   }
-  // All-to-all-v with counts in device memory (sm, and the automatic choice on GPUs): the
-  // counts travel on the device, the blocks arrive packed in team-rank order, and blocks
-  // beyond the capacity are dropped whole. Elsewhere it is refused (checked); false then.
+  // All-to-all-v with counts in device memory (where the descriptor says the algorithm reads
+  // them, and the automatic choice): the counts travel on the device, the blocks arrive
+  // packed in team-rank order, and blocks beyond the capacity are dropped whole. Elsewhere
+  // it is refused, saying why (checked); false then.
   bool device_counts_case(const Type& t, size_t max_count) {
     SCOPED_TRACE(std::string(t.name) + " max count " + std::to_string(max_count));
     const DeviceCountsCall d = device_counts_setup(t, max_count, seed_);
@@ -549,12 +537,11 @@ class Coll : public ::testing::TestWithParam<std::string> {
     if (runs) {
       EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
       device_counts_check(d, t);
-    } else {  // sm on GPUs and copy in the host space only
-      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
-      if (std::string(algo_) == "ce" || std::string(algo_) == "copy") {  // says why
-        EXPECT_NE(std::strstr(symcommGetLastError(), "counts on the device is sm's on GPUs"),
-                  nullptr) << symcommGetLastError();
-      }
+    } else {  // where its descriptor says it does not read counts on the device: says why
+      const std::string why = symcommGetLastError();
+      EXPECT_EQ(rc, symcommNotSupported) << why;
+      const size_t at = why.find(" here: ");
+      EXPECT_TRUE(at != std::string::npos && at + 7 < why.size()) << why;
     }
     mp::sync(stream_);
     EXPECT_EQ(symcommHostBarrier(comm_), symcommSuccess);
@@ -568,8 +555,12 @@ class Coll : public ::testing::TestWithParam<std::string> {
   uint64_t seed_ = 0;
   std::optional<::testing::ScopedTrace> seed_trace_;  // names seed_ until the test ends
   const char* algo_ = nullptr;
-  bool moves_only_ = false;  // direct: data movement into symmetric or registered buffers
-  bool broadcasts_only_ = false;  // relay: broadcast into symmetric or registered buffers
+  coll_caps::Caps caps_{};  // what algo_ declares it can do ("auto": everything)
+  // From caps_, for the tests that chain calls of the algorithm under test: it does no
+  // reductions but all-gather and all-to-all (direct) ...
+  bool moves_only_ = false;
+  // ... or, of the operations they chain, broadcast alone (relay).
+  bool broadcasts_only_ = false;
 };
 }  // namespace coll_test
 

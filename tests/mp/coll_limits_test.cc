@@ -237,22 +237,22 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
     SC_OK(call(symcommCollAllGather));
     SC_OK(call(symcommCollAllReduce));
   }
-  // SYMCOMM_COLL_ALGO=<algorithm>: the query names it where it runs the call, and the call
-  // runs; where it refuses, both fail with its refusal.
-  for (const std::string& algo : registered) {
+  // SYMCOMM_COLL_ALGO=<algorithm>: the query names it where it runs the call (as its
+  // descriptor says: symmetric buffers here), and the call runs; where it refuses, both fail
+  // with its refusal.
+  for (const coll_caps::Caps& caps : coll_caps::all()) {
+    const std::string algo = caps.name;
     mp::ScopedEnv env("SYMCOMM_COLL_ALGO", algo);
     for (symcommCollOp_t op : {symcommCollAllGather, symcommCollAllReduce}) {
       SCOPED_TRACE(algo + (op == symcommCollAllGather ? " all-gather" : " all-reduce"));
-      const bool gather = op == symcommCollAllGather;
-      const bool runs = algo == "copy" || (algo == "direct" && gather) ||
-                        (cuda && (algo == "sm" || algo == "ll" || algo == "ce" || algo == "nccl" ||
-                                  (algo == "twoshot" && !gather)));
+      const bool runs = caps.declares(op, mp::space(), n, true);
       const char* name = nullptr;
       const symcommResult_t asked = query(op, &name);
       const std::string why_asked = symcommGetLastError();
       const symcommResult_t ran = call(op);
       const std::string why = symcommGetLastError();
-      if (algo == "nccl" && ran == symcommNotSupported && mp::nccl_missing(why)) continue;
+      // An algorithm built on a library loaded at run time refuses where it is missing.
+      if (caps.library && ran == symcommNotSupported && asked == symcommNotSupported) continue;
       if (runs) {
         EXPECT_EQ(asked, symcommSuccess) << why_asked;
         if (asked == symcommSuccess) {
@@ -300,6 +300,89 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
   SC_OK(symcommFree(comm, send));
   SC_OK(symcommFree(comm, recv));
   mp::free_stream(s);
+  EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
+// The registry's public view: symcommGetCollAlgorithmInfo describes every registered
+// algorithm under its name, and symcommCollAlgorithmCanRun answers as its descriptor says
+// (every operation, symmetric buffers or not; an algorithm built on a library loaded at run
+// time may refuse everything where it is missing), each refusal with a reason, the same one
+// that a call it refuses gives.
+TEST(CollChoice, AlgorithmInfoAndCanRunFollowTheDescriptors) {
+  symcommComm_t comm = mp::new_comm();
+  ASSERT_NE(comm, nullptr);
+  const int n = mp::nranks();
+  const int count = symcommCollAlgorithmCount();
+  ASSERT_GT(count, 0);
+  symcommCollAlgorithmInfo_t info;
+  SC_FAILS(symcommGetCollAlgorithmInfo(count, &info), symcommInvalidArgument);
+  SC_FAILS(symcommGetCollAlgorithmInfo(-1, &info), symcommInvalidArgument);
+  SC_FAILS(symcommGetCollAlgorithmInfo(0, nullptr), symcommInvalidArgument);
+  const symcommTeam_t w = SYMCOMM_TEAM_WORLD;
+  SC_FAILS(symcommCollAlgorithmCanRun(comm, w, symcommCollAllGather, 8, symcommInt32, 0, "nope"),
+           symcommInvalidArgument);
+  EXPECT_NE(std::strstr(symcommGetLastError(), "'nope'"), nullptr) << symcommGetLastError();
+  SC_FAILS(symcommCollAlgorithmCanRun(comm, w, symcommCollAllGather, 8, symcommInt32, 0, nullptr),
+           symcommInvalidArgument);
+  SC_FAILS(symcommCollAlgorithmCanRun(comm, w, static_cast<symcommCollOp_t>(9), 8, symcommInt32,
+                                      0, symcommCollAlgorithmName(0)), symcommInvalidArgument);
+  const std::vector<coll_caps::Caps> all = coll_caps::all();
+  ASSERT_EQ(static_cast<int>(all.size()), count);
+  std::vector<char> send(64 * 4 * static_cast<size_t>(n)), recv(send.size());
+  for (int i = 0; i < count; ++i) {
+    const coll_caps::Caps& caps = all[static_cast<size_t>(i)];
+    SCOPED_TRACE(caps.name);
+    EXPECT_STREQ(caps.name, symcommCollAlgorithmName(i));
+    EXPECT_NE(caps.summary, nullptr);
+    EXPECT_NE(caps.ops, 0u);
+    EXPECT_NE(caps.spaces, 0u);
+    EXPECT_EQ(caps.device_counts & ~caps.spaces, 0u) << "counts on the device where it runs";
+    for (symcommCollOp_t op : coll_caps::kOps)
+      for (int symmetric : {0, 1}) {
+        SCOPED_TRACE(testing::Message() << "op " << op << (symmetric ? " symmetric" : " plain"));
+        const symcommResult_t rc =
+            symcommCollAlgorithmCanRun(comm, w, op, 64, symcommInt32, symmetric, caps.name);
+        const std::string why = symcommGetLastError();
+        const bool declared = caps.declares(op, mp::space(), n, symmetric != 0);
+        if (rc == symcommNotSupported && declared && caps.library) continue;  // missing
+        EXPECT_EQ(rc, declared ? symcommSuccess : symcommNotSupported) << why;
+        if (rc != symcommNotSupported) continue;
+        const std::string refusal = std::string("collective algorithm '") + caps.name + "' cannot run ";
+        const size_t at = why.find(" here: ");
+        ASSERT_TRUE(why.find(refusal) != std::string::npos && at != std::string::npos &&
+                    at + 7 < why.size()) << why;
+        // A call on plain host buffers (the host space) that its descriptor refuses for the
+        // same cause says the same.
+        if (mp::space() != symcommSpaceHost || symmetric || op == symcommCollAllToAllv ||
+            (caps.runs_in(mp::space()) && caps.does(op) && caps.fits(n)))
+          continue;
+        const char* name = caps.name;
+        symcommResult_t called;
+        switch (op) {
+          case symcommCollAllGather:
+            called = symcommAllGatherOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32, name, nullptr);
+            break;
+          case symcommCollAllToAll:
+            called = symcommAllToAllOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32, name, nullptr);
+            break;
+          case symcommCollReduceScatter:
+            called = symcommReduceScatterOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32,
+                                                  symcommSum, name, nullptr);
+            break;
+          case symcommCollAllReduce:
+            called = symcommAllReduceOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32,
+                                              symcommSum, name, nullptr);
+            break;
+          default:
+            called = symcommBroadcastOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32, 0,
+                                              name, nullptr);
+        }
+        EXPECT_EQ(called, symcommNotSupported);
+        const std::string call_why = symcommGetLastError();
+        const std::string reason = why.substr(at + 7, why.rfind(" [") - at - 7);
+        EXPECT_NE(call_why.find(reason), std::string::npos) << call_why << " vs " << why;
+      }
+  }
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
@@ -530,7 +613,7 @@ TEST(CollLimits, CeChainWaitEndsAtTheTimeout) {
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
-// The algorithms that keep counters with their peers (sm, ll, twoshot, relay): a wait of theirs
+// The algorithms that keep counters with their peers (their descriptors say so): a wait of theirs
 // that never ends (only rank 0 calls) is cut at SYMCOMM_WAIT_TIMEOUT and reported at the
 // next call; after it the algorithm refuses every call on that communicator, rather than
 // run with counters that no longer agree with the peers' (a later wait could pass on a
@@ -623,24 +706,26 @@ TEST(CollLimits, ALateMemberFailsTheCallAndLaterBarriersRefuse) {
 }
 
 TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
-  if (mp::space() != symcommSpaceCuda)
-    GTEST_SKIP() << "sm, ll, twoshot and relay run in the cuda space";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
   const size_t count = 1000;
-  for (const char* algo : {"sm", "ll", "twoshot", "relay"}) {
+  int tested = 0;
+  for (const coll_caps::Caps& caps : coll_caps::all()) {
+    if (!caps.counters || !caps.runs_in(mp::space()) || !caps.fits(mp::nranks())) continue;
+    const char* algo = caps.name;
     SCOPED_TRACE(algo);
+    ++tested;
     symcommComm_t comm = mp::new_comm();
     ASSERT_NE(comm, nullptr);
     symcommStream_t stream = mp::new_stream();
     void* buf = nullptr;
     SC_OK(symcommMalloc(comm, count * 4, &buf));
     if (mp::rank() == 0) {  // the others never call: rank 0's waits time out
-      auto call = [&] {  // relay: a broadcast from rank 0, in place
-        return std::strcmp(algo, "relay") == 0
-                   ? symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count,
-                                              symcommInt32, 0, algo, stream)
-                   : symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count,
-                                              symcommInt32, symcommSum, algo, stream);
+      auto call = [&] {  // an all-reduce in place, or a broadcast from rank 0 in place
+        return caps.does(symcommCollAllReduce)
+                   ? symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count,
+                                              symcommInt32, symcommSum, algo, stream)
+                   : symcommBroadcastOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count,
+                                              symcommInt32, 0, algo, stream);
       };
       SC_OK(call());
       expect_refused_after_timeout(comm, stream, call);
@@ -654,13 +739,22 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
     mp::free_stream(stream);
     EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
   }
+  if (tested == 0) GTEST_SKIP() << "no algorithm that keeps counters runs here";
 }
 
-// All-to-all-v with counts on the device that only rank 0 calls: its blocks' waits for the
-// members' headers end at SYMCOMM_WAIT_TIMEOUT, the next call says so, and sm refuses calls
-// on the communicator from then on (the other algorithms still run).
+// All-to-all-v with counts on the device that only rank 0 calls, by an algorithm that reads
+// them on the device with counters (sm): its blocks' waits for the members' headers end at
+// SYMCOMM_WAIT_TIMEOUT, the next call says so, and the algorithm refuses calls on the
+// communicator from then on (the other algorithms still run).
 TEST(CollLimits, CountsOnTheDeviceWaitEndsAtTheTimeout) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "counts on the device: the cuda space";
+  const char* algo = nullptr;
+  for (const coll_caps::Caps& caps : coll_caps::all())
+    if (!algo && caps.counters && caps.device_counts_in(symcommSpaceCuda) &&
+        caps.does(symcommCollAllToAll) && caps.fits(mp::nranks()))
+      algo = caps.name;
+  if (!algo) GTEST_SKIP() << "no algorithm with counters reads counts on the device";
+  SCOPED_TRACE(algo);
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);
@@ -680,10 +774,10 @@ TEST(CollLimits, CountsOnTheDeviceWaitEndsAtTheTimeout) {
     const auto t0 = std::chrono::steady_clock::now();
     SC_OK(symcommAllToAllvDeviceOnStream(comm, SYMCOMM_TEAM_WORLD, send, counts, counts + n, recv,
                                          n * count, counts + 2 * n, counts + 3 * n, symcommInt32,
-                                         "sm", stream));
+                                         algo, stream));
     expect_refused_after_timeout(comm, stream, [&] {
       return symcommAllToAllOnStream(comm, SYMCOMM_TEAM_WORLD, send, recv, count, symcommInt32,
-                                     "sm", stream);
+                                     algo, stream);
     });
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
   }

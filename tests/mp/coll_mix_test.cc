@@ -59,17 +59,6 @@ const char* op_name(Op op) {
   return "?";
 }
 
-symcommCollOp_t api_op(Op op) {
-  switch (op) {
-    case Op::AllGather: return symcommCollAllGather;
-    case Op::AllToAll: return symcommCollAllToAll;
-    case Op::ReduceScatter: return symcommCollReduceScatter;
-    case Op::AllReduce: return symcommCollAllReduce;
-    case Op::Broadcast: return symcommCollBroadcast;
-    default: return symcommCollAllToAllv;
-  }
-}
-
 class CollMix : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,13 +113,12 @@ class CollMix : public ::testing::Test {
       MixCall c;
       c.algo = algos[static_cast<size_t>(k) % algos.size()];
       if (k % algos.size() == 0) std::shuffle(algos.begin(), algos.end(), rng);
-      // An operation the algorithm runs (twoshot reduces only; direct moves data into
-      // symmetric buffers; relay broadcasts into them); the rest take any.
-      std::vector<Op> ops = {Op::AllGather, Op::AllToAll, Op::AllToAllv, Op::ReduceScatter,
-                             Op::AllReduce, Op::Broadcast};
-      if (c.algo == "twoshot") ops = {Op::ReduceScatter, Op::AllReduce};
-      if (c.algo == "direct") ops = {Op::AllGather, Op::AllToAll, Op::Broadcast};
-      if (c.algo == "relay") ops = {Op::Broadcast};
+      // An operation the algorithm does (its descriptor; "auto" does every one).
+      const coll_caps::Caps caps = coll_caps::of(c.algo);
+      std::vector<Op> ops;
+      for (Op op : {Op::AllGather, Op::AllToAll, Op::AllToAllv, Op::ReduceScatter,
+                    Op::AllReduce, Op::Broadcast})
+        if (caps.does(api_op(op))) ops.push_back(op);
       c.op = ops[rng() % ops.size()];
       c.kind = static_cast<int>(rng() % 3);
       c.t = &kTypes[rng() % (sizeof kTypes / sizeof kTypes[0])];
@@ -159,7 +147,7 @@ class CollMix : public ::testing::Test {
             recv_elems = std::max(recv_elems, VLayout::extent(c.v.rdispls(m), c.v.receives(m)) + 1);
           }
       }
-      const bool needs_sym = c.algo == "direct" || c.algo == "relay";
+      const bool needs_sym = caps.in_place_recv != 0;  // written in place: symmetric recv
       const bool moves = c.op != Op::ReduceScatter && c.op != Op::AllReduce;
       // The send: what an earlier call wrote or read (data moves, byte for byte), or fresh.
       std::vector<size_t> earlier;
@@ -313,18 +301,16 @@ class CollMix : public ::testing::Test {
     check(fell_back, "eager");
   }
 
-  // Whether `algo`'s refusal of a call, saying `why`, is one by design. plan() draws for each
-  // algorithm only the operations and receive buffers it takes, so what is left: NCCL
-  // missing (not loadable, the host space: mp::nccl_missing, as the Coll tests accept), and
-  // in the host space the GPU-only algorithms, which refuse everything (as Coll's SetUp
-  // checks). Any other refusal would hide that algorithm from the sequence, the calls running
-  // on auto instead: a failure.
-  static bool refusal_expected(const std::string& algo, const std::string& why) {
-    if (algo == "nccl") return mp::nccl_missing(why);
-    const bool gpu_only = algo == "sm" || algo == "ll" || algo == "ce" || algo == "twoshot" ||
-                          algo == "relay";
-    return gpu_only && mp::space() != symcommSpaceCuda &&
-           why.find("it needs the cuda memory space") != std::string::npos;
+  // Whether `algo`'s refusal of a call is one by design. plan() draws for each algorithm
+  // only the operations and receive buffers its descriptor takes, so what is left: an
+  // algorithm whose descriptor leaves out this memory space or team size, and one built on a
+  // library loaded at run time, which may be missing (as the Coll tests accept). Any other
+  // refusal would hide that algorithm from the sequence, the calls running on auto instead:
+  // a failure.
+  bool refusal_expected(const MixCall& c) const {
+    const coll_caps::Caps caps = coll_caps::of(c.algo);
+    return caps.library != nullptr || !caps.runs_in(mp::space()) ||
+           !caps.fits(teams_.size(c.kind));
   }
 
   // Issues the whole sequence on the stream, no synchronisation between calls. A call whose
@@ -337,12 +323,13 @@ class CollMix : public ::testing::Test {
     fell_back.assign(calls_.size(), 0);
     for (size_t k = 0; k < calls_.size(); ++k) {
       MixCall& c = calls_[k];
-      // copy synchronises the stream for all-to-all-v's counts: not in a capture.
-      const bool named = !(capturing && c.algo == "copy" && c.op == Op::AllToAllv);
+      // An operation its descriptor cannot capture (copy's all-to-all-v reads the counts on
+      // the host) is not issued in a capture.
+      const bool named = !(capturing && !coll_caps::of(c.algo).captures(api_op(c.op)));
       symcommResult_t rc = named ? issue(c, c.algo.c_str()) : symcommNotSupported;
       if (rc == symcommNotSupported) {
         const std::string why = named ? symcommGetLastError() : "";
-        if (named && !refusal_expected(c.algo, why))
+        if (named && !refusal_expected(c))
           ADD_FAILURE() << "call " << k << " (" << describe(c) << "): " << c.algo
                         << " refused a call it should run: " << why
                         << " (SYMCOMM_TEST_MIX_SEED=" << seed_ << ")";

@@ -83,6 +83,7 @@ TEST_P(Coll, BackToBackWithoutSync) {
     release(shared, true);
     return;
   }
+  if (lacks({Op::AllReduce})) GTEST_SKIP() << algo_ << " does none of the chained operations";
   const Type& t = kTypes[1];  // int32
   const size_t count = 30000, b = count * t.size;
   std::vector<void*> bufs;
@@ -109,7 +110,10 @@ TEST_P(Coll, BackToBackWithoutSync) {
 // launched with PDL): they must still read the data, not what was there before.
 TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "a kernel before the call: GPUs only";
-  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  // An all-to-all, or where the algorithm does none a broadcast (of nb bytes from the last
+  // rank).
+  const bool bcast = !caps_.does(symcommCollAllToAll);
+  if (lacks({bcast ? Op::Broadcast : Op::AllToAll})) GTEST_SKIP() << algo_ << " does neither";
   const size_t block = 4096 + 24, nb = block * static_cast<size_t>(n_);
   for (bool sym : {false, true}) {
     SCOPED_TRACE(sym ? "symmetric send" : "plain send");
@@ -117,10 +121,9 @@ TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
     void* recv = buffer(nb, true);
     void* data = buffer(nb, false);
     mp::fill(data, nb, me_, seed_);
-    // An all-to-all (relay: a broadcast of nb bytes from the last rank).
     const int root = n_ - 1;
     auto call = [&](const void* from) {
-      return broadcasts_only_
+      return bcast
                  ? symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, from, recv, nb,
                                             symcommUint8, root, algo_, stream_)
                  : symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, from, recv, block,
@@ -141,7 +144,7 @@ TEST_P(Coll, ReadsWhatAnEarlyTriggeringKernelWrote) {
     for (int r = 0; r < n_; ++r)
       for (size_t i = 0; i < block; ++i)
         wrong += got[static_cast<size_t>(r) * block + i] !=
-                 (broadcasts_only_
+                 (bcast
                       ? mp::pattern(root, seed_, static_cast<size_t>(r) * block + i)
                       : mp::pattern(r, seed_, static_cast<size_t>(me_) * block + i));
     EXPECT_EQ(wrong, 0u) << "bytes of " << nb << " not the sender's (0xab: read before written)";

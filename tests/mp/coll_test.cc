@@ -1,6 +1,6 @@
 // Collectives against a reference computed on the host from the same inputs, for the
-// automatic choice and every registered algorithm (skipped only where it cannot run: "sm",
-// "ll", "twoshot" and "ce" in the host space, "nccl" without NCCL): every operation, every
+// automatic choice and every registered algorithm (skipped only where its descriptor says it
+// cannot run, or its library is missing: coll_fixture.h): every operation it does, every
 // type, sizes 0, 1, odd, not a multiple of 16 bytes, and larger than the workspace and the sm
 // channels' rings (both made small, so that sizes go through several pieces and the rings
 // wrap around); symmetric and plain buffers; in place; random floats; teams; sm's large
@@ -12,8 +12,7 @@
 namespace coll_test {
 
 TEST_P(Coll, AllGather) {
-  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
-  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
+  if (lacks({Op::AllGather})) GTEST_SKIP() << algo_ << " does no all-gather";
   for (bool sym : {false, true})
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
@@ -23,8 +22,7 @@ TEST_P(Coll, AllGather) {
 }
 
 TEST_P(Coll, AllToAll) {
-  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
-  if (broadcasts_only()) GTEST_SKIP() << algo_ << " does broadcast only";
+  if (lacks({Op::AllToAll})) GTEST_SKIP() << algo_ << " does no all-to-all";
   for (bool sym : {false, true})
     for (const Type& t : kTypes)
       for (size_t count : kCounts) {
@@ -34,7 +32,7 @@ TEST_P(Coll, AllToAll) {
 }
 
 TEST_P(Coll, ReduceScatterAndAllReduce) {
-  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
+  if (lacks({Op::ReduceScatter, Op::AllReduce})) GTEST_SKIP() << algo_ << " does not do both";
   for (const Type& t : kTypes)
     for (symcommRedOp_t op : {symcommSum, symcommMin, symcommMax})
       for (size_t count : kCounts) reductions_case(t, op, count);
@@ -42,7 +40,7 @@ TEST_P(Coll, ReduceScatterAndAllReduce) {
 
 // Every type and size, the root going round; and every root once.
 TEST_P(Coll, BroadcastFromEveryRoot) {
-  if (reduces_only()) GTEST_SKIP() << algo_ << " does reductions only";
+  if (lacks({Op::Broadcast})) GTEST_SKIP() << algo_ << " does no broadcast";
   for (bool sym : {false, true}) {
     if (plain_recv_refused(sym)) continue;
     int root = 0;
@@ -57,7 +55,7 @@ TEST_P(Coll, BroadcastFromEveryRoot) {
 // in the type by NCCL, and of the result; the 2^-14 covers float16's subnormals), and
 // bit-identical on every rank (gathered through the host). Max is exact.
 TEST_P(Coll, ReductionsOfRandomFloats) {
-  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
+  if (lacks({Op::ReduceScatter, Op::AllReduce})) GTEST_SKIP() << algo_ << " does not do both";
   const size_t count = 20001;
   for (int ti : {4, 5, 6, 7}) {  // float16, bfloat16, float32, float64
     const Type& t = kTypes[ti];
@@ -135,7 +133,7 @@ TEST_P(Coll, ReductionsOfRandomFloats) {
 // from rank 0, dropped from the others), so the same call gave NaN or a number by size.
 // NCCL's kernels (2.28.3 on 4 x H200) give the same answers.
 TEST_P(Coll, MinMaxWithNaNsAndSignedZeros) {
-  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
+  if (lacks({Op::AllReduce})) GTEST_SKIP() << algo_ << " does no all-reduce";
   const size_t n = static_cast<size_t>(n_);
   // [0, n): rank i holds a NaN, the others numbers; n: every rank a NaN; [n + 1, 2n + 1):
   // rank i - n - 1 holds -0, the others +0; 2n + 1: rank 0 holds +0, the others -0.
@@ -346,9 +344,10 @@ TEST_P(Coll, OnATeam) {
   SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n_ + 1) / 2, &even));
   const Type& t = kTypes[6];
   const size_t count = 5000, b = count * t.size;
-  const bool moves = !reduces_only(), reduces = !moves_only();
+  const bool moves = caps_.does(symcommCollAllGather), reduces = caps_.does(symcommCollAllReduce);
   const int size = (n_ + 1) / 2;
-  if (broadcasts_only_) {
+  if (!moves && !reduces) {
+    if (lacks({Op::Broadcast})) GTEST_SKIP() << algo_ << " does none of the team's operations";
     // relay: broadcasts on the team and on the world, interleaved, into symmetric buffers
     // (allocated by every rank: a collective call); per-pair counters must stay in step.
     std::vector<void*> recvs;
@@ -377,8 +376,9 @@ TEST_P(Coll, OnATeam) {
     if (even != SYMCOMM_TEAM_INVALID) SC_OK(symcommTeamDestroy(comm_, even));
     return;
   }
-  // direct writes symmetric buffers only (allocated by every rank: a collective call).
-  void* recv = moves ? buffer(b * static_cast<size_t>(size), moves_only_) : nullptr;
+  // Symmetric where the algorithm writes receive buffers in place only (allocated by every
+  // rank: a collective call).
+  void* recv = moves ? buffer(b * static_cast<size_t>(size), caps_.in_place_recv) : nullptr;
   if (even != SYMCOMM_TEAM_INVALID && moves) {
     void* send = buffer(b, false);
     put(send, make(t, seed_, me_, 0, count));
@@ -395,7 +395,7 @@ TEST_P(Coll, OnATeam) {
   if (moves) {
     mp::sync(stream_);
     SC_OK(symcommHostBarrier(comm_));  // the team's writes into recv are done everywhere
-    release(recv, moves_only_);
+    release(recv, caps_.in_place_recv);
   }
   for (int k = 0; k < 4 && reduces; ++k) {
     const bool on_even = k % 2 == 0;
@@ -416,7 +416,7 @@ TEST_P(Coll, OnATeam) {
 // Reductions on symmetric buffers, which twoshot reads and writes in place, also at an
 // offset of one element (not 16-aligned: staged instead) and in place.
 TEST_P(Coll, ReductionsOnSymmetricBuffers) {
-  if (moves_only()) GTEST_SKIP() << algo_ << " does no reductions";
+  if (lacks({Op::ReduceScatter, Op::AllReduce})) GTEST_SKIP() << algo_ << " does not do both";
   for (bool shifted : {false, true})
     for (int ti : {0, 5, 6, 7})  // int8, bfloat16, float32, float64
       for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, size_t{50001}, size_t{300000}}) {

@@ -125,6 +125,29 @@ bool runs_here(const char* backend) {
   return true;
 }
 
+// The backends that run on the world communicator, in the registry's order (collective,
+// asked once): what the filters and configurations below name.
+const std::vector<std::string>& runnable() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (int i = 0; i < symcommDecompBackendCount(); ++i)
+      if (runs_here(symcommDecompBackendName(i))) all.push_back(symcommDecompBackendName(i));
+    return all;
+  }();
+  return names;
+}
+
+// The backend the tests below name where any one that runs will do (the last that runs here),
+// and another one (the first), "" where there is none. Collective.
+std::string one() {
+  EXPECT_FALSE(runnable().empty()) << "no backend runs here";
+  return runnable().empty() ? "" : runnable().back();
+}
+std::string another() {
+  EXPECT_GE(runnable().size(), 2u) << "fewer than two backends run here";
+  return runnable().size() < 2 ? "" : runnable().front();
+}
+
 double value(const int64_t* g, int64_t x, int64_t y, int64_t z) {
   return mp::global_index(g, x, y, z);
 }
@@ -223,51 +246,54 @@ TEST(DecompAutotune, PicksAValidGrid) {
 // different candidates and wait for each other.
 TEST(DecompAutotune, EnvironmentFiltersMustAgree) {
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
-  mp::ScopedEnv backends("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", mp::rank() == 0 ? "copy" : "");
+  const std::string b = one();
+  mp::ScopedEnv backends("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", mp::rank() == 0 ? b : "");
   expect_rejected(c, symcommInvalidUsage, "SYMCOMM_DECOMP_AUTOTUNE_BACKENDS");
 }
 
 TEST(DecompAutotune, BackendFilterIncludesAndExcludes) {
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
-  // Include: only copy is tried, and chosen.
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, " copy ");
+  const std::string b = one(), other = another();
+  const char* name = b.c_str();
+  // Include: only b is tried, and chosen.
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, " %s ", name);
   Created r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
-  EXPECT_STREQ(agreed_choice(r.decomp).backend, "copy");
+  EXPECT_STREQ(agreed_choice(r.decomp).backend, name);
   std::vector<Row> rows = table(r.out0, "grid and transpose backend");
   EXPECT_FALSE(rows.empty()) << r.out0;
-  for (const Row& row : rows) EXPECT_EQ(row.backend, "copy");
+  for (const Row& row : rows) EXPECT_EQ(row.backend, b);
   SC_OK(symcommDecompDestroy(r.decomp));
-  // Exclude: copy is never tried; the others are.
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "!copy");
+  // Exclude: b is never tried; the others are.
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "!%s", name);
   r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
-  EXPECT_STRNE(agreed_choice(r.decomp).backend, "copy");
+  EXPECT_STRNE(agreed_choice(r.decomp).backend, name);
   rows = table(r.out0, "grid and transpose backend");
   EXPECT_FALSE(rows.empty()) << r.out0;
-  for (const Row& row : rows) EXPECT_NE(row.backend, "copy");
+  for (const Row& row : rows) EXPECT_NE(row.backend, b);
   SC_OK(symcommDecompDestroy(r.decomp));
-  // The environment filters further: config "copy,sm" and environment "!sm" leave copy.
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy,sm");
+  // The environment filters further: config "b,other" and environment "!other" leave b.
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s,%s", name, other.c_str());
   {
-    mp::ScopedEnv env("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", "!sm");
+    mp::ScopedEnv env("SYMCOMM_DECOMP_AUTOTUNE_BACKENDS", "!" + other);
     r = create_capturing(c);
     ASSERT_EQ(r.rc, symcommSuccess) << r.error;
-    EXPECT_STREQ(agreed_choice(r.decomp).backend, "copy");
+    EXPECT_STREQ(agreed_choice(r.decomp).backend, name);
     SC_OK(symcommDecompDestroy(r.decomp));
   }
   // A name that is not registered is an error, not an empty list.
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy,!bogus");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s,!bogus", name);
   expect_rejected(c, symcommInvalidArgument, "'!bogus' is not a registered backend");
   // Everything excluded: no candidate.
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy,!copy");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s,!%s", name, name);
   expect_rejected(c, symcommInvalidArgument, "no grid and backend candidate");
 }
 
 TEST(DecompAutotune, GridFilterIncludesAndExcludes) {
   const int n = mp::nranks();
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s", one().c_str());
   std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "%dx1", n);
   Created r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
@@ -289,7 +315,7 @@ TEST(DecompAutotune, GridFilterIncludesAndExcludes) {
 TEST(DecompAutotune, UnevenGridsOnlyWhenAllowed) {
   const int n = mp::nranks();
   symcommDecompConfig_t c = tiny_config(n, n, 3);
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s", one().c_str());
   ASSERT_EQ(c.autotune_allow_uneven, 1) << "the default allows uneven grids, as cuDecomp";
   Created r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
@@ -433,7 +459,7 @@ TEST(DecompAutotune, BadSettingsAreRejected) {
 // Rank 0 prints a line per candidate and the final table; the other ranks print nothing.
 TEST(DecompAutotune, ReportOnRankZeroOnly) {
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s", one().c_str());
   Created r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
   const symcommDecompConfig_t chosen = agreed_choice(r.decomp);
@@ -457,36 +483,55 @@ TEST(DecompAutotune, ReportOnRankZeroOnly) {
   }
 }
 
-// A halo backend of its own: transposes on sm, halo exchanges on copy (whose workspace, four
-// slab slots, is twice sm's), and both work.
+// A halo backend of its own: transposes on one backend, halo exchanges on another whose
+// halo workspace (each measured alone) differs, and both work.
 TEST(DecompAutotune, HaloBackendGiven) {
-  if (!runs_here("sm") || !runs_here("copy")) GTEST_SKIP() << "needs the sm and copy backends";
   const int n = mp::nranks();
   symcommDecompConfig_t c = tiny_config(n, 2 * n, 3);
   c.pdims[0] = n;
   c.pdims[1] = 1;
-  std::snprintf(c.backend, sizeof c.backend, "sm");
   const int64_t halo[3] = {0, 1, 0};
-  size_t same = 0, own = 0;
+  // Each backend that runs here with its halo workspace, alone.
+  std::vector<std::pair<std::string, size_t>> alone;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i) {
+    std::snprintf(c.backend, sizeof c.backend, "%s", symcommDecompBackendName(i));
+    symcommDecomp_t d = nullptr;
+    const symcommResult_t rc = symcommDecompCreate(mp::world(), &c, &d);
+    if (rc != symcommSuccess) {
+      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+      continue;
+    }
+    size_t bytes = 0;
+    SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &bytes));
+    SC_OK(symcommDecompDestroy(d));
+    alone.push_back({symcommDecompBackendName(i), bytes});
+  }
+  const auto differs = std::find_if(alone.begin(), alone.end(), [&](const auto& b) {
+    return b.second != alone.front().second;
+  });
+  if (differs == alone.end()) GTEST_SKIP() << "needs two backends with different halo workspaces";
+  const std::string& transposes = alone.front().first;
+  const std::string& halos = differs->first;
+  std::snprintf(c.backend, sizeof c.backend, "%s", transposes.c_str());
   symcommDecomp_t d;
-  SC_OK(symcommDecompCreate(mp::world(), &c, &d));  // halo_backend "": sm too
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));  // halo_backend "": the same
   const char* name = nullptr;
   SC_OK(symcommDecompGetHaloBackend(d, &name));
-  EXPECT_STREQ(name, "sm");
-  SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &same));
+  EXPECT_EQ(name, transposes);
   SC_OK(symcommDecompDestroy(d));
-  std::snprintf(c.halo_backend, sizeof c.halo_backend, "copy");
+  std::snprintf(c.halo_backend, sizeof c.halo_backend, "%s", halos.c_str());
   SC_OK(symcommDecompCreate(mp::world(), &c, &d));
   SC_OK(symcommDecompGetBackend(d, &name));
-  EXPECT_STREQ(name, "sm");
+  EXPECT_EQ(name, transposes);
   SC_OK(symcommDecompGetHaloBackend(d, &name));
-  EXPECT_STREQ(name, "copy");
+  EXPECT_EQ(name, halos);
   symcommDecompConfig_t in_force;
   SC_OK(symcommDecompGetConfig(d, &in_force));
-  EXPECT_STREQ(in_force.backend, "sm");
-  EXPECT_STREQ(in_force.halo_backend, "copy");
+  EXPECT_EQ(in_force.backend, transposes);
+  EXPECT_EQ(in_force.halo_backend, halos);
+  size_t own = 0;
   SC_OK(symcommDecompHaloWorkspaceSize(d, 0, 1, symcommR64, halo, nullptr, &own));
-  EXPECT_EQ(own, 2 * same) << "the halo workspace is not copy's";
+  EXPECT_EQ(own, differs->second) << "the halo workspace is not " << halos << "'s";
   expect_transposes_work(d, c.gdims);
   expect_y_halo_works(d, c.gdims);
   SC_OK(symcommDecompDestroy(d));
@@ -501,13 +546,14 @@ TEST(DecompAutotune, HaloBackendAutotuned) {
   symcommDecompConfig_t c = tiny_config(n, 2 * n, 3);
   c.pdims[0] = n;
   c.pdims[1] = 1;
-  std::snprintf(c.backend, sizeof c.backend, "copy");
+  const std::string b = one();
+  std::snprintf(c.backend, sizeof c.backend, "%s", b.c_str());
   std::snprintf(c.halo_backend, sizeof c.halo_backend, "auto");
   c.autotune_trials = 2;
   Created r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
   const symcommDecompConfig_t chosen = agreed_choice(r.decomp);
-  EXPECT_STREQ(chosen.backend, "copy");
+  EXPECT_EQ(chosen.backend, b);
   EXPECT_EQ(chosen.pdims[0], n);
   const std::vector<Row> rows = table(r.out0, "halo backend");
   EXPECT_EQ(rows.size(), static_cast<size_t>(symcommDecompBackendCount())) << r.out0;
@@ -519,10 +565,10 @@ TEST(DecompAutotune, HaloBackendAutotuned) {
   expect_y_halo_works(r.decomp, c.gdims);
   SC_OK(symcommDecompDestroy(r.decomp));
   // The backend filter applies to the halo candidates too.
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "copy");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s", b.c_str());
   r = create_capturing(c);
   ASSERT_EQ(r.rc, symcommSuccess) << r.error;
-  EXPECT_STREQ(agreed_choice(r.decomp).halo_backend, "copy");
+  EXPECT_EQ(agreed_choice(r.decomp).halo_backend, b);
   EXPECT_EQ(table(r.out0, "halo backend").size(), 1u) << r.out0;
   SC_OK(symcommDecompDestroy(r.decomp));
   // Everything autotuned at once: grid and transpose backend, then the halo backend.
@@ -573,7 +619,7 @@ TEST(DecompAutotune, AGridTooFineForTheHalosIsNoCandidate) {
   std::snprintf(c.autotune_grids, sizeof c.autotune_grids, "%s", "");
   c.pdims[0] = n;
   c.pdims[1] = 1;
-  std::snprintf(c.backend, sizeof c.backend, "%s", "copy");
+  std::snprintf(c.backend, sizeof c.backend, "%s", one().c_str());
   expect_rejected(c, symcommInvalidArgument, "the autotuner's halo exchanges cannot run on the");
 }
 
@@ -594,9 +640,10 @@ size_t largest_allocation(symcommComm_t comm, size_t most) {
 }
 
 // A candidate whose buffers do not fit in the heap cannot run; the others still can, and no
-// candidate keeps its buffers. The heap is filled to leave 3.5 pencils: sm's transposes need
-// three (two pencils and its receive area), fused's four (its workspace is two). Before, the
-// first failure to fit ended the autotuning, and the buffers allocated before it stayed.
+// candidate keeps its buffers. Two backends whose transposes need different room (two
+// pencils and the workspace: sm three pencils, fused four) are the candidates, and the heap
+// is filled to leave room between the two needs. Before, the first failure to fit ended the
+// autotuning, and the buffers allocated before it stayed.
 TEST(DecompAutotune, ACandidateThatDoesNotFitInTheHeapCannotRun) {
   const int n = mp::nranks();
   mp::ScopedEnv heap_max("SYMCOMM_HEAP_MAX", "32M");
@@ -605,22 +652,49 @@ TEST(DecompAutotune, ACandidateThatDoesNotFitInTheHeapCannotRun) {
   symcommDecompConfig_t c = tiny_config(32, 32, 32);
   c.pdims[0] = 1;
   c.pdims[1] = n;
-  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "sm,fused");
   const size_t pencil = 32 * 32 * 32 * 8 / static_cast<size_t>(n);  // C32
+  // Each backend that runs here with what its transposes need.
+  std::vector<std::pair<std::string, size_t>> needs;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i) {
+    std::snprintf(c.backend, sizeof c.backend, "%s", symcommDecompBackendName(i));
+    symcommDecomp_t d = nullptr;
+    const symcommResult_t rc = symcommDecompCreate(comm, &c, &d);
+    if (rc != symcommSuccess) {
+      EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
+      continue;
+    }
+    size_t workspace = 0;
+    SC_OK(symcommDecompWorkspaceSize(d, symcommC32, &workspace));
+    SC_OK(symcommDecompDestroy(d));
+    needs.push_back({symcommDecompBackendName(i), 2 * pencil + workspace});
+  }
+  std::stable_sort(needs.begin(), needs.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  // The one that needs least, and one that needs a pencil more: room for 1/2 pencil more
+  // than the first needs.
+  const auto larger = std::find_if(needs.begin(), needs.end(), [&](const auto& b) {
+    return b.second >= needs.front().second + pencil;
+  });
+  if (larger == needs.end()) GTEST_SKIP() << "needs two backends a pencil apart in workspace";
+  const auto& [fits, fits_need] = needs.front();
+  const auto& [too_large, too_large_need] = *larger;
+  std::snprintf(c.backend, sizeof c.backend, "auto");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s,%s", fits.c_str(),
+                too_large.c_str());
   const size_t free_at_first = largest_allocation(comm, size_t{32} << 20);
-  ASSERT_GT(free_at_first, 4 * pencil);
+  ASSERT_GT(free_at_first, too_large_need);
   void* filler = nullptr;
-  SC_OK(symcommMalloc(comm, free_at_first - (7 * pencil) / 2, &filler));
-  const size_t before = largest_allocation(comm, 8 * pencil);
-  ASSERT_GE(before, 3 * pencil);
-  ASSERT_LT(before, 4 * pencil);
+  SC_OK(symcommMalloc(comm, free_at_first - (fits_need + pencil / 2), &filler));
+  const size_t before = largest_allocation(comm, 2 * too_large_need);
+  ASSERT_GE(before, fits_need);
+  ASSERT_LT(before, too_large_need);
   symcommDecomp_t d = nullptr;
   SC_OK(symcommDecompCreate(comm, &c, &d));
   const char* backend = nullptr;
   SC_OK(symcommDecompGetBackend(d, &backend));
-  EXPECT_STREQ(backend, "sm");
+  EXPECT_EQ(backend, fits);
   SC_OK(symcommDecompDestroy(d));
-  EXPECT_EQ(largest_allocation(comm, 8 * pencil), before) << "a candidate kept heap memory";
+  EXPECT_EQ(largest_allocation(comm, 2 * too_large_need), before) << "a candidate kept heap memory";
   SC_OK(symcommFree(comm, filler));
   SC_OK(symcommFinalize(comm));
 }

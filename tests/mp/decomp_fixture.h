@@ -179,7 +179,29 @@ inline std::vector<std::string> backend_names() {
   return names;
 }
 
-// Whether `backend` can run on the world communicator (collective); `why` says why not.
+// What the registered backend `backend` needs (its descriptor); fails the test where no
+// backend has that name.
+inline symcommDecompBackendInfo_t backend_info(const std::string& backend) {
+  symcommDecompBackendInfo_t info{};
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    if (symcommDecompGetBackendInfo(i, &info) == symcommSuccess && backend == info.name)
+      return info;
+  ADD_FAILURE() << "no registered backend is named " << backend;
+  return symcommDecompBackendInfo_t{};
+}
+
+// Whether the descriptor allows `info`'s backend to be refused on the world communicator:
+// not in this memory space, or it needs what a machine may lack (NCCL; load/store peers in
+// the cuda space: GPUs without peer access). In the host space every rank of the world is
+// load/store accessible (one node).
+inline bool may_be_refused_here(const symcommDecompBackendInfo_t& info) {
+  const bool in_space = (info.spaces & (1u << mp::space())) != 0;
+  return !in_space || info.nccl || (info.load_store_peers && mp::space() == symcommSpaceCuda);
+}
+
+// Whether `backend` can run on the world communicator (collective); `why` says why not. A
+// backend that cannot is refused with symcommNotSupported, and only where its descriptor
+// allows it (any other failure, or a refusal it does not explain, fails the test).
 inline bool runs_here(const std::string& backend, std::string* why) {
   symcommDecompConfig_t c = config_2d(8);
   std::snprintf(c.backend, sizeof c.backend, "%s", backend.c_str());
@@ -190,8 +212,9 @@ inline bool runs_here(const std::string& backend, std::string* why) {
     return true;
   }
   *why = symcommGetLastError();
-  // Only "this backend cannot run here" is a reason to skip; any other failure is a failure.
-  EXPECT_NE(std::strstr(why->c_str(), "can run on this communicator"), nullptr) << *why;
+  EXPECT_EQ(rc, symcommNotSupported) << *why;
+  EXPECT_TRUE(may_be_refused_here(backend_info(backend)))
+      << "backend " << backend << " needs nothing this communicator lacks, yet: " << *why;
   return false;
 }
 

@@ -9,6 +9,10 @@
 // victim dies and the survivors run it again. Their kernels (or stream memory operations,
 // NCCL's kernels, host waits) wait for a rank that is gone: the loss must end them and the
 // call must report symcommPeerLost, long before SYMCOMM_WAIT_TIMEOUT.
+//
+// list-coll SPACE NRANKS: the registered collective algorithms that run in memory space SPACE
+// (host or cuda) on NRANKS ranks, as their descriptors say, one per line: ctest's list of
+// dies-during-coll tests (tests/CMakeLists.txt).
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -25,6 +29,7 @@
 #include <thread>
 #include <utility>
 
+#include "coll_caps.h"
 #include "symcomm/decomp.h"
 #include "symcomm/symcomm.h"
 
@@ -108,17 +113,20 @@ class Workload {
     if (transpose_)
       return symcommDecompTranspose(decomp_, 1, 2, send_, recv_, workspace_, symcommR64, nullptr,
                                     nullptr, nullptr, nullptr, stream_);
-    if (name_ == "twoshot")  // all-reduce and reduce-scatter only
-      return symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
-                                      symcommFloat32, symcommSum, a, stream_);
-    if (name_ == "relay")  // broadcast only
-      return symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
-                                      symcommFloat32, 0, a, stream_);
-    if (name_ == "ce")
+    // An operation the algorithm does (its descriptor), in which every member waits for
+    // every other: all-to-all where it does it, else all-gather, all-reduce, broadcast.
+    const coll_caps::Caps caps = coll_caps::of(name_);
+    if (caps.does(symcommCollAllToAll))
+      return symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
+                                     symcommFloat32, a, stream_);
+    if (caps.does(symcommCollAllGather))
       return symcommAllGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
                                       symcommFloat32, a, stream_);
-    return symcommAllToAllOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount, symcommFloat32,
-                                   a, stream_);
+    if (caps.does(symcommCollAllReduce))
+      return symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
+                                      symcommFloat32, symcommSum, a, stream_);
+    return symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send_, recv_, kCount,
+                                    symcommFloat32, 0, a, stream_);
   }
 
   // Waits for the stream (a CUDA error there is the test's failure, in *why), then asks the
@@ -342,6 +350,14 @@ int gpu_count() {
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   std::string name = argc > 2 ? argv[2] : "";
+  if (scenario == "list-coll" && argc == 4) {
+    const std::string space = argv[2];
+    const int nranks = std::atoi(argv[3]);
+    for (const coll_caps::Caps& c : coll_caps::all())
+      if (c.runs_in(space == "cuda" ? symcommSpaceCuda : symcommSpaceHost) && c.fits(nranks))
+        std::printf("%s\n", c.name);
+    return 0;
+  }
   if ((scenario != "dies-before-init" && scenario != "dies-during-init" &&
        scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
        scenario != "stops-after-init" && scenario != "dies-during-wait" &&
@@ -350,7 +366,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
                  "hub-dies-after-init|stops-after-init|dies-during-wait\n"
-                 "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND\n");
+                 "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND\n"
+                 "       mp_fault list-coll host|cuda NRANKS\n");
     return 2;
   }
   if (cuda_space()) {
@@ -360,7 +377,11 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  if (name.rfind("nccl", 0) == 0) {  // every rank decides alike, before the victim forks
+  // An algorithm or backend built on NCCL (a collective algorithm's descriptor names the
+  // library): every rank decides alike, before the victim forks.
+  const bool coll_library = scenario == "dies-during-coll" && coll_caps::of(name).library;
+  const bool nccl = coll_library || (scenario == "dies-during-transpose" && name.rfind("nccl", 0) == 0);
+  if (nccl) {
     const char* lib = std::getenv("SYMCOMM_NCCL_LIBRARY");
     if (!dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW)) {
       std::printf("SKIP: NCCL cannot be loaded here: %s\n", dlerror());
@@ -368,7 +389,7 @@ int main(int argc, char** argv) {
     }
   }
   int rank = env_int("SYMCOMM_RANK"), nranks = env_int("SYMCOMM_NRANKS");
-  if (name.rfind("nccl", 0) == 0 && cuda_space()) {
+  if (nccl && cuda_space()) {
     // NCCL refuses two ranks on one GPU: the algorithm would be refused at setup.
     const int gpus = gpu_count();
     if (gpus < nranks) {

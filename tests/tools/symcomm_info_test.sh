@@ -54,9 +54,16 @@ d = json.load(open(sys.argv[1]))
 c = d["communicator"]
 assert c["ranks"] == 2 and c["space"] == "host", c
 assert [m["node_name"] for m in c["members"]] == ["info-test-node"] * 2, c["members"]
-algos = {a["name"]: a["operations"] for a in d["collective_algorithms"]}
-assert all(not s["runs"] and s["why_not"] for s in algos["sm"].values()), algos["sm"]
-assert all(s["runs"] for s in algos["copy"].values()), algos["copy"]
+# What each algorithm declares decides what it runs here (the host space, symmetric buffers).
+for a in d["collective_algorithms"]:
+    decl, ops = a["declares"], a["operations"]
+    assert decl["summary"] and decl["operations"] and decl["spaces"], a
+    for op, s in ops.items():
+        if "host" not in decl["spaces"] or op not in decl["operations"]:
+            assert not s["runs"] and s["why_not"], a
+        elif not decl["library"]:
+            assert s["runs"], a
+assert any(not s["runs"] for a in d["collective_algorithms"] for s in a["operations"].values())
 rows = d["selection_table"]
 assert rows and all("runs" in r for r in rows), rows
 assert all(r["runs"] or r["why_not"] for r in rows), rows

@@ -24,13 +24,16 @@ const CollOp kServed[] = {CollOp::AllGather, CollOp::AllToAll, CollOp::ReduceSca
 
 constexpr size_t KiB = size_t{1} << 10, MiB = size_t{1} << 20, GiB = size_t{1} << 30;
 
-// Whether `algorithm` can run the calls `row` gives it (its operation, in the cuda space,
-// teams and sizes within the row's bounds, on its kind of buffers). Today's CollAlgorithm
-// answers only for one call on a communicator (supports(args, ctx)), which a unit test has
-// none of; this is the one place to ask the algorithm's description of what it can do once
-// it has one. Until then it checks that the row's algorithm is the registered one it names.
+// Whether `algorithm` can run the calls `row` gives it, as far as its descriptor says: the
+// row's operation, in the cuda space (where the rows were measured), on its kind of buffers,
+// and teams of the row's bound where both bound them (a row for teams of any size gives
+// larger teams than an algorithm runs to the next row). The rest (reach, alignment, NCCL's
+// library) depends on the call and the communicator: choose_algorithm asks can_implement.
 bool can_run_rows(const CollAlgorithm& algorithm, const SelectionRow& row) {
-  return row.algorithm == algorithm.name();
+  const CollDescriptor& d = algorithm.descriptor();
+  return (d.ops & op_bit(row.op)) && (d.spaces & kCudaSpace) &&
+         (!d.in_place_recv || row.buffers == Buffers::Symmetric) &&
+         (d.max_team == 0 || row.max_team == 0 || row.max_team <= d.max_team);
 }
 
 // The algorithm of the first row of `rows` that matches the call and whose algorithm is not

@@ -104,6 +104,39 @@ SelectionRow parse_row(const std::string& line) {
   return row;
 }
 
+// The operations as symcommCollOp_t numbers them, and the memory spaces, as named here.
+constexpr const char* kOps[] = {"allgather",     "alltoall",  "alltoallv",
+                                "reducescatter", "allreduce", "broadcast"};
+
+std::vector<std::string> ops_of(unsigned bits) {
+  std::vector<std::string> out;
+  for (unsigned op = 0; op < 6; ++op)
+    if (bits & (1u << op)) out.emplace_back(kOps[op]);
+  return out;
+}
+
+std::vector<std::string> spaces_of(unsigned bits) {
+  std::vector<std::string> out;
+  if (bits & (1u << symcommSpaceCuda)) out.emplace_back("cuda");
+  if (bits & (1u << symcommSpaceHost)) out.emplace_back("host");
+  return out;
+}
+
+Declared declared(const symcommCollAlgorithmInfo_t& a) {
+  Declared d;
+  d.summary = a.summary;
+  d.library = a.library ? a.library : "";
+  d.ops = ops_of(a.ops);
+  d.spaces = spaces_of(a.spaces);
+  d.device_counts = spaces_of(a.device_counts);
+  d.uncapturable = ops_of(a.uncapturable_ops);
+  d.max_team = a.max_team;
+  d.in_place_recv = a.in_place_recv != 0;
+  d.load_store = a.load_store != 0;
+  d.counters = a.counters != 0;
+  return d;
+}
+
 }  // namespace
 
 void collect_static(Info* info) {
@@ -118,8 +151,11 @@ void collect_static(Info* info) {
     if (symcommGetParam(i, &p) != symcommSuccess) continue;
     info->params.push_back({p.name, p.type, p.value, p.default_value, p.description, p.is_set != 0});
   }
-  for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
-    info->algorithms.push_back({symcommCollAlgorithmName(i), {}});
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
+    symcommCollAlgorithmInfo_t a;
+    if (symcommGetCollAlgorithmInfo(i, &a) != symcommSuccess) continue;
+    info->algorithms.push_back({a.name, declared(a), {}});
+  }
   for (int i = 0; i < symcommDecompBackendCount(); ++i)
     info->backends.emplace_back(symcommDecompBackendName(i));
   for (const std::string& line : lines_of(symcommCollSelectionTable()))

@@ -15,7 +15,6 @@
 namespace symcomm_info {
 namespace {
 
-constexpr const char* kAlgoParam = "SYMCOMM_COLL_ALGO";
 // The operations as symcommCollOp_t numbers them, named as the library names them.
 constexpr const char* kOps[] = {"allgather",     "alltoall",  "alltoallv",
                                 "reducescatter", "allreduce", "broadcast"};
@@ -47,15 +46,12 @@ struct Record {
 };
 
 // Whether `algorithm` can run `op` over the world (symmetric buffers, 1024 floats): the
-// library's own answer, from symcommCollAlgorithm under SYMCOMM_COLL_ALGO=algorithm (an error
-// that says why when it cannot).
+// library's own answer (symcommCollAlgorithmCanRun: an error that says why when it cannot).
 OpSupport ask(symcommComm_t comm, const std::string& algorithm, int op) {
   OpSupport s;
   s.op = kOps[op];
-  setenv(kAlgoParam, algorithm.c_str(), 1);
-  const char* chosen = nullptr;
-  s.runs = symcommCollAlgorithm(comm, SYMCOMM_TEAM_WORLD, static_cast<symcommCollOp_t>(op), 1024,
-                                symcommFloat32, 1, &chosen) == symcommSuccess;
+  s.runs = symcommCollAlgorithmCanRun(comm, SYMCOMM_TEAM_WORLD, static_cast<symcommCollOp_t>(op),
+                                      1024, symcommFloat32, 1, algorithm.c_str()) == symcommSuccess;
   if (s.runs) return s;
   s.why_not = symcommGetLastError();
   // The reason alone: after "... cannot run OP here: ", without the " [file:line]" that
@@ -89,12 +85,6 @@ void ask_all(symcommComm_t comm, Info* info) {
 }  // namespace
 
 std::string collect_comm(Info* info, int* rank) {
-  // SYMCOMM_COLL_ALGO is set for each question (ask): its entry is made here, before the
-  // library's threads start, so that later changes only replace its value ("auto", where it
-  // is not set, means the same as unset). The user's value comes back afterwards.
-  const char* user = std::getenv(kAlgoParam);
-  const std::string restore = user != nullptr ? user : "auto";
-  setenv(kAlgoParam, restore.c_str(), 1);
   symcommComm_t comm;
   if (symcommInitFromEnv(&comm, nullptr) != symcommSuccess) return symcommGetLastError();
   int size = 0, local = 0, local_size = 0, node = 0, nnodes = 0, device = -1;
@@ -137,7 +127,6 @@ std::string collect_comm(Info* info, int* rank) {
     }
     ask_all(comm, info);
   }
-  setenv(kAlgoParam, restore.c_str(), 1);
   if (symcommFinalize(comm) != symcommSuccess && error.empty()) error = symcommGetLastError();
   return error;
 }

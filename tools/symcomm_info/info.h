@@ -36,8 +36,17 @@ struct OpSupport {
   std::string why_not;
 };
 
+// What an algorithm declares (symcommGetCollAlgorithmInfo).
+struct Declared {
+  std::string summary, library;  // library: "" where none
+  std::vector<std::string> ops, spaces, device_counts, uncapturable;
+  int max_team = 0;
+  bool in_place_recv = false, load_store = false, counters = false;
+};
+
 struct Algorithm {
   std::string name;
+  Declared declared;
   std::vector<OpSupport> ops;  // empty without a communicator
 };
 

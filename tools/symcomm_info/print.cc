@@ -42,6 +42,19 @@ std::string support_text(const Algorithm& a) {
   return out;
 }
 
+// "puts between team barriers; allgather, ...; spaces cuda, host; ..." from the descriptor.
+std::string declared_text(const Declared& d) {
+  std::string out = d.summary + "; " + (d.ops.size() == 6 ? "every operation" : join(d.ops)) +
+                    "; in the " + join(d.spaces) + " space" + (d.spaces.size() > 1 ? "s" : "");
+  if (!d.device_counts.empty()) out += "; counts on the device in " + join(d.device_counts);
+  if (d.max_team > 0) out += "; teams of at most " + std::to_string(d.max_team);
+  if (d.in_place_recv) out += "; symmetric or registered receive buffers";
+  if (!d.uncapturable.empty()) out += "; no " + join(d.uncapturable) + " in a CUDA graph capture";
+  if (d.counters) out += "; counters with its peers";
+  if (!d.library.empty()) out += "; needs " + d.library;
+  return out;
+}
+
 void print_devices(const Devices& d) {
   std::printf("\nCUDA driver and devices\n");
   if (!d.unavailable.empty()) {
@@ -116,7 +129,7 @@ void print_text(const Info& info) {
     if (joined) {
       std::printf("  %-8s %s\n", a.name.c_str(), support_text(a).c_str());
     } else {
-      std::printf("  %s\n", a.name.c_str());
+      std::printf("  %-8s %s\n", a.name.c_str(), declared_text(a.declared).c_str());
     }
   }
   std::printf("\nDecomposition backends (each runs transposes and halo exchanges, as the "
@@ -169,6 +182,25 @@ void print_json(const Info& info) {
   for (const Algorithm& a : info.algorithms) {
     j.begin_object();
     j.member("name", a.name);
+    const Declared& d = a.declared;
+    j.key("declares");
+    j.begin_object();
+    j.member("summary", d.summary);
+    for (const auto& [key, list] :
+         {std::pair<const char*, const std::vector<std::string>*>{"operations", &d.ops},
+          {"spaces", &d.spaces}, {"device_counts", &d.device_counts},
+          {"uncapturable_operations", &d.uncapturable}}) {
+      j.key(key);
+      j.begin_array();
+      for (const std::string& s : *list) j.value(s);
+      j.end_array();
+    }
+    j.member("max_team", d.max_team);
+    j.member("in_place_recv", d.in_place_recv);
+    j.member("load_store", d.load_store);
+    j.member("counters", d.counters);
+    j.member("library", d.library);
+    j.end_object();
     if (info.comm.joined) {
       j.key("operations");
       j.begin_object();

@@ -1,0 +1,75 @@
+// What each registered collective algorithm declares it can do (symcommGetCollAlgorithmInfo),
+// for the tests that run every algorithm: which operations, memory spaces and buffers to give
+// it, and which of its refusals are by design. Tests learn an algorithm's reach here, never
+// from its name or the words of its refusals. Public API only (mp_fault uses it too).
+#ifndef SYMCOMM_TESTS_MP_COLL_CAPS_H_
+#define SYMCOMM_TESTS_MP_COLL_CAPS_H_
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "symcomm/symcomm.h"
+
+namespace coll_caps {
+
+constexpr symcommCollOp_t kOps[] = {symcommCollAllGather,     symcommCollAllToAll,
+                                    symcommCollAllToAllv,     symcommCollReduceScatter,
+                                    symcommCollAllReduce,     symcommCollBroadcast};
+
+struct Caps : symcommCollAlgorithmInfo_t {
+  bool does(symcommCollOp_t op) const { return (ops & (1u << op)) != 0; }
+  bool runs_in(symcommMemorySpace_t s) const { return (spaces & (1u << s)) != 0; }
+  bool device_counts_in(symcommMemorySpace_t s) const { return (device_counts & (1u << s)) != 0; }
+  bool captures(symcommCollOp_t op) const { return (uncapturable_ops & (1u << op)) == 0; }
+  bool reduces() const { return does(symcommCollReduceScatter) || does(symcommCollAllReduce); }
+  bool moves_data() const {
+    return does(symcommCollAllGather) || does(symcommCollAllToAll) ||
+           does(symcommCollAllToAllv) || does(symcommCollBroadcast);
+  }
+  bool fits(int team_size) const { return max_team == 0 || team_size <= max_team; }
+  // Whether the descriptor lets it run `op` over a team of `n` in `space` on buffers that are
+  // symmetric (or registered) or not, outside a capture. Its own conditions (a library that
+  // loads, resident blocks) may still refuse.
+  bool declares(symcommCollOp_t op, symcommMemorySpace_t space, int n, bool symmetric) const {
+    return runs_in(space) && does(op) && fits(n) && (symmetric || !in_place_recv);
+  }
+  // The first operation it does, in symcommCollOp_t order.
+  symcommCollOp_t first_op() const {
+    for (symcommCollOp_t op : kOps)
+      if (does(op)) return op;
+    return symcommCollAllGather;
+  }
+};
+
+// Every registered algorithm, in the registry's order.
+inline std::vector<Caps> all() {
+  std::vector<Caps> out;
+  for (int i = 0; i < symcommCollAlgorithmCount(); ++i) {
+    Caps c{};
+    if (symcommGetCollAlgorithmInfo(i, &c) == symcommSuccess) out.push_back(c);
+  }
+  return out;
+}
+
+// The automatic choice ("auto", NULL): every operation in both spaces, any buffers.
+inline Caps automatic() {
+  Caps c{};
+  c.name = "auto";
+  c.summary = "the automatic choice";
+  c.ops = (1u << 6) - 1;
+  c.spaces = c.device_counts = (1u << symcommSpaceCuda) | (1u << symcommSpaceHost);
+  return c;
+}
+
+// The algorithm named `name` ("auto": automatic()); name NULL where none is.
+inline Caps of(const std::string& name) {
+  if (name == "auto") return automatic();
+  for (const Caps& c : all())
+    if (name == c.name) return c;
+  return Caps{};
+}
+
+}  // namespace coll_caps
+
+#endif  // SYMCOMM_TESTS_MP_COLL_CAPS_H_
