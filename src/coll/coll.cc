@@ -297,17 +297,13 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
   // (the rows after the first are the choices measured for the next sizes, closer to the
   // call than the registry's order); then the registry's order. can_implement() and capturable()
   // decide alike on every member, so all take the same row. The rows' algorithms are looked
-  // up once (every call goes through here: no allocation, no name compared).
-  static const std::vector<std::pair<const SelectionRow*, CollAlgorithm*>> rows = [] {
-    std::vector<std::pair<const SelectionRow*, CollAlgorithm*>> r;
-    for (const SelectionRow& row : selection_table()) r.emplace_back(&row, find(row.algorithm));
-    return r;
-  }();
-  const size_t bytes = args.bytes_per_rank();
-  for (const auto& [row, a] : rows)
-    if (a && row_matches(*row, args.op, args.team.size, bytes, args.symmetric) &&
-        a->refusal(args, ctx).ok())
-      return *a;
+  // up once, when the table is read (every call goes through here: no allocation, no name
+  // compared).
+  const SelectionCall call{args.op, args.team.size, args.bytes_per_rank(), args.symmetric};
+  if (const SelectionRow* row = select_row(selection_table(), call, [&](const SelectionRow& r) {
+        return r.impl->refusal(args, ctx).ok();
+      }))
+    return *row->impl;
   for (CollAlgorithm* a : coll_algorithms())
     if (a->refusal(args, ctx).ok()) return *a;
   std::string reasons;

@@ -1,211 +1,306 @@
-// The collective selection table's matching rules.
+// The collective selection: the data files' parser, the walk (select_row, as choose_algorithm
+// calls it) and what must hold of the embedded rows.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "base/error.h"
 #include "coll/selection.h"
 
 namespace symcomm {
 namespace {
 
-// The algorithms of the rows that match a call, in table order, as choose_algorithm walks
-// them (row_matches); the first is the table's choice, the ones after it are taken in turn
-// where it cannot run the call.
-std::vector<const char*> table_choices(const std::vector<SelectionRow>& table, CollOp op,
-                                       int team_size, size_t bytes, bool symmetric) {
-  std::vector<const char*> out;
-  for (const SelectionRow& row : table)
-    if (row_matches(row, op, team_size, bytes, symmetric)) out.push_back(row.algorithm);
-  return out;
+// The operations the selection serves: every one but all-to-all-v (a row could give its
+// members different algorithms: its bytes per rank differ between them).
+const CollOp kServed[] = {CollOp::AllGather, CollOp::AllToAll, CollOp::ReduceScatter,
+                          CollOp::AllReduce, CollOp::Broadcast};
+
+constexpr size_t KiB = size_t{1} << 10, MiB = size_t{1} << 20, GiB = size_t{1} << 30;
+
+// Whether `algorithm` can run the calls `row` gives it, as far as its descriptor says: the
+// row's operation, in the cuda space (where the rows were measured), on its kind of buffers,
+// and teams of the row's bound where both bound them (a row for teams of any size gives
+// larger teams than an algorithm runs to the next row). The rest (reach, alignment, NCCL's
+// library) depends on the call and the communicator: choose_algorithm asks can_implement.
+bool can_run_rows(const CollAlgorithm& algorithm, const SelectionRow& row) {
+  const CollDescriptor& d = algorithm.descriptor();
+  return (d.ops & op_bit(row.op)) && (d.spaces & kCudaSpace) &&
+         (!d.in_place_recv || row.buffers == Buffers::Symmetric) &&
+         (d.max_team == 0 || row.max_team == 0 || row.max_team <= d.max_team);
 }
 
-// The first of them, or nullptr when no row matches.
-const char* table_choice(const std::vector<SelectionRow>& table, CollOp op, int team_size,
-                         size_t bytes, bool symmetric) {
-  const std::vector<const char*> all = table_choices(table, op, team_size, bytes, symmetric);
-  return all.empty() ? nullptr : all.front();
+// The algorithm of the first row of `rows` that matches the call and whose algorithm is not
+// in `refused` (as choose_algorithm walks them, an algorithm that cannot run a call being
+// refused); "(none)" where no row is left.
+std::string choice(const std::vector<SelectionRow>& rows, CollOp op, int team, size_t bytes,
+                   bool symmetric, const std::vector<std::string>& refused = {}) {
+  const SelectionRow* row = select_row(rows, {op, team, bytes, symmetric}, [&](const SelectionRow& r) {
+    for (const std::string& name : refused)
+      if (r.algorithm == name) return false;
+    return true;
+  });
+  return row ? row->algorithm : "(none)";
 }
 
-TEST(Selection, FirstMatchingRowWins) {
-  const std::vector<SelectionRow> table = {
-      {CollOp::AllGather, 8, 64 << 10, "small", "test"},
-      {CollOp::AllGather, 0, 0, "large", "test"},
-      {CollOp::AllReduce, 4, 0, "four", "test"},
+// The library's pick for a call, from the embedded rows (every algorithm taken as able).
+std::string pick(CollOp op, int team, size_t bytes, bool symmetric,
+                 const std::vector<std::string>& refused = {}) {
+  return choice(selection_table(), op, team, bytes, symmetric, refused);
+}
+
+// The message of the error that parsing `text` as `name` throws ("" where it throws none).
+std::string parse_error(const std::string& text, const std::string& name = "h200x4.txt") {
+  try {
+    parse_selection_file(name, text);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), symcommInternalError);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SelectionData, ParsesRowsCommentsAndUnits) {
+  const std::vector<SelectionRow> rows = parse_selection_file("src/coll/selection/h200x4.txt",
+      "# a comment line\n"
+      "\n"
+      "allgather  4    64KiB  any        ll       bench/a.jsonl\n"
+      "  alltoall any  65536  symmetric  direct   bench/b.jsonl   # a comment after a row\n"
+      "broadcast\t2\t1GiB\tany\tnccl\tbench/c.jsonl\n"
+      "allreduce  3    any    any        twoshot  bench/d.jsonl\n"
+      "reducescatter 1 12MiB  symmetric  sm       bench/e.jsonl");
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].op, CollOp::AllGather);
+  EXPECT_EQ(rows[0].max_team, 4);
+  EXPECT_EQ(rows[0].max_bytes, 64 * KiB);
+  EXPECT_EQ(rows[0].buffers, Buffers::Any);
+  EXPECT_EQ(rows[0].algorithm, "ll");
+  EXPECT_EQ(rows[0].source, "bench/a.jsonl");
+  EXPECT_EQ(rows[0].file, "src/coll/selection/h200x4.txt");
+  EXPECT_EQ(rows[0].line, 3);
+  EXPECT_EQ(rows[1].op, CollOp::AllToAll);
+  EXPECT_EQ(rows[1].max_team, 0);
+  EXPECT_EQ(rows[1].max_bytes, 65536u);
+  EXPECT_EQ(rows[1].buffers, Buffers::Symmetric);
+  EXPECT_EQ(rows[1].source, "bench/b.jsonl");
+  EXPECT_EQ(rows[2].op, CollOp::Broadcast);
+  EXPECT_EQ(rows[2].max_bytes, GiB);
+  EXPECT_EQ(rows[3].op, CollOp::AllReduce);
+  EXPECT_EQ(rows[3].max_bytes, 0u);
+  EXPECT_EQ(rows[4].op, CollOp::ReduceScatter);
+  EXPECT_EQ(rows[4].max_bytes, 12 * MiB);
+  EXPECT_EQ(rows[4].line, 7);
+}
+
+TEST(SelectionData, MalformedRowsAreErrorsNamingFileAndLine) {
+  const std::string ok = "allgather 4 64KiB any ll bench/a.jsonl\n# comment\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"allgather 4 64KiB any ll", "5 columns where a row has 6"},
+      {"allgather 4 64KiB any ll bench/a.jsonl extra", "7 columns where a row has 6"},
+      {"allgathr 4 64KiB any ll bench/a.jsonl", "op 'allgathr' is none of"},
+      {"alltoallv 4 64KiB any ll bench/a.jsonl", "alltoallv has no rows"},
+      {"allgather 5 64KiB any ll bench/a.jsonl", "team '5' is neither 'any' nor a number of ranks from 1 to 4"},
+      {"allgather 0 64KiB any ll bench/a.jsonl", "team '0'"},
+      {"allgather four 64KiB any ll bench/a.jsonl", "team 'four'"},
+      {"allgather 4 64kB any ll bench/a.jsonl", "bytes '64kB' is neither 'any' nor"},
+      {"allgather 4 0 any ll bench/a.jsonl", "bytes '0'"},
+      {"allgather 4 KiB any ll bench/a.jsonl", "bytes 'KiB'"},
+      {"allgather 4 99999999999GiB any ll bench/a.jsonl", "bytes '99999999999GiB'"},
+      {"allgather 4 64KiB plain ll bench/a.jsonl", "buffers 'plain' is neither 'any' nor 'symmetric'"},
   };
-  EXPECT_STREQ(table_choice(table, CollOp::AllGather, 8, 1000, false), "small");
-  EXPECT_STREQ(table_choice(table, CollOp::AllGather, 8, 64 << 10, false), "small");
-  EXPECT_STREQ(table_choice(table, CollOp::AllGather, 8, (64 << 10) + 1, false), "large");
-  EXPECT_STREQ(table_choice(table, CollOp::AllGather, 16, 10, false), "large");
-  EXPECT_STREQ(table_choice(table, CollOp::AllReduce, 4, 1 << 30, false), "four");
-  EXPECT_EQ(table_choice(table, CollOp::AllReduce, 5, 10, false), nullptr);
-  EXPECT_EQ(table_choice(table, CollOp::Broadcast, 2, 10, false), nullptr);
+  EXPECT_EQ(parse_error(ok), "");
+  for (const auto& [row, why] : cases) {
+    SCOPED_TRACE(row);
+    const std::string message = parse_error(ok + row + "\n");
+    EXPECT_NE(message.find("selection data h200x4.txt:3: " + why), std::string::npos) << message;
+  }
+  // A file's name says its machine kind: <card>x<GPUs>.txt.
+  for (const char* name : {"h200.txt", "h200x4.tsv", "h200x0.txt", "x4.txt"}) {
+    SCOPED_TRACE(name);
+    EXPECT_NE(parse_error(ok, name).find(std::string("selection data ") + name +
+                                         ": the file of a machine kind is named <card>x<GPUs>.txt"),
+              std::string::npos);
+  }
 }
 
-// Every matching row, in table order: where the first row's algorithm cannot run the call,
-// the next matching row's is taken, before the registry's order.
-TEST(Selection, MatchingRowsInTableOrder) {
-  const std::vector<SelectionRow> table = {
-      {CollOp::AllGather, 4, 64 << 10, "small", "test"},
-      {CollOp::AllReduce, 0, 0, "other op", "test"},
-      {CollOp::AllGather, 8, 1 << 20, "mid", "test", Buffers::Symmetric},
-      {CollOp::AllGather, 2, 0, "pairs", "test"},
-      {CollOp::AllGather, 0, 0, "large", "test"},
+// Rows are walked by operation, then team bound (any last), then in file order, files by
+// their machine kind's GPU count (h200x16 after h200x8).
+TEST(SelectionData, WalkOrder) {
+  const std::vector<SelectionFile> files = {
+      {"h200x16.txt", "allgather 16 any any x16 s\nallgather any any any x16any s\n"},
+      {"h200x8.txt", "allgather any 1KiB any x8any s\nallgather 8 any any x8 s\n"
+                     "allreduce 8 any any ar8 s\n"},
+      {"h200x4.txt", "allreduce 4 1KiB any ar4a s\nallgather 4 any any x4 s\n"
+                     "allreduce 4 2KiB symmetric ar4b s\n"},
   };
-  using V = std::vector<std::string>;
-  auto names = [&](int ranks, size_t bytes, bool symmetric) {
-    V out;
-    for (const char* a : table_choices(table, CollOp::AllGather, ranks, bytes, symmetric))
-      out.emplace_back(a);
-    return out;
-  };
-  EXPECT_EQ(names(4, 1000, true), (V{"small", "mid", "large"}));
-  EXPECT_EQ(names(4, 1000, false), (V{"small", "large"}));
-  EXPECT_EQ(names(2, 2 << 20, true), (V{"pairs", "large"}));
-  EXPECT_EQ(names(8, 100 << 10, true), (V{"mid", "large"}));
-  EXPECT_EQ(names(16, 2 << 20, true), (V{"large"}));
-  EXPECT_TRUE(table_choices(table, CollOp::Broadcast, 4, 1000, true).empty());
-  EXPECT_STREQ(table_choice(table, CollOp::AllGather, 8, 100 << 10, true), "mid");
+  std::vector<std::string> order;
+  for (const SelectionRow& row : parse_selection(files)) order.push_back(row.algorithm);
+  EXPECT_EQ(order, (std::vector<std::string>{"x4", "x8", "x16", "x8any", "x16any", "ar4a",
+                                             "ar4b", "ar8"}));
 }
 
-TEST(Selection, SymmetricRowsOnlyForSymmetricBuffers) {
-  const std::vector<SelectionRow> table = {
-      {CollOp::AllReduce, 0, 1 << 20, "direct", "test", Buffers::Symmetric},
-      {CollOp::AllReduce, 0, 1 << 20, "staged", "test"},
-      {CollOp::AllReduce, 0, 0, "large", "test", Buffers::Symmetric},
-  };
-  EXPECT_STREQ(table_choice(table, CollOp::AllReduce, 4, 1000, true), "direct");
-  EXPECT_STREQ(table_choice(table, CollOp::AllReduce, 4, 1000, false), "staged");
-  EXPECT_STREQ(table_choice(table, CollOp::AllReduce, 4, 2 << 20, true), "large");
-  EXPECT_EQ(table_choice(table, CollOp::AllReduce, 4, 2 << 20, false), nullptr);
-  // symcomm-info says which rows are for symmetric buffers.
-  bool marked = false;
-  for (const SelectionRow& row : selection_table()) marked |= row.buffers == Buffers::Symmetric;
-  EXPECT_EQ(selection_text().find("symmetric buffers") != std::string::npos, marked);
+// The walk takes the first matching row whose algorithm runs the call; where one does not,
+// the next matching row's; symmetric rows only for symmetric calls.
+TEST(SelectionWalk, FirstMatchingRowThatRuns) {
+  const std::vector<SelectionRow> rows = parse_selection({{"h100x8.txt",
+      "allgather      4    64KiB  any        small  s\n"
+      "allreduce      any  any    any        other  s\n"
+      "allgather      8    1MiB   symmetric  mid    s\n"
+      "allgather      2    any    any        pairs  s\n"
+      "allgather      any  any    any        large  s\n"}});
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 4, 1000, true), "small");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 4, 64 * KiB, false), "small");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 4, 64 * KiB + 1, false), "large");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 4, 1000, true, {"small"}), "mid");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 4, 1000, false, {"small"}), "large");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 2, 2 * MiB, true), "pairs");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 8, 100 * KiB, true), "mid");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 8, 100 * KiB, false), "large");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 16, 2 * MiB, true), "large");
+  EXPECT_EQ(choice(rows, CollOp::AllGather, 16, 2 * MiB, true, {"large"}), "(none)");
+  EXPECT_EQ(choice(rows, CollOp::Broadcast, 4, 1000, true), "(none)");
+  EXPECT_EQ(choice(rows, CollOp::AllReduce, 64, GiB, false), "other");
 }
 
-TEST(Selection, EveryRowNamesARegisteredAlgorithm) {
+TEST(SelectionTable, EveryRowNamesARegisteredAlgorithmThatCanRunIt) {
+  ASSERT_FALSE(selection_table().empty());
   for (const SelectionRow& row : selection_table()) {
-    bool found = false;
-    for (CollAlgorithm* a : coll_algorithms()) found |= std::string(a->name()) == row.algorithm;
-    EXPECT_TRUE(found) << row.algorithm;
-  }
-  EXPECT_NE(selection_text().find("otherwise"), std::string::npos);
-}
-
-// The table's pick for a call, or "(registry order)" where no row matches.
-std::string pick(CollOp op, int ranks, size_t bytes, bool symmetric) {
-  const char* p = table_choice(selection_table(), op, ranks, bytes, symmetric);
-  return std::string(p ? p : "(registry order)");
-}
-
-// The measured decisions the table encodes for the largest data movements: copy engines
-// (ce) for all-to-all past 256 MiB and all-gather past 64 MiB sent, only where peers write
-// the buffers in place (other buffers get sm, or on 8 ranks no row: the registry's first,
-// sm); the same for 8 ranks (extrapolated rows).
-TEST(Selection, CopyEnginesForTheLargestMovesOnSymmetricBuffers) {
-  for (int ranks : {4, 8}) {
-    SCOPED_TRACE(ranks);
-    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{1} << 30, true), "ce");
-    EXPECT_NE(pick(CollOp::AllToAll, ranks, size_t{1} << 30, false), "ce");
-    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{128} << 20, true), "ce");
-    EXPECT_NE(pick(CollOp::AllGather, ranks, size_t{128} << 20, false), "ce");
+    SCOPED_TRACE(row.file + ":" + std::to_string(row.line));
+    CollAlgorithm* registered = nullptr;
+    for (CollAlgorithm* a : coll_algorithms())
+      if (row.algorithm == a->name()) registered = a;
+    ASSERT_NE(registered, nullptr) << row.algorithm;
+    EXPECT_EQ(row.impl, registered);
+    EXPECT_TRUE(can_run_rows(*registered, row)) << row.algorithm;
   }
 }
 
-// Between sm's small sizes and ce's largest, direct (SM stores straight into the members'
-// receive buffers, between barriers in one launch) on buffers peers write in place: all-to-all
-// from 4 MiB to 256 MiB per rank, all-gather from 1 MiB to 64 MiB sent; sm below and on other
-// buffers; teams of 4 measured, 8 extrapolated, larger ones keep sm.
-TEST(Selection, DirectStoresForMidSizesOnSymmetricBuffers) {
-  for (int ranks : {4, 8}) {
-    SCOPED_TRACE(ranks);
-    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{2} << 20, true), "sm");
-    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{4} << 20, true), "direct");
-    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{256} << 20, true), "direct");
-    EXPECT_EQ(pick(CollOp::AllToAll, ranks, size_t{16} << 20, false), "sm");
-    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{512} << 10, true), "sm");
-    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{1} << 20, true), "direct");
-    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{64} << 20, true), "direct");
-    EXPECT_EQ(pick(CollOp::AllGather, ranks, size_t{32} << 20, false), "sm");
-  }
-  EXPECT_EQ(pick(CollOp::AllToAll, 16, size_t{16} << 20, true), "sm");
-}
-
-// Small reduce-scatters on 4 ranks: ll to 256 KiB per rank (input), then sm, whose single
-// kernel ties or beats NCCL at 512 KiB since its launches use PDL (no NCCL row between them).
-TEST(Selection, SmallReduceScattersStayWithSymcommOnFourRanks) {
-  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{256} << 10, true), "ll");
-  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{512} << 10, true), "sm");
-  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{1} << 20, true), "sm");
-  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, size_t{2} << 20, true), "twoshot");
-}
-
-// Broadcasts on 4 ranks into symmetric buffers: sm to 512 KiB, where it ties or beats NCCL
-// since d52510d (7.0 against 10.7 us at 256 KiB); NCCL at 1 MiB, relay past it to 2 MiB,
-// NCCL beyond. Plain buffers (not measured past 128 KiB) keep sm to 128 KiB.
-TEST(Selection, BroadcastsToHalfAMebibyteStayWithSmOnFourRanks) {
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{256} << 10, true), "sm");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{512} << 10, true), "sm");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{1} << 20, true), "nccl");
-  // Past 1 MiB to 2 MiB relay (1.05-1.06x NCCL at 2 MiB), symmetric buffers only; then NCCL.
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, (size_t{1} << 20) + 16, true), "relay");
-  EXPECT_EQ(pick(CollOp::Broadcast, 3, size_t{2} << 20, true), "relay");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{2} << 20, false), "nccl");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, (size_t{2} << 20) + 16, true), "nccl");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{128} << 10, false), "sm");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, size_t{256} << 10, false), "nccl");
-}
-
-// Broadcast and reduce-scatter, where sm is 0.43-0.70x NCCL past its rows on 4 ranks: larger
-// teams get NCCL there too (extrapolated rows), not the registry's first (sm); except
-// broadcasts past 256 KiB to 16 MiB into symmetric buffers, which relay moves in two hops
-// where NCCL's ring takes seven (below, sm: relay's round trip per call costs it more).
-TEST(Selection, LargeBroadcastsAndReduceScattersGoToNcclOnLargerTeams) {
-  for (int ranks : {8, 16}) {
-    SCOPED_TRACE(ranks);
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{4} << 10, false), "sm");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{64} << 10, true), "sm");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{256} << 10, true), "sm");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, (size_t{256} << 10) + 16, true), "relay");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{128} << 10, false), "nccl");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{1} << 20, false), "nccl");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{1} << 20, true), "relay");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, size_t{16} << 20, true), "relay");
-    EXPECT_EQ(pick(CollOp::Broadcast, ranks, (size_t{16} << 20) + 1, true), "nccl");
-    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{4} << 10, false), "ll");
-    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{64} << 20, true), "twoshot");
-    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{64} << 20, false), "sm");
-    EXPECT_EQ(pick(CollOp::ReduceScatter, ranks, size_t{1} << 30, true), "nccl");
+// Within an operation, team bound and kind of buffers, each row's byte bound is above the
+// one before it (a row at or below an earlier bound would never be reached first), and only
+// the last has none.
+TEST(SelectionTable, BoundsIncreaseWithinEachGroup) {
+  std::map<std::tuple<CollOp, int, Buffers>, const SelectionRow*> last;
+  for (const SelectionRow& row : selection_table()) {
+    const SelectionRow*& before = last[{row.op, row.max_team, row.buffers}];
+    if (before) {
+      SCOPED_TRACE(row.file + ":" + std::to_string(row.line) + " after line " +
+                   std::to_string(before->line));
+      EXPECT_NE(before->max_bytes, 0u) << "a row after one for any size";
+      if (row.max_bytes) {
+        EXPECT_GT(row.max_bytes, before->max_bytes);
+      }
+    }
+    before = &row;
   }
 }
 
-// All-to-all-v is indexed by what this rank sends, which differs between members: a row
-// would give members different algorithms (a hang). The table has none.
-TEST(Selection, NoRowsForAllToAllv) {
+// Every operation the selection serves has rows in every machine kind's file; all-to-all-v
+// has none.
+TEST(SelectionTable, RowsForEveryOperationOnEveryMachineKind) {
+  std::map<std::string, std::map<CollOp, int>> rows;  // file -> op -> rows
+  for (const SelectionFile& f : selection_files()) rows[f.name];
+  for (const SelectionRow& row : selection_table()) ++rows[row.file][row.op];
+  ASSERT_FALSE(rows.empty());
+  for (const auto& [file, ops] : rows) {
+    for (CollOp op : kServed) EXPECT_GT(ops.count(op), 0u) << file << ": " << coll_op_name(op);
+    EXPECT_EQ(ops.count(CollOp::AllToAllv), 0u) << file;
+  }
+}
+
+// A team takes the rows of the smallest machine kind that covers it, then larger kinds':
+// teams of 3 pick as teams of 4, teams of 5-7 as teams of 8, and teams larger than every
+// kind only the rows for any team.
+TEST(SelectionTable, MachineKindFallback) {
+  std::vector<SelectionRow> any_team;
   for (const SelectionRow& row : selection_table())
-    EXPECT_NE(row.op, CollOp::AllToAllv) << row.algorithm << " (" << row.source << ")";
+    if (row.max_team == 0) any_team.push_back(row);
+  ASSERT_FALSE(any_team.empty());
+  for (CollOp op : kServed)
+    for (int s = 0; s <= 34; ++s)
+      for (size_t bytes : {size_t{1} << s, (size_t{1} << s) + 1})
+        for (bool symmetric : {false, true}) {
+          SCOPED_TRACE(std::string(coll_op_name(op)) + " " + std::to_string(bytes) +
+                       (symmetric ? " symmetric" : ""));
+          EXPECT_EQ(pick(op, 3, bytes, symmetric), pick(op, 4, bytes, symmetric));
+          for (int team : {5, 7}) EXPECT_EQ(pick(op, team, bytes, symmetric), pick(op, 8, bytes, symmetric));
+          EXPECT_EQ(pick(op, 16, bytes, symmetric), choice(any_team, op, 16, bytes, symmetric));
+          EXPECT_EQ(pick(op, 1, bytes, symmetric), pick(op, 2, bytes, symmetric));
+        }
+  // Where a 2-rank row's algorithm cannot run a call, the 4-rank rows come next.
+  EXPECT_EQ(pick(CollOp::AllGather, 2, 4 * MiB, true), "direct");
+  EXPECT_EQ(pick(CollOp::AllToAll, 2, 64 * KiB, false, {"ll"}), "sm");
 }
 
-// Teams of 2 (measured on 2 x H200): ll's packets for small moves, sm for mid-size
-// reductions and broadcasts, twoshot for large reductions on symmetric buffers.
-TEST(Selection, TeamsOfTwo) {
-  EXPECT_EQ(pick(CollOp::AllToAll, 2, 64 << 10, false), "ll");
-  EXPECT_EQ(pick(CollOp::AllToAll, 2, 1 << 20, false), "sm");
-  EXPECT_EQ(pick(CollOp::AllGather, 2, 64 << 10, false), "ll");
-  EXPECT_EQ(pick(CollOp::AllGather, 2, 1 << 20, true), "sm");
-  EXPECT_EQ(pick(CollOp::AllGather, 2, 4 << 20, true), "direct");
-  EXPECT_EQ(pick(CollOp::Broadcast, 2, 8 << 20, false), "sm");
-  EXPECT_EQ(pick(CollOp::Broadcast, 2, size_t{1} << 30, true), "ce");
-  EXPECT_EQ(pick(CollOp::Broadcast, 2, size_t{1} << 30, false), "nccl");
-  EXPECT_EQ(pick(CollOp::AllReduce, 2, 256 << 10, true), "sm");
-  EXPECT_EQ(pick(CollOp::AllReduce, 2, size_t{1} << 30, true), "twoshot");
-  EXPECT_EQ(pick(CollOp::AllReduce, 2, size_t{1} << 30, false), "sm");
-  EXPECT_EQ(pick(CollOp::ReduceScatter, 2, 1 << 20, true), "sm");
-  EXPECT_EQ(pick(CollOp::ReduceScatter, 2, 8 << 20, false), "twoshot");
-  // Teams of 3 and 4 keep the 4-rank rows.
-  EXPECT_EQ(pick(CollOp::AllToAll, 3, 64 << 10, false), "sm");
-  EXPECT_EQ(pick(CollOp::Broadcast, 4, 8 << 20, false), "nccl");
+// The walk picks what the data says (spot checks of the measured choices).
+TEST(SelectionTable, SpotChecks) {
+  // Copy engines for the largest moves, on symmetric buffers only; direct's SM stores below.
+  for (int team : {4, 8}) {
+    SCOPED_TRACE(team);
+    EXPECT_EQ(pick(CollOp::AllToAll, team, GiB, true), "ce");
+    EXPECT_EQ(pick(CollOp::AllToAll, team, GiB, false), team == 4 ? "sm" : "(none)");
+    EXPECT_EQ(pick(CollOp::AllToAll, team, 4 * MiB, true), "direct");
+    EXPECT_EQ(pick(CollOp::AllGather, team, 64 * MiB, true), "direct");
+    EXPECT_EQ(pick(CollOp::AllGather, team, 32 * MiB, false), "sm");
+  }
+  // Teams of 2: ll's packets for small moves, twoshot for large symmetric reductions.
+  EXPECT_EQ(pick(CollOp::AllToAll, 2, 64 * KiB, false), "ll");
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, 256 * KiB, true), "sm");
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, GiB, true), "twoshot");
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, GiB, false), "sm");
+  // ... and where twoshot cannot run one, the next matching row's algorithm.
+  EXPECT_EQ(pick(CollOp::AllReduce, 2, GiB, true, {"twoshot"}), "sm");
+  // Broadcasts on 4 ranks: sm to 512 KiB on symmetric buffers, NCCL at 1 MiB, relay to 2 MiB.
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, 512 * KiB, true), "sm");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, MiB, true), "nccl");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, MiB + 16, true), "relay");
+  EXPECT_EQ(pick(CollOp::Broadcast, 4, 2 * MiB, false), "nccl");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 4, 512 * KiB, true), "sm");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 16, 16 * MiB + 1, true), "twoshot");
+  EXPECT_EQ(pick(CollOp::Broadcast, 8, 4 * KiB, false), "sm");
+  EXPECT_EQ(pick(CollOp::ReduceScatter, 8, 4 * KiB, false), "ll");
+  EXPECT_EQ(pick(CollOp::Broadcast, 16, 16 * MiB, true), "relay");
+  EXPECT_EQ(pick(CollOp::Broadcast, 16, 16 * MiB + 1, true), "nccl");
+}
+
+// symcomm-info's text: a line per row, symmetric rows marked, each citing where it is written
+// and the run that chose it; then what happens past the rows.
+TEST(SelectionTable, Text) {
+  const std::string text = selection_text();
+  std::istringstream lines(text);
+  std::string line;
+  for (const SelectionRow& row : selection_table()) {
+    ASSERT_TRUE(std::getline(lines, line));
+    EXPECT_EQ(line.rfind(coll_op_name(row.op), 0), 0u) << line;
+    EXPECT_EQ(line.find("symmetric buffers") != std::string::npos, row.buffers == Buffers::Symmetric) << line;
+    EXPECT_NE(line.find(": " + row.algorithm + " ("), std::string::npos) << line;
+    EXPECT_NE(line.find(":" + std::to_string(row.line) + ", " + row.source + ")"), std::string::npos)
+        << line;
+  }
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_NE(line.find("otherwise the first registered algorithm"), std::string::npos) << line;
+}
+
+// For bench/test_selection_rows.py: the rows of the file SYMCOMM_SELECTION_FILE names, as
+// the library reads them ("row op team bytes buffers algorithm"; 0 for "any").
+TEST(Selection, DISABLED_ParsesTheFileNamedBySYMCOMM_SELECTION_FILE) {
+  const char* path = std::getenv("SYMCOMM_SELECTION_FILE");
+  ASSERT_NE(path, nullptr) << "SYMCOMM_SELECTION_FILE is not set";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream read;
+  read << in.rdbuf();
+  const std::string text = read.str();
+  const std::vector<SelectionRow> rows = parse_selection({{path, text.c_str()}});
+  EXPECT_FALSE(rows.empty());
+  for (const SelectionRow& row : rows)
+    std::printf("row %s %d %zu %s %s\n", coll_op_name(row.op), row.max_team, row.max_bytes,
+                row.buffers == Buffers::Symmetric ? "symmetric" : "any", row.algorithm.c_str());
 }
 
 }  // namespace
