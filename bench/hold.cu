@@ -2,7 +2,8 @@
 // waiting until the host has enqueued the whole batch, so that the batch's time is the GPU's
 // alone. Without it the batch's first event runs on an idle stream and the host's time to
 // enqueue the first call is counted too, spread over the batch's calls (3 of 128 MiB, 100 of
-// a few KiB; docs/coll.md has what it changed). nvbench holds its batches the same way.
+// a few KiB; docs/performance.md, "Host time per call", has what it changed). nvbench holds
+// its batches the same way.
 //
 // The kernel polls a word of mapped pinned memory for the batch's number. A call that waits
 // for the GPU inside the batch (copy's all-to-all-v reads its counts back) could never be

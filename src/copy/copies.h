@@ -5,9 +5,10 @@
 // (memory/peer_address.h), a peer's.
 //
 // One small interface with one implementation per memory space (copies_host.cc,
-// copies_cuda.cu, its kernels in box_copy.cuh) and one registry line (make_copies in
-// copies.cc). The copies sit on the one-sided layer: the barriers of
-// copy_boxes_between_barriers are its team barriers.
+// copies_cuda.cu, its kernels in box_copy.cuh); make_copies (copies.cc), called when the
+// communicator is made (capi/init.cc), picks the one of its memory space (there is no
+// registry: a new space adds a case there). The copies sit on the one-sided layer: the
+// barriers of copy_boxes_between_barriers are its team barriers.
 #pragma once
 
 #include <memory>

@@ -3,7 +3,8 @@
 // wait, quiet, barrier. Local copies (reduce, box copies) are copy/copies.h.
 //
 // A backend is one small interface with one implementation per memory space
-// (rma_cuda.cu, rma_host.cc) and one registry line (in Rma's constructor, rma.cc). Addresses
+// (rma_cuda.cu, rma_host.cc); Rma's constructor (rma.cc) picks the one of the communicator's
+// memory space (there is no registry: a new space adds a case there). Addresses
 // it receives are already translated: `dst`/`src`/`sig` of a peer are that peer's memory as
 // mapped in this process.
 #pragma once
