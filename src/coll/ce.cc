@@ -1,8 +1,8 @@
 // The "ce" algorithm: every collective as copy-engine copies into the members' memory,
 // synchronised by stream memory operations on flag words, so that no SM moves data or
 // synchronises and computation can overlap the collective (a reduction adds one local
-// reduction kernel). GPUs only. How it works and when it is chosen: docs/coll.md, "The ce
-// algorithm". The state and its watchdog: ce_state.h; rounds and operations: ce_rounds.h.
+// reduction kernel). GPUs only. How it works and when it is chosen: docs/coll/ce.md.
+// The state and its watchdog: ce_state.h; rounds and operations: ce_rounds.h.
 #include <memory>
 #include <string>
 

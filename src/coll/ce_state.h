@@ -1,6 +1,6 @@
 // The ce algorithm's per-communicator state: the ready and done flag words (a symmetric
 // area), the memory operations on them, the streams and events the rounds use, and the
-// watchdog that bounds the waits. The protocol: docs/coll.md, "The ce algorithm".
+// watchdog that bounds the waits. The protocol: docs/coll/ce.md.
 // ce_state.cc makes and destroys the state, ce_watchdog.cc runs the watchdog.
 #pragma once
 

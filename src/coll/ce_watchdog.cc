@@ -1,6 +1,6 @@
 // The ce watchdog: a thread per communicator (from its first ce call) that releases every
 // flag wait when a wait stays blocked past SYMCOMM_WAIT_TIMEOUT or the communicator loses a
-// peer, and names the members whose signal never came (docs/coll.md, "What bounds the
+// peer, and names the members whose signal never came (docs/coll/ce.md, "What bounds the
 // waits").
 #include <cuda.h>
 #include <cuda_runtime.h>
