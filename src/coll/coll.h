@@ -230,7 +230,7 @@ class CollAlgorithm {
   const CollDescriptor& descriptor() const { return descriptor_; }
   const char* name() const { return descriptor_.name; }
   // Whether the algorithm can run the call here, and if not why (every refusal has a reason:
-  // tests/mp/coll_limits_test.cc checks that each algorithm gives one wherever it refuses).
+  // tests/mp/coll_refusals_test.cc checks that each algorithm gives one wherever it refuses).
   // The descriptor's conditions, in order (space, operation, counts on the device, team size,
   // state, reach, receive buffer), then own_conditions(). The same answer on every member.
   Verdict can_implement(const CollArgs& args, const CollContext& ctx) const;

@@ -194,7 +194,7 @@ class CudaRma final : public RmaBackend {
   // nothing else on the GPU: no operation on the team id's previous team may be in flight
   // (symcommTeamDestroy), so only the clear itself must be complete, not the rest of the
   // GPU's work (a training step on another stream, another communicator's kernels waiting
-  // for their peers; tests/mp/rma_test.cc, Rma.TeamSplitDoesNotWaitForOtherWork).
+  // for their peers; tests/mp/rma_team_test.cc, Rma.TeamSplitDoesNotWaitForOtherWork).
   void clear(void* local, size_t bytes) override {
     DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaMemsetAsync(local, 0, bytes, reset_stream_));

@@ -1,5 +1,5 @@
-// What the collective tests share (coll_test.cc, coll_alltoallv_test.cc,
-// coll_limits_test.cc, one binary): element types and their reference data, the expected
+// What the collective tests share (coll_test.cc and the other coll_*_test.cc files, one
+// binary): element types and their reference data, the expected
 // results of every operation computed on the host, all-to-all-v layouts, and the Coll
 // fixture, instantiated once per algorithm (and "auto") in coll_test.cc.
 #ifndef SYMCOMM_TESTS_MP_COLL_FIXTURE_H_

@@ -5,8 +5,9 @@
 // channels' rings (both made small, so that sizes go through several pieces and the rings
 // wrap around); symmetric and plain buffers; in place; random floats; teams; sm's large
 // mode; relay's lanes; 1 GiB. The same binary (mp_coll) holds coll_sequence_test.cc (calls
-// chained on a stream, graphs), coll_alltoallv_test.cc and coll_limits_test.cc (the choice
-// of algorithm, bad arguments, timeouts); coll_fixture.h is what they share.
+// chained on a stream, graphs), coll_alltoallv_test.cc, coll_limits_test.cc (bad
+// arguments), coll_choice_test.cc, coll_refusals_test.cc, coll_timeouts_test.cc and
+// coll_ce_streams_test.cc; coll_fixture.h is what they share.
 #include "coll_fixture.h"
 
 namespace coll_test {
