@@ -297,8 +297,8 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
   // (the rows after the first are the choices measured for the next sizes, closer to the
   // call than the registry's order); then the registry's order. can_implement() and capturable()
   // decide alike on every member, so all take the same row. The rows' algorithms are looked
-  // up once, when the table is read (every call goes through here: no allocation, no name
-  // compared).
+  // up once, when the table is read (every call goes through here: no name is compared, and
+  // nothing is allocated unless an algorithm refuses, to word its reason).
   const SelectionCall call{args.op, args.team.size, args.bytes_per_rank(), args.symmetric};
   if (const SelectionRow* row = select_row(selection_table(), call, [&](const SelectionRow& r) {
         return r.impl->refusal(args, ctx).ok();

@@ -184,7 +184,8 @@ const Registered<DecompBackend, CePipelinedBackend> kRegistered(kDescriptor.pref
 }  // namespace
 
 DecompBackend& ce_pipelined_backend() {
-  return *Registry<DecompBackend>::instance().find(kDescriptor.name);
+  static DecompBackend& backend = *Registry<DecompBackend>::instance().find(kDescriptor.name);
+  return backend;  // looked up once: every call that delegates to this backend comes here
 }
 
 }  // namespace symcomm

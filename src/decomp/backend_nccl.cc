@@ -167,7 +167,8 @@ const Registered<DecompBackend, NcclBackend> kRegistered(kDescriptor.preference)
 }  // namespace
 
 DecompBackend& nccl_backend() {
-  return *Registry<DecompBackend>::instance().find(kDescriptor.name);
+  static DecompBackend& backend = *Registry<DecompBackend>::instance().find(kDescriptor.name);
+  return backend;  // looked up once: every call that delegates to this backend comes here
 }
 
 }  // namespace symcomm

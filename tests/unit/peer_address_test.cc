@@ -11,11 +11,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/root.h"
 #include "memory/heap.h"
 #include "memory/peer_address.h"
 #include "memory/registration.h"
+#include "one_rank_memory.h"
 
 namespace symcomm {
 namespace {
@@ -49,28 +48,8 @@ class HostSharingBuffers final : public Space {
   std::unique_ptr<Space> host_ = make_host_space();
 };
 
-class PeerAddress : public ::testing::Test {
+class PeerAddress : public OneRankMemory<HostSharingBuffers> {
  protected:
-  void SetUp() override {
-    setenv("SYMCOMM_BOOTSTRAP_ADDR", "127.0.0.1", 1);
-    UniqueId uid;
-    uid.token = random_token();
-    uid.root = start_bootstrap_root(tcp_listen(NetAddr::parse("127.0.0.1", 0), 16), uid.token);
-    bootstrap_ = Bootstrap::join(uid, 1, 0);
-    topology_.node_of = {0};
-    topology_.local_ranks = {0};
-    topology_.accessible = {1};
-    topology_.gpu_owner = {0};
-    heap_ = std::make_unique<Heap>(*bootstrap_, topology_, space_);
-    registrations_ = std::make_unique<Registrations>(*bootstrap_, topology_, space_, *heap_);
-  }
-  void TearDown() override {
-    registrations_.reset();
-    heap_.reset();
-    bootstrap_->begin_finalize();
-    bootstrap_->barrier();
-    bootstrap_.reset();
-  }
   // The code peer_address throws with (its message in `why`), or symcommSuccess.
   symcommResult_t fails(const Registrations* r, const void* p, int pe, std::string* why) {
     try {
@@ -81,12 +60,6 @@ class PeerAddress : public ::testing::Test {
       return e.code();
     }
   }
-
-  std::unique_ptr<Bootstrap> bootstrap_;
-  Topology topology_;
-  HostSharingBuffers space_;
-  std::unique_ptr<Heap> heap_;
-  std::unique_ptr<Registrations> registrations_;
 };
 
 TEST_F(PeerAddress, HeapAddress) {

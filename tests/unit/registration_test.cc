@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/root.h"
 #include "memory/heap.h"
 #include "memory/registration.h"
+#include "one_rank_memory.h"
 
 namespace symcomm {
 namespace {
@@ -48,28 +47,8 @@ class ShareAnything final : public Space {
   }
 };
 
-class RegistrationRanges : public ::testing::Test {
+class RegistrationRanges : public OneRankMemory<ShareAnything> {
  protected:
-  void SetUp() override {
-    setenv("SYMCOMM_BOOTSTRAP_ADDR", "127.0.0.1", 1);
-    UniqueId uid;
-    uid.token = random_token();
-    uid.root = start_bootstrap_root(tcp_listen(NetAddr::parse("127.0.0.1", 0), 16), uid.token);
-    bootstrap_ = Bootstrap::join(uid, 1, 0);
-    topology_.node_of = {0};
-    topology_.local_ranks = {0};
-    topology_.accessible = {1};
-    topology_.gpu_owner = {0};
-    heap_ = std::make_unique<Heap>(*bootstrap_, topology_, space_);
-    registrations_ = std::make_unique<Registrations>(*bootstrap_, topology_, space_, *heap_);
-  }
-  void TearDown() override {
-    registrations_.reset();
-    heap_.reset();
-    bootstrap_->begin_finalize();
-    bootstrap_->barrier();
-    bootstrap_.reset();
-  }
   // The code add() fails with, and its message in `why`; symcommSuccess if it registers.
   symcommResult_t add(void* p, size_t bytes, std::string* why) {
     try {
@@ -80,12 +59,6 @@ class RegistrationRanges : public ::testing::Test {
       return e.code();
     }
   }
-
-  std::unique_ptr<Bootstrap> bootstrap_;
-  Topology topology_;
-  ShareAnything space_;
-  std::unique_ptr<Heap> heap_;
-  std::unique_ptr<Registrations> registrations_;
 };
 
 TEST_F(RegistrationRanges, HugeSizesDoNotWrap) {

@@ -94,14 +94,4 @@ bool all_ok(bool ok) {
   return true;
 }
 
-bool nccl_missing(const std::string& why) {
-  // The reasons of src/coll/nccl_lib.cc and of nccl.cc's cuda-space check.
-  for (const char* reason : {"NCCL cannot be loaded", "NCCL is not available",
-                             "symcomm needs NCCL", "ncclGetVersion failed",
-                             "NCCL runs in the cuda memory space only",
-                             "which NCCL refuses"})  // ranks that share a GPU (under MPS)
-    if (why.find(reason) != std::string::npos) return true;
-  return false;
-}
-
 }  // namespace mp

@@ -54,10 +54,6 @@ uint64_t test_seed();
 std::string seed_note(uint64_t seed);
 // True on every rank iff `ok` on every rank.
 bool all_ok(bool ok);
-// Whether `why` (an algorithm's refusal) says that NCCL cannot run here: not loadable, the
-// host memory space, or ranks that share a GPU. The only refusal the collective tests accept from an algorithm that
-// should otherwise run.
-bool nccl_missing(const std::string& why);
 
 // pattern(who, what, index): the byte rank `who` writes at `index` of allocation `what`.
 
