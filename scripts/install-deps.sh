@@ -2,12 +2,17 @@
 # Installs the Debian packages symcomm needs to build and test, where they are missing.
 # The CUDA toolkit (nvcc, headers, libcudart) is expected in /usr/local/cuda.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake ] || \
   [ -f /usr/lib/cmake/GTest/GTestConfig.cmake ] || need+=(libgtest-dev)
+# libfabric's headers for the net transport (its library is loaded at run time) and its
+# runtime with the tcp provider, which the multi-node tests use on loopback.
+[ -f /usr/include/rdma/fabric.h ] || [ -f .deps/libfabric/include/rdma/fabric.h ] || \
+  need+=(libfabric-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

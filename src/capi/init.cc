@@ -109,8 +109,10 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->registrations,
                                              *comm->rma, *comm->copies, kind);
   CollContext* coll = comm->coll.get();  // its algorithms' states end their waits too
-  bs.on_lost([backend, coll] {
+  Transports* transports = &comm->rma->transports();  // and operations on the network
+  bs.on_lost([backend, coll, transports] {
     backend->abort();
+    transports->abort();
     coll->abort();
   });
   timer.done("one-sided communication and collectives");

@@ -1,5 +1,5 @@
-// One-sided communication on a stream: argument checks and address translation; the
-// memory space's backend (src/rma) moves the bytes.
+// One-sided communication on a stream: argument checks; the transport of each peer
+// (src/transport) moves the bytes, and the memory space's backend (src/rma) waits.
 #include "capi/guard.h"
 #include "coll/agreement.h"
 
@@ -15,18 +15,18 @@ symcommComm& live(symcommComm_t comm, symcommStream_t stream) {
   return c;
 }
 
-void check_pe(const symcommComm& c, int pe) {
+// The transport that reaches rank `pe` (symcommNotSupported, saying why, where none does).
+Transport& transport(const symcommComm& c, int pe) {
   SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
                   "pe %d is out of range [0, %d)", pe, c.topology.nranks);
-  SYMCOMM_REQUIRE(c.topology.accessible[static_cast<size_t>(pe)], symcommNotSupported,
-                  "%s; the network transport is not built yet",
-                  c.topology.why_inaccessible(pe).c_str());
+  return c.rma->transports().to(pe);
 }
 
-// `sym` .. `sym + bytes` of this rank's heap (inside one allocation), as mapped for rank `pe`.
-char* remote(const symcommComm& c, const void* sym, size_t bytes, int pe, const char* arg) {
+// `sym` .. `sym + bytes` of this rank's heap, inside one allocation: the transports take this
+// rank's symmetric address and find the peer's themselves.
+void* symmetric(const symcommComm& c, const void* sym, size_t bytes, const char* arg) {
   c.heap->require_in_allocation(sym, bytes, arg);
-  return static_cast<char*>(c.heap->peer_ptr(sym, pe));
+  return const_cast<void*>(sym);
 }
 
 // The local side of a transfer: where it is symmetric, it must not leave its allocation
@@ -35,10 +35,10 @@ void check_local(const symcommComm& c, const void* local, size_t bytes, const ch
   if (c.heap->contains(local)) c.heap->require_in_allocation(local, bytes, arg);
 }
 
-uint64_t* signal_word(const symcommComm& c, uint64_t* sig, int pe) {
+uint64_t* signal_word(const symcommComm& c, uint64_t* sig) {
   SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(sig) % 8 == 0, symcommInvalidArgument,
                   "sig %p is not 8-byte aligned", static_cast<void*>(sig));
-  return reinterpret_cast<uint64_t*>(remote(c, sig, 8, pe, "sig"));
+  return static_cast<uint64_t*>(symmetric(c, sig, 8, "sig"));
 }
 
 void check_engine(symcommEngine_t e) {
@@ -69,13 +69,13 @@ extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, con
   return guarded([&] { return format("symcommPutOnStream(dst=%p, src=%p, bytes=%zu, pe=%d)", dst,
                                      src, bytes, pe); }, [&] {
     symcommComm& c = live(comm, stream);
-    check_pe(c, pe);
+    Transport& t = transport(c, pe);
     check_engine(engine);
-    char* to = remote(c, dst, bytes, pe, "dst");
+    void* to = symmetric(c, dst, bytes, "dst");
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(src);
     check_local(c, src, bytes, "src");
-    c.rma->backend().put(to, src, bytes, engine_for(c, engine, src, "src"), stream);
+    t.put(pe, to, src, bytes, engine_for(c, engine, src, "src"), stream);
   });
 }
 
@@ -85,13 +85,13 @@ extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, con
   return guarded([&] { return format("symcommGetOnStream(dst=%p, src=%p, bytes=%zu, pe=%d)", dst,
                                      src, bytes, pe); }, [&] {
     symcommComm& c = live(comm, stream);
-    check_pe(c, pe);
+    Transport& t = transport(c, pe);
     check_engine(engine);
-    const char* from = remote(c, src, bytes, pe, "src");
+    const void* from = symmetric(c, src, bytes, "src");
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(dst);
     check_local(c, dst, bytes, "dst");
-    c.rma->backend().get(dst, from, bytes, engine_for(c, engine, dst, "dst"), stream);
+    t.get(pe, dst, from, bytes, engine_for(c, engine, dst, "dst"), stream);
   });
 }
 
@@ -105,18 +105,19 @@ extern "C" symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* ds
                                      static_cast<void*>(sig), static_cast<unsigned long long>(value),
                                      static_cast<int>(op), pe); }, [&] {
     symcommComm& c = live(comm, stream);
-    check_pe(c, pe);
+    Transport& t = transport(c, pe);
     check_engine(engine);
     SYMCOMM_REQUIRE(op == symcommSignalSet || op == symcommSignalAdd, symcommInvalidArgument,
                     "op %d is not a symcommSignalOp_t", static_cast<int>(op));
-    uint64_t* word = signal_word(c, sig, pe);
+    uint64_t* word = signal_word(c, sig);
+    void* to = nullptr;
     if (bytes > 0) {
-      char* to = remote(c, dst, bytes, pe, "dst");
+      to = symmetric(c, dst, bytes, "dst");
       SYMCOMM_REQUIRE_ARG(src);
       check_local(c, src, bytes, "src");
-      c.rma->backend().put(to, src, bytes, engine_for(c, engine, src, "src"), stream);
+      engine = engine_for(c, engine, src, "src");
     }
-    c.rma->backend().signal(word, value, op, stream);
+    t.put_signal(pe, to, src, bytes, word, value, op, engine, stream);
   });
 }
 
@@ -129,13 +130,15 @@ extern "C" symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_
     symcommComm& c = live(comm, stream);
     SYMCOMM_REQUIRE(cmp >= symcommCmpEq && cmp <= symcommCmpLt, symcommInvalidArgument,
                     "cmp %d is not a symcommCmp_t", static_cast<int>(cmp));
-    c.rma->backend().wait(signal_word(c, sig, c.topology.rank), cmp, value, stream);
+    c.rma->backend().wait(signal_word(c, sig), cmp, value, stream);
   });
 }
 
 extern "C" symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStream_t stream) {
   return guarded([] { return std::string("symcommQuietOnStream"); }, [&] {
-    live(comm, stream).rma->backend().quiet(stream);
+    symcommComm& c = live(comm, stream);
+    c.rma->transports().quiet(stream);
+    c.rma->backend().quiet(stream);
   });
 }
 
@@ -146,7 +149,7 @@ extern "C" symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTea
     BarrierArgs args = c.rma->barrier_args(team);
     SYMCOMM_REQUIRE(args.team.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
                     "rank %d is not a member of team %d", c.topology.rank, team);
-    for (int i = 0; i < args.team.size; ++i) check_pe(c, args.team.world_of(i));
+    for (int i = 0; i < args.team.size; ++i) transport(c, args.team.world_of(i));
     if (c.coll->check_calls())  // SYMCOMM_COLL_CHECK: in turn with the team's collectives
       check_barrier_agreement(team, args.team, args.team.index_of(c.topology.rank), *c.coll);
     c.rma->backend().barrier(args, stream);

@@ -147,6 +147,13 @@ void Heap::grow(size_t bytes) {
     SYMCOMM_THROW(e.code(), "cannot map a new heap chunk of the ranks of this node: %s",
                   e.what());
   }
+  try {
+    for (const GrowHook& hook : grow_hooks_) hook(base() + chunk.offset, chunk.offset, bytes);
+  } catch (const Error& e) {
+    unmap_chunk(chunk, peers);
+    SYMCOMM_THROW(e.code(), "cannot register a new heap chunk with the transports: %s",
+                  e.what());
+  }
   chunks_.push_back(chunk);
   allocator_.grow_to(chunk.offset + bytes);
   SYMCOMM_DEBUG("heap grew by %s to %s", format_bytes(bytes).c_str(),

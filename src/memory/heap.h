@@ -8,6 +8,7 @@
 // so a failed call leaves the heap exactly as it was on every rank.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <vector>
@@ -45,6 +46,13 @@ class Heap {
   // for), by offset: what the device API's checks may address (rma's allocation table).
   std::vector<std::pair<size_t, size_t>> user_allocations() const;
 
+  // Called on every rank whenever the heap grows, after the new range [offset, offset +
+  // bytes) (at `base`, this rank's address of the offset) is mapped everywhere and before any
+  // rank's malloc returns: collective, in the order hooks were added; a hook may use the
+  // bootstrap's collectives. A hook that throws fails the growth (and the malloc) everywhere.
+  using GrowHook = std::function<void(char* base, size_t offset, size_t bytes)>;
+  void on_grow(GrowHook hook) { grow_hooks_.push_back(std::move(hook)); }
+
   size_t used() const { return allocator_.used() - internal_bytes_; }
   // Every rank's window as mapped here (nullptr where not accessible).
   const std::vector<char*>& windows() const { return windows_; }
@@ -77,6 +85,7 @@ class Heap {
   // Growth attempts so far, failed ones included: the same on every rank, since every rank
   // attempts every growth. Tags each attempt's handle exchange.
   uint64_t growths_ = 0;
+  std::vector<GrowHook> grow_hooks_;
 };
 
 }  // namespace symcomm

@@ -15,6 +15,8 @@ Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemo
                                          : make_host_rma(topology);
     backend_->clear(area_, RmaLayout::area_bytes(n));
   });
+  transports_ = std::make_unique<Transports>(
+      TransportContext{bootstrap, topology, heap, space, *backend_});
   peer_slots_.resize(SYMCOMM_MAX_TEAMS);
   for (symcommTeam_t id = 0; id < SYMCOMM_MAX_TEAMS; ++id)
     for (int r = 0; r < n; ++r)
@@ -122,7 +124,8 @@ BarrierArgs Rma::barrier_args(symcommTeam_t id) {
                   "or a peer was lost): the members' barrier counts may no longer agree, so "
                   "barriers, and the collectives and transposes built on them, cannot run on "
                   "it any more (finalize it)");
-  return BarrierArgs{id, teams_.get(id), topology_.rank, peer_slots_[static_cast<size_t>(id)].data()};
+  return BarrierArgs{id, teams_.get(id), topology_.rank, peer_slots_[static_cast<size_t>(id)].data(),
+                     slots(id), transports_.get()};
 }
 
 }  // namespace symcomm

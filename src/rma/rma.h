@@ -17,6 +17,7 @@
 #include "rma/team.h"
 #include "symcomm/device_comm.h"
 #include "topology/topology.h"
+#include "transport/transport.h"
 
 namespace symcomm {
 
@@ -26,18 +27,15 @@ struct BarrierArgs {
   Team team;
   int rank;                 // world rank of the caller
   uint64_t* const* slots;   // [nranks]: the team's slot array of rank r as mapped here
+                            // (nullptr where rank r is reached by network)
+  uint64_t* own;            // this rank's slot array (its symmetric address)
+  Transports* transports;   // what reaches the members whose slots are not mapped
 };
 
-class RmaBackend {
+// The memory space's own operations: it moves bytes between memory mapped here for the lsa
+// transport (LoadStoreMover: put, get, signal), and waits, barriers, device handles.
+class RmaBackend : public LoadStoreMover {
  public:
-  virtual ~RmaBackend() = default;
-  virtual void put(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
-                   symcommStream_t stream) = 0;
-  virtual void get(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
-                   symcommStream_t stream) = 0;
-  // `sig` is the target's word as mapped here; ordered after everything before it on stream.
-  virtual void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
-                      symcommStream_t stream) = 0;
   virtual void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) = 0;
   virtual void quiet(symcommStream_t stream) = 0;
   // Waits on the host until everything issued on `stream` has completed.
@@ -81,7 +79,8 @@ std::unique_ptr<RmaBackend> make_cuda_rma(const Topology& topology,
 
 class Rma {
  public:
-  // Collective: allocates and clears the barrier area, sets up the backend.
+  // Collective: allocates and clears the barrier area, sets up the backend and every peer's
+  // transport.
   Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemorySpace_t space);
 
   const TeamTable& teams() const { return teams_; }
@@ -98,6 +97,7 @@ class Rma {
   // agreement on its creation. It must stay callable for as long as teams are made.
   void on_team_start(std::function<void(symcommTeam_t)> reset);
   RmaBackend& backend() { return *backend_; }
+  Transports& transports() { return *transports_; }
   Bootstrap& bootstrap() { return bootstrap_; }
   const Topology& topology() const { return topology_; }
   BarrierArgs barrier_args(symcommTeam_t id);
@@ -116,6 +116,7 @@ class Rma {
   char* area_ = nullptr;  // symmetric: SYMCOMM_MAX_TEAMS slot arrays
   std::vector<std::vector<uint64_t*>> peer_slots_;  // [team][rank]
   std::unique_ptr<RmaBackend> backend_;
+  std::unique_ptr<Transports> transports_;
   std::vector<std::function<void(symcommTeam_t)>> team_start_;  // on_team_start
 };
 

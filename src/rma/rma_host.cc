@@ -46,8 +46,8 @@ class HostRma final : public RmaBackend {
 
   void barrier(const BarrierArgs& a, symcommStream_t) override {
     uint64_t epoch = ++epochs_[static_cast<size_t>(a.id)];
-    arrive(a, epoch);
     try {
+      arrive(a, epoch);
       for (int i = 0; i < a.team.size; ++i) {
         int peer = a.team.world_of(i);
         wait_until(&a.slots[a.rank][peer], symcommCmpGe, epoch, peer);
@@ -55,7 +55,11 @@ class HostRma final : public RmaBackend {
     } catch (...) {
       // This barrier failed here: withdraw the arrival, so that a member that comes late
       // waits (until its own bound) instead of passing on it into a call this rank has left.
-      arrive(a, 0);
+      try {
+        arrive(a, 0);
+      } catch (const Error&) {
+        // A member reached by network is gone too: nothing to withdraw there.
+      }
       barrier_failed_.store(true, std::memory_order_release);
       throw;
     }
@@ -73,9 +77,16 @@ class HostRma final : public RmaBackend {
  private:
   // This rank's slot on every member of the barrier's team := value (its arrival; 0 takes
   // it back: every barrier's epoch is at least 1).
+  // A member reached by network gets it as a signal, applied after everything this rank
+  // sent it before.
   static void arrive(const BarrierArgs& a, uint64_t value) {
-    for (int i = 0; i < a.team.size; ++i)
-      __atomic_store_n(&a.slots[a.team.world_of(i)][a.rank], value, __ATOMIC_RELEASE);
+    for (int i = 0; i < a.team.size; ++i) {
+      const int member = a.team.world_of(i);
+      if (uint64_t* slots = a.slots[member])
+        __atomic_store_n(&slots[a.rank], value, __ATOMIC_RELEASE);
+      else
+        a.transports->to(member).signal(member, &a.own[a.rank], value, symcommSignalSet, nullptr);
+    }
   }
 
   // `missing`: in a barrier, the member whose arrival the word shows (see throw_wait_error).

@@ -34,17 +34,20 @@ TEST(Init, WorldDescribesItself) {
   SC_OK(symcommCommDevice(mp::world(), &device));
   EXPECT_EQ(rank, atoi(getenv("SYMCOMM_RANK")));
   EXPECT_EQ(size, atoi(getenv("SYMCOMM_NRANKS")));
-  EXPECT_EQ(local, rank);  // symrun starts every rank on this node
-  EXPECT_EQ(local_size, size);
-  EXPECT_EQ(node, 0);
-  EXPECT_EQ(nnodes, 1);
+  // symrun starts every rank on this machine, as one node or (--nodes) as nodes of
+  // consecutive ranks named apart, which it tells each rank in SYMCOMM_LOCAL_SIZE.
+  const int per_node = atoi(getenv("SYMCOMM_LOCAL_SIZE"));
+  EXPECT_EQ(local, rank % per_node);
+  EXPECT_EQ(local_size, per_node);
+  EXPECT_EQ(node, rank / per_node);
+  EXPECT_EQ(nnodes, size / per_node);
   EXPECT_EQ(space, mp::space());
   if (space == symcommSpaceHost) EXPECT_EQ(device, -1);
   else EXPECT_GE(device, 0);
   for (int pe = 0; pe < size; ++pe) {
     int ok = -1;
     SC_OK(symcommPeerAccessible(mp::world(), pe, &ok));
-    EXPECT_EQ(ok, 1) << "pe " << pe;
+    EXPECT_EQ(ok, pe / per_node == node ? 1 : 0) << "pe " << pe;
   }
 }
 

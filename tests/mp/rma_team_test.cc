@@ -11,11 +11,14 @@ namespace rma_test {
 
 TEST_F(Rma, Teams) {
   const int n = mp::nranks(), me = mp::rank();
-  int r = -1, size = -1;
+  int r = -1, size = -1, node = -1, nnodes = -1;
   SC_OK(symcommTeamRank(comm_, SYMCOMM_TEAM_NODE, &r));
   SC_OK(symcommTeamSize(comm_, SYMCOMM_TEAM_NODE, &size));
-  EXPECT_EQ(r, me);
-  EXPECT_EQ(size, n);
+  SC_OK(symcommCommNode(comm_, &node, &nnodes));
+  // Nodes of consecutive ranks, as symrun --nodes makes them (one node without it).
+  EXPECT_EQ(size, n / nnodes);
+  EXPECT_EQ(r, me % (n / nnodes));
+  EXPECT_EQ(node, me / (n / nnodes));
   // Even ranks.
   symcommTeam_t even;
   SC_OK(symcommTeamSplitStrided(comm_, SYMCOMM_TEAM_WORLD, 0, 2, (n + 1) / 2, &even));

@@ -94,4 +94,30 @@ bool all_ok(bool ok) {
   return true;
 }
 
+int nodes() {
+  int node = 0, n = 0;
+  EXPECT_EQ(symcommCommNode(world(), &node, &n), symcommSuccess) << symcommGetLastError();
+  return n;
+}
+
+int local_size() {
+  int n = 0;
+  EXPECT_EQ(symcommCommLocalSize(world(), &n), symcommSuccess) << symcommGetLastError();
+  return n;
+}
+
+size_t count_peer_mismatches(symcommComm_t comm, const void* sym, size_t bytes, int pe, int who,
+                             uint64_t what) {
+  if (void* remote = symcommPtr(comm, sym, pe)) return count_mismatches(remote, bytes, who, what);
+  void* local = local_alloc(bytes);
+  symcommStream_t s = new_stream();
+  const symcommResult_t rc = symcommGetOnStream(comm, local, sym, bytes, pe, symcommEngineAuto, s);
+  EXPECT_EQ(rc, symcommSuccess) << "get from rank " << pe << ": " << symcommGetLastError();
+  sync(s);
+  const size_t bad = rc == symcommSuccess ? count_mismatches(local, bytes, who, what) : bytes;
+  free_stream(s);
+  local_free(local);
+  return bad;
+}
+
 }  // namespace mp

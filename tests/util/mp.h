@@ -21,6 +21,10 @@ int rank();
 int nranks();
 // The memory space under test, from SYMCOMM_TEST_SPACE (host or cuda).
 symcommMemorySpace_t space();
+// Nodes of the world communicator (symrun --nodes names ranks of one machine apart).
+int nodes();
+// Ranks on this rank's node of the world communicator.
+int local_size();
 symcommConfig_t config();
 
 // Collective over the world: a new communicator of all ranks with the test's space.
@@ -70,6 +74,11 @@ void copy_after_early_trigger(symcommStream_t stream, void* dst, const void* src
 // Counts the bytes of [src, src + bytes) that differ from the pattern (loads through the
 // same kind of address; on GPUs a kernel reads the peer's memory directly).
 size_t count_mismatches(const void* src, size_t bytes, int who, uint64_t what);
+// count_mismatches of rank `pe`'s copy of the symmetric range [sym, sym + bytes): through
+// its pointer where pe is load/store accessible, else read with a get (a peer on another
+// node, reached by the network transport).
+size_t count_peer_mismatches(symcommComm_t comm, const void* sym, size_t bytes, int pe, int who,
+                             uint64_t what);
 
 // Memory and streams of the space under test, for the local (non-symmetric) side of RMA.
 void* local_alloc(size_t bytes);  // malloc on the host, cudaMalloc on GPUs

@@ -30,8 +30,8 @@ namespace symrun {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: symrun -n N [--gpus LIST] [--keep-going] [--timeout SEC] [--grace SEC]\n"
-    "              [--output DIR] [--] PROGRAM [ARGS...]\n"
+    "usage: symrun -n N [--nodes K | --ranks-per-node R] [--gpus LIST] [--keep-going]\n"
+    "              [--timeout SEC] [--grace SEC] [--output DIR] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Starts N local ranks of PROGRAM (each in its own process group, stdin from /dev/null)\n"
     "with SYMCOMM_RANK, SYMCOMM_NRANKS, SYMCOMM_LOCAL_RANK, SYMCOMM_LOCAL_SIZE and\n"
@@ -40,6 +40,11 @@ constexpr char kUsage[] =
     "unless already set. Prefixes every line the ranks print with \"[rank] \".\n"
     "\n"
     "  -n N, -np N    number of ranks, 1 to 1024\n"
+    "  --nodes K      the ranks form K nodes of N/K consecutive ranks each (K divides N):\n"
+    "                 each rank gets SYMCOMM_NODE_NAME=symrun-node<i> of its node, and local\n"
+    "                 rank and size within it, so that ranks of different nodes talk over\n"
+    "                 the network transport as on separate machines\n"
+    "  --ranks-per-node R  the same with R ranks per node (R divides N)\n"
     "  --gpus LIST    comma-separated device numbers: rank i gets SYMCOMM_DEVICE=LIST[i % len]\n"
     "  --keep-going   let the other ranks run to the end when one fails\n"
     "  --timeout SEC  stop the ranks after SEC seconds and exit 124 (default 0: no limit)\n"
@@ -60,8 +65,8 @@ constexpr char kUsage[] =
     "for a rank killed by signal S), 124 on timeout, 137 when stopped ranks are killed, 2 on\n"
     "a usage error; killed by signal S (128+S in a shell) when symrun receives S.\n"
     "\n"
-    "symrun starts ranks on this node only;\n"
-    "for several nodes use mpirun or srun: symcommInitFromEnv reads their variables "
+    "symrun starts ranks on this machine only (--nodes only names them apart);\n"
+    "for several machines use mpirun or srun: symcommInitFromEnv reads their variables "
     "(docs/launch.md)\n";
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +228,11 @@ std::string apply_option(std::string_view name, std::string_view value, Options*
     if (!parse_int(value, &opt->nranks) || opt->nranks < 1 || opt->nranks > kMaxRanks) {
       return "-n needs a number of ranks from 1 to 1024, not " + quoted;
     }
+  } else if (name == "--nodes" || name == "--ranks-per-node") {
+    int v = 0;
+    if (!parse_int(value, &v) || v < 1 || v > kMaxRanks)
+      return std::string(name) + " needs a number from 1 to 1024, not " + quoted;
+    (name == "--nodes" ? opt->nodes : opt->ranks_per_node) = v;
   } else if (name == "--gpus") {
     if (!parse_gpus(value, &opt->gpus)) {
       return "--gpus needs comma-separated non-negative integers, not " + quoted;
@@ -243,7 +253,7 @@ std::string apply_option(std::string_view name, std::string_view value, Options*
 
 bool takes_value(std::string_view name) {
   return name == "-n" || name == "--gpus" || name == "--timeout" || name == "--grace" ||
-         name == "--output";
+         name == "--output" || name == "--nodes" || name == "--ranks-per-node";
 }
 
 // Returns a usage error, or "" on success. Options end at "--" or at the first non-option, so
@@ -287,6 +297,18 @@ std::string parse_args(int argc, char** argv, Options* opt, bool* help) {
     if (!error.empty()) return error;
   }
   if (opt->nranks == 0) return "missing -n N";
+  if (opt->nodes && opt->ranks_per_node) return "give --nodes or --ranks-per-node, not both";
+  if (opt->nodes) {
+    if (opt->nranks % opt->nodes)
+      return "--nodes " + std::to_string(opt->nodes) + " does not divide -n " +
+             std::to_string(opt->nranks) + " ranks into equal nodes";
+    opt->ranks_per_node = opt->nranks / opt->nodes;
+  } else if (opt->ranks_per_node) {
+    if (opt->nranks % opt->ranks_per_node)
+      return "--ranks-per-node " + std::to_string(opt->ranks_per_node) + " does not divide -n " +
+             std::to_string(opt->nranks) + " ranks into equal nodes";
+    opt->nodes = opt->nranks / opt->ranks_per_node;
+  }
   if (i >= argc) return "missing PROGRAM";
   opt->program_argv = argv + i;
   return "";

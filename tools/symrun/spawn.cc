@@ -196,24 +196,27 @@ bool restore_signals_in_child() {
 std::string_view env_name(std::string_view entry) { return entry.substr(0, entry.find('=')); }
 
 std::vector<std::string> rank_variables(const Options& opt, int rank, const std::string& uid) {
+  const int per_node = opt.ranks_per_node ? opt.ranks_per_node : opt.nranks;
+  const int local = rank % per_node;
   std::vector<std::string> vars = {
       "SYMCOMM_RANK=" + std::to_string(rank),
       "SYMCOMM_NRANKS=" + std::to_string(opt.nranks),
-      "SYMCOMM_LOCAL_RANK=" + std::to_string(rank),
-      "SYMCOMM_LOCAL_SIZE=" + std::to_string(opt.nranks),
+      "SYMCOMM_LOCAL_RANK=" + std::to_string(local),
+      "SYMCOMM_LOCAL_SIZE=" + std::to_string(per_node),
       "SYMCOMM_UNIQUE_ID=" + uid,
       // torchrun's names for the same numbers, so that torch.distributed runs under symrun.
       // symcommInitFromEnv reads symrun's variables first (src/bootstrap/launcher_env.cc).
       "RANK=" + std::to_string(rank),
       "WORLD_SIZE=" + std::to_string(opt.nranks),
-      "LOCAL_RANK=" + std::to_string(rank),
-      "LOCAL_WORLD_SIZE=" + std::to_string(opt.nranks),
+      "LOCAL_RANK=" + std::to_string(local),
+      "LOCAL_WORLD_SIZE=" + std::to_string(per_node),
       // Multicast objects (NVLS) have hung or corrupted memory on shared machines: keep every
       // library in a rank off them, whatever the caller's environment says.
       "NCCL_NVLS_ENABLE=0",
       "NVSHMEM_DISABLE_NVLS=1",
       "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
   };
+  if (opt.ranks_per_node) vars.push_back("SYMCOMM_NODE_NAME=symrun-node" + std::to_string(rank / per_node));
   if (!opt.master_addr.empty()) vars.push_back("MASTER_ADDR=" + opt.master_addr);
   if (!opt.master_port.empty()) vars.push_back("MASTER_PORT=" + opt.master_port);
   if (!opt.gpus.empty()) {

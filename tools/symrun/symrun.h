@@ -43,6 +43,10 @@ constexpr int kReapIntervalMs = 1000;
 
 struct Options {
   int nranks = 0;
+  // --nodes / --ranks-per-node: ranks form nodes of this many consecutive ranks, each node
+  // named by SYMCOMM_NODE_NAME (0: one node, the caller's SYMCOMM_NODE_NAME left alone).
+  int nodes = 0;
+  int ranks_per_node = 0;
   std::vector<int> gpus;
   bool keep_going = false;
   double timeout_s = 0;

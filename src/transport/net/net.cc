@@ -1,0 +1,224 @@
+// The net transport: peers on other nodes, reached through libfabric by this rank's proxy
+// (proxy.h) on one endpoint (endpoint.h). Writes and reads go straight between the
+// registered heaps; signals, eager put-signals and atomics are messages that the target's
+// proxy applies to its own memory, in the order they were sent (the endpoint's messages are
+// ordered, FI_ORDER_SAS), after every write sent before them has landed (writes complete
+// only once delivered, FI_DELIVERY_COMPLETE). In the host space each call completes before
+// it returns, as the host space's load/store operations do.
+#include <atomic>
+#include <cstring>
+
+#include "base/param.h"
+#include "rma/wait.h"
+#include "transport/net/proxy.h"
+#include "transport/transport.h"
+
+namespace symcomm {
+
+static const SizeParam kChunk(
+    "SYMCOMM_NET_CHUNK_SIZE", "1M",
+    "the net transport splits larger writes and reads into pieces of this size, all in flight "
+    "at once", 4096, size_t{1} << 30);
+
+namespace {
+
+class Net final : public Transport {
+ public:
+  Net(TransportContext& ctx)
+      : heap_(ctx.heap), rank_(ctx.topology.rank),
+        timeout_ms_(wait_timeout_ms()), chunk_(kChunk.get()),
+        dirty_(static_cast<size_t>(ctx.topology.nranks)) {
+    endpoint_ = std::make_unique<FabricEndpoint>(ctx.bootstrap, rank_, ctx.topology.nranks);
+    end_.store(heap_.mapped());
+    endpoint_->register_heap_range(heap_.base(), 0, heap_.mapped());
+    ctx.heap.on_grow([this](char* base, size_t offset, size_t bytes) {
+      // Mapped already: peers may write there as soon as any rank's malloc returns, which is
+      // after every rank registered it (the registration's exchange).
+      end_.store(offset + bytes);
+      endpoint_->register_heap_range(base, offset, bytes);
+    });
+    proxy_ = std::make_unique<Proxy>(*endpoint_, rank_, [this](const wire::Header& h,
+                                                               const uint8_t* payload) {
+      return apply(h, payload);
+    });
+  }
+  ~Net() override {
+    proxy_.reset();  // before the endpoint it uses
+  }
+
+  const char* name() const override { return "net"; }
+
+  void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
+           symcommStream_t) override {
+    transfer(NetOp::Type::Write, pe, heap_.offset_of(dst), const_cast<void*>(src), bytes);
+  }
+  void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
+           symcommStream_t) override {
+    transfer(NetOp::Type::Read, pe, heap_.offset_of(src), dst, bytes);
+  }
+  void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+              symcommStream_t) override {
+    wire::Header h = header(wire::Kind::Signal);
+    h.word = heap_.offset_of(sig);
+    h.a = value;
+    h.op = static_cast<uint32_t>(op);
+    send(pe, h, nullptr, "a signal");
+  }
+  void put_signal(int pe, void* dst, const void* src, size_t bytes, uint64_t* sig,
+                  uint64_t value, symcommSignalOp_t op, symcommEngine_t engine,
+                  symcommStream_t stream) override {
+    if (bytes == 0 || bytes > wire::kEagerMax) {
+      if (bytes) put(pe, dst, src, bytes, engine, stream);
+      signal(pe, sig, value, op, stream);
+      return;
+    }
+    // One message: the target's proxy copies the payload, then applies the signal.
+    wire::Header h = header(wire::Kind::PutSignal);
+    h.offset = heap_.offset_of(dst);
+    h.bytes = static_cast<uint32_t>(bytes);
+    h.word = heap_.offset_of(sig);
+    h.a = value;
+    h.op = static_cast<uint32_t>(op);
+    send(pe, h, src, "a put-signal");
+  }
+  uint64_t fetch_add(int pe, uint64_t* word, uint64_t value) override {
+    wire::Header h = header(wire::Kind::FetchAdd);
+    h.word = heap_.offset_of(word);
+    h.a = value;
+    return send(pe, h, nullptr, "an atomic fetch-add", true);
+  }
+  uint64_t compare_swap(int pe, uint64_t* word, uint64_t expected, uint64_t desired) override {
+    wire::Header h = header(wire::Kind::CompareSwap);
+    h.word = heap_.offset_of(word);
+    h.a = expected;
+    h.b = desired;
+    return send(pe, h, nullptr, "an atomic compare-swap", true);
+  }
+  void quiet(symcommStream_t) override {
+    // Writes completed in their calls; messages are delivered but perhaps not yet applied:
+    // each peer sent one since the last quiet answers a flush once it applied them.
+    for (size_t pe = 0; pe < dirty_.size(); ++pe)
+      if (dirty_[pe].exchange(false))
+        send(static_cast<int>(pe), header(wire::Kind::Flush), nullptr, "a quiet", true);
+  }
+  void abort() override { proxy_->abort("the communicator was aborted (a peer was lost)"); }
+
+ private:
+  wire::Header header(wire::Kind kind) const {
+    wire::Header h{};
+    h.kind = kind;
+    h.from = rank_;
+    return h;
+  }
+
+  void transfer(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes) {
+    if (!bytes) return;
+    auto op = std::make_shared<NetOp>();
+    op->type = type;
+    op->pe = pe;
+    char* at = static_cast<char*>(local);
+    while (bytes) {
+      RemoteRange r = endpoint_->remote(pe, offset, bytes);
+      for (size_t done = 0; done < r.bytes;) {
+        const size_t piece = std::min(chunk_, r.bytes - done);
+        op->parts.push_back(Posted{{}, op.get(), at + done, piece, r.addr + done, r.key});
+        done += piece;
+      }
+      at += r.bytes, offset += r.bytes, bytes -= r.bytes;
+    }
+    op->outstanding = static_cast<int>(op->parts.size());
+    proxy_->submit(op);
+    proxy_->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get");
+  }
+
+  uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
+                bool reply = false) {
+    auto op = std::make_shared<NetOp>();
+    op->type = NetOp::Type::Send;
+    op->pe = pe;
+    op->message.resize(sizeof h + h.bytes);
+    std::memcpy(op->message.data(), &h, sizeof h);
+    if (h.bytes) std::memcpy(op->message.data() + sizeof h, payload, h.bytes);
+    op->parts.resize(1);
+    op->parts[0].op = op.get();
+    op->expects_reply = reply;
+    op->outstanding = reply ? 2 : 1;
+    if (reply) {
+      // The ticket is the op itself, written into the header before the message goes.
+      wire::Header with = h;
+      with.ticket = reinterpret_cast<uint64_t>(op.get());
+      std::memcpy(op->message.data(), &with, sizeof with);
+    } else {
+      dirty_[static_cast<size_t>(pe)].store(true);
+    }
+    proxy_->submit(op);
+    proxy_->wait(*op, timeout_ms_, what);
+    return op->reply;
+  }
+
+  // A peer's message, on the proxy thread: applies it to this rank's memory.
+  uint64_t apply(const wire::Header& h, const uint8_t* payload) {
+    const size_t mapped = end_.load();
+    auto word = [&]() -> uint64_t* {
+      if (h.word % 8 || h.word + 8 > mapped) return nullptr;
+      return reinterpret_cast<uint64_t*>(heap_.base() + h.word);
+    };
+    switch (h.kind) {
+      case wire::Kind::PutSignal:
+        if (h.bytes > wire::kEagerMax || h.offset + h.bytes > mapped) return 0;
+        std::memcpy(heap_.base() + h.offset, payload, h.bytes);
+        [[fallthrough]];
+      case wire::Kind::Signal:
+        if (uint64_t* w = word()) {
+          // Release: the data before is visible to whoever acquires the signal.
+          if (h.op == symcommSignalAdd) __atomic_fetch_add(w, h.a, __ATOMIC_RELEASE);
+          else __atomic_store_n(w, h.a, __ATOMIC_RELEASE);
+        }
+        return 0;
+      case wire::Kind::FetchAdd:
+        if (uint64_t* w = word()) return __atomic_fetch_add(w, h.a, __ATOMIC_SEQ_CST);
+        return 0;
+      case wire::Kind::CompareSwap:
+        if (uint64_t* w = word()) {
+          uint64_t expected = h.a;
+          __atomic_compare_exchange_n(w, &expected, h.b, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST);
+          return expected;
+        }
+        return 0;
+      default:
+        return 0;  // Flush: everything before it is applied
+    }
+  }
+
+  Heap& heap_;
+  int rank_;
+  int64_t timeout_ms_;
+  size_t chunk_;
+  std::atomic<size_t> end_{0};  // of the heap as registered: what peers may address
+  std::vector<std::atomic<bool>> dirty_;  // [pe]: a message went there since the last quiet
+  std::unique_ptr<FabricEndpoint> endpoint_;
+  std::unique_ptr<Proxy> proxy_;
+};
+
+class NetKind final : public TransportKind {
+ public:
+  const char* name() const override { return "net"; }
+  Verdict can_connect(const TransportContext& ctx, int pe) const override {
+    if (ctx.space != symcommSpaceHost)
+      return Verdict::no(format(
+          "the net transport carries the host memory space only so far (rank %d needs the "
+          "network; GPU memory over it, staged through pinned host memory, is not built yet)",
+          pe));
+    return Verdict::yes();
+  }
+  std::unique_ptr<Transport> open(TransportContext& ctx, const std::vector<int>&) const override {
+    return std::make_unique<Net>(ctx);
+  }
+};
+
+const Registered<TransportKind, NetKind> kRegistered(20);
+
+}  // namespace
+
+}  // namespace symcomm

@@ -1,0 +1,293 @@
+#include "transport/net/proxy.h"
+
+#include <pthread.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/thread_guard.h"
+
+namespace symcomm {
+
+namespace {
+
+constexpr int kReceives = 64;        // posted receive buffers
+constexpr auto kSpin = std::chrono::microseconds(200);  // polling after the last activity
+constexpr int kBlockMs = 100;        // an idle proxy's longest sleep between looks
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply)
+    : ep_(endpoint), rank_(rank), apply_(std::move(apply)) {
+  for (int i = 0; i < kReceives; ++i) {
+    auto r = std::make_unique<Receive>();
+    r->buffer.resize(wire::kBufferBytes);
+    post_receive(*r);
+    receives_.push_back(std::move(r));
+  }
+  thread_ = std::thread([this] {
+    run_guarded([this] { run(); },
+                [this](symcommResult_t, const std::string& what) {
+                  fail_all(format("the net transport's proxy thread failed: %s", what.c_str()));
+                });
+  });
+}
+
+Proxy::~Proxy() {
+  stop_.store(true);
+  fi_cq_signal(ep_.cq());
+  thread_.join();
+  fail_all("the communicator is being finalized");
+}
+
+void Proxy::post_receive(Receive& r) {
+  for (;;) {
+    ssize_t rc = fi_recv(ep_.ep(), r.buffer.data(), r.buffer.size(), nullptr, FI_ADDR_UNSPEC,
+                         &r.context);
+    if (rc == 0) return;
+    if (rc != -FI_EAGAIN) throw_fabric_error(static_cast<int>(rc), "fi_recv", __FILE__, __LINE__);
+    fi_cq_read(ep_.cq(), nullptr, 0);  // progress, then again
+  }
+}
+
+void Proxy::submit(std::shared_ptr<NetOp> op) {
+  if (aborted_.load()) {
+    finish(*op, symcommPeerLost, abort_reason_);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    submitted_.push_back(std::move(op));
+  }
+  fi_cq_signal(ep_.cq());
+}
+
+void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what) {
+  const auto start = Clock::now();
+  // A short spin first: small operations over a fast link complete in microseconds.
+  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kSpin) {
+  }
+  std::unique_lock<std::mutex> lock(op.mutex);
+  while (op.state.load(std::memory_order_acquire) == 0) {
+    op.done_cv.wait_for(lock, std::chrono::milliseconds(10));
+    if (op.state.load() != 0) break;
+    if (timeout_ms > 0 && Clock::now() - start > std::chrono::milliseconds(timeout_ms))
+      SYMCOMM_THROW(symcommTimeout,
+                    "%s to rank %d did not complete within SYMCOMM_WAIT_TIMEOUT (%lld ms)", what,
+                    op.pe, static_cast<long long>(timeout_ms));
+  }
+  if (op.state.load() == 2) SYMCOMM_THROW(op.code, "%s to rank %d: %s", what, op.pe, op.error.c_str());
+}
+
+void Proxy::finish(NetOp& op, symcommResult_t code, const std::string& error) {
+  std::lock_guard<std::mutex> lock(op.mutex);
+  if (op.state.load() != 0) return;
+  op.code = code;
+  op.error = error;
+  op.state.store(code == symcommSuccess ? 1 : 2, std::memory_order_release);
+  op.done_cv.notify_all();
+}
+
+void Proxy::abort(const std::string& why) {
+  abort_reason_ = why;
+  aborted_.store(true);
+  fi_cq_signal(ep_.cq());
+}
+
+void Proxy::fail_all(const std::string& why) {
+  // Ops stay owned (in_flight_) until the endpoint closes: the provider may still hold their
+  // contexts. Their callers are released now.
+  std::deque<std::shared_ptr<NetOp>> submitted;
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    submitted.swap(submitted_);
+  }
+  for (auto& op : submitted) finish(*op, symcommPeerLost, why);
+  for (auto& op : unposted_) finish(*op, symcommPeerLost, why);
+  for (auto& op : in_flight_) finish(*op, symcommPeerLost, why);
+}
+
+bool Proxy::post(NetOp& op) {
+  fid_ep* ep = ep_.ep();
+  if (op.type == NetOp::Type::Send) {
+    if (op.next == 1) return true;
+    Posted& p = op.parts[0];
+    ssize_t rc = fi_send(ep, op.message.data(), op.message.size(), nullptr, ep_.addr(op.pe),
+                         &p.context);
+    if (rc == -FI_EAGAIN) return false;
+    if (rc) throw_fabric_error(static_cast<int>(rc), "fi_send", __FILE__, __LINE__);
+    op.next = 1;
+    return true;
+  }
+  while (op.next < op.parts.size()) {
+    Posted& p = op.parts[op.next];
+    ssize_t rc = op.type == NetOp::Type::Write
+                     ? fi_write(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe), p.addr, p.key,
+                                &p.context)
+                     : fi_read(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe), p.addr, p.key,
+                               &p.context);
+    if (rc == -FI_EAGAIN) return false;
+    if (rc)
+      throw_fabric_error(static_cast<int>(rc), op.type == NetOp::Type::Write ? "fi_write" : "fi_read",
+                         __FILE__, __LINE__);
+    ++op.next;
+  }
+  return true;
+}
+
+void Proxy::complete_part(NetOp& op) {
+  if (--op.outstanding == 0) finish(op, symcommSuccess, "");
+}
+
+void Proxy::on_message(Receive& r, size_t bytes) {
+  wire::Header h;
+  if (bytes < sizeof h) {
+    SYMCOMM_WARN("net transport: a message of %zu bytes is too short; dropped", bytes);
+    return;
+  }
+  std::memcpy(&h, r.buffer.data(), sizeof h);
+  if (h.kind == wire::Kind::Reply) {
+    for (auto& op : in_flight_)
+      if (reinterpret_cast<uint64_t>(op.get()) == h.ticket && op->expects_reply) {
+        op->reply = h.a;
+        complete_part(*op);
+        return;
+      }
+    SYMCOMM_WARN("net transport: a reply from rank %d matches no request; dropped", h.from);
+    return;
+  }
+  const uint64_t value = apply_(h, r.buffer.data() + sizeof h);
+  if (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
+      h.kind == wire::Kind::Flush) {
+    auto reply = std::make_shared<NetOp>();
+    reply->type = NetOp::Type::Send;
+    reply->pe = h.from;
+    wire::Header out{};
+    out.kind = wire::Kind::Reply;
+    out.from = rank_;
+    out.a = value;
+    out.ticket = h.ticket;
+    reply->message.resize(sizeof out);
+    std::memcpy(reply->message.data(), &out, sizeof out);
+    reply->parts.resize(1);
+    reply->parts[0].op = reply.get();
+    reply->outstanding = 1;
+    in_flight_.push_back(reply);
+    unposted_.push_back(std::move(reply));
+  }
+}
+
+void Proxy::on_completion(const fi_cq_data_entry& e) {
+  if (e.flags & FI_RECV)
+    for (auto& r : receives_)
+      if (&r->context == e.op_context) {
+        on_message(*r, e.len);
+        post_receive(*r);
+        return;
+      }
+  if (e.op_context) complete_part(*static_cast<Posted*>(e.op_context)->op);
+}
+
+void Proxy::on_error() {
+  fi_cq_err_entry err{};
+  ssize_t rc = fi_cq_readerr(ep_.cq(), &err, 0);
+  if (rc < 0) return;
+  const char* text = fi_cq_strerror(ep_.cq(), err.prov_errno, err.err_data, nullptr, 0);
+  std::string why = format("the network operation failed: %s (%d; provider: %s)",
+                           fabric_lib().fi_strerror(err.err), err.err, text ? text : "?");
+  if (!err.op_context) {
+    fail_all(why);
+    return;
+  }
+  for (auto& r : receives_)
+    if (&r->context == err.op_context) {
+      // A receive failed (the endpoint is closing, or a message was too long): post it again.
+      if (!stop_.load()) post_receive(*r);
+      return;
+    }
+  NetOp& op = *static_cast<Posted*>(err.op_context)->op;
+  finish(op, symcommPeerLost, why);
+  op.outstanding = -1000000;  // never completes now; dropped below
+}
+
+void Proxy::run() {
+  {
+    clockid_t c;
+    if (pthread_getcpuclockid(pthread_self(), &c) == 0) thread_clock_.store(c);
+  }
+  fi_cq_data_entry entries[16];
+  auto last_activity = Clock::now();
+  while (!stop_.load()) {
+    thread_fault_point("net proxy");
+    bool active = false;
+    if (aborted_.load() && (!unposted_.empty() || !in_flight_.empty() || !submitted_.empty())) {
+      fail_all(abort_reason_);
+      unposted_.clear();
+    }
+    {
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      while (!submitted_.empty()) {
+        in_flight_.push_back(submitted_.front());
+        unposted_.push_back(std::move(submitted_.front()));
+        submitted_.pop_front();
+        active = true;
+      }
+    }
+    while (!unposted_.empty()) {
+      auto& op = unposted_.front();
+      if (!post(*op)) break;
+      unposted_.pop_front();
+      active = true;
+    }
+    ssize_t n = fi_cq_read(ep_.cq(), entries, 16);
+    if (n > 0) {
+      active = true;
+      for (ssize_t i = 0; i < n; ++i) on_completion(entries[i]);
+    } else if (n == -FI_EAVAIL) {
+      active = true;
+      on_error();
+    } else if (n != -FI_EAGAIN) {
+      throw_fabric_error(static_cast<int>(n), "fi_cq_read", __FILE__, __LINE__);
+    }
+    // Done operations leave; failed ones whose parts may still be posted stay until closing.
+    in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                    [](const std::shared_ptr<NetOp>& op) {
+                                      return op->outstanding == 0;
+                                    }),
+                     in_flight_.end());
+    const auto now = Clock::now();
+    if (active) {
+      last_activity = now;
+      continue;
+    }
+    if (!in_flight_.empty() || !unposted_.empty() || now - last_activity < kSpin) continue;
+    // Idle: sleep until the provider has something or a caller signals the queue.
+    if (ep_.can_block()) {
+      n = fi_cq_sread(ep_.cq(), entries, 1, nullptr, kBlockMs);
+      if (n > 0) {
+        on_completion(entries[0]);
+        last_activity = Clock::now();
+      } else if (n == -FI_EAVAIL) {
+        on_error();
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+double Proxy::cpu_seconds() const {
+  clockid_t c = thread_clock_.load();
+  timespec ts{};
+  if (!c || clock_gettime(c, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace symcomm

@@ -1,0 +1,108 @@
+// The net transport's proxy: one thread per communicator that owns the endpoint's data path.
+// Callers hand it operations (writes, reads, messages) and wait for them; it posts them,
+// reads the completion queue, applies what peers' messages ask of this rank's memory
+// (signals, eager put-signals, atomics) and answers them. While operations are in flight it
+// polls; once idle it blocks on the completion queue's wait object (fi_cq_sread), so that an
+// idle rank costs no core, and a caller wakes it (fi_cq_signal) when it hands over work.
+#pragma once
+
+#include <rdma/fi_eq.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/net/endpoint.h"
+#include "transport/net/wire.h"
+
+namespace symcomm {
+
+struct NetOp;
+
+// One libfabric operation of a NetOp: its context (fi_context2 first, for FI_CONTEXT modes).
+struct Posted {
+  fi_context2 context;
+  NetOp* op;
+  // Write or read: the local buffer, the remote range.
+  char* local;
+  size_t bytes;
+  uint64_t addr, key;
+};
+
+// What a caller waits for: every Posted of it completed (and, for an atomic, the reply came).
+struct NetOp {
+  enum class Type { Write, Read, Send };
+  Type type = Type::Send;
+  int pe = -1;
+  std::vector<Posted> parts;        // Write / Read: one per chunk
+  std::vector<uint8_t> message;     // Send: header and payload
+  bool expects_reply = false;       // an atomic or a flush: done when the reply arrives
+  uint64_t reply = 0;               // the reply's value
+  int outstanding = 0;              // parts (or the send) not completed, plus the reply
+  size_t next = 0;                  // parts posted so far (the proxy's)
+
+  // Completion, as the caller sees it.
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::atomic<int> state{0};        // 0 in flight, 1 done, 2 failed
+  symcommResult_t code = symcommSuccess;
+  std::string error;
+};
+
+class Proxy {
+ public:
+  // `apply`: what to do with a message from a peer (the transport's; runs on the proxy
+  // thread); returns the reply value for messages that expect one.
+  using Apply = std::function<uint64_t(const wire::Header&, const uint8_t* payload)>;
+  Proxy(FabricEndpoint& endpoint, int rank, Apply apply);
+  ~Proxy();
+
+  // Hands `op` over; the caller then waits with wait().
+  void submit(std::shared_ptr<NetOp> op);
+  // Waits until `op` completes; throws its error (symcommPeerLost where the connection
+  // failed or the communicator was aborted; symcommTimeout after `timeout_ms`, 0: none).
+  void wait(NetOp& op, int64_t timeout_ms, const char* what);
+  // Every operation in flight fails with symcommPeerLost; later ones fail at once.
+  void abort(const std::string& why);
+  // Seconds of CPU time the proxy thread used so far (for the idle-cost benchmark).
+  double cpu_seconds() const;
+
+ private:
+  struct Receive {
+    fi_context2 context;
+    std::vector<uint8_t> buffer;
+  };
+  void run();
+  void post_receive(Receive& r);
+  // Posts what it can of `op`; false where the provider said try again.
+  bool post(NetOp& op);
+  void complete_part(NetOp& op);
+  void finish(NetOp& op, symcommResult_t code, const std::string& error);
+  void on_completion(const fi_cq_data_entry& e);
+  void on_message(Receive& r, size_t bytes);
+  void on_error();
+  void fail_all(const std::string& why);
+
+  FabricEndpoint& ep_;
+  int rank_;
+  Apply apply_;
+  std::vector<std::unique_ptr<Receive>> receives_;
+
+  std::mutex submit_mutex_;
+  std::deque<std::shared_ptr<NetOp>> submitted_;  // under submit_mutex_
+  std::deque<std::shared_ptr<NetOp>> unposted_;   // the proxy's: waiting for room
+  std::vector<std::shared_ptr<NetOp>> in_flight_;  // the proxy's
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;  // set before aborted_
+  std::atomic<clockid_t> thread_clock_{0};
+  std::thread thread_;
+};
+
+}  // namespace symcomm

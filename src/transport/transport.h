@@ -1,0 +1,122 @@
+// How bytes reach one peer. Each peer of a communicator is served by one transport, fixed at
+// init: the first registered kind whose can_connect accepts the peer (`lsa`, load/store
+// through mapped memory, then `net`, a host proxy over libfabric). One communicator mixes
+// them: node peers by load/store, the others by network. A new transport is one folder under
+// src/transport/ whose file registers a TransportKind; nothing else names it.
+//
+// Addresses a transport receives are this rank's symmetric addresses (heap), standing for
+// the same offset on the peer, as the public API takes them; the transport translates them
+// (a mapped pointer for lsa, a remote key and address for net).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/registry.h"
+#include "bootstrap/bootstrap.h"
+#include "memory/heap.h"
+#include "symcomm/symcomm.h"
+#include "topology/topology.h"
+
+namespace symcomm {
+
+// What moves bytes between memory mapped in this process: the memory space's copy engines,
+// copy kernels or CPU copies (rma's backends implement it). `dst`, `src` and `sig` are
+// addresses as mapped here.
+class LoadStoreMover {
+ public:
+  virtual ~LoadStoreMover() = default;
+  virtual void put(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                   symcommStream_t stream) = 0;
+  virtual void get(void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                   symcommStream_t stream) = 0;
+  // Ordered after everything before it on `stream`.
+  virtual void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+                      symcommStream_t stream) = 0;
+};
+
+// What a transport is opened with: the communicator's layers below rma.
+struct TransportContext {
+  Bootstrap& bootstrap;
+  const Topology& topology;
+  Heap& heap;
+  symcommMemorySpace_t space;
+  LoadStoreMover& mover;
+};
+
+// One transport of one communicator, serving the peers the registry gave it. Host-side
+// calls; in the host space each completes in its call (a put's data has landed at the target
+// when it returns), as the host space's load/store operations do.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Whether its peers' memory is mapped here (symcommPtr gives a pointer; kernels reach it).
+  virtual bool load_store() const { return false; }
+  virtual void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                   symcommStream_t stream) = 0;
+  virtual void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                   symcommStream_t stream) = 0;
+  // The target word `sig` is updated only after everything this rank put to `pe` before it
+  // has landed.
+  virtual void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+                      symcommStream_t stream) = 0;
+  // A put followed by a signal; a transport may carry both in one message.
+  virtual void put_signal(int pe, void* dst, const void* src, size_t bytes, uint64_t* sig,
+                          uint64_t value, symcommSignalOp_t op, symcommEngine_t engine,
+                          symcommStream_t stream) {
+    if (bytes) put(pe, dst, src, bytes, engine, stream);
+    signal(pe, sig, value, op, stream);
+  }
+  // Atomic on the target's word (host calls, returning the value before): one path per word,
+  // so that they are atomic with each other whichever rank issues them.
+  virtual uint64_t fetch_add(int pe, uint64_t* word, uint64_t value) = 0;
+  virtual uint64_t compare_swap(int pe, uint64_t* word, uint64_t expected, uint64_t desired) = 0;
+  // Everything this rank issued to its peers through this transport has landed.
+  virtual void quiet(symcommStream_t stream) = 0;
+  // The communicator lost a peer: operations in flight end with symcommPeerLost.
+  virtual void abort() {}
+};
+
+// A family of transports: one registered object per kind, opened once per communicator.
+class TransportKind {
+ public:
+  virtual ~TransportKind() = default;
+  virtual const char* name() const = 0;
+  // Whether this kind can reach world rank `pe` from this rank, and where not, why.
+  virtual Verdict can_connect(const TransportContext& ctx, int pe) const = 0;
+  // Collective over the communicator whenever any rank has a peer of this kind (`peers` may
+  // be empty here): every rank calls it, in the same order. A failure on any rank fails the
+  // communicator's init on every rank with the reason.
+  virtual std::unique_ptr<Transport> open(TransportContext& ctx,
+                                          const std::vector<int>& peers) const = 0;
+};
+
+// The transports of one communicator and the one each peer uses.
+class Transports {
+ public:
+  // Collective: chooses each peer's transport and opens every kind that some rank needs.
+  explicit Transports(TransportContext ctx);
+  ~Transports();
+
+  // The transport of world rank `pe`; throws symcommNotSupported naming, for each kind, why
+  // none can reach it.
+  Transport& to(int pe) const;
+  bool connected(int pe) const { return of_[static_cast<size_t>(pe)] != nullptr; }
+  // "lsa", "net", or "none".
+  const char* name_of(int pe) const;
+  // Why no transport reaches `pe` ("" where one does).
+  const std::string& why_unconnected(int pe) const { return why_[static_cast<size_t>(pe)]; }
+  // Whether `pe` is reached by load/store (its memory is mapped here).
+  bool load_store(int pe) const;
+  void quiet(symcommStream_t stream);
+  void abort();
+
+ private:
+  std::vector<std::unique_ptr<Transport>> open_;
+  std::vector<Transport*> of_;     // per rank; nullptr where none can connect
+  std::vector<std::string> why_;   // per rank: why none can connect
+};
+
+}  // namespace symcomm
