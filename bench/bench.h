@@ -52,7 +52,7 @@ struct CollOptions {
   bool nccl_last = false;          // --nccl-last: NCCL's lines measured after the others
 };
 
-// Options of `symcomm-bench decomp` (decomp_bench.cu; --help lists them).
+// Options of `symcomm-bench decomp` (decomp_options.cc; --help lists them).
 struct DecompOptions {
   std::vector<int64_t> sizes{256, 512, 1024};  // --sizes: n of n^3 grids
   int64_t max_n = 0;                           // --max-n: 0 for no limit
@@ -63,6 +63,7 @@ struct DecompOptions {
   bool contiguous = false;                     // --contiguous: axis-contiguous pencils
   std::vector<std::string> ops;                // --ops: xy,yz,zy,yx timed; empty for all four
   bool graph = false;                          // --graph: each batch one replayed CUDA graph
+  bool autotune = true;                        // --no-autotune clears it
 };
 
 struct Options {
@@ -157,7 +158,8 @@ extern const char* const kCollUsage;
 bool coll_option(Options& opt, int argc, char** argv, int& i);
 int run_coll(Context& ctx);
 
-// symcomm-bench decomp: options parsed like coll's (before the communicator exists).
+// symcomm-bench decomp: options parsed like coll's (before the communicator exists;
+// decomp_options.cc), run by decomp_bench.cu.
 extern const char* const kDecompUsage;
 bool decomp_option(Options& opt, int argc, char** argv, int& i);
 int run_decomp(Context& ctx);
