@@ -1,7 +1,7 @@
 // What a call of the twoshot collectives is on one rank (twoshot.cu has the protocol): the
 // Plan that travels by value into the kernel, a rank's area, the segments, rounds and
 // slices of a call. Host code (the Plan is the kernel's too); the host emulation
-// (tests/unit/twoshot_emulation.cc) makes its plans with these same functions.
+// (tests/unit/twoshot_emulator.h) makes its plans with these same functions.
 #pragma once
 
 #include <algorithm>

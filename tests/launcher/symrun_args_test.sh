@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Tests of symrun, the local launcher. symrun's command line: usage errors (exit code 2, a
+# reason and the usage), a program that cannot be executed, -np as mpirun users type it, and
+# --output DIR.
+# How to run it, and the helpers: symrun_test_lib.sh.
+#
+# The ranks' programs are single-quoted on purpose: the ranks expand their own variables.
+# shellcheck disable=SC2016
+
+CASES=(usage np output)
+
+# Runs symrun with the arguments and expects a usage error: exit code 2, a reason and usage.
+expect_usage_error() {
+  local rc
+  "$SYMRUN" "$@" >"$TEST_DIR/out" 2>"$TEST_DIR/err" </dev/null
+  rc=$?
+  expect_rc "$rc" 2 "symrun $*"
+  [ "$(head -n 1 "$TEST_DIR/err")" != "" ] || fail "symrun $*: no reason on stderr"
+  grep -q '^usage: symrun' "$TEST_DIR/err" || fail "symrun $*: no usage on stderr"
+  [ ! -s "$TEST_DIR/out" ] || fail "symrun $*: wrote to stdout"
+}
+
+case_usage() {
+  local rc
+  expect_usage_error
+  expect_usage_error -n 0 true
+  expect_usage_error -n abc true
+  expect_usage_error -n -1 true
+  expect_usage_error -n 1025 true
+  expect_usage_error -n 2
+  expect_usage_error -n 2 --
+  expect_usage_error -n 2 --gpus x true
+  expect_usage_error -n 2 --gpus 1,,2 true
+  expect_usage_error -n 2 --bogus true
+  expect_usage_error -n 2 --timeout soon true
+  "$SYMRUN" --help >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun --help"
+  expect_grep 'for several nodes use mpirun or srun' "$TEST_DIR/out"
+  "$SYMRUN" -n 1 /nonexistent/prog >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 127 "symrun -n 1 /nonexistent/prog"
+  expect_grep 'cannot execute /nonexistent/prog' "$TEST_DIR/err"
+}
+
+# -np N, as mpirun users type it (and --np N, --np=N).
+case_np() {
+  local rc args
+  for args in "-np 2" "--np 3" "--np=4"; do
+    # shellcheck disable=SC2086  # the options are words
+    "$SYMRUN" $args sh -c 'echo "size $SYMCOMM_NRANKS"' "$TEST_MARK" >"$TEST_DIR/out" \
+      2>"$TEST_DIR/err"
+    rc=$?
+    expect_rc "$rc" 0 "symrun $args"
+    [ "$(grep -c '\] size '"${args: -1}"'$' "$TEST_DIR/out")" -eq "${args: -1}" ] ||
+      fail "symrun $args: $(head -c 300 "$TEST_DIR/out")"
+  done
+}
+
+# --output DIR: each rank's stdout and stderr in files of their own, DIR created; nothing
+# relayed. A DIR that cannot be made is an error before any rank starts.
+case_output() {
+  local rc r
+  "$SYMRUN" -n 2 --output "$TEST_DIR/logs/run" bash -c '
+    echo "out $SYMCOMM_RANK"; printf "tail"; echo "err $SYMCOMM_RANK" >&2' "$TEST_MARK" \
+    >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 0 "symrun --output"
+  for r in 0 1; do
+    [ "$(cat "$TEST_DIR/logs/run/rank.$r.out")" = "$(printf 'out %s\ntail' "$r")" ] ||
+      fail "rank.$r.out: $(head -c 300 "$TEST_DIR/logs/run/rank.$r.out")"
+    grep -qx "err $r" "$TEST_DIR/logs/run/rank.$r.err" ||
+      fail "rank.$r.err: $(head -c 300 "$TEST_DIR/logs/run/rank.$r.err")"
+  done
+  ! grep -q '^\[' "$TEST_DIR/out" "$TEST_DIR/err" || fail "output was also relayed"
+  touch "$TEST_DIR/file"
+  "$SYMRUN" -n 1 --output "$TEST_DIR/file/sub" true >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 1 "symrun --output under a file"
+  expect_grep "^symrun: cannot create $TEST_DIR/file/sub" "$TEST_DIR/err"
+  "$SYMRUN" --help >"$TEST_DIR/out" 2>&1
+  expect_grep '--output DIR' "$TEST_DIR/out"
+}
+
+# shellcheck source=symrun_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/symrun_test_lib.sh"
+symrun_test_main "$@"
