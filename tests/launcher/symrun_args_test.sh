@@ -7,7 +7,7 @@
 # The ranks' programs are single-quoted on purpose: the ranks expand their own variables.
 # shellcheck disable=SC2016
 
-CASES=(usage np output)
+CASES=(usage np nodes output)
 
 # Runs symrun with the arguments and expects a usage error: exit code 2, a reason and usage.
 expect_usage_error() {
@@ -33,10 +33,14 @@ case_usage() {
   expect_usage_error -n 2 --gpus 1,,2 true
   expect_usage_error -n 2 --bogus true
   expect_usage_error -n 2 --timeout soon true
+  expect_usage_error -n 4 --nodes 3 true
+  expect_usage_error -n 4 --nodes 0 true
+  expect_usage_error -n 4 --ranks-per-node 3 true
+  expect_usage_error -n 4 --nodes 2 --ranks-per-node 2 true
   "$SYMRUN" --help >"$TEST_DIR/out" 2>"$TEST_DIR/err"
   rc=$?
   expect_rc "$rc" 0 "symrun --help"
-  expect_grep 'for several nodes use mpirun or srun' "$TEST_DIR/out"
+  expect_grep 'for several machines use mpirun or srun' "$TEST_DIR/out"
   "$SYMRUN" -n 1 /nonexistent/prog >"$TEST_DIR/out" 2>"$TEST_DIR/err"
   rc=$?
   expect_rc "$rc" 127 "symrun -n 1 /nonexistent/prog"
@@ -55,6 +59,29 @@ case_np() {
     [ "$(grep -c '\] size '"${args: -1}"'$' "$TEST_DIR/out")" -eq "${args: -1}" ] ||
       fail "symrun $args: $(head -c 300 "$TEST_DIR/out")"
   done
+}
+
+# --nodes K / --ranks-per-node R: nodes of consecutive ranks, each rank told its node's name,
+# its local rank and the node's size (symcomm's and torchrun's variables alike).
+case_nodes() {
+  local rc args r line
+  for args in "--nodes 2" "--ranks-per-node 2" "--nodes=2"; do
+    # shellcheck disable=SC2086  # the options are words
+    "$SYMRUN" -n 4 $args sh -c \
+      'echo "node $SYMCOMM_NODE_NAME $SYMCOMM_LOCAL_RANK $SYMCOMM_LOCAL_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE"' \
+      "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+    rc=$?
+    expect_rc "$rc" 0 "symrun -n 4 $args"
+    for r in 0 1 2 3; do
+      line="[$r] node symrun-node$((r / 2)) $((r % 2)) 2 $((r % 2)) 2"
+      grep -qxF "$line" "$TEST_DIR/out" || fail "symrun -n 4 $args: no '$line' in $(head -c 300 "$TEST_DIR/out")"
+    done
+  done
+  # Without them the caller's node name is left alone.
+  SYMCOMM_NODE_NAME=mine "$SYMRUN" -n 2 sh -c 'echo "node $SYMCOMM_NODE_NAME $SYMCOMM_LOCAL_SIZE"' \
+    "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  expect_rc "$?" 0 "symrun -n 2 with SYMCOMM_NODE_NAME set"
+  [ "$(grep -c '\] node mine 2$' "$TEST_DIR/out")" -eq 2 ] || fail "node name: $(head -c 300 "$TEST_DIR/out")"
 }
 
 # --output DIR: each rank's stdout and stderr in files of their own, DIR created; nothing
