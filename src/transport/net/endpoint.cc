@@ -4,6 +4,10 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <cstring>
 
 #include "base/log.h"
@@ -29,6 +33,23 @@ struct Name {
   uint8_t data[kMaxName];
 };
 
+// The IPv4 address of network interface `name`, or "" where no interface has that name.
+std::string interface_address(const std::string& name) {
+  if (name.empty()) return "";
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || name != i->ifa_name) continue;
+    char text[INET_ADDRSTRLEN] = {0};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) found = text;
+    break;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
 fi_info* choose(const FabricLib& lib, const std::string& provider, const std::string& domain) {
   fi_info* hints = lib.fi_dupinfo(nullptr);
   SYMCOMM_REQUIRE(hints, symcommOutOfMemory, "fi_allocinfo failed");
@@ -46,8 +67,13 @@ fi_info* choose(const FabricLib& lib, const std::string& provider, const std::st
   hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   if (!domain.empty()) hints->domain_attr->name = strdup(domain.c_str());
+  // A domain that names an interface (tcp's domains do) is also where the endpoint binds:
+  // otherwise tcp listens on every address and peers connect to the host's first one, not to
+  // the interface asked for (lo: traffic must stay on loopback).
+  const std::string source = interface_address(domain);
   fi_info* found = nullptr;
-  int rc = lib.fi_getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &found);
+  int rc = lib.fi_getinfo(FI_VERSION(1, 10), source.empty() ? nullptr : source.c_str(), nullptr,
+                          source.empty() ? 0 : FI_SOURCE, hints, &found);
   lib.fi_freeinfo(hints);
   SYMCOMM_REQUIRE(rc == 0 && found, symcommNotSupported,
                   "no libfabric provider offers what the net transport needs (RMA and messages "
@@ -78,13 +104,8 @@ FabricEndpoint::FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks)
       fi_cq_attr cq_attr{};
       cq_attr.format = FI_CQ_FORMAT_DATA;
       cq_attr.size = 4096;
-      cq_attr.wait_obj = FI_WAIT_UNSPEC;
-      if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) == 0) {
-        can_block_ = true;
-      } else {
-        cq_attr.wait_obj = FI_WAIT_NONE;  // the proxy then sleeps between polls when idle
-        SYMCOMM_FI(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
-      }
+      cq_attr.wait_obj = FI_WAIT_NONE;  // the proxy polls (proxy.cc says why)
+      SYMCOMM_FI(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
       fi_av_attr av_attr{};
       av_attr.type = FI_AV_TABLE;
       av_attr.count = static_cast<size_t>(nranks);

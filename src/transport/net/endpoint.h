@@ -40,8 +40,6 @@ class FabricEndpoint {
   fid_ep* ep() const { return ep_; }
   fid_cq* cq() const { return cq_; }
   fi_addr_t addr(int pe) const { return addrs_[static_cast<size_t>(pe)]; }
-  // Whether fi_cq_sread can block (the completion queue has a wait object).
-  bool can_block() const { return can_block_; }
   // "tcp;ofi_rxm on lo, libfabric 1.17".
   std::string describe() const;
   size_t max_message() const { return max_message_; }
@@ -66,7 +64,6 @@ class FabricEndpoint {
   fid_ep* ep_ = nullptr;
   std::vector<fi_addr_t> addrs_;
   bool virt_addr_ = false;
-  bool can_block_ = false;
   size_t max_message_ = 0;
   mutable std::mutex regions_mutex_;  // registration (app thread) against lookups (any)
   std::vector<Region> regions_;

@@ -16,9 +16,16 @@ namespace symcomm {
 
 namespace {
 
-constexpr int kReceives = 64;        // posted receive buffers
-constexpr auto kSpin = std::chrono::microseconds(200);  // polling after the last activity
-constexpr int kBlockMs = 100;        // an idle proxy's longest sleep between looks
+constexpr int kReceives = 64;  // posted receive buffers
+// A caller polls its operation this long before it sleeps on the condition variable.
+constexpr auto kCallerSpin = std::chrono::microseconds(50);
+// The proxy polls without sleeping this long after its last activity, then sleeps between
+// polls, each sleep twice the last, from kFirstNap up to kLongestNap (or until a caller hands
+// it work). The completion queue's wait object is not used: tcp's does not wake for data
+// that arrives while nobody drives progress (measured: a wait of 100 ms held each message).
+constexpr auto kProxySpin = std::chrono::microseconds(500);
+constexpr auto kFirstNap = std::chrono::microseconds(20);
+constexpr auto kLongestNap = std::chrono::microseconds(1000);
 
 using Clock = std::chrono::steady_clock;
 
@@ -42,7 +49,7 @@ Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply)
 
 Proxy::~Proxy() {
   stop_.store(true);
-  fi_cq_signal(ep_.cq());
+  wake_.notify_all();
   thread_.join();
   fail_all("the communicator is being finalized");
 }
@@ -66,13 +73,13 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     submitted_.push_back(std::move(op));
   }
-  fi_cq_signal(ep_.cq());
+  wake_.notify_one();
 }
 
 void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what) {
   const auto start = Clock::now();
   // A short spin first: small operations over a fast link complete in microseconds.
-  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kSpin) {
+  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kCallerSpin) {
   }
   std::unique_lock<std::mutex> lock(op.mutex);
   while (op.state.load(std::memory_order_acquire) == 0) {
@@ -98,7 +105,7 @@ void Proxy::finish(NetOp& op, symcommResult_t code, const std::string& error) {
 void Proxy::abort(const std::string& why) {
   abort_reason_ = why;
   aborted_.store(true);
-  fi_cq_signal(ep_.cq());
+  wake_.notify_all();
 }
 
 void Proxy::fail_all(const std::string& why) {
@@ -224,6 +231,7 @@ void Proxy::run() {
   }
   fi_cq_data_entry entries[16];
   auto last_activity = Clock::now();
+  std::chrono::microseconds nap = kFirstNap;
   while (!stop_.load()) {
     thread_fault_point("net proxy");
     bool active = false;
@@ -263,23 +271,19 @@ void Proxy::run() {
                                     }),
                      in_flight_.end());
     const auto now = Clock::now();
-    if (active) {
-      last_activity = now;
+    if (active || !in_flight_.empty() || !unposted_.empty()) {
+      if (active) last_activity = now;
+      nap = kFirstNap;
       continue;
     }
-    if (!in_flight_.empty() || !unposted_.empty() || now - last_activity < kSpin) continue;
-    // Idle: sleep until the provider has something or a caller signals the queue.
-    if (ep_.can_block()) {
-      n = fi_cq_sread(ep_.cq(), entries, 1, nullptr, kBlockMs);
-      if (n > 0) {
-        on_completion(entries[0]);
-        last_activity = Clock::now();
-      } else if (n == -FI_EAVAIL) {
-        on_error();
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (now - last_activity < kProxySpin) {
+      std::this_thread::yield();  // other ranks may share the core
+      continue;
     }
+    // Idle: sleep, longer each time, until a caller hands over work.
+    std::unique_lock<std::mutex> lock(submit_mutex_);
+    if (submitted_.empty() && !stop_.load() && !aborted_.load()) wake_.wait_for(lock, nap);
+    nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kLongestNap));
   }
 }
 

@@ -1,9 +1,10 @@
 // The net transport's proxy: one thread per communicator that owns the endpoint's data path.
 // Callers hand it operations (writes, reads, messages) and wait for them; it posts them,
 // reads the completion queue, applies what peers' messages ask of this rank's memory
-// (signals, eager put-signals, atomics) and answers them. While operations are in flight it
-// polls; once idle it blocks on the completion queue's wait object (fi_cq_sread), so that an
-// idle rank costs no core, and a caller wakes it (fi_cq_signal) when it hands over work.
+// (signals, eager put-signals, atomics) and answers them. While operations are in flight, and
+// shortly after, it polls; once idle it sleeps between polls, longer each time up to a
+// millisecond, so that an idle rank costs next to no core; a caller that hands it work wakes
+// it at once.
 #pragma once
 
 #include <rdma/fi_eq.h>
@@ -95,6 +96,7 @@ class Proxy {
   std::vector<std::unique_ptr<Receive>> receives_;
 
   std::mutex submit_mutex_;
+  std::condition_variable wake_;  // with submit_mutex_: work was handed over, or stop
   std::deque<std::shared_ptr<NetOp>> submitted_;  // under submit_mutex_
   std::deque<std::shared_ptr<NetOp>> unposted_;   // the proxy's: waiting for room
   std::vector<std::shared_ptr<NetOp>> in_flight_;  // the proxy's

@@ -1,0 +1,239 @@
+// Faults of the net transport, host space, ranks formed into nodes by `symrun --nodes`
+// (every peer of another node reached over the network). Run as every rank under
+// `symrun --keep-going -n N --nodes N mp_net_fault SCENARIO`:
+//
+// dies-during-put      the last rank dies while rank 0 streams 64 MiB puts to it (and the
+//                      others wait for a signal): rank 0's put in flight (or the next) fails
+//                      with symcommPeerLost within the peer timeout, and nothing hangs.
+// dies-during-barrier  the last rank dies while the others wait in a barrier of the world
+//                      that crosses nodes: symcommPeerLost within the bound.
+// connection-cut       rank 0 puts 64 MiB to rank 1, round after round, and in some rounds
+//                      destroys the network transport's TCP connections of its process under
+//                      the put (ss -K): each put either completes or fails with
+//                      symcommPeerLost, none hangs, every put that reported success has
+//                      landed (rank 1 checks each), and later puts work again.
+// no-libfabric         SYMCOMM_FABRIC_LIBRARY names no library: init fails on every rank with
+//                      symcommNotSupported naming it, where a peer needs the network; on one
+//                      node (no such peer) init succeeds.
+// unknown-provider     SYMCOMM_NET_PROVIDER names no provider: init fails on every rank,
+//                      naming it.
+//
+// The victim of the dies-* scenarios forks: its child plays the victim and the parent exits
+// 0 once the child is gone, so that symrun's exit code says whether the survivors passed.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "symcomm/symcomm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int fail(const std::string& scenario, int rank, const std::string& why) {
+  std::fprintf(stderr, "FAIL %s rank %d: %s\n", scenario.c_str(), rank, why.c_str());
+  return 1;
+}
+
+symcommComm_t init(symcommResult_t* rc) {
+  symcommConfig_t cfg;
+  symcommConfigInit(&cfg);
+  cfg.space = symcommSpaceHost;
+  symcommComm_t comm = nullptr;
+  *rc = symcommInitFromEnv(&comm, &cfg);
+  return comm;
+}
+
+uint8_t byte_of(uint64_t what, size_t i) { return static_cast<uint8_t>((what * 131 + i * 7) >> 2); }
+
+// The process's TCP connections to loopback, as "local port" numbers (ss, this pid).
+std::set<std::string> my_connections() {
+  std::set<std::string> ports;
+  const std::string cmd = "ss -tnpH state established 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return ports;
+  char line[1024];
+  const std::string pid = "pid=" + std::to_string(getpid()) + ",";
+  while (fgets(line, sizeof line, f)) {
+    std::string l = line;
+    if (l.find(pid) == std::string::npos) continue;
+    // Recv-Q Send-Q Local:Port Peer:Port ...
+    char local[256] = {0};
+    if (std::sscanf(l.c_str(), "%*s %*s %255s", local) != 1) continue;
+    std::string s = local;
+    ports.insert(s.substr(s.rfind(':') + 1));
+  }
+  pclose(f);
+  return ports;
+}
+
+int dies(const std::string& scenario, int rank, int nranks) {
+  const int victim = nranks - 1;
+  if (rank == victim) {
+    const pid_t child = fork();
+    if (child < 0) return 1;
+    if (child == 0) {
+      symcommResult_t rc;
+      symcommComm_t comm = init(&rc);
+      if (!comm) _exit(3);
+      void* buf = nullptr;
+      if (symcommMalloc(comm, 64 << 20, &buf) != symcommSuccess) _exit(4);
+      if (symcommHostBarrier(comm) != symcommSuccess) _exit(5);
+      // Die while the others are inside their calls.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      raise(SIGKILL);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? 0 : 1;
+  }
+  symcommResult_t rc;
+  symcommComm_t comm = init(&rc);
+  if (!comm) return fail(scenario, rank, symcommGetLastError());
+  void* buf = nullptr;
+  if (symcommMalloc(comm, 64 << 20, &buf) != symcommSuccess)
+    return fail(scenario, rank, symcommGetLastError());
+  std::vector<char> src(64 << 20, 1);
+  std::memset(buf, 0, 8);
+  if (symcommHostBarrier(comm) != symcommSuccess) return fail(scenario, rank, symcommGetLastError());
+  const double peer_timeout = std::atof(std::getenv("SYMCOMM_PEER_TIMEOUT"));
+  const auto start = Clock::now();
+  if (scenario == "dies-during-put") {
+    do {
+      // The others wait for a word nobody sets: the loss ends that too.
+      rc = rank == 0 ? symcommPutOnStream(comm, buf, src.data(), src.size(), victim,
+                                          symcommEngineAuto, nullptr)
+                     : symcommSignalWaitOnStream(comm, static_cast<uint64_t*>(buf),
+                                                 symcommCmpEq, 1, nullptr);
+    } while (rc == symcommSuccess && since(start) < 60);
+  } else {
+    rc = symcommBarrierOnStream(comm, SYMCOMM_TEAM_WORLD, nullptr);
+  }
+  const double took = since(start);
+  std::printf("%s rank %d: %s after %.2f s: %s\n", scenario.c_str(), rank,
+              symcommGetErrorString(rc), took, symcommGetLastError());
+  if (rc != symcommPeerLost) return fail(scenario, rank, "expected symcommPeerLost");
+  // The bound and room for a loaded machine.
+  if (took > peer_timeout + 8) return fail(scenario, rank, "noticed too late");
+  symcommFinalize(comm);
+  return 0;
+}
+
+int connection_cut(int rank) {
+  const std::string s = "connection-cut";
+  symcommResult_t rc;
+  symcommComm_t comm = init(&rc);
+  if (!comm) return fail(s, rank, symcommGetLastError());
+  constexpr int kRounds = 12;
+  constexpr size_t kBytes = 64 << 20;  // tens of milliseconds on loopback: cut mid-way
+  char* slot = nullptr;
+  if (symcommMalloc(comm, kBytes, reinterpret_cast<void**>(&slot)) != symcommSuccess)
+    return fail(s, rank, symcommGetLastError());
+  // The bootstrap's connections exist now; the network transport's come with the first put.
+  const std::set<std::string> before = my_connections();
+  std::vector<char> src(kBytes);
+  int cuts = 0, failed = 0, checked = 0;
+  for (int k = 0; k < kRounds; ++k) {
+    std::memset(slot, 0, kBytes);
+    if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+    uint8_t done = 0;
+    if (rank == 0) {
+      for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>(byte_of(k + 1, i));
+      std::thread cutter;
+      if (k % 4 == 2) {
+        // Cut the network transport's connections (those made since init) under the put.
+        std::string cmd = "true";
+        for (const std::string& port : my_connections())
+          if (!before.count(port)) cmd += " ; ss -K src 127.0.0.1 sport = :" + port + " >/dev/null 2>&1";
+        if (cmd != "true") {
+          ++cuts;
+          cutter = std::thread([cmd] {
+            if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "ss -K failed\n");
+          });
+        }
+      }
+      const auto start = Clock::now();
+      rc = symcommPutOnStream(comm, slot, src.data(), kBytes, 1, symcommEngineAuto, nullptr);
+      if (cutter.joinable()) cutter.join();
+      if (since(start) > 30) return fail(s, rank, "a put took longer than 30 s");
+      if (rc == symcommSuccess) done = 1;
+      else if (rc == symcommPeerLost) ++failed;
+      else return fail(s, rank, std::string("unexpected error: ") + symcommGetLastError());
+    }
+    // Rank 0 tells whether its put reported success; rank 1 then checks that it landed.
+    uint8_t all[2] = {0, 0};
+    if (symcommHostAllgather(comm, &done, all, 1) != symcommSuccess)
+      return fail(s, rank, symcommGetLastError());
+    if (rank == 1 && all[0]) {
+      ++checked;
+      for (size_t i = 0; i < kBytes; ++i)
+        if (static_cast<uint8_t>(slot[i]) != byte_of(k + 1, i))
+          return fail(s, rank, "put " + std::to_string(k) + " reported done but did not land");
+    }
+    if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  }
+  if (rank == 0) {
+    std::printf("connection-cut: %d cuts, %d of %d puts failed with symcommPeerLost, the rest "
+                "reported done\n", cuts, failed, kRounds);
+    if (cuts == 0) return fail(s, rank, "found no connection of the network transport to cut");
+  }
+  if (rank == 1) std::printf("connection-cut: %d puts reported done, each landed\n", checked);
+  symcommFinalize(comm);
+  return 0;
+}
+
+int init_fails(const std::string& scenario, int rank, int nranks) {
+  if (scenario == "no-libfabric") setenv("SYMCOMM_FABRIC_LIBRARY", "/nonexistent/libfabric.so.1", 1);
+  else setenv("SYMCOMM_NET_PROVIDER", "no-such-provider", 1);
+  symcommResult_t rc;
+  symcommComm_t comm = init(&rc);
+  const std::string said = symcommGetLastError();
+  std::printf("%s rank %d: %s: %s\n", scenario.c_str(), rank, symcommGetErrorString(rc),
+              said.c_str());
+  int nodes = 1;
+  if (const char* local = std::getenv("SYMCOMM_LOCAL_SIZE")) nodes = nranks / std::atoi(local);
+  if (nodes == 1) {
+    // No peer needs the network: nothing loads it.
+    if (rc != symcommSuccess) return fail(scenario, rank, "one node: init should succeed");
+    symcommFinalize(comm);
+    return 0;
+  }
+  if (comm) return fail(scenario, rank, "init succeeded");
+  const std::string named = scenario == "no-libfabric" ? "/nonexistent/libfabric.so.1"
+                                                       : "no-such-provider";
+  if (said.find(named) == std::string::npos) return fail(scenario, rank, "the error does not name " + named);
+  if (scenario == "no-libfabric" && rc != symcommNotSupported)
+    return fail(scenario, rank, "expected symcommNotSupported");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  const char* r = std::getenv("SYMCOMM_RANK");
+  const char* n = std::getenv("SYMCOMM_NRANKS");
+  if (!r || !n) return fail(scenario, -1, "run under symrun");
+  const int rank = std::atoi(r), nranks = std::atoi(n);
+  if (scenario == "dies-during-put" || scenario == "dies-during-barrier")
+    return dies(scenario, rank, nranks);
+  if (scenario == "connection-cut") return connection_cut(rank);
+  if (scenario == "no-libfabric" || scenario == "unknown-provider")
+    return init_fails(scenario, rank, nranks);
+  std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|connection-cut|"
+                       "no-libfabric|unknown-provider\n");
+  return 2;
+}
