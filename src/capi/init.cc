@@ -103,7 +103,7 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   timer.done("heap windows");
   comm->registrations =
       std::make_unique<Registrations>(bs, comm->topology, *comm->space, *comm->heap);
-  comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, kind);
+  comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, *comm->registrations, kind);
   RmaBackend* backend = &comm->rma->backend();
   comm->copies = make_copies(kind, comm->topology, *comm->rma, *comm->heap);
   comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->registrations,

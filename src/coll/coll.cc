@@ -111,6 +111,30 @@ std::string CollContext::unreachable_member(const CollArgs& a) const {
   return "";
 }
 
+void CollContext::put_to(const CollArgs& a, int member, void* dst, const void* src, size_t bytes,
+                         symcommEngine_t engine) {
+  const int pe = a.team.world_of(member);
+  rma_.transports().to(pe).put(pe, dst, src, bytes, engine, a.stream);
+}
+
+std::string CollContext::unconnected_member(const CollArgs& a) const {
+  for (int j = 0; j < a.team.size; ++j)
+    if (!rma_.transports().connected(a.team.world_of(j)))
+      return rma_.transports().why_unconnected(a.team.world_of(j));
+  return "";
+}
+
+bool CollContext::writable_in_place(const CollArgs& a, const void* p, size_t bytes) const {
+  if (!addressable(p, bytes)) return false;
+  if (heap_.contains(p)) return true;
+  for (int j = 0; j < a.team.size; ++j) {
+    const int pe = a.team.world_of(j);
+    if (!rma_.transports().connected(pe) || !rma_.transports().to(pe).registered_buffers())
+      return false;
+  }
+  return true;
+}
+
 bool CollContext::addressable(const void* p, size_t bytes) const {
   if (heap_.contains(p)) return bytes <= heap_.mapped() - heap_.offset_of(p);
   return registrations_.find(p, bytes) != nullptr;

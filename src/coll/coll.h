@@ -134,6 +134,17 @@ class CollContext {
   // `p` (this rank's symmetric address, or an address in a registered buffer) on team
   // member `member`, as mapped here.
   char* on(const CollArgs& a, const void* p, int member) const;
+  // Puts `bytes` from `src` (this rank's memory) to `dst` on team member `member`, through
+  // the member's transport; `dst` is this rank's symmetric (or registered) address of the
+  // place, as in on().
+  void put_to(const CollArgs& a, int member, void* dst, const void* src, size_t bytes,
+              symcommEngine_t engine = symcommEngineCe);
+  // Every member of the call's team has a transport ("" where so; else the first member
+  // without one, and why).
+  std::string unconnected_member(const CollArgs& a) const;
+  // addressable(p, bytes), and every member's transport reaches p there: the heap, or a
+  // registered buffer where every member is reached by a transport that maps those.
+  bool writable_in_place(const CollArgs& a, const void* p, size_t bytes) const;
   // Every member of the call's team is load/store accessible from here.
   bool reaches_team(const CollArgs& a) const;
   // Why reaches_team(a) is false: the first member out of reach and why ("" where none is).

@@ -1,5 +1,6 @@
 // The "copy" algorithm: every collective as puts (copy engines on GPUs, memcpy on the host)
-// into the members' memory, with team barriers around them. Symmetric receive buffers are
+// into the members' memory, through each member's transport (so it also runs on teams that
+// span nodes: load/store on the node, the network beyond), with team barriers around them. Symmetric receive buffers are
 // written in place (and registered ones, symcommRegister); otherwise data goes through the workspace in pieces, one slot per
 // member: a barrier (the previous piece's slots are free), the puts, a barrier (every
 // member's piece arrived), then local copies or a local reduction out of the slots.
@@ -22,6 +23,7 @@ constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"copy", "puts between team barriers"};
   d.spaces = kCudaSpace | kHostSpace;
   d.device_counts = kHostSpace;
+  d.load_store = false;  // every member needs a transport (own_conditions)
   d.uncapturable_ops = op_bit(CollOp::AllToAllv);
   d.why_uncapturable = "reads every member's counts back on the host, which a stream being "
                        "captured cannot do";
@@ -31,6 +33,14 @@ constexpr CollDescriptor kDescriptor = [] {
 class CopyAlgorithm final : public CollAlgorithm {
  public:
   CopyAlgorithm() : CollAlgorithm(kDescriptor) {}
+
+ protected:
+  Verdict own_conditions(const CollArgs& a, const CollContext& ctx) const override {
+    if (std::string why = ctx.unconnected_member(a); !why.empty()) return Verdict::no(why);
+    return Verdict::yes();
+  }
+
+ public:
 
   void run(const CollArgs& a, CollContext& ctx) override {
     if (a.op == CollOp::AllToAllv) {
@@ -60,10 +70,10 @@ class CopyAlgorithm final : public CollAlgorithm {
   void gather(const CollArgs& a, CollContext& ctx, size_t block, bool to_all) {
     const int n = a.team.size;
     auto source = [&](int j) { return a.send + (to_all ? static_cast<size_t>(j) * block : 0); };
-    if (ctx.addressable(a.recv, block * static_cast<size_t>(n))) {
+    if (ctx.writable_in_place(a, a.recv, block * static_cast<size_t>(n))) {
       ctx.barrier(a);  // every member is done with its receive buffer
       for (int j = 0; j < n; ++j)
-        put(a, ctx, ctx.on(a, a.recv + static_cast<size_t>(a.me) * block, j), source(j), block);
+        ctx.put_to(a, j, a.recv + static_cast<size_t>(a.me) * block, source(j), block);
       ctx.barrier(a);
       return;
     }
@@ -73,7 +83,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       const size_t len = std::min(slot, block - off);
       ctx.barrier(a);
       for (int j = 0; j < n; ++j)
-        put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), source(j) + off, len);
+        ctx.put_to(a, j, ws + static_cast<size_t>(a.me) * slot, source(j) + off, len);
       ctx.barrier(a);
       for (int j = 0; j < n; ++j)
         put(a, ctx, a.recv + static_cast<size_t>(j) * block + off, ws + static_cast<size_t>(j) * slot, len);
@@ -106,11 +116,11 @@ class CopyAlgorithm final : public CollAlgorithm {
     // address: a member that receives nothing may pass any recv (NULL, or another object of
     // the heap, which the others would then take for its receive buffer when this member
     // writes into theirs at its own recv's place).
-    mine[words - 1] = a.recv && extent > 0 && ctx.addressable(a.recv, extent);
+    mine[words - 1] = a.recv && extent > 0 && ctx.writable_in_place(a, a.recv, extent);
     char* ws = ctx.workspace();
     ctx.barrier(a);  // every member is in the call: its workspace and receive buffer are free
     for (int j = 0; j < n; ++j)
-      put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * row, j), mine.data(), row);
+      ctx.put_to(a, j, ws + static_cast<size_t>(a.me) * row, mine.data(), row);
     ctx.barrier(a);
     ctx.backend().get(all.data(), ws, row * static_cast<size_t>(n), symcommEngineCe, a.stream);
     ctx.backend().synchronize(a.stream);
@@ -133,7 +143,7 @@ class CopyAlgorithm final : public CollAlgorithm {
     if (in_place) {
       for (int j = 0; j < n; ++j)
         if (a.send_counts[j])
-          put(a, ctx, ctx.on(a, a.recv + at(j, 2, a.me) * a.elem, j), send_of(j),
+          ctx.put_to(a, j, a.recv + at(j, 2, a.me) * a.elem, send_of(j),
               a.send_counts[j] * a.elem);
       ctx.barrier(a);
       return;
@@ -144,7 +154,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       ctx.barrier(a);
       for (int j = 0; j < n; ++j)
         if (size_t len = piece(a.send_counts[j] * a.elem))
-          put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), send_of(j) + off, len);
+          ctx.put_to(a, j, ws + static_cast<size_t>(a.me) * slot, send_of(j) + off, len);
       ctx.barrier(a);
       for (int i = 0; i < n; ++i)
         if (size_t len = piece(a.recv_counts[i] * a.elem))
@@ -169,7 +179,7 @@ class CopyAlgorithm final : public CollAlgorithm {
     char* ws = ctx.workspace();
     ctx.barrier(a);  // every member is in the call: its workspace is free
     for (int j = 0; j < n; ++j)
-      put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * row, j), mine.data(), row);
+      ctx.put_to(a, j, ws + static_cast<size_t>(a.me) * row, mine.data(), row);
     ctx.barrier(a);
     ctx.backend().get(all.data(), ws, row * nn, symcommEngineCe, a.stream);
     ctx.backend().synchronize(a.stream);
@@ -213,11 +223,11 @@ class CopyAlgorithm final : public CollAlgorithm {
   void broadcast(const CollArgs& a, CollContext& ctx, size_t block) {
     const int n = a.team.size;
     const bool root = a.me == a.root;
-    if (ctx.addressable(a.recv, block)) {
+    if (ctx.writable_in_place(a, a.recv, block)) {
       ctx.barrier(a);
       if (root)
         for (int j = 0; j < n; ++j)
-          if (j != a.me || a.send != a.recv) put(a, ctx, ctx.on(a, a.recv, j), a.send, block);
+          if (j != a.me || a.send != a.recv) ctx.put_to(a, j, a.recv, a.send, block);
       ctx.barrier(a);
       return;
     }
@@ -227,7 +237,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       const size_t len = std::min(slot, block - off);
       ctx.barrier(a);
       if (root)
-        for (int j = 0; j < n; ++j) put(a, ctx, ctx.on(a, ws, j), a.send + off, len);
+        for (int j = 0; j < n; ++j) ctx.put_to(a, j, ws, a.send + off, len);
       ctx.barrier(a);
       if (!root || a.send != a.recv) put(a, ctx, a.recv + off, ws, len);
     }
@@ -244,7 +254,7 @@ class CopyAlgorithm final : public CollAlgorithm {
       ctx.barrier(a);
       for (int j = 0; j < n; ++j) {
         const char* src = a.send + (scatter ? static_cast<size_t>(j) * block : 0) + off;
-        put(a, ctx, ctx.on(a, ws + static_cast<size_t>(a.me) * slot, j), src, len);
+        ctx.put_to(a, j, ws + static_cast<size_t>(a.me) * slot, src, len);
       }
       ctx.barrier(a);
       ctx.copies().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);

@@ -4,7 +4,8 @@
 
 namespace symcomm {
 
-Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemorySpace_t space)
+Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap,
+         const Registrations& registrations, symcommMemorySpace_t space)
     : bootstrap_(bootstrap), topology_(topology),
       teams_(topology.nranks, topology.local_ranks) {
   const int n = topology.nranks;
@@ -16,7 +17,7 @@ Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemo
     backend_->clear(area_, RmaLayout::area_bytes(n));
   });
   transports_ = std::make_unique<Transports>(
-      TransportContext{bootstrap, topology, heap, space, *backend_});
+      TransportContext{bootstrap, topology, heap, registrations, space, *backend_});
   peer_slots_.resize(SYMCOMM_MAX_TEAMS);
   for (symcommTeam_t id = 0; id < SYMCOMM_MAX_TEAMS; ++id)
     for (int r = 0; r < n; ++r)

@@ -81,7 +81,8 @@ class Rma {
  public:
   // Collective: allocates and clears the barrier area, sets up the backend and every peer's
   // transport.
-  Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap, symcommMemorySpace_t space);
+  Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap,
+      const Registrations& registrations, symcommMemorySpace_t space);
 
   const TeamTable& teams() const { return teams_; }
   // Collective over the communicator. Members of `parent` pass the same arguments

@@ -5,8 +5,10 @@
 // src/transport/ whose file registers a TransportKind; nothing else names it.
 //
 // Addresses a transport receives are this rank's symmetric addresses (heap), standing for
-// the same offset on the peer, as the public API takes them; the transport translates them
-// (a mapped pointer for lsa, a remote key and address for net).
+// the same offset on the peer, as the public API takes them, or addresses in a registered
+// buffer (symcommRegister), standing for the same offset of the peer's; the transport
+// translates them (a mapped pointer for lsa, a remote key and address for net). A transport
+// says whether it reaches registered buffers (registered_buffers()); net does not yet.
 #pragma once
 
 #include <memory>
@@ -16,6 +18,7 @@
 #include "base/registry.h"
 #include "bootstrap/bootstrap.h"
 #include "memory/heap.h"
+#include "memory/registration.h"
 #include "symcomm/symcomm.h"
 #include "topology/topology.h"
 
@@ -41,6 +44,7 @@ struct TransportContext {
   Bootstrap& bootstrap;
   const Topology& topology;
   Heap& heap;
+  const Registrations& registrations;
   symcommMemorySpace_t space;
   LoadStoreMover& mover;
 };
@@ -54,6 +58,8 @@ class Transport {
   virtual const char* name() const = 0;
   // Whether its peers' memory is mapped here (symcommPtr gives a pointer; kernels reach it).
   virtual bool load_store() const { return false; }
+  // Whether it reaches the peers' registered buffers (else only their heaps).
+  virtual bool registered_buffers() const { return false; }
   virtual void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
                    symcommStream_t stream) = 0;
   virtual void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,

@@ -28,6 +28,9 @@ struct Caps : symcommCollAlgorithmInfo_t {
            does(symcommCollAllToAllv) || does(symcommCollBroadcast);
   }
   bool fits(int team_size) const { return max_team == 0 || team_size <= max_team; }
+  // Whether it reaches a team whose members are on `nodes` nodes (one where it needs
+  // load/store reach of every member).
+  bool reaches(int nodes) const { return !load_store || nodes <= 1; }
   // Whether the descriptor lets it run `op` over a team of `n` in `space` on buffers that are
   // symmetric (or registered) or not, outside a capture. Its own conditions (a library that
   // loads, resident blocks) may still refuse.

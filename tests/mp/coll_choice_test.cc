@@ -62,7 +62,7 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
       // A symmetric all-gather of 4 KB on at most 8 ranks: the table's first matching row is
       // sm's (or ll's, 2 ranks), which cannot run in the host space; a later matching row's,
       // direct, is taken before the registry's order (copy).
-      if (!cuda && op == symcommCollAllGather && n <= 8) {
+      if (!cuda && op == symcommCollAllGather && n <= 8 && mp::nodes() == 1) {
         EXPECT_STREQ(name, "direct");
       }
     }
@@ -77,7 +77,7 @@ TEST(CollChoice, FollowsSymcommCollAlgo) {
     mp::ScopedEnv env("SYMCOMM_COLL_ALGO", algo);
     for (symcommCollOp_t op : {symcommCollAllGather, symcommCollAllReduce}) {
       SCOPED_TRACE(algo + (op == symcommCollAllGather ? " all-gather" : " all-reduce"));
-      const bool runs = caps.declares(op, mp::space(), n, true);
+      const bool runs = caps.declares(op, mp::space(), n, true) && caps.reaches(mp::nodes());
       const char* name = nullptr;
       const symcommResult_t asked = query(op, &name);
       const std::string why_asked = symcommGetLastError();
@@ -175,7 +175,8 @@ TEST(CollChoice, AlgorithmInfoAndCanRunFollowTheDescriptors) {
         const symcommResult_t rc =
             symcommCollAlgorithmCanRun(comm, w, op, 64, symcommInt32, symmetric, caps.name);
         const std::string why = symcommGetLastError();
-        const bool declared = caps.declares(op, mp::space(), n, symmetric != 0);
+        const bool declared =
+            caps.declares(op, mp::space(), n, symmetric != 0) && caps.reaches(mp::nodes());
         if (rc == symcommNotSupported && declared && caps.library) continue;  // missing
         EXPECT_EQ(rc, declared ? symcommSuccess : symcommNotSupported) << why;
         if (rc != symcommNotSupported) continue;

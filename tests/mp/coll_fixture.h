@@ -44,7 +44,8 @@ class Coll : public ::testing::TestWithParam<std::string> {
     // Where its descriptor says it cannot run here (another memory space, a larger team),
     // the library refuses it too (checked), and its tests skip.
     const symcommCollOp_t op = caps_.first_op();
-    if (!caps_.runs_in(mp::space()) || !caps_.fits(n_)) {
+    // An algorithm that needs load/store reach skips where the world spans nodes.
+    if (!caps_.runs_in(mp::space()) || !caps_.fits(n_) || !caps_.reaches(mp::nodes())) {
       ASSERT_EQ(symcommCollAlgorithmCanRun(comm_, SYMCOMM_TEAM_WORLD, op, 1, symcommFloat32,
                                            caps_.in_place_recv, algo_), symcommNotSupported);
       GTEST_SKIP() << algo_ << " does not run here: " << symcommGetLastError();

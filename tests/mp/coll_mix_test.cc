@@ -310,7 +310,7 @@ class CollMix : public ::testing::Test {
   bool refusal_expected(const MixCall& c) const {
     const coll_caps::Caps caps = coll_caps::of(c.algo);
     return caps.library != nullptr || !caps.runs_in(mp::space()) ||
-           !caps.fits(teams_.size(c.kind));
+           !caps.fits(teams_.size(c.kind)) || !caps.reaches(mp::nodes());
   }
 
   // Issues the whole sequence on the stream, no synchronisation between calls. A call whose

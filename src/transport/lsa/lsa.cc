@@ -3,6 +3,7 @@
 // movers (copy engines, copy kernels, CPU copies) on its mapped address.
 #include <atomic>
 
+#include "memory/peer_address.h"
 #include "transport/transport.h"
 
 namespace symcomm {
@@ -11,9 +12,11 @@ namespace {
 
 class Lsa final : public Transport {
  public:
-  explicit Lsa(TransportContext& ctx) : heap_(ctx.heap), mover_(ctx.mover), space_(ctx.space) {}
+  explicit Lsa(TransportContext& ctx)
+      : heap_(ctx.heap), registrations_(ctx.registrations), mover_(ctx.mover), space_(ctx.space) {}
   const char* name() const override { return "lsa"; }
   bool load_store() const override { return true; }
+  bool registered_buffers() const override { return true; }
 
   void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
            symcommStream_t stream) override {
@@ -39,7 +42,7 @@ class Lsa final : public Transport {
 
  private:
   char* at(const void* sym, int pe) const {
-    return static_cast<char*>(heap_.peer_ptr(sym, pe));
+    return peer_address(heap_, &registrations_, sym, pe);
   }
   uint64_t* host_word(uint64_t* word, int pe) const {
     SYMCOMM_REQUIRE(space_ == symcommSpaceHost, symcommNotSupported,
@@ -49,6 +52,7 @@ class Lsa final : public Transport {
   }
 
   Heap& heap_;
+  const Registrations& registrations_;
   LoadStoreMover& mover_;
   symcommMemorySpace_t space_;
 };
