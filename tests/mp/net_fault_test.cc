@@ -7,7 +7,8 @@
 //                      with symcommPeerLost within the peer timeout, and nothing hangs.
 // dies-during-barrier  the last rank dies while the others wait in a barrier of the world
 //                      that crosses nodes: symcommPeerLost within the bound.
-// connection-cut       rank 0 puts 64 MiB to rank 1, round after round, and in some rounds
+// connection-cut       (needs ss from iproute2; exit code 77 without it)
+//                      rank 0 puts 64 MiB to rank 1, round after round, and in some rounds
 //                      destroys the network transport's TCP connections of its process under
 //                      the put (ss -K): each put either completes or fails with
 //                      symcommPeerLost, none hangs, every put that reported success has
@@ -230,7 +231,14 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(r), nranks = std::atoi(n);
   if (scenario == "dies-during-put" || scenario == "dies-during-barrier")
     return dies(scenario, rank, nranks);
-  if (scenario == "connection-cut") return connection_cut(rank);
+  if (scenario == "connection-cut") {
+    // Every rank decides alike: ss (iproute2) is on this machine or not.
+    if (std::system("ss -V >/dev/null 2>&1") != 0) {
+      std::printf("SKIP: connection-cut needs ss (iproute2) to destroy connections\n");
+      return 77;
+    }
+    return connection_cut(rank);
+  }
   if (scenario == "no-libfabric" || scenario == "unknown-provider")
     return init_fails(scenario, rank, nranks);
   std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|connection-cut|"
