@@ -172,6 +172,13 @@ Record record(const Setup& s, const char* op, const std::string& impl, size_t by
              {"domain", "\"" + s.domain + "\""},
              {"space", "\"host\""},
              {"verified", verified ? "true" : "false"}};
+  // The machine's load when the point was recorded: the processes of other users compete
+  // with both implementations' threads for the cores.
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    double load = -1;
+    if (std::fscanf(f, "%lf", &load) == 1) r.extra.emplace_back("loadavg_1m", number(load));
+    std::fclose(f);
+  }
   // What SYMCOMM_NET_DOMAIN asked for, where the provider gave another domain.
   const char* asked = std::getenv("SYMCOMM_NET_DOMAIN");
   if (asked && *asked && s.domain != asked)
