@@ -2,6 +2,7 @@
 //   symrun -n 8 symcomm-bench rma [--json FILE] [--machine NAME] [--iters N] [--max-bytes B]
 //   symrun -n 8 symcomm-bench coll [common options] [--ops LIST] [--step F] [--plain] ...
 //   symrun -n 8 symcomm-bench decomp [common options] [--sizes LIST] [--max-n N] ...
+//   symrun -n 2 --nodes 2 symcomm-bench net [common options] [--sizes LIST] ... (host space)
 #include "bench.h"
 
 #include <algorithm>
@@ -14,6 +15,20 @@ namespace bench {
 void die(const char* call, const char* why, const char* file, int line) {
   std::fprintf(stderr, "symcomm-bench: %s failed: %s (%s:%d)\n", call, why, file, line);
   std::exit(1);
+}
+
+std::vector<std::string> split_list(const char* text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (const char* p = text;; ++p) {
+    if (*p && *p != ',') {
+      item += *p;
+      continue;
+    }
+    if (!item.empty()) out.push_back(item);
+    item.clear();
+    if (!*p) return out;
+  }
 }
 
 bool parse_bytes(const char* text, size_t* bytes) {
@@ -168,11 +183,17 @@ struct Subcommand {
   const char* usage;  // its own options, a line each ("" if none)
   bool (*option)(bench::Options&, int argc, char** argv, int& i);  // null if none
   int (*run)(bench::Context&);
+  // The memory space it measures; in the other it says why not and exits 77.
+  symcommMemorySpace_t space = symcommSpaceCuda;
+  const char* elsewhere = "symcomm-bench measures GPUs; this communicator is in the host space";
 };
 const Subcommand kSubcommands[] = {
     {"rma", "", nullptr, bench::run_rma},
     {"coll", bench::kCollUsage, bench::coll_option, bench::run_coll},
     {"decomp", bench::kDecompUsage, bench::decomp_option, bench::run_decomp},
+    {"net", bench::kNetUsage, bench::net_option, bench::run_net, symcommSpaceHost,
+     "symcomm-bench net: the net transport does not carry the cuda memory space yet (run it "
+     "with SYMCOMM_MEMORY_SPACE=host)"},
 };
 
 void usage(FILE* f, const Subcommand* only) {
@@ -235,10 +256,16 @@ int main(int argc, char** argv) {
   BENCH_SC(symcommCommSize(ctx.comm, &ctx.nranks));
   symcommMemorySpace_t space;
   BENCH_SC(symcommCommMemorySpace(ctx.comm, &space));
-  if (space != symcommSpaceCuda) {
-    std::fprintf(stderr, "symcomm-bench measures GPUs; this communicator is in the host space\n");
+  if (space != cmd->space) {
+    std::fprintf(stderr, "%s\n", cmd->elsewhere);
     symcommFinalize(ctx.comm);
     return 77;
+  }
+  if (space == symcommSpaceHost) {  // no GPU, no stream: the subcommand runs on the CPU
+    if (ctx.opt.machine.empty()) ctx.opt.machine = bench::machine_name(nullptr, ctx.nranks);
+    const int rc = cmd->run(ctx);
+    BENCH_SC(symcommFinalize(ctx.comm));
+    return rc;
   }
   if (ctx.opt.machine.empty()) {
     int device = 0;

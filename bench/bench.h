@@ -66,6 +66,16 @@ struct DecompOptions {
   bool autotune = true;                        // --no-autotune clears it
 };
 
+// Options of `symcomm-bench net` (net_bench.cc; --help lists them).
+struct NetOptions {
+  std::vector<size_t> sizes;      // --sizes: put bandwidth sizes; default 1K..256M by x4
+  std::vector<size_t> lat_sizes;  // --lat-sizes: ping-pong sizes; default 8..64K by x2
+  int window = 64;                // --window: raw fi_writes in flight (as fi_rma_bw's -W)
+  int rounds = 200;               // --rounds: round trips per timed ping-pong repetition
+  size_t rep_bytes = size_t{64} << 20;  // --rep-bytes: bytes put per timed repetition
+  double idle_s = 3;              // --idle-s: seconds of idle CPU measured (0: skipped)
+};
+
 struct Options {
   std::string json;       // --json FILE: JSON Lines, appended
   std::string machine;    // --machine NAME; default machine_name() of this GPU (record.h)
@@ -75,6 +85,7 @@ struct Options {
   bool hold = false;      // --hold: batches timed behind a StreamHold (time_stream_us)
   CollOptions coll;
   DecompOptions decomp;
+  NetOptions net;
 };
 
 struct Context {
@@ -139,6 +150,8 @@ class GraphBatch {
   std::string why_;
 };
 
+// The items of a comma-separated list ("a,b,,c" gives a, b, c).
+std::vector<std::string> split_list(const char* text);
 // A byte count: a number (decimal or 0x hex) with an optional K, M or G (powers of 1024).
 bool parse_bytes(const char* text, size_t* bytes);
 // The largest of every rank's value (for collective timings).
@@ -163,5 +176,11 @@ int run_coll(Context& ctx);
 extern const char* const kDecompUsage;
 bool decomp_option(Options& opt, int argc, char** argv, int& i);
 int run_decomp(Context& ctx);
+
+// symcomm-bench net: the net transport against raw libfabric, host memory space, two ranks
+// on two nodes (net_bench.cc); options parsed like coll's.
+extern const char* const kNetUsage;
+bool net_option(Options& opt, int argc, char** argv, int& i);
+int run_net(Context& ctx);
 
 }  // namespace bench

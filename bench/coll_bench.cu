@@ -96,20 +96,6 @@ const OpInfo kOps[] = {
   std::exit(2);
 }
 
-std::vector<std::string> split(const char* text) {
-  std::vector<std::string> out;
-  std::string item;
-  for (const char* p = text;; ++p) {
-    if (*p && *p != ',') {
-      item += *p;
-      continue;
-    }
-    if (!item.empty()) out.push_back(item);
-    item.clear();
-    if (!*p) return out;
-  }
-}
-
 long to_long(const char* option, const char* text, long lo, long hi) {
   char* end = nullptr;
   errno = 0;
@@ -286,14 +272,14 @@ bool coll_option(Options& opt, int argc, char** argv, int& i) {
   };
   if (!std::strcmp(name, "--ops")) {
     const char* v = arg();
-    c.ops = split(v);
+    c.ops = split_list(v);
     if (c.ops.empty()) bad_option(name, v, "names no operation");
     for (const std::string& o : c.ops)
       if (std::none_of(std::begin(kOps), std::end(kOps), [&](const OpInfo& k) { return o == k.name; }))
         bad_option(name, v, "unknown operation '" + o + "'");
   } else if (!std::strcmp(name, "--impls")) {
     const char* v = arg();
-    c.impls = split(v);
+    c.impls = split_list(v);
     if (c.impls.empty()) bad_option(name, v, "names no implementation");
     // Kept as implementation names: "nccl" (direct), "symcomm:auto", "symcomm:<algorithm>"
     // (symcomm's own "nccl" algorithm is "symcomm:nccl").
@@ -312,7 +298,7 @@ bool coll_option(Options& opt, int argc, char** argv, int& i) {
     c.step = static_cast<int>(to_long(name, v, 2, 1024));
   } else if (!std::strcmp(name, "--also")) {
     const char* v = arg();
-    for (const std::string& size : split(v)) c.also.push_back(to_bytes(name, size.c_str()));
+    for (const std::string& size : split_list(v)) c.also.push_back(to_bytes(name, size.c_str()));
     if (c.also.empty()) bad_option(name, v, "names no size");
   } else if (!std::strcmp(name, "--plain")) {
     c.plain = true;

@@ -37,21 +37,6 @@ namespace {
   std::exit(2);
 }
 
-std::vector<std::string> split(const char* text) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (const char* p = text;; ++p) {
-    if (*p == ',' || *p == '\0') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-      if (!*p) break;
-    } else {
-      cur += *p;
-    }
-  }
-  return out;
-}
-
 int64_t to_int(const char* option, const std::string& text, int64_t lo, int64_t hi) {
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
@@ -79,19 +64,19 @@ bool decomp_option(Options& opt, int argc, char** argv, int& i) {
   if (!std::strcmp(name, "--sizes")) {
     const char* v = arg();
     o.sizes.clear();
-    for (const std::string& s : split(v)) o.sizes.push_back(to_int(name, s, 1, 1 << 16));
+    for (const std::string& s : split_list(v)) o.sizes.push_back(to_int(name, s, 1, 1 << 16));
     if (o.sizes.empty()) bad_option(name, v, "names no size");
   } else if (!std::strcmp(name, "--max-n")) {
     o.max_n = to_int(name, arg(), 1, 1 << 16);
   } else if (!std::strcmp(name, "--dtypes")) {
     const char* v = arg();
-    o.dtypes = split(v);
+    o.dtypes = split_list(v);
     for (const std::string& t : o.dtypes)
       if (t != "c32" && t != "r64") bad_option(name, v, "'" + t + "' is not c32 or r64");
     if (o.dtypes.empty()) bad_option(name, v, "names no type");
   } else if (!std::strcmp(name, "--grids")) {
     const char* v = arg();
-    o.grids = split(v);
+    o.grids = split_list(v);
     for (const std::string& g : o.grids) {
       const size_t x = g.find('x');
       if (x == std::string::npos) bad_option(name, v, "'" + g + "' is not PRxPC");
@@ -100,7 +85,7 @@ bool decomp_option(Options& opt, int argc, char** argv, int& i) {
     }
   } else if (!std::strcmp(name, "--backends")) {
     const char* v = arg();
-    o.backends = split(v);
+    o.backends = split_list(v);
     for (std::string& b : o.backends) {
       if (b.rfind("symcomm:", 0) == 0) b = b.substr(8);
       if (!registered(b)) bad_option(name, v, "'" + b + "' is not a registered backend");
@@ -111,7 +96,7 @@ bool decomp_option(Options& opt, int argc, char** argv, int& i) {
     o.contiguous = true;
   } else if (!std::strcmp(name, "--ops")) {
     const char* v = arg();
-    o.ops = split(v);
+    o.ops = split_list(v);
     for (const std::string& k : o.ops)
       if (std::none_of(std::begin(kTimedOps), std::end(kTimedOps),
                        [&](const TimedOp& op) { return k == op.key; }))

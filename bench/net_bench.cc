@@ -1,0 +1,307 @@
+// symcomm-bench net: the net transport (host memory space) between two ranks on two nodes,
+// against raw libfabric on the same provider and domain in the same run: put bandwidth
+// (net_bandwidth.cc), ping-pong latency and the 8-byte put-signal target (net_latency.cc),
+// and the CPU an idle communicator costs (here).
+#include "net_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace bench {
+
+const char* const kNetUsage =
+    "  --sizes LIST      put bandwidth sizes (default 1K to 256M by x4; --max-bytes cuts)\n"
+    "  --lat-sizes LIST  ping-pong sizes, multiples of 8 (default 8 to 64K by x2)\n"
+    "  --window N        raw fi_writes in flight (default 64, as fi_rma_bw)\n"
+    "  --rounds N        round trips per timed ping-pong repetition (default 200)\n"
+    "  --rep-bytes B     bytes put per timed bandwidth repetition (default 64M; at least one\n"
+    "                    put, at most 1000)\n"
+    "  --idle-s S        seconds over which the idle CPU is measured (default 3; 0: skipped)\n"
+    "  Run under symrun -n 2 --nodes 2 with SYMCOMM_MEMORY_SPACE=host; SYMCOMM_NET_PROVIDER\n"
+    "  and SYMCOMM_NET_DOMAIN choose the provider and domain of both the transport and the\n"
+    "  raw baseline.\n";
+
+namespace {
+
+[[noreturn]] void bad_option(const char* option, const char* value, const std::string& why) {
+  std::fprintf(stderr, "symcomm-bench net: %s %s: %s (see symcomm-bench net --help)\n", option,
+               value, why.c_str());
+  std::exit(2);
+}
+
+std::vector<size_t> size_list(const char* option, const char* text, size_t multiple) {
+  std::vector<size_t> out;
+  for (const std::string& item : split_list(text)) {
+    size_t v = 0;
+    if (!parse_bytes(item.c_str(), &v) || v == 0 || v % multiple)
+      bad_option(option, text, "'" + item + "' is not a size > 0" +
+                                   (multiple > 1 ? " and a multiple of 8" : std::string()));
+    out.push_back(v);
+  }
+  if (out.empty()) bad_option(option, text, "names no size");
+  return out;
+}
+
+double number_arg(const char* option, const char* text, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end || !(v >= lo && v <= hi))
+    bad_option(option, text, "expected a number in [" + net::number(lo) + ", " +
+                                 net::number(hi) + "]");
+  return v;
+}
+
+std::vector<size_t> series(size_t from, size_t to, size_t factor) {
+  std::vector<size_t> out;
+  for (size_t b = from; b <= to; b *= factor) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+bool net_option(Options& opt, int argc, char** argv, int& i) {
+  NetOptions& o = opt.net;
+  const char* name = argv[i];
+  auto arg = [&]() -> const char* {
+    if (i + 1 >= argc) bad_option(name, "", "needs a value");
+    return argv[++i];
+  };
+  if (!std::strcmp(name, "--sizes")) o.sizes = size_list(name, arg(), 1);
+  else if (!std::strcmp(name, "--lat-sizes")) o.lat_sizes = size_list(name, arg(), 8);
+  else if (!std::strcmp(name, "--window")) o.window = static_cast<int>(number_arg(name, arg(), 1, 4096));
+  else if (!std::strcmp(name, "--rounds")) o.rounds = static_cast<int>(number_arg(name, arg(), 1, 1e6));
+  else if (!std::strcmp(name, "--rep-bytes")) o.rep_bytes = size_list(name, arg(), 1)[0];
+  else if (!std::strcmp(name, "--idle-s")) o.idle_s = number_arg(name, arg(), 0, 3600);
+  else return false;
+  return true;
+}
+
+namespace net {
+
+namespace {
+
+uint64_t word(uint64_t key, uint64_t k) {  // splitmix64 of key and index
+  uint64_t x = key + (k + 1) * 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t key_of(int from, uint64_t seed) { return (seed << 8) | static_cast<uint64_t>(from); }
+
+}  // namespace
+
+void fill(char* p, size_t bytes, int from, uint64_t seed) {
+  const uint64_t key = key_of(from, seed);
+  size_t k = 0;
+  for (; (k + 1) * 8 <= bytes; ++k) {
+    const uint64_t w = word(key, k);
+    std::memcpy(p + k * 8, &w, 8);
+  }
+  const uint64_t w = word(key, k);
+  std::memcpy(p + k * 8, &w, bytes - k * 8);
+}
+
+bool pattern_ok(const char* p, size_t bytes, int from, uint64_t seed) {
+  const uint64_t key = key_of(from, seed);
+  size_t k = 0;
+  for (; (k + 1) * 8 <= bytes; ++k) {
+    const uint64_t w = word(key, k);
+    if (std::memcmp(p + k * 8, &w, 8)) return false;
+  }
+  const uint64_t w = word(key, k);
+  return std::memcmp(p + k * 8, &w, bytes - k * 8) == 0;
+}
+
+bool poison_ok(const char* p, size_t bytes) {
+  return std::all_of(p, p + bytes, [](char c) { return static_cast<unsigned char>(c) == kPoison; });
+}
+
+bool both(const Context& ctx, bool ok) {
+  int mine = ok, all[2];
+  BENCH_SC(symcommHostAllgather(ctx.comm, &mine, all, sizeof mine));
+  return all[0] && all[1];
+}
+
+void barrier(const Context& ctx) { BENCH_SC(symcommHostBarrier(ctx.comm)); }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+Medians alternate(const Context& ctx, const std::function<double()>& raw,
+                  const std::function<double()>& symcomm) {
+  std::vector<double> raw_us, symcomm_us;
+  for (int rep = 0; rep < ctx.opt.warmup + ctx.opt.iters; ++rep) {
+    barrier(ctx);
+    const double r = raw();
+    barrier(ctx);
+    const double m = symcomm();
+    if (rep < ctx.opt.warmup) continue;
+    raw_us.push_back(r);
+    symcomm_us.push_back(m);
+  }
+  return {median(raw_us), median(symcomm_us)};
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", v);
+  return text;
+}
+
+Record record(const Setup& s, const char* op, const std::string& impl, size_t bytes, double us,
+              bool verified) {
+  Record r;
+  r.bench = "net";
+  r.op = op;
+  r.impl = impl;
+  r.bytes = bytes;
+  r.ranks = s.ctx.nranks;
+  r.time_us = us;
+  r.iters = s.ctx.opt.iters;
+  r.warmup = s.ctx.opt.warmup;
+  r.extra = {{"provider", "\"" + s.provider + "\""},
+             {"domain", "\"" + s.domain + "\""},
+             {"space", "\"host\""},
+             {"verified", verified ? "true" : "false"}};
+  // The machine's load when the point was recorded: the processes of other users compete
+  // with both implementations' threads for the cores.
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    double load = -1;
+    if (std::fscanf(f, "%lf", &load) == 1) r.extra.emplace_back("loadavg_1m", number(load));
+    std::fclose(f);
+  }
+  // What SYMCOMM_NET_DOMAIN asked for, where the provider gave another domain.
+  const char* asked = std::getenv("SYMCOMM_NET_DOMAIN");
+  if (asked && *asked && s.domain != asked)
+    r.extra.emplace_back("domain_requested", "\"" + std::string(asked) + "\"");
+  return r;
+}
+
+void report(const Setup& s, Record r, double vs_raw) {
+  if (vs_raw > 0) r.extra.emplace_back("vs_raw", number(vs_raw));
+  if (s.ctx.rank == 0) {
+    const std::string bw = r.algbw_gbs >= 0 ? number(r.algbw_gbs) : "-";
+    const std::string vs = vs_raw > 0 ? number(vs_raw) : "-";
+    bool verified = true;
+    for (const auto& [name, value] : r.extra)
+      if (name == "verified") verified = value == "true";
+    std::printf("%-12s %-20s %12zu %12.2f %10s %8s %s\n", r.op.c_str(), r.impl.c_str(), r.bytes,
+                r.time_us, bw.c_str(), vs.c_str(), verified ? "ok" : "WRONG DATA");
+    std::fflush(stdout);
+  }
+  write_json(s.ctx, r);
+}
+
+namespace {
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// Both ranks sleep with the communicator made; each measures its own process's CPU time
+// (every thread: the caller's, the transport's proxy, the provider's) over that time.
+void idle_cpu(Setup& s) {
+  const double seconds = s.ctx.opt.net.idle_s;
+  barrier(s.ctx);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the proxy's spin
+  const double c0 = cpu_seconds(), t0 = now_s();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const double percent = 100 * (cpu_seconds() - c0) / (now_s() - t0);
+  double all[2];
+  BENCH_SC(symcommHostAllgather(s.ctx.comm, &percent, all, sizeof percent));
+  const double most = std::max(all[0], all[1]);
+  Record r = record(s, "idle_cpu", "symcomm:net", 0, seconds * 1e6, true);
+  r.iters = 1;
+  r.warmup = 0;
+  r.extra.emplace_back("cpu_percent", number(most));
+  r.extra.emplace_back("rank_cpu_percent", "[" + number(all[0]) + ", " + number(all[1]) + "]");
+  r.extra.emplace_back("target_percent", "2");
+  r.extra.emplace_back("meets_target", most < 2 ? "true" : "false");
+  if (s.ctx.rank == 0) {
+    std::printf("\nidle CPU over %.1f s (one core = 100%%): rank 0 %.3f%%, rank 1 %.3f%% "
+                "(target < 2%%: %s)\n", seconds, all[0], all[1], most < 2 ? "met" : "MISSED");
+    std::fflush(stdout);
+  }
+  write_json(s.ctx, r);
+}
+
+// Why this communicator cannot be measured ("" where it can): two ranks, each on a node of
+// its own, so that the peer is reached by the net transport.
+std::string unsuitable(const Context& ctx) {
+  int node = 0, nnodes = 0, accessible = 1;
+  BENCH_SC(symcommCommNode(ctx.comm, &node, &nnodes));
+  if (ctx.nranks != 2 || nnodes != 2)
+    return "needs 2 ranks on 2 nodes (symrun -n 2 --nodes 2); this run has " +
+           std::to_string(ctx.nranks) + " ranks on " + std::to_string(nnodes) + " nodes";
+  BENCH_SC(symcommPeerAccessible(ctx.comm, 1 - ctx.rank, &accessible));
+  if (accessible) return "the peer is reached by load/store, not by the net transport";
+  return "";
+}
+
+}  // namespace
+
+}  // namespace net
+
+int run_net(Context& ctx) {
+  using namespace net;
+  if (const std::string why = unsuitable(ctx); !why.empty()) {
+    if (ctx.rank == 0) std::fprintf(stderr, "symcomm-bench net: %s\n", why.c_str());
+    return 77;
+  }
+  NetOptions& o = ctx.opt.net;
+  if (o.sizes.empty()) o.sizes = series(1024, size_t{256} << 20, 4);
+  if (o.lat_sizes.empty()) o.lat_sizes = series(8, 64 * 1024, 2);
+  o.sizes.erase(std::remove_if(o.sizes.begin(), o.sizes.end(),
+                               [&](size_t b) { return b > ctx.opt.max_bytes; }),
+                o.sizes.end());
+  size_t largest = 8;
+  for (size_t b : o.sizes) largest = std::max(largest, b);
+  for (size_t b : o.lat_sizes) largest = std::max(largest, b);
+  const size_t capacity = largest + kSlack;
+
+  void* dst = nullptr;
+  void* sig = nullptr;
+  BENCH_SC(symcommMalloc(ctx.comm, capacity, &dst));
+  BENCH_SC(symcommMalloc(ctx.comm, 256, &sig));
+  *static_cast<uint64_t*>(sig) = 0;
+  const size_t rounded = (capacity + 4095) / 4096 * 4096;
+  char* src = static_cast<char*>(std::aligned_alloc(4096, rounded));
+  char* raw_src = static_cast<char*>(std::aligned_alloc(4096, rounded));
+  if (!src || !raw_src) die("aligned_alloc", "out of memory", __FILE__, __LINE__);
+  auto raw = std::make_unique<RawFabric>(ctx, kRawData + capacity, o.window);
+  Setup s{ctx, 1 - ctx.rank, static_cast<char*>(dst), static_cast<uint64_t*>(sig), src, raw_src,
+          capacity, *raw, raw->provider(), raw->domain()};
+  barrier(ctx);
+  if (ctx.rank == 0) {
+    std::printf("symcomm-bench net: rank 0 to rank 1 on another node, provider %s, domain %s "
+                "(raw libfabric on the same), host memory space\n"
+                "%-12s %-20s %12s %12s %10s %8s %s\n", raw->provider().c_str(),
+                raw->domain().c_str(), "op", "impl", "bytes", "time us", "GB/s", "vs_raw", "data");
+    std::fflush(stdout);
+  }
+  int failed = bandwidth(s);
+  failed += latency(s);
+  raw.reset();  // the baseline's endpoint is not part of the idle cost
+  if (o.idle_s > 0) idle_cpu(s);
+  BENCH_SC(symcommFree(ctx.comm, sig));
+  BENCH_SC(symcommFree(ctx.comm, dst));
+  std::free(src);
+  std::free(raw_src);
+  if (failed && ctx.rank == 0)
+    std::fprintf(stderr, "symcomm-bench net: %d points received wrong data\n", failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace bench

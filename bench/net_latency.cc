@@ -1,0 +1,132 @@
+// symcomm-bench net: one-way put latency as half a ping-pong's round trip, at each size.
+// Raw: rank 0 fi_writes the message into rank 1's buffer, rank 1 reads its completion queue
+// (the provider's progress) and polls the message's last word until the round's value is
+// there, then writes back. symcomm: symcommPutSignalOnStream to the peer (the data and the
+// round's value as the signal), symcommSignalWaitOnStream for the reply. Repetitions
+// alternate between the two; each side's data is checked after the point: the peer's
+// pattern, poison past it. Then the 8-byte target: the put-signal's one-way time at most 1.2
+// times raw fi_write's.
+#include <cstring>
+
+#include "net_bench.h"
+
+namespace bench::net {
+
+namespace {
+
+constexpr double kTargetRatio = 1.2;
+
+// One point: both implementations' one-way times (a round trip halved: medians over
+// repetitions of --rounds round trips) and whether each side's data arrived.
+struct Pingpong {
+  Medians us{0, 0};
+  bool raw_ok = false, ok = false;
+};
+
+// Rounds of `rounds` round trips with values v counted alike on both ranks; `round(v)` is
+// one. Returns the time per one way.
+template <typename Round>
+double rounds_us(Setup& s, int rounds, Round round) {
+  const double t0 = now_s();
+  for (int i = 0; i < rounds; ++i) round(++s.round);
+  return (now_s() - t0) * 1e6 / (2.0 * rounds);
+}
+
+Pingpong pingpong(Setup& s, size_t bytes, int rounds) {
+  const Context& ctx = s.ctx;
+  const uint64_t seed = ++s.point;
+  char* landed = s.raw.buffer() + kRawData;
+  const size_t last = bytes - 8;  // the raw message's last word carries the round's value
+  fill(s.src, bytes, ctx.rank, seed);
+  fill(s.raw_src, bytes, ctx.rank, seed);
+  std::memset(landed, kPoison, bytes + kSlack);
+  std::memset(s.dst, kPoison, bytes + kSlack);
+  const bool first = ctx.rank == 0;
+
+  auto raw_round = [&](uint64_t v) {
+    auto send = [&] {
+      std::memcpy(s.raw_src + last, &v, 8);
+      s.raw.write(s.raw_src, bytes, kRawData);
+    };
+    if (first) send();
+    s.raw.await_word(kRawData + last, v);  // also: this rank's last write completed
+    if (!first) send();
+  };
+  auto symcomm_round = [&](uint64_t v) {
+    auto send = [&] {
+      BENCH_SC(symcommPutSignalOnStream(ctx.comm, s.dst, s.src, bytes, s.sig, v,
+                                        symcommSignalSet, s.peer, symcommEngineAuto, nullptr));
+    };
+    if (first) send();
+    BENCH_SC(symcommSignalWaitOnStream(ctx.comm, s.sig, symcommCmpGe, v, nullptr));
+    if (!first) send();
+  };
+  uint64_t raw_last = 0;
+  Pingpong p;
+  p.us = alternate(
+      ctx,
+      [&] {
+        const double us = rounds_us(s, rounds, raw_round);
+        s.raw.drain();
+        raw_last = s.round;
+        return us;
+      },
+      [&] { return rounds_us(s, rounds, symcomm_round); });
+  barrier(ctx);
+  uint64_t seen;
+  std::memcpy(&seen, landed + last, 8);
+  p.raw_ok = both(ctx, pattern_ok(landed, last, s.peer, seed) && seen == raw_last &&
+                           poison_ok(landed + bytes, kSlack));
+  p.ok = both(ctx, pattern_ok(s.dst, bytes, s.peer, seed) && poison_ok(s.dst + bytes, kSlack));
+  return p;
+}
+
+Record latency_record(const Setup& s, const char* op, const std::string& impl, size_t bytes,
+                      double us, bool ok, int rounds) {
+  Record r = record(s, op, impl, bytes, us, ok);
+  r.extra.emplace_back("rtt_us", number(2 * us));
+  r.extra.emplace_back("rounds", std::to_string(rounds));
+  return r;
+}
+
+// The target: an 8-byte put-signal's one-way time within kTargetRatio of raw
+// fi_write's round trip halved; measured with 5 times the rounds of the series.
+int target(Setup& s) {
+  const int rounds = 5 * s.ctx.opt.net.rounds;
+  const Pingpong p = pingpong(s, 8, rounds);
+  const double ratio = p.us.raw_us > 0 ? p.us.symcomm_us / p.us.raw_us : 0;
+  const bool met = ratio > 0 && ratio <= kTargetRatio;
+  Record r = latency_record(s, "latency_target", "symcomm:put_signal", 8, p.us.symcomm_us,
+                            p.ok && p.raw_ok, rounds);
+  r.extra.emplace_back("raw_us", number(p.us.raw_us));
+  r.extra.emplace_back("ratio_to_raw", number(ratio));
+  r.extra.emplace_back("target_ratio", number(kTargetRatio));
+  r.extra.emplace_back("meets_target", met ? "true" : "false");
+  report(s, r, p.us.symcomm_us > 0 ? p.us.raw_us / p.us.symcomm_us : 0);
+  if (s.ctx.rank == 0) {
+    std::printf("\n8-byte put-signal one way: symcomm %.2f us, raw fi_write RTT/2 %.2f us, "
+                "ratio %.2f (target <= %.1f: %s)\n", p.us.symcomm_us, p.us.raw_us, ratio,
+                kTargetRatio, met ? "met" : "MISSED");
+    std::fflush(stdout);
+  }
+  return !p.raw_ok + !p.ok;
+}
+
+}  // namespace
+
+int latency(Setup& s) {
+  const int rounds = s.ctx.opt.net.rounds;
+  int failed = 0;
+  for (size_t bytes : s.ctx.opt.net.lat_sizes) {
+    const Pingpong p = pingpong(s, bytes, rounds);
+    report(s, latency_record(s, "pingpong", "libfabric:fi_write", bytes, p.us.raw_us, p.raw_ok,
+                             rounds), 0);
+    report(s, latency_record(s, "pingpong", "symcomm:put_signal", bytes, p.us.symcomm_us, p.ok,
+                             rounds),
+           p.us.symcomm_us > 0 ? p.us.raw_us / p.us.symcomm_us : 0);
+    failed += !p.raw_ok + !p.ok;
+  }
+  return failed + target(s);
+}
+
+}  // namespace bench::net
