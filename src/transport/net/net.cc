@@ -43,7 +43,11 @@ class Net final : public Transport {
     });
   }
   ~Net() override {
-    proxy_.reset();  // before the endpoint it uses
+    // The thread ends, then the endpoint closes (nothing lands in the proxy's receive
+    // buffers after that), then the buffers go.
+    proxy_->stop();
+    endpoint_.reset();
+    proxy_.reset();
   }
 
   const char* name() const override { return "net"; }

@@ -25,7 +25,7 @@ constexpr auto kCallerSpin = std::chrono::microseconds(50);
 // that arrives while nobody drives progress (measured: a wait of 100 ms held each message).
 constexpr auto kProxySpin = std::chrono::microseconds(500);
 constexpr auto kFirstNap = std::chrono::microseconds(20);
-constexpr auto kLongestNap = std::chrono::microseconds(1000);
+constexpr auto kLongestNap = std::chrono::microseconds(4000);
 
 using Clock = std::chrono::steady_clock;
 
@@ -48,10 +48,14 @@ Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply)
 }
 
 Proxy::~Proxy() {
+  stop();
+  fail_all("the communicator is being finalized");
+}
+
+void Proxy::stop() {
   stop_.store(true);
   wake_.notify_all();
-  thread_.join();
-  fail_all("the communicator is being finalized");
+  if (thread_.joinable()) thread_.join();
 }
 
 void Proxy::post_receive(Receive& r) {
@@ -136,8 +140,10 @@ bool Proxy::post(NetOp& op) {
   while (op.next < op.parts.size()) {
     Posted& p = op.parts[op.next];
     ssize_t rc = op.type == NetOp::Type::Write
-                     ? fi_write(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe), p.addr, p.key,
-                                &p.context)
+                     // With immediate data: the write completes at the target too, which
+                     // keeps the target's proxy polling while a long transfer comes in.
+                     ? fi_writedata(ep, p.local, p.bytes, nullptr, 0, ep_.addr(op.pe), p.addr,
+                                    p.key, &p.context)
                      : fi_read(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe), p.addr, p.key,
                                &p.context);
     if (rc == -FI_EAGAIN) return false;
@@ -192,6 +198,13 @@ void Proxy::on_message(Receive& r, size_t bytes) {
 }
 
 void Proxy::on_completion(const fi_cq_data_entry& e) {
+  if (e.flags & FI_REMOTE_CQ_DATA) {
+    // A peer's write landed here: nothing to do but stay awake (and give back a receive
+    // buffer, where the provider used one to report it).
+    for (auto& r : receives_)
+      if (&r->context == e.op_context) post_receive(*r);
+    return;
+  }
   if (e.flags & FI_RECV)
     for (auto& r : receives_)
       if (&r->context == e.op_context) {

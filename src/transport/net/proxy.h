@@ -2,9 +2,9 @@
 // Callers hand it operations (writes, reads, messages) and wait for them; it posts them,
 // reads the completion queue, applies what peers' messages ask of this rank's memory
 // (signals, eager put-signals, atomics) and answers them. While operations are in flight, and
-// shortly after, it polls; once idle it sleeps between polls, longer each time up to a
-// millisecond, so that an idle rank costs next to no core; a caller that hands it work wakes
-// it at once.
+// shortly after, it polls; once idle it sleeps between polls, longer each time up to 4 ms,
+// so that an idle rank costs about 1% of a core; a caller that hands it work wakes it at
+// once.
 #pragma once
 
 #include <rdma/fi_eq.h>
@@ -71,6 +71,9 @@ class Proxy {
   void wait(NetOp& op, int64_t timeout_ms, const char* what);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
+  // Ends the proxy thread. The endpoint must then be closed before the proxy goes: its
+  // receive buffers stay posted until then.
+  void stop();
   // Seconds of CPU time the proxy thread used so far (for the idle-cost benchmark).
   double cpu_seconds() const;
 
