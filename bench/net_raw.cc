@@ -12,6 +12,7 @@
 
 // The list of libfabric's exported calls and the table that holds them: the library's own
 // (libsymcomm does not export its loader, so the bench fills a table of its own).
+#include "transport/net/fabric_choice.h"
 #include "transport/net/fabric_lib.h"
 
 namespace bench::net {
@@ -56,23 +57,12 @@ std::string RawFabric::why(int rc) const { return lib_->fi_strerror(-rc); }
 
 RawFabric::RawFabric(const Context& ctx, size_t bytes, int contexts)
     : lib_(load_fabric()), bytes_(bytes) {
-  // The hints of the net transport's endpoint (src/transport/net/endpoint.cc), so that the
-  // same parameters choose the same provider and domain, with the same completion semantics
-  // (delivery complete: a write completes once its data is at the target).
-  fi_info* hints = lib_->fi_dupinfo(nullptr);
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                FI_SEND | FI_RECV;
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-  hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-  const std::string prov = env("SYMCOMM_NET_PROVIDER"), dom = env("SYMCOMM_NET_DOMAIN");
-  if (!prov.empty()) hints->fabric_attr->prov_name = strdup(prov.c_str());
-  if (!dom.empty()) hints->domain_attr->name = strdup(dom.c_str());
-  BENCH_FI(lib_->fi_getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &info_));
-  lib_->fi_freeinfo(hints);
+  // The net transport's own choice (src/transport/net/fabric_choice.h): the same parameters
+  // choose the same provider and domain (bound to the same interface), with the same
+  // completion semantics (delivery complete: a write completes once its data is at the
+  // target).
+  BENCH_FI(symcomm::net_fabric_info(*lib_, env("SYMCOMM_NET_PROVIDER"), env("SYMCOMM_NET_DOMAIN"),
+                                    &info_));
   provider_ = info_->fabric_attr->prov_name;
   domain_name_ = info_->domain_attr->name;
   max_write_ = std::max<size_t>(info_->ep_attr->max_msg_size, 4096);

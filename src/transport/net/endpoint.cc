@@ -4,14 +4,11 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
-
 #include <cstring>
 
 #include "base/log.h"
 #include "base/param.h"
+#include "transport/net/fabric_choice.h"
 
 namespace symcomm {
 
@@ -33,48 +30,9 @@ struct Name {
   uint8_t data[kMaxName];
 };
 
-// The IPv4 address of network interface `name`, or "" where no interface has that name.
-std::string interface_address(const std::string& name) {
-  if (name.empty()) return "";
-  ifaddrs* all = nullptr;
-  if (getifaddrs(&all) != 0) return "";
-  std::string found;
-  for (ifaddrs* i = all; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || name != i->ifa_name) continue;
-    char text[INET_ADDRSTRLEN] = {0};
-    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
-    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) found = text;
-    break;
-  }
-  freeifaddrs(all);
-  return found;
-}
-
 fi_info* choose(const FabricLib& lib, const std::string& provider, const std::string& domain) {
-  fi_info* hints = lib.fi_dupinfo(nullptr);
-  SYMCOMM_REQUIRE(hints, symcommOutOfMemory, "fi_allocinfo failed");
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                FI_SEND | FI_RECV;
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  // The registration modes the code below handles; a provider that needs others (local
-  // registration of every buffer: verbs) is not offered.
-  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-  // Completion means the data is at the target: what quiet, a signal's order and the host
-  // space's completing calls rest on.
-  hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-  if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
-  if (!domain.empty()) hints->domain_attr->name = strdup(domain.c_str());
-  // A domain that names an interface (tcp's domains do) is also where the endpoint binds:
-  // otherwise tcp listens on every address and peers connect to the host's first one, not to
-  // the interface asked for (lo: traffic must stay on loopback).
-  const std::string source = interface_address(domain);
   fi_info* found = nullptr;
-  int rc = lib.fi_getinfo(FI_VERSION(1, 10), source.empty() ? nullptr : source.c_str(), nullptr,
-                          source.empty() ? 0 : FI_SOURCE, hints, &found);
-  lib.fi_freeinfo(hints);
+  const int rc = net_fabric_info(lib, provider, domain, &found);
   SYMCOMM_REQUIRE(rc == 0 && found, symcommNotSupported,
                   "no libfabric provider offers what the net transport needs (RMA and messages "
                   "on a reliable-datagram endpoint, delivery-complete writes) with "

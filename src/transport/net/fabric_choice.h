@@ -1,0 +1,65 @@
+// How the net transport chooses its libfabric provider and domain: the hints of its endpoint
+// and the source address of a domain that names an interface. Header-only and free of the
+// library's error machinery, so that symcomm-bench's raw libfabric baseline chooses exactly
+// what the transport does (bench/net_raw.cc).
+#pragma once
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+
+#include <cstring>
+#include <string>
+
+#include "transport/net/fabric_lib.h"
+
+namespace symcomm {
+
+// The IPv4 address of network interface `name`, or "" where no interface has that name.
+inline std::string interface_address(const std::string& name) {
+  if (name.empty()) return "";
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || name != i->ifa_name) continue;
+    char text[INET_ADDRSTRLEN] = {0};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) found = text;
+    break;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+// fi_getinfo for the net transport's endpoint: reliable datagrams with messages and RMA,
+// delivery-complete writes, the registration modes the transport handles (virtual
+// addresses, provider keys, allocated memory; not FI_MR_LOCAL), `provider` and `domain`
+// where not empty. A domain that names an interface (tcp's domains do) is also where the
+// endpoint binds: otherwise tcp listens on every address and peers connect to the host's
+// first one, not to the interface asked for (lo: traffic must stay on loopback). Returns
+// fi_getinfo's code (0, or negative); *info is the list on success (fi_freeinfo it).
+inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
+                           const std::string& domain, fi_info** info) {
+  fi_info* hints = lib.fi_dupinfo(nullptr);
+  if (!hints) return -FI_ENOMEM;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                FI_SEND | FI_RECV;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+  hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
+  if (!domain.empty()) hints->domain_attr->name = strdup(domain.c_str());
+  const std::string source = interface_address(domain);
+  *info = nullptr;
+  const int rc = lib.fi_getinfo(FI_VERSION(1, 10), source.empty() ? nullptr : source.c_str(),
+                                nullptr, source.empty() ? 0 : FI_SOURCE, hints, info);
+  lib.fi_freeinfo(hints);
+  return rc;
+}
+
+}  // namespace symcomm
