@@ -114,8 +114,6 @@ class Transports {
   const char* name_of(int pe) const;
   // Why no transport reaches `pe` ("" where one does).
   const std::string& why_unconnected(int pe) const { return why_[static_cast<size_t>(pe)]; }
-  // Whether `pe` is reached by load/store (its memory is mapped here).
-  bool load_store(int pe) const;
   void quiet(symcommStream_t stream);
   void abort();
 

@@ -62,11 +62,6 @@ const char* Transports::name_of(int pe) const {
   return t ? t->name() : "none";
 }
 
-bool Transports::load_store(int pe) const {
-  Transport* t = of_[static_cast<size_t>(pe)];
-  return t && t->load_store();
-}
-
 void Transports::quiet(symcommStream_t stream) {
   for (auto& t : open_) t->quiet(stream);
 }

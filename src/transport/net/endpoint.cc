@@ -56,7 +56,6 @@ FabricEndpoint::FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks)
     try {
       info_ = choose(lib_, kProvider.get(), kDomain.get());
       virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
-      max_message_ = info_->ep_attr->max_msg_size;
       SYMCOMM_FI(lib_.fi_fabric(info_->fabric_attr, &fabric_, nullptr));
       SYMCOMM_FI(fi_domain(fabric_, info_, &domain_, nullptr));
       fi_cq_attr cq_attr{};

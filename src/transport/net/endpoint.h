@@ -42,7 +42,6 @@ class FabricEndpoint {
   fi_addr_t addr(int pe) const { return addrs_[static_cast<size_t>(pe)]; }
   // "tcp;ofi_rxm on lo, libfabric 1.17".
   std::string describe() const;
-  size_t max_message() const { return max_message_; }
 
  private:
   struct Region {
@@ -64,7 +63,6 @@ class FabricEndpoint {
   fid_ep* ep_ = nullptr;
   std::vector<fi_addr_t> addrs_;
   bool virt_addr_ = false;
-  size_t max_message_ = 0;
   mutable std::mutex regions_mutex_;  // registration (app thread) against lookups (any)
   std::vector<Region> regions_;
 };

@@ -1,9 +1,7 @@
 #include "transport/net/proxy.h"
 
-#include <pthread.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_rma.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -238,10 +236,6 @@ void Proxy::on_error() {
 }
 
 void Proxy::run() {
-  {
-    clockid_t c;
-    if (pthread_getcpuclockid(pthread_self(), &c) == 0) thread_clock_.store(c);
-  }
   fi_cq_data_entry entries[16];
   auto last_activity = Clock::now();
   std::chrono::microseconds nap = kFirstNap;
@@ -300,11 +294,5 @@ void Proxy::run() {
   }
 }
 
-double Proxy::cpu_seconds() const {
-  clockid_t c = thread_clock_.load();
-  timespec ts{};
-  if (!c || clock_gettime(c, &ts) != 0) return 0;
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 }  // namespace symcomm

@@ -74,8 +74,6 @@ class Proxy {
   // Ends the proxy thread. The endpoint must then be closed before the proxy goes: its
   // receive buffers stay posted until then.
   void stop();
-  // Seconds of CPU time the proxy thread used so far (for the idle-cost benchmark).
-  double cpu_seconds() const;
 
  private:
   struct Receive {
@@ -106,7 +104,6 @@ class Proxy {
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // set before aborted_
-  std::atomic<clockid_t> thread_clock_{0};
   std::thread thread_;
 };
 
