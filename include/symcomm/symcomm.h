@@ -96,6 +96,31 @@ symcommResult_t symcommGetParam(int index, symcommParamInfo_t* info);
 /* Build options as "key=value" lines ("cuda=13.0\nmpi=OFF\n..."), static string. */
 const char* symcommGetBuildInfo(void);
 
+/* The network transport, which reaches peers on other nodes through libfabric (loaded at run
+ * time from SYMCOMM_FABRIC_LIBRARY): whether libfabric loads, and the providers and domains
+ * that offer what the transport needs (a reliable-datagram endpoint, FI_EP_RDM, with
+ * messages and RMA). `symcomm-info` prints it. Strings and the array are owned by the
+ * library and stay valid until the next symcommGetNetInfo call from any thread. Local: no
+ * communicator needed; libfabric not loading is an answer (available 0), not a failure. */
+typedef struct {
+  const char* provider; /* libfabric's name for it ("tcp;ofi_rxm")                        */
+  const char* domain;   /* its domain: for tcp, the network interface ("lo", "eth0")       */
+  const char* fabric;   /* its fabric: for tcp, the interface's network ("127.0.0.1/32")   */
+} symcommNetChoice_t;
+
+typedef struct {
+  int available;               /* 1 where libfabric loads (1.10 or later)                 */
+  const char* version;         /* libfabric's version ("1.17"); "" where it does not load  */
+  const char* unavailable;     /* why it does not, naming the library tried; "" where it does */
+  int choice_count;            /* the providers and domains that offer what it needs      */
+  const symcommNetChoice_t* choices; /* in libfabric's order of preference                */
+  int selected;                /* index of the one a communicator opens: the first that
+                                  SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN accept; -1
+                                  where none does                                          */
+  const char* not_selected;    /* why none does ("" where one does)                        */
+} symcommNetInfo_t;
+symcommResult_t symcommGetNetInfo(symcommNetInfo_t* info);
+
 /* ------------------------------------------------------------------------------------ */
 /* Joining a communicator                                                               */
 /* ------------------------------------------------------------------------------------ */
@@ -180,6 +205,11 @@ symcommResult_t symcommCommDevice(symcommComm_t comm, int* device);
 /* 1 if this rank can load and store the heap of `pe` directly (same node, and P2P
  * capable in the cuda space). Always 1 for pe == own rank. */
 symcommResult_t symcommPeerAccessible(symcommComm_t comm, int pe, int* accessible);
+/* The transport that carries this rank's operations to `pe` (static string): "lsa" (loads and
+ * stores through mapped memory: the peers symcommPeerAccessible accepts), "net" (libfabric,
+ * for the others, in the host space) or "none" (none reaches it: operations on it fail,
+ * saying why). */
+symcommResult_t symcommPeerTransport(symcommComm_t comm, int pe, const char** name);
 
 /* ------------------------------------------------------------------------------------ */
 /* Host-side collectives over the bootstrap network (for setup, not for data)           */

@@ -290,3 +290,13 @@ extern "C" symcommResult_t symcommPeerAccessible(symcommComm_t comm, int pe, int
     *accessible = c.topology.accessible[static_cast<size_t>(pe)];
   });
 }
+
+extern "C" symcommResult_t symcommPeerTransport(symcommComm_t comm, int pe, const char** name) {
+  return guarded([&] { return format("symcommPeerTransport(pe=%d)", pe); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(name);
+    SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
+                    "pe %d is out of range [0, %d)", pe, c.topology.nranks);
+    *name = c.rma->transports().name_of(pe);
+  });
+}

@@ -3,7 +3,11 @@
 # - the node map names each node as the communicator grouped it (SYMCOMM_NODE_NAME here);
 # - every collective algorithm and selection row says whether it can run in this space, and
 #   why not;
-# - --json prints one JSON document (rank 0 alone, with --comm) that parses.
+# - --json prints one JSON document (rank 0 alone, with --comm) that parses;
+# - the network transport's section: libfabric's version, the providers and domains that fit,
+#   the one SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN select; where libfabric does not load,
+#   why, naming the library (and symcomm-info still succeeds);
+# - each member's transport to each rank: lsa on its node, net to the other node's ranks.
 #
 #   symcomm_info_test.sh SYMRUN SYMCOMM_INFO PYTHON3
 set -uo pipefail
@@ -26,6 +30,8 @@ case_text() {
   for r in 0 1; do
     grep -q "^\[0\]   rank   $r: node 0 (info-test-node) local $r/2, host space" "$work/text" ||
       fail "rank $r's node is not named info-test-node: $(grep 'rank  ' "$work/text")"
+    grep -q "^\[0\]   rank   $r: .*, transports lsa to 0-1$" "$work/text" ||
+      fail "rank $r's transports: $(grep 'rank  ' "$work/text")"
   done
   # Each algorithm's line says what it runs or why it cannot; sm needs GPUs, copy runs anywhere.
   grep -q '^\[0\]   sm       cannot run here: .*cuda' "$work/text" ||
@@ -68,10 +74,71 @@ rows = d["selection_table"]
 assert rows and all("runs" in r for r in rows), rows
 assert all(r["runs"] or r["why_not"] for r in rows), rows
 assert any(p["name"] == "SYMCOMM_NODE_NAME" and p["set"] for p in d["parameters"])
+assert all(m["transports"] == ["lsa", "lsa"] for m in c["members"]), c["members"]
 PY
 }
 
-for name in text json; do
+case_net() {
+  SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_DOMAIN=lo "$info" --json >"$work/net.json" 2>"$work/net.err" ||
+    fail "exit code $?: $(head -c 300 "$work/net.err")"
+  "$python" - "$work/net.json" <<'PY' || fail "--json: wrong net_transport section"
+import json, sys
+n = json.load(open(sys.argv[1]))["net_transport"]
+assert n["libfabric"]["available"] and n["libfabric"]["version"], n["libfabric"]
+assert all(c["provider"] and c["domain"] and c["fabric"] for c in n["choices"]), n["choices"]
+selected = [c for c in n["choices"] if c["selected"]]
+assert len(selected) == 1, n
+assert "tcp" in selected[0]["provider"] and selected[0]["domain"] == "lo", selected
+PY
+  SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_DOMAIN=lo "$info" >"$work/net.text" 2>&1 ||
+    fail "text: exit code $?"
+  grep -q '^  libfabric [0-9][0-9.]*$' "$work/net.text" ||
+    fail "no libfabric version: $(grep -A2 '^Network transport' "$work/net.text")"
+  grep -q '^  \* provider [^ ]*tcp[^ ]*  *domain lo  *fabric ' "$work/net.text" ||
+    fail "tcp on lo not selected: $(grep -A5 '^Network transport' "$work/net.text")"
+  # A domain that no provider has: listed, none selected, and why.
+  SYMCOMM_NET_DOMAIN=no-such-interface "$info" --json >"$work/none.json" ||
+    fail "no-such-interface: exit code $?"
+  "$python" - "$work/none.json" <<'PY' || fail "no-such-interface: wrong net_transport section"
+import json, sys
+n = json.load(open(sys.argv[1]))["net_transport"]
+assert not any(c["selected"] for c in n["choices"]), n
+assert "no-such-interface" in n["not_selected"], n
+PY
+}
+
+case_net_unavailable() {
+  local lib=/nonexistent/libfabric.so
+  SYMCOMM_FABRIC_LIBRARY=$lib "$info" --json >"$work/nofab.json" 2>"$work/nofab.err" ||
+    fail "exit code $?: $(head -c 300 "$work/nofab.err")"
+  "$python" - "$work/nofab.json" "$lib" <<'PY' || fail "--json: wrong net_transport section"
+import json, sys
+n = json.load(open(sys.argv[1]))["net_transport"]
+f = n["libfabric"]
+assert not f["available"] and sys.argv[2] in f["unavailable"] and "version" not in f, f
+assert n["choices"] == [], n
+PY
+  SYMCOMM_FABRIC_LIBRARY=$lib "$info" >"$work/nofab.text" 2>&1 || fail "text: exit code $?"
+  grep -q "^  unavailable: .*$lib" "$work/nofab.text" ||
+    fail "no reason: $(grep -A2 '^Network transport' "$work/nofab.text")"
+}
+
+# Two nodes on this machine (symrun --nodes): each rank reaches its own by lsa, the other's by
+# net (tcp on loopback).
+case_nodes() {
+  env -u SYMCOMM_NODE_NAME SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_DOMAIN=lo \
+    "$symrun" -n 2 --nodes 2 --timeout 60 --output "$work/nodes" "$info" --comm --json \
+    >"$work/nodes.log" 2>&1 || fail "exit code $?: $(head -c 300 "$work/nodes.log")"
+  "$python" - "$work/nodes/rank.0.out" <<'PY' || fail "wrong transports"
+import json, sys
+c = json.load(open(sys.argv[1]))["communicator"]
+assert c["nodes"] == 2, c
+assert [m["transports"] for m in c["members"]] == [["lsa", "net"], ["net", "lsa"]], c["members"]
+assert [m["reach"] for m in c["members"]] == ["Y.", ".Y"], c["members"]
+PY
+}
+
+for name in text json net net_unavailable nodes; do
   if out=$("case_$name" 2>&1); then
     echo "ok - $name"
     passed=$((passed + 1))

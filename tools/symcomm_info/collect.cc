@@ -1,6 +1,7 @@
 // symcomm-info: what needs no communicator. The version and build options, the CUDA driver
-// and devices (loaded at run time, as the library does), the parameters, the registered
-// collective algorithms and decomposition backends, and the selection table's rows.
+// and devices (loaded at run time, as the library does), the network transport's libfabric,
+// the parameters, the registered collective algorithms and decomposition backends, and the
+// selection table's rows.
 #include <cuda.h>
 #include <dlfcn.h>
 
@@ -79,6 +80,23 @@ void collect_devices(Devices* out) {
   }
 }
 
+void collect_net(Net* out) {
+  symcommNetInfo_t n;
+  if (symcommGetNetInfo(&n) != symcommSuccess) {
+    out->unavailable = symcommGetLastError();
+    return;
+  }
+  if (!n.available) {
+    out->unavailable = n.unavailable;
+    return;
+  }
+  out->version = n.version;
+  out->not_selected = n.not_selected;
+  for (int i = 0; i < n.choice_count; ++i)
+    out->choices.push_back({n.choices[i].provider, n.choices[i].domain, n.choices[i].fabric,
+                            i == n.selected});
+}
+
 // Splits text into its lines.
 std::vector<std::string> lines_of(const char* text) {
   std::vector<std::string> lines;
@@ -146,6 +164,7 @@ void collect_static(Info* info) {
     info->build.emplace_back(line.substr(0, eq), eq == std::string::npos ? "" : line.substr(eq + 1));
   }
   collect_devices(&info->devices);
+  collect_net(&info->net);
   for (int i = 0; i < symcommGetParamCount(); ++i) {
     symcommParamInfo_t p;
     if (symcommGetParam(i, &p) != symcommSuccess) continue;

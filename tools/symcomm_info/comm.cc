@@ -1,5 +1,6 @@
 // symcomm-info --comm: joins a communicator from the launcher's environment, gathers every
-// rank's place in it to rank 0, and asks, on rank 0, which collective algorithms can run in it.
+// rank's place in it and the transport that reaches each of its peers to rank 0, and asks, on
+// rank 0, which collective algorithms can run in it.
 #include <unistd.h>
 
 #include <cstdint>
@@ -38,12 +39,14 @@ std::string node_name() {
   return host;
 }
 
-// One rank's place, as it travels to rank 0 (followed by its reach, a character per rank).
+// One rank's place, as it travels to rank 0 (followed by its reach, a character per rank,
+// and the name of the transport to each rank, kTransportBytes each).
 struct Record {
   int32_t rank, node, local_rank, local_size, device;
   char space[8];
   char node_name[256];
 };
+constexpr size_t kTransportBytes = 8;  // "lsa", "net", "none"
 
 // Whether `algorithm` can run `op` over the world (symmetric buffers, 1024 floats): the
 // library's own answer (symcommCollAlgorithmCanRun: an error that says why when it cannot).
@@ -96,8 +99,9 @@ std::string collect_comm(Info* info, int* rank) {
   symcommCommNode(comm, &node, &nnodes);
   symcommCommDevice(comm, &device);
   symcommCommMemorySpace(comm, &space);
-  const size_t bytes = sizeof(Record) + static_cast<size_t>(size);
-  std::vector<char> mine(bytes, 0), all(bytes * static_cast<size_t>(size));
+  const size_t n = static_cast<size_t>(size);
+  const size_t bytes = sizeof(Record) + n + n * kTransportBytes;
+  std::vector<char> mine(bytes, 0), all(bytes * n);
   Record r{*rank, node, local, local_size, device, {}, {}};
   std::snprintf(r.space, sizeof r.space, "%s", space == symcommSpaceCuda ? "cuda" : "host");
   std::snprintf(r.node_name, sizeof r.node_name, "%s", node_name().c_str());
@@ -106,6 +110,10 @@ std::string collect_comm(Info* info, int* rank) {
     int ok = 0;
     symcommPeerAccessible(comm, pe, &ok);
     mine[sizeof r + static_cast<size_t>(pe)] = ok ? 'Y' : '.';
+    const char* transport = "?";
+    symcommPeerTransport(comm, pe, &transport);
+    std::snprintf(mine.data() + sizeof r + n + static_cast<size_t>(pe) * kTransportBytes,
+                  kTransportBytes, "%s", transport);
   }
   std::string error;
   if (symcommHostAllgather(comm, mine.data(), all.data(), bytes) != symcommSuccess)
@@ -121,9 +129,14 @@ std::string collect_comm(Info* info, int* rank) {
       std::memcpy(&got, at, sizeof got);
       got.node_name[sizeof got.node_name - 1] = '\0';
       got.space[sizeof got.space - 1] = '\0';
+      std::vector<std::string> transports;
+      for (size_t to = 0; to < n; ++to) {
+        const char* name = at + sizeof got + n + to * kTransportBytes;
+        transports.emplace_back(name, strnlen(name, kTransportBytes));
+      }
       info->comm.members.push_back({got.rank, got.node, got.local_rank, got.local_size, got.device,
-                                    got.node_name, got.space,
-                                    std::string(at + sizeof got, static_cast<size_t>(size))});
+                                    got.node_name, got.space, std::string(at + sizeof got, n),
+                                    transports});
     }
     ask_all(comm, info);
   }

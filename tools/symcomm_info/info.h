@@ -24,6 +24,19 @@ struct Devices {
   std::vector<std::vector<bool>> peer_access;  // [row][column]: row can access column
 };
 
+// The network transport's libfabric (symcommGetNetInfo).
+struct NetChoice {
+  std::string provider, domain, fabric;
+  bool selected = false;  // the one SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN select
+};
+
+struct Net {
+  std::string unavailable;   // why libfabric does not load ("": it does)
+  std::string version;       // libfabric's
+  std::vector<NetChoice> choices;
+  std::string not_selected;  // why none is selected ("": one is, or libfabric is unavailable)
+};
+
 struct Param {
   std::string name, type, value, default_value, description;
   bool is_set = false;
@@ -62,6 +75,7 @@ struct SelectionRow {
 struct Member {
   int rank = 0, node = 0, local_rank = 0, local_size = 0, device = -1;
   std::string node_name, space, reach;
+  std::vector<std::string> transports;  // [rank]: the transport that reaches it from this member
 };
 
 struct Communicator {
@@ -75,6 +89,7 @@ struct Info {
   int version = 0;
   std::vector<std::pair<std::string, std::string>> build;  // key=value lines
   Devices devices;
+  Net net;
   std::vector<Param> params;
   std::vector<Algorithm> algorithms;
   std::vector<std::string> backends;

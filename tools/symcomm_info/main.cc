@@ -1,9 +1,11 @@
 // symcomm-info: what this symcomm is and what it sees. Version and build options, the CUDA
-// driver and devices, the peer-access matrix, every environment parameter with its value and
-// description, the collective algorithms, decomposition backends and selection table. With
-// --comm (under a launcher: symrun -n N symcomm-info --comm) it also joins a communicator,
-// prints the node map and says which algorithms and table rows can run in it. --json prints
-// the same as one JSON document (rank 0 alone prints).
+// driver and devices, the peer-access matrix, the network transport's libfabric (its version,
+// the providers and domains that fit, the one the parameters select), every environment
+// parameter with its value and description, the collective algorithms, decomposition backends
+// and selection table. With --comm (under a launcher: symrun -n N symcomm-info --comm) it also
+// joins a communicator, prints the node map and each member's transport to each rank, and
+// says which algorithms and table rows can run in it. --json prints the same as one JSON
+// document (rank 0 alone prints).
 #include <cstdio>
 #include <cstring>
 
@@ -14,8 +16,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: symcomm-info [--comm] [--json]\n"
     "  --comm  also join a communicator from the launcher's environment (symrun -n N\n"
-    "          symcomm-info --comm): the node map, and which collective algorithms and\n"
-    "          selection rows can run in its memory space (and why not)\n"
+    "          symcomm-info --comm): the node map, the transport between each pair of\n"
+    "          ranks, and which collective algorithms and selection rows can run in its\n"
+    "          memory space (and why not)\n"
     "  --json  print one JSON document instead of text (with --comm: rank 0 prints it)\n";
 
 }  // namespace

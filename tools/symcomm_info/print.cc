@@ -1,4 +1,5 @@
 // symcomm-info's output: text for people, or one JSON document (--json) for scripts.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -79,6 +80,84 @@ void print_devices(const Devices& d) {
   }
 }
 
+// The value in force of parameter `name`, as collected.
+std::string param_value(const Info& info, const char* name) {
+  for (const Param& p : info.params)
+    if (p.name == name) return p.value;
+  return "";
+}
+
+void print_net(const Info& info) {
+  const Net& n = info.net;
+  std::printf("\nNetwork transport (peers on other nodes)\n");
+  if (!n.unavailable.empty()) {
+    std::printf("  unavailable: %s\n", n.unavailable.c_str());
+    return;
+  }
+  std::printf("  libfabric %s\n", n.version.c_str());
+  std::printf("  providers and domains offering FI_EP_RDM with FI_MSG and FI_RMA, preferred "
+              "first%s\n", n.choices.empty() ? ": none" : "");
+  if (n.not_selected.empty())
+    std::printf("  *: the one a communicator opens, the first that SYMCOMM_NET_PROVIDER='%s' and "
+                "SYMCOMM_NET_DOMAIN='%s' accept\n",
+                param_value(info, "SYMCOMM_NET_PROVIDER").c_str(),
+                param_value(info, "SYMCOMM_NET_DOMAIN").c_str());
+  size_t provider = 0, domain = 0;
+  for (const NetChoice& c : n.choices) {
+    provider = std::max(provider, c.provider.size());
+    domain = std::max(domain, c.domain.size());
+  }
+  for (const NetChoice& c : n.choices)
+    std::printf("  %s provider %-*s  domain %-*s  fabric %s\n", c.selected ? "*" : " ",
+                static_cast<int>(provider), c.provider.c_str(), static_cast<int>(domain),
+                c.domain.c_str(), c.fabric.c_str());
+  if (!n.not_selected.empty()) std::printf("  none selected: %s\n", n.not_selected.c_str());
+}
+
+// "lsa to 0-3, net to 4-7": each transport and the ranks it reaches, as ranges.
+std::string transports_text(const std::vector<std::string>& of) {
+  std::vector<std::pair<std::string, std::string>> lists;  // transport, "0-3, 6"
+  for (size_t first = 0, last = 0; first < of.size(); first = last + 1) {
+    last = first;
+    while (last + 1 < of.size() && of[last + 1] == of[first]) ++last;
+    auto list = std::find_if(lists.begin(), lists.end(),
+                             [&](const auto& l) { return l.first == of[first]; });
+    if (list == lists.end()) list = lists.insert(lists.end(), {of[first], ""});
+    list->second += (list->second.empty() ? "" : ", ") + std::to_string(first) +
+                    (last > first ? "-" + std::to_string(last) : "");
+  }
+  std::string out;
+  for (const auto& [transport, ranks] : lists)
+    out += (out.empty() ? "" : ", ") + transport + " to " + ranks;
+  return out;
+}
+
+void json_net(Json& j, const Net& n) {
+  j.begin_object();
+  j.key("libfabric");
+  j.begin_object();
+  j.member("available", n.unavailable.empty());
+  if (n.unavailable.empty()) {
+    j.member("version", n.version);
+  } else {
+    j.member("unavailable", n.unavailable);
+  }
+  j.end_object();
+  j.key("choices");
+  j.begin_array();
+  for (const NetChoice& c : n.choices) {
+    j.begin_object();
+    j.member("provider", c.provider);
+    j.member("domain", c.domain);
+    j.member("fabric", c.fabric);
+    j.member("selected", c.selected);
+    j.end_object();
+  }
+  j.end_array();
+  if (!n.not_selected.empty()) j.member("not_selected", n.not_selected);
+  j.end_object();
+}
+
 void json_devices(Json& j, const Devices& d) {
   j.begin_object();
   j.member("available", d.unavailable.empty());
@@ -117,6 +196,7 @@ void print_text(const Info& info) {
   std::printf("symcomm %s\n\nBuild\n", version_text(info.version).c_str());
   for (const auto& [key, value] : info.build) std::printf("  %s=%s\n", key.c_str(), value.c_str());
   print_devices(info.devices);
+  print_net(info);
   std::printf("\nParameters (environment variables)\n");
   for (const Param& p : info.params)
     std::printf("  %-28s %-7s = %-12s%s (default '%s'): %s\n", p.name.c_str(), p.type.c_str(),
@@ -149,9 +229,10 @@ void print_text(const Info& info) {
   if (!joined) return;
   std::printf("\nCommunicator: %d rank(s) on %d node(s)\n", info.comm.nranks, info.comm.nnodes);
   for (const Member& m : info.comm.members)
-    std::printf("  rank %3d: node %d (%s) local %d/%d, %s space, device %d, load/store reach %s\n",
-                m.rank, m.node, m.node_name.c_str(), m.local_rank, m.local_size, m.space.c_str(),
-                m.device, m.reach.c_str());
+    std::printf("  rank %3d: node %d (%s) local %d/%d, %s space, device %d, load/store reach %s, "
+                "transports %s\n", m.rank, m.node, m.node_name.c_str(), m.local_rank,
+                m.local_size, m.space.c_str(), m.device, m.reach.c_str(),
+                transports_text(m.transports).c_str());
 }
 
 void print_json(const Info& info) {
@@ -164,6 +245,8 @@ void print_json(const Info& info) {
   j.end_object();
   j.key("cuda");
   json_devices(j, info.devices);
+  j.key("net_transport");
+  json_net(j, info.net);
   j.key("parameters");
   j.begin_array();
   for (const Param& p : info.params) {
@@ -253,6 +336,10 @@ void print_json(const Info& info) {
       j.member("space", m.space);
       j.member("device", m.device);
       j.member("reach", m.reach);
+      j.key("transports");
+      j.begin_array();
+      for (const std::string& t : m.transports) j.value(t);
+      j.end_array();
       j.end_object();
     }
     j.end_array();

@@ -38,8 +38,9 @@ inline std::string interface_address(const std::string& name) {
 // addresses, provider keys, allocated memory; not FI_MR_LOCAL), `provider` and `domain`
 // where not empty. A domain that names an interface (tcp's domains do) is also where the
 // endpoint binds: otherwise tcp listens on every address and peers connect to the host's
-// first one, not to the interface asked for (lo: traffic must stay on loopback). Returns
-// fi_getinfo's code (0, or negative); *info is the list on success (fi_freeinfo it).
+// first one, not to the interface asked for (lo: traffic must stay on loopback). Only
+// entries of `domain` are kept. Returns fi_getinfo's code (0, or negative; -FI_ENODATA where
+// none is left); *info is the list on success (fi_freeinfo it).
 inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
                            const std::string& domain, fi_info** info) {
   fi_info* hints = lib.fi_dupinfo(nullptr);
@@ -59,7 +60,21 @@ inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
   const int rc = lib.fi_getinfo(FI_VERSION(1, 10), source.empty() ? nullptr : source.c_str(),
                                 nullptr, source.empty() ? 0 : FI_SOURCE, hints, info);
   lib.fi_freeinfo(hints);
-  return rc;
+  if (rc != 0 || domain.empty()) return rc;
+  // libfabric (1.17) answers with domains other than the one the hint names: the IP providers
+  // (tcp, udp, sockets and those layered over them) with every interface where the name is
+  // no interface's, shm beside an interface's address. Keep the ones it names.
+  for (fi_info** at = info; *at;) {
+    fi_info* entry = *at;
+    if (entry->domain_attr->name && domain == entry->domain_attr->name) {
+      at = &entry->next;
+      continue;
+    }
+    *at = entry->next;
+    entry->next = nullptr;
+    lib.fi_freeinfo(entry);
+  }
+  return *info ? 0 : -FI_ENODATA;
 }
 
 }  // namespace symcomm
