@@ -9,6 +9,7 @@
 // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; without it signals and waits are kernels.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -74,6 +75,32 @@ __global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig,
 __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) {
   pdl_begin();
   barrier_block(c);
+}
+
+// The barrier of a team with members on other nodes (reached by a transport, not mapped
+// here): the host counts its epochs and sends them to those members as signals before this
+// kernel runs; the kernel arrives at the mapped members, as barrier_block does, and waits for
+// every member's arrival, the ones the network brings included.
+__global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint64_t e) {
+  pdl_begin();
+  __shared__ int result;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int n = c.team_size;
+  if (tid == 0) result = 0;
+  __syncthreads();
+  const size_t slot = reinterpret_cast<char*>(c.barrier_slots + c.rank) - c.base;
+  if (tid < n) __threadfence_system();
+  for (int t = tid; t < n; t += nt)
+    if (char* w = detail::window(c, t)) detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), e);
+  for (int t = tid; t < n; t += nt) {
+    const int w = world_rank(c, t);
+    const int rc = detail::wait_local(c, c.barrier_slots + w, symcommCmpGe, e, w);
+    if (rc != 0) atomicCAS(&result, 0, rc);
+  }
+  __syncthreads();
+  if (result != 0)  // taken back, as barrier_block does
+    for (int t = tid; t < n; t += nt)
+      if (char* w = detail::window(c, t)) detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), 0);
 }
 
 class CudaRma final : public RmaBackend {
@@ -186,7 +213,22 @@ class CudaRma final : public RmaBackend {
     DeviceComm c{};
     fill(c, a.id, a.team);
     int threads = a.team.size < 32 ? 32 : (a.team.size > 1024 ? 1024 : a.team.size);
-    launch_kernel(barrier_kernel, 1, threads, stream, c);
+    bool mixed = false;
+    for (int i = 0; i < a.team.size; ++i) mixed |= a.slots[a.team.world_of(i)] == nullptr;
+    if (!mixed) {
+      launch_kernel(barrier_kernel, 1, threads, stream, c);
+      SYMCOMM_CUDART(cudaGetLastError());
+      return;
+    }
+    // Members reached by network: this rank's arrival goes to them as a signal, applied
+    // after everything this rank sent them before, ordered on the stream.
+    const uint64_t e = ++mixed_epochs_[static_cast<size_t>(a.id)];
+    for (int i = 0; i < a.team.size; ++i) {
+      const int member = a.team.world_of(i);
+      if (!a.slots[member])
+        a.transports->to(member).signal(member, &a.own[a.rank], e, symcommSignalSet, stream);
+    }
+    launch_kernel(barrier_mixed_kernel, 1, threads, stream, c, e);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
@@ -205,6 +247,7 @@ class CudaRma final : public RmaBackend {
     DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaMemsetAsync(epochs_ + id, 0, sizeof(uint64_t), reset_stream_));
     SYMCOMM_CUDART(cudaStreamSynchronize(reset_stream_));
+    mixed_epochs_[static_cast<size_t>(id)] = 0;
   }
 
   void raise_recorded_error() override {
@@ -331,6 +374,8 @@ class CudaRma final : public RmaBackend {
   char** peer_base_ = nullptr;
   std::vector<char*> windows_;  // peer_base_ on the host
   uint64_t* epochs_ = nullptr;
+  // [team]: barriers of teams with members on other nodes, counted here (barrier_mixed_kernel)
+  std::array<uint64_t, SYMCOMM_MAX_TEAMS> mixed_epochs_{};
   cudaStream_t reset_stream_ = nullptr;  // clear() and reset_epoch()
   char* base_ = nullptr;
   int copy_blocks_ = 32;

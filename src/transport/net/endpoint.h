@@ -40,6 +40,8 @@ class FabricEndpoint {
   fid_ep* ep() const { return ep_; }
   fid_cq* cq() const { return cq_; }
   fi_addr_t addr(int pe) const { return addrs_[static_cast<size_t>(pe)]; }
+  // Bytes of immediate data a write carries to the target's completion queue.
+  size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
   // "tcp;ofi_rxm on lo, libfabric 1.17".
   std::string describe() const;
 

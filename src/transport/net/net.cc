@@ -5,12 +5,23 @@
 // ordered, FI_ORDER_SAS), after every write sent before them has landed (writes complete
 // only once delivered, FI_DELIVERY_COMPLETE). In the host space each call completes before
 // it returns, as the host space's load/store operations do.
+//
+// In the cuda space the network cannot address GPU memory (no FI_HMEM is used): data is
+// staged through pinned host memory (staging.h), and each call on a stream becomes a job
+// that a worker runs when the stream reaches it, the stream waiting for its end
+// (stream_jobs.h): the calling thread does not block, and the stream's order holds.
+#include <cuda_runtime.h>
+
 #include <atomic>
 #include <cstring>
 
+#include "base/cuda_runtime_check.h"
 #include "base/param.h"
 #include "rma/wait.h"
+#include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
+#include "transport/net/staging.h"
+#include "transport/stream_jobs.h"
 #include "transport/transport.h"
 
 namespace symcomm {
@@ -25,47 +36,68 @@ namespace {
 class Net final : public Transport {
  public:
   Net(TransportContext& ctx)
-      : heap_(ctx.heap), rank_(ctx.topology.rank),
-        timeout_ms_(wait_timeout_ms()), chunk_(kChunk.get()),
-        dirty_(static_cast<size_t>(ctx.topology.nranks)) {
+      : heap_(ctx.heap), rank_(ctx.topology.rank), device_(ctx.topology.device),
+        cuda_(ctx.space == symcommSpaceCuda), timeout_ms_(wait_timeout_ms()),
+        chunk_(kChunk.get()), dirty_(static_cast<size_t>(ctx.topology.nranks)) {
     endpoint_ = std::make_unique<FabricEndpoint>(ctx.bootstrap, rank_, ctx.topology.nranks);
     end_.store(heap_.mapped());
-    endpoint_->register_heap_range(heap_.base(), 0, heap_.mapped());
+    if (cuda_) {
+      // GPU memory stays unregistered: peers' data comes through the staging inbox.
+      memory_ = make_cuda_memory(device_, ctx.mover);
+      staging_ = std::make_unique<Staging>(*endpoint_, ctx.topology, device_, chunk_, timeout_ms_);
+      staging_->set_heap(heap_.base(), &end_);
+      jobs_ = std::make_unique<StreamJobs>(device_, "net");
+    } else {
+      memory_ = make_host_memory();
+      endpoint_->register_heap_range(heap_.base(), 0, heap_.mapped());
+    }
     ctx.heap.on_grow([this](char* base, size_t offset, size_t bytes) {
       // Mapped already: peers may write there as soon as any rank's malloc returns, which is
       // after every rank registered it (the registration's exchange).
+      if (!cuda_) endpoint_->register_heap_range(base, offset, bytes);
       end_.store(offset + bytes);
-      endpoint_->register_heap_range(base, offset, bytes);
     });
-    proxy_ = std::make_unique<Proxy>(*endpoint_, rank_, [this](const wire::Header& h,
-                                                               const uint8_t* payload) {
-      return apply(h, payload);
-    });
+    proxy_ = std::make_unique<Proxy>(
+        *endpoint_, rank_,
+        [this](const wire::Header& h, const uint8_t* payload) { return apply(h, payload); },
+        [this](Proxy& proxy, uint64_t data) {
+          if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
+        });
   }
   ~Net() override {
-    // The thread ends, then the endpoint closes (nothing lands in the proxy's receive
-    // buffers after that), then the buffers go.
+    // Jobs first (they use the proxy); then the thread ends, then the endpoint closes
+    // (nothing lands in the proxy's receive buffers or the staging inbox after that), then
+    // the buffers go.
+    jobs_.reset();
     proxy_->stop();
     endpoint_.reset();
+    staging_.reset();
     proxy_.reset();
   }
 
   const char* name() const override { return "net"; }
 
   void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
-           symcommStream_t) override {
-    transfer(NetOp::Type::Write, pe, heap_.offset_of(dst), const_cast<void*>(src), bytes);
+           symcommStream_t stream) override {
+    const size_t offset = heap_.offset_of(dst);
+    if (cuda_)
+      return jobs_->enqueue(stream, [=, this] { staging_->put(*proxy_, pe, offset, src, bytes); });
+    transfer(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
   }
   void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
-           symcommStream_t) override {
-    transfer(NetOp::Type::Read, pe, heap_.offset_of(src), dst, bytes);
+           symcommStream_t stream) override {
+    const size_t offset = heap_.offset_of(src);
+    if (cuda_)
+      return jobs_->enqueue(stream, [=, this] { staging_->get(*proxy_, pe, dst, offset, bytes); });
+    transfer(NetOp::Type::Read, pe, offset, dst, bytes);
   }
   void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
-              symcommStream_t) override {
+              symcommStream_t stream) override {
     wire::Header h = header(wire::Kind::Signal);
     h.word = heap_.offset_of(sig);
     h.a = value;
     h.op = static_cast<uint32_t>(op);
+    if (cuda_) return jobs_->enqueue(stream, [=, this] { send(pe, h, nullptr, "a signal"); });
     send(pe, h, nullptr, "a signal");
   }
   void put_signal(int pe, void* dst, const void* src, size_t bytes, uint64_t* sig,
@@ -83,31 +115,54 @@ class Net final : public Transport {
     h.word = heap_.offset_of(sig);
     h.a = value;
     h.op = static_cast<uint32_t>(op);
+    if (cuda_)
+      return jobs_->enqueue(stream, [=, this] {
+        std::vector<uint8_t> payload(bytes);
+        memory_->read(payload.data(), src, bytes);  // wherever src is, as the GPU sees it
+        send(pe, h, payload.data(), "a put-signal");
+      });
     send(pe, h, src, "a put-signal");
   }
   uint64_t fetch_add(int pe, uint64_t* word, uint64_t value) override {
+    require_atomics();
     wire::Header h = header(wire::Kind::FetchAdd);
     h.word = heap_.offset_of(word);
     h.a = value;
     return send(pe, h, nullptr, "an atomic fetch-add", true);
   }
   uint64_t compare_swap(int pe, uint64_t* word, uint64_t expected, uint64_t desired) override {
+    require_atomics();
     wire::Header h = header(wire::Kind::CompareSwap);
     h.word = heap_.offset_of(word);
     h.a = expected;
     h.b = desired;
     return send(pe, h, nullptr, "an atomic compare-swap", true);
   }
-  void quiet(symcommStream_t) override {
+  void quiet(symcommStream_t stream) override {
+    if (cuda_) return jobs_->enqueue(stream, [this] { flush(); });
+    flush();
+  }
+  void abort() override {
+    const char* why = "the communicator was aborted (a peer was lost)";
+    if (jobs_) jobs_->abort(why);
+    proxy_->abort(why);
+  }
+
+ private:
+  void require_atomics() const {
+    SYMCOMM_REQUIRE(memory_->atomics(), symcommNotSupported,
+                    "host-side atomics on symmetric words need the host space (in the cuda "
+                    "space the words are GPU memory: use the device API's atomics)");
+  }
+
+  void flush() {
     // Writes completed in their calls; messages are delivered but perhaps not yet applied:
     // each peer sent one since the last quiet answers a flush once it applied them.
     for (size_t pe = 0; pe < dirty_.size(); ++pe)
       if (dirty_[pe].exchange(false))
         send(static_cast<int>(pe), header(wire::Kind::Flush), nullptr, "a quiet", true);
   }
-  void abort() override { proxy_->abort("the communicator was aborted (a peer was lost)"); }
 
- private:
   wire::Header header(wire::Kind kind) const {
     wire::Header h{};
     h.kind = kind;
@@ -125,7 +180,7 @@ class Net final : public Transport {
       RemoteRange r = endpoint_->remote(pe, offset, bytes);
       for (size_t done = 0; done < r.bytes;) {
         const size_t piece = std::min(chunk_, r.bytes - done);
-        op->parts.push_back(Posted{{}, op.get(), at + done, piece, r.addr + done, r.key});
+        op->parts.push_back(Posted{{}, op.get(), at + done, piece, r.addr + done, r.key, 0});
         done += piece;
       }
       at += r.bytes, offset += r.bytes, bytes -= r.bytes;
@@ -170,19 +225,19 @@ class Net final : public Transport {
     switch (h.kind) {
       case wire::Kind::PutSignal:
         if (h.bytes > wire::kEagerMax || h.offset + h.bytes > mapped) return 0;
-        std::memcpy(heap_.base() + h.offset, payload, h.bytes);
+        memory_->write(heap_.base() + h.offset, payload, h.bytes);
         [[fallthrough]];
       case wire::Kind::Signal:
-        if (uint64_t* w = word()) {
-          // Release: the data before is visible to whoever acquires the signal.
-          if (h.op == symcommSignalAdd) __atomic_fetch_add(w, h.a, __ATOMIC_RELEASE);
-          else __atomic_store_n(w, h.a, __ATOMIC_RELEASE);
-        }
+        if (uint64_t* w = word()) memory_->signal(w, h.a, static_cast<symcommSignalOp_t>(h.op));
         return 0;
+      case wire::Kind::Stage:
+        return staging_ ? staging_->on_stage(h, *memory_) : 1;
       case wire::Kind::FetchAdd:
+        if (!memory_->atomics()) return 0;
         if (uint64_t* w = word()) return __atomic_fetch_add(w, h.a, __ATOMIC_SEQ_CST);
         return 0;
       case wire::Kind::CompareSwap:
+        if (!memory_->atomics()) return 0;
         if (uint64_t* w = word()) {
           uint64_t expected = h.a;
           __atomic_compare_exchange_n(w, &expected, h.b, false, __ATOMIC_SEQ_CST,
@@ -197,25 +252,23 @@ class Net final : public Transport {
 
   Heap& heap_;
   int rank_;
+  int device_;
+  bool cuda_;  // the cuda space: staged, stream-ordered
   int64_t timeout_ms_;
   size_t chunk_;
   std::atomic<size_t> end_{0};  // of the heap as registered: what peers may address
   std::vector<std::atomic<bool>> dirty_;  // [pe]: a message went there since the last quiet
   std::unique_ptr<FabricEndpoint> endpoint_;
+  std::unique_ptr<LocalMemory> memory_;
+  std::unique_ptr<Staging> staging_;   // the cuda space's
   std::unique_ptr<Proxy> proxy_;
+  std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
 };
 
 class NetKind final : public TransportKind {
  public:
   const char* name() const override { return "net"; }
-  Verdict can_connect(const TransportContext& ctx, int pe) const override {
-    if (ctx.space != symcommSpaceHost)
-      return Verdict::no(format(
-          "the net transport carries the host memory space only so far (rank %d needs the "
-          "network; GPU memory over it, staged through pinned host memory, is not built yet)",
-          pe));
-    return Verdict::yes();
-  }
+  Verdict can_connect(const TransportContext&, int) const override { return Verdict::yes(); }
   std::unique_ptr<Transport> open(TransportContext& ctx, const std::vector<int>&) const override {
     return std::make_unique<Net>(ctx);
   }

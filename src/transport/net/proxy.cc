@@ -29,8 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply)
-    : ep_(endpoint), rank_(rank), apply_(std::move(apply)) {
+Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed)
+    : ep_(endpoint), rank_(rank), apply_(std::move(apply)), landed_(std::move(landed)) {
   for (int i = 0; i < kReceives; ++i) {
     auto r = std::make_unique<Receive>();
     r->buffer.resize(wire::kBufferBytes);
@@ -140,7 +140,7 @@ bool Proxy::post(NetOp& op) {
     ssize_t rc = op.type == NetOp::Type::Write
                      // With immediate data: the write completes at the target too, which
                      // keeps the target's proxy polling while a long transfer comes in.
-                     ? fi_writedata(ep, p.local, p.bytes, nullptr, 0, ep_.addr(op.pe), p.addr,
+                     ? fi_writedata(ep, p.local, p.bytes, nullptr, p.data, ep_.addr(op.pe), p.addr,
                                     p.key, &p.context)
                      : fi_read(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe), p.addr, p.key,
                                &p.context);
@@ -176,31 +176,35 @@ void Proxy::on_message(Receive& r, size_t bytes) {
   }
   const uint64_t value = apply_(h, r.buffer.data() + sizeof h);
   if (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
-      h.kind == wire::Kind::Flush) {
-    auto reply = std::make_shared<NetOp>();
-    reply->type = NetOp::Type::Send;
-    reply->pe = h.from;
-    wire::Header out{};
-    out.kind = wire::Kind::Reply;
-    out.from = rank_;
-    out.a = value;
-    out.ticket = h.ticket;
-    reply->message.resize(sizeof out);
-    std::memcpy(reply->message.data(), &out, sizeof out);
-    reply->parts.resize(1);
-    reply->parts[0].op = reply.get();
-    reply->outstanding = 1;
-    in_flight_.push_back(reply);
-    unposted_.push_back(std::move(reply));
-  }
+      h.kind == wire::Kind::Flush || h.kind == wire::Kind::Stage)
+    reply(h.from, h.ticket, value);
+}
+
+void Proxy::reply(int to, uint64_t ticket, uint64_t value) {
+  auto reply = std::make_shared<NetOp>();
+  reply->type = NetOp::Type::Send;
+  reply->pe = to;
+  wire::Header out{};
+  out.kind = wire::Kind::Reply;
+  out.from = rank_;
+  out.a = value;
+  out.ticket = ticket;
+  reply->message.resize(sizeof out);
+  std::memcpy(reply->message.data(), &out, sizeof out);
+  reply->parts.resize(1);
+  reply->parts[0].op = reply.get();
+  reply->outstanding = 1;
+  in_flight_.push_back(reply);
+  unposted_.push_back(std::move(reply));
 }
 
 void Proxy::on_completion(const fi_cq_data_entry& e) {
   if (e.flags & FI_REMOTE_CQ_DATA) {
-    // A peer's write landed here: nothing to do but stay awake (and give back a receive
-    // buffer, where the provider used one to report it).
+    // A peer's write landed here: give back the receive buffer, where the provider used one
+    // to report it; a write that carries data asks for more (the transport's Landed).
     for (auto& r : receives_)
       if (&r->context == e.op_context) post_receive(*r);
+    if (e.data != 0 && landed_) landed_(*this, e.data);
     return;
   }
   if (e.flags & FI_RECV)

@@ -34,6 +34,7 @@ struct Posted {
   char* local;
   size_t bytes;
   uint64_t addr, key;
+  uint64_t data;  // a write's immediate data (0: a plain write; see Proxy::Landed)
 };
 
 // What a caller waits for: every Posted of it completed (and, for an atomic, the reply came).
@@ -61,7 +62,10 @@ class Proxy {
   // `apply`: what to do with a message from a peer (the transport's; runs on the proxy
   // thread); returns the reply value for messages that expect one.
   using Apply = std::function<uint64_t(const wire::Header&, const uint8_t* payload)>;
-  Proxy(FabricEndpoint& endpoint, int rank, Apply apply);
+  // What to do when a peer's write with nonzero immediate data landed here (the transport's;
+  // runs on the proxy thread).
+  using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
+  Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed = nullptr);
   ~Proxy();
 
   // Hands `op` over; the caller then waits with wait().
@@ -69,6 +73,8 @@ class Proxy {
   // Waits until `op` completes; throws its error (symcommPeerLost where the connection
   // failed or the communicator was aborted; symcommTimeout after `timeout_ms`, 0: none).
   void wait(NetOp& op, int64_t timeout_ms, const char* what);
+  // Sends rank `to` the reply to its request `ticket`. On the proxy thread only (Landed).
+  void reply(int to, uint64_t ticket, uint64_t value);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
   // Ends the proxy thread. The endpoint must then be closed before the proxy goes: its
@@ -94,6 +100,7 @@ class Proxy {
   FabricEndpoint& ep_;
   int rank_;
   Apply apply_;
+  Landed landed_;
   std::vector<std::unique_ptr<Receive>> receives_;
 
   std::mutex submit_mutex_;

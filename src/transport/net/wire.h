@@ -14,14 +14,16 @@ enum class Kind : uint32_t {
   CompareSwap = 4,  // word = (word == a) ? b : word; reply with the value before
   Reply = 5,      // `a`: the value an atomic found; `ticket`: the request's
   Flush = 6,      // reply once everything the sender sent before it is applied
+  Stage = 7,      // copy `bytes` at heap `offset` into the sender's staging slot `a` here
+                  // (staging.h), then reply: the sender reads it from there
 };
 
 struct Header {
   Kind kind;
   int32_t from;     // world rank of the sender
   uint32_t op;      // symcommSignalOp_t of a signal
-  uint32_t bytes;   // payload bytes (PutSignal)
-  uint64_t offset;  // heap offset of the payload's destination (PutSignal)
+  uint32_t bytes;   // payload bytes (PutSignal); bytes to stage (Stage)
+  uint64_t offset;  // heap offset of the payload's destination (PutSignal), of the source (Stage)
   uint64_t word;    // heap offset of the 64-bit word a signal or an atomic updates
   uint64_t a, b;    // signal value; atomic operands; a reply's value
   uint64_t ticket;  // an atomic's request, echoed in its reply

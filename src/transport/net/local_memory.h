@@ -1,0 +1,31 @@
+// How the net transport's proxy touches this rank's memory when a peer's message asks it to:
+// the host space copies with memcpy and updates words with CPU atomics; the cuda space copies
+// with the copy engines on a stream of the proxy's and updates signal words through the
+// space's mover (rma), atomically with what the GPU's kernels do to them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "transport/transport.h"
+
+namespace symcomm {
+
+class LocalMemory {
+ public:
+  virtual ~LocalMemory() = default;
+  // Copies between this rank's memory and host memory; complete when they return.
+  virtual void write(void* dst, const void* src, size_t bytes) = 0;
+  virtual void read(void* dst, const void* src, size_t bytes) = 0;
+  // Release: what was written before is visible to whoever sees the new value.
+  virtual void signal(uint64_t* word, uint64_t value, symcommSignalOp_t op) = 0;
+  // Whether host-side atomics (fetch-add, compare-swap) reach this memory: the host space only.
+  virtual bool atomics() const { return false; }
+};
+
+std::unique_ptr<LocalMemory> make_host_memory();
+// `device`: the communicator's GPU.
+std::unique_ptr<LocalMemory> make_cuda_memory(int device, LoadStoreMover& mover);
+
+}  // namespace symcomm

@@ -1,0 +1,209 @@
+#include "transport/net/staging.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/cuda_runtime_check.h"
+#include "base/log.h"
+
+namespace symcomm {
+
+namespace {
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, int device, size_t chunk,
+                 int64_t timeout_ms)
+    : ep_(endpoint), topology_(topology), rank_(topology.rank), device_(device), chunk_(chunk),
+      timeout_ms_(timeout_ms) {
+  SYMCOMM_REQUIRE(ep_.cq_data_size() >= 4, symcommNotSupported,
+                  "the net transport stages GPU memory with writes that carry 4 bytes of "
+                  "immediate data; this provider carries %zu", ep_.cq_data_size());
+  SYMCOMM_REQUIRE(topology.nranks < (1 << 26), symcommNotSupported,
+                  "the net transport's staging numbers ranks in 26 bits (%d ranks)",
+                  topology.nranks);
+  const size_t remote_ranks = static_cast<size_t>(std::count_if(
+      topology.node_of.begin(), topology.node_of.end(), [&](int n) { return n != topology.node; }));
+  const size_t inbox_bytes = std::max<size_t>(remote_ranks, 1) * kSlots * slot_bytes();
+  {
+    DeviceScope guard(device_);
+    void* p = nullptr;
+    SYMCOMM_CUDART(cudaHostAlloc(&p, inbox_bytes, cudaHostAllocDefault));
+    inbox_ = static_cast<char*>(p);
+    SYMCOMM_CUDART(cudaHostAlloc(&p, kSlots * slot_bytes(), cudaHostAllocDefault));
+    outbox_ = static_cast<char*>(p);
+    cudaStream_t s = nullptr;
+    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_ = s;
+  }
+  ep_.register_heap_range(inbox_, kStagingOffset, inbox_bytes);
+}
+
+Staging::~Staging() {
+  for (cudaError_t e : {cudaStreamDestroy(as_stream(stream_)), cudaFreeHost(inbox_),
+                        cudaFreeHost(outbox_)})
+    if (e != cudaSuccess) SYMCOMM_WARN("freeing the net transport's staging: %s", cudaGetErrorString(e));
+}
+
+size_t Staging::inbox_offset(int target, int source, int slot) const {
+  // The source's index among the ranks not on the target's node.
+  const int target_node = topology_.node_of[static_cast<size_t>(target)];
+  size_t index = 0;
+  for (int r = 0; r < source; ++r)
+    index += topology_.node_of[static_cast<size_t>(r)] != target_node;
+  return (index * kSlots + static_cast<size_t>(slot)) * slot_bytes();
+}
+
+bool Staging::in_heap(uint64_t offset, uint64_t bytes) const {
+  return bytes <= chunk_ && offset <= mapped_->load() && bytes <= mapped_->load() - offset;
+}
+
+void Staging::drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops) {
+  for (auto& op : ops)
+    if (op) {
+      try {
+        proxy.wait(*op, timeout_ms_, "a staged transfer");
+      } catch (const Error&) {
+      }
+    }
+}
+
+void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes) {
+  DeviceScope guard(device_);
+  std::vector<std::shared_ptr<NetOp>> pending(kSlots);
+  auto finish = [&](std::shared_ptr<NetOp>& op) {
+    proxy.wait(*op, timeout_ms_, "a put");
+    SYMCOMM_REQUIRE(op->reply == 0, symcommInternalError,
+                    "rank %d refused a staged chunk of a put (heap offset out of range)", pe);
+    op.reset();
+  };
+  try {
+    size_t k = 0;
+    for (size_t done = 0; done < bytes; ++k) {
+      const size_t piece = std::min(chunk_, bytes - done);
+      const int s = static_cast<int>(k % kSlots);
+      if (pending[static_cast<size_t>(s)]) finish(pending[static_cast<size_t>(s)]);
+      char* slot = outbox_slot(s);
+      auto op = std::make_shared<NetOp>();
+      op->type = NetOp::Type::Write;
+      op->pe = pe;
+      op->expects_reply = true;
+      const SlotHeader h{offset + done, piece, reinterpret_cast<uint64_t>(op.get())};
+      std::memcpy(slot, &h, sizeof h);
+      SYMCOMM_CUDART(cudaMemcpyAsync(slot + kHeader, static_cast<const char*>(src) + done, piece,
+                                     cudaMemcpyDefault, as_stream(stream_)));
+      SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(stream_)));
+      RemoteRange r = ep_.remote(pe, kStagingOffset + inbox_offset(pe, rank_, s), kHeader + piece);
+      const uint64_t data = kStagedFlag | (static_cast<uint64_t>(rank_) << 4) | static_cast<uint64_t>(s);
+      op->parts.push_back(Posted{{}, op.get(), slot, kHeader + piece, r.addr, r.key, data});
+      op->outstanding = 2;  // the write, and the target's reply once it copied the chunk
+      proxy.submit(op);
+      pending[static_cast<size_t>(s)] = std::move(op);
+      done += piece;
+    }
+    for (auto& op : pending)
+      if (op) finish(op);
+  } catch (...) {
+    drain(proxy, pending);
+    throw;
+  }
+}
+
+void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
+  DeviceScope guard(device_);
+  std::vector<std::shared_ptr<NetOp>> pending(kSlots);
+  try {
+    for (size_t done = 0; done < bytes;) {
+      // Up to kSlots chunks at a time: the target stages them, this rank reads them, copies
+      // them out.
+      size_t pieces[kSlots] = {};
+      int n = 0;
+      for (size_t at = done; n < kSlots && at < bytes; ++n) {
+        pieces[n] = std::min(chunk_, bytes - at);
+        auto op = std::make_shared<NetOp>();
+        op->type = NetOp::Type::Send;
+        op->pe = pe;
+        op->expects_reply = true;
+        op->outstanding = 2;
+        wire::Header h{};
+        h.kind = wire::Kind::Stage;
+        h.from = rank_;
+        h.offset = offset + at;
+        h.bytes = static_cast<uint32_t>(pieces[n]);
+        h.a = static_cast<uint64_t>(n);
+        h.ticket = reinterpret_cast<uint64_t>(op.get());
+        op->message.resize(sizeof h);
+        std::memcpy(op->message.data(), &h, sizeof h);
+        op->parts.resize(1);
+        op->parts[0].op = op.get();
+        proxy.submit(op);
+        pending[static_cast<size_t>(n)] = std::move(op);
+        at += pieces[n];
+      }
+      for (int s = 0; s < n; ++s) {
+        auto& op = pending[static_cast<size_t>(s)];
+        proxy.wait(*op, timeout_ms_, "a get");
+        SYMCOMM_REQUIRE(op->reply == 0, symcommInternalError,
+                        "rank %d refused to stage a chunk of a get (heap offset out of range)", pe);
+        // The staged chunk, read into the outbox slot of the same number.
+        RemoteRange r = ep_.remote(pe, kStagingOffset + inbox_offset(pe, rank_, s) + kHeader,
+                                   pieces[s]);
+        auto read = std::make_shared<NetOp>();
+        read->type = NetOp::Type::Read;
+        read->pe = pe;
+        read->parts.push_back(
+            Posted{{}, read.get(), outbox_slot(s) + kHeader, pieces[s], r.addr, r.key, 0});
+        read->outstanding = 1;
+        proxy.submit(read);
+        op = std::move(read);
+      }
+      for (int s = 0; s < n; ++s) {
+        auto& op = pending[static_cast<size_t>(s)];
+        proxy.wait(*op, timeout_ms_, "a get");
+        op.reset();
+        SYMCOMM_CUDART(cudaMemcpyAsync(static_cast<char*>(dst) + done, outbox_slot(s) + kHeader,
+                                       pieces[s], cudaMemcpyDefault, as_stream(stream_)));
+        done += pieces[s];
+      }
+      SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(stream_)));
+    }
+  } catch (...) {
+    drain(proxy, pending);
+    throw;
+  }
+}
+
+void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
+  const int source = static_cast<int>((data & (kStagedFlag - 1)) >> 4);
+  const int s = static_cast<int>(data & 0xf);
+  if (source >= topology_.nranks || s >= kSlots) {
+    SYMCOMM_WARN("net transport: a staged chunk names rank %d, slot %d; dropped", source, s);
+    return;
+  }
+  const char* slot = inbox_slot(source, s);
+  SlotHeader h;
+  std::memcpy(&h, slot, sizeof h);
+  uint64_t refused = 1;
+  if (in_heap(h.offset, h.bytes)) {
+    memory.write(heap_ + h.offset, slot + kHeader, h.bytes);
+    refused = 0;
+  } else {
+    SYMCOMM_WARN("net transport: rank %d's staged chunk of %llu bytes at heap offset %llu is out "
+                 "of range; refused", source, static_cast<unsigned long long>(h.bytes),
+                 static_cast<unsigned long long>(h.offset));
+  }
+  proxy.reply(source, h.ticket, refused);
+}
+
+uint64_t Staging::on_stage(const wire::Header& h, LocalMemory& memory) {
+  if (h.from < 0 || h.from >= topology_.nranks || h.a >= kSlots || !in_heap(h.offset, h.bytes))
+    return 1;
+  memory.read(inbox_slot(h.from, static_cast<int>(h.a)) + kHeader, heap_ + h.offset, h.bytes);
+  return 0;
+}
+
+}  // namespace symcomm

@@ -1,0 +1,86 @@
+// GPU memory over a network that cannot address it (no FI_HMEM): staged through pinned host
+// memory. Each rank has an inbox registered with the domain, kSlots slots for each rank of
+// another node, and an outbox of kSlots slots of its own.
+//
+// A put goes in chunks. A copy engine copies a chunk into an outbox slot behind a header
+// (the heap offset it goes to, its size, the request's ticket); one write with immediate data
+// carries both into the target's inbox slot for this rank; the target's proxy, seeing it
+// land, copies the chunk into its heap and replies. The put is done when every chunk's reply
+// came; up to kSlots chunks are in flight, so that the copies overlap the network.
+// A get asks the target to stage each chunk in that slot (a Stage message, answered once
+// copied), reads it from there into the outbox and copies it out.
+//
+// Only the stream worker (stream_jobs.h) calls put and get, one job at a time: the slots are
+// its own. The handlers run on the proxy thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <cstdint>
+#include <vector>
+
+#include "topology/topology.h"
+#include "transport/net/endpoint.h"
+#include "transport/net/local_memory.h"
+#include "transport/net/proxy.h"
+#include "transport/net/wire.h"
+
+namespace symcomm {
+
+class Staging {
+ public:
+  static constexpr int kSlots = 4;
+  // Collective (registers the inbox). `chunk`: payload bytes of a slot.
+  Staging(FabricEndpoint& endpoint, const Topology& topology, int device, size_t chunk,
+          int64_t timeout_ms);
+  ~Staging();
+
+  // This rank's heap and how much of it peers may address (the proxy's view).
+  void set_heap(char* base, const std::atomic<size_t>* mapped) { heap_ = base, mapped_ = mapped; }
+
+  // `bytes` from `src` (any memory this GPU reaches) to heap offset `offset` of rank `pe`.
+  void put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes);
+  // `bytes` at heap offset `offset` of rank `pe` to `dst` (any memory this GPU reaches).
+  void get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes);
+
+  // Whether a write's immediate data is a staged chunk's.
+  static bool is_staged(uint64_t data) { return (data & kStagedFlag) != 0; }
+  // Proxy thread: a chunk landed in this rank's inbox; copies it into the heap and replies.
+  void on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory);
+  // Proxy thread: a Stage request; copies the heap range into the requester's inbox slot.
+  // Returns the reply's value (0, or 1 where the request was out of range).
+  uint64_t on_stage(const wire::Header& h, LocalMemory& memory);
+
+ private:
+  static constexpr uint64_t kStagedFlag = uint64_t{1} << 31;
+  static constexpr size_t kHeader = 64;
+  struct SlotHeader {
+    uint64_t offset, bytes, ticket;
+  };
+  size_t slot_bytes() const { return kHeader + chunk_; }
+  // Of `target`'s inbox: where the slots of `source` begin.
+  size_t inbox_offset(int target, int source, int slot) const;
+  char* inbox_slot(int source, int slot) const { return inbox_ + inbox_offset(rank_, source, slot); }
+  char* outbox_slot(int slot) const { return outbox_ + static_cast<size_t>(slot) * slot_bytes(); }
+  bool in_heap(uint64_t offset, uint64_t bytes) const;
+  // Waits for the ops in flight before an error leaves (the slots are not reused under them).
+  void drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops);
+
+  FabricEndpoint& ep_;
+  const Topology& topology_;
+  int rank_;
+  int device_;
+  size_t chunk_;
+  int64_t timeout_ms_;
+  char* inbox_ = nullptr;   // pinned, registered at kStagingOffset
+  char* outbox_ = nullptr;  // pinned
+  void* stream_ = nullptr;  // the worker's copies (cudaStream_t)
+  char* heap_ = nullptr;
+  const std::atomic<size_t>* mapped_ = nullptr;
+};
+
+// Where the inbox appears among the endpoint's registered regions (beyond any heap offset).
+constexpr size_t kStagingOffset = size_t{1} << 62;
+
+}  // namespace symcomm
