@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "base/cuda_driver.h"
@@ -13,10 +14,17 @@ namespace symcomm {
 
 namespace {
 
-constexpr uint64_t kRing = 4096;  // Flags::reached
+constexpr size_t kGatesPerPage = 512;
 using Clock = std::chrono::steady_clock;
 
 uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+void store(uint64_t* word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+
+uint64_t device_address(void* host) {
+  void* dev = nullptr;
+  SYMCOMM_CUDART(cudaHostGetDevicePointer(&dev, host, 0));
+  return reinterpret_cast<uint64_t>(dev);
+}
 
 }  // namespace
 
@@ -35,15 +43,17 @@ StreamJobs::StreamJobs(int device, const char* what) : device_(device), what_(wh
   SYMCOMM_CUDART(cudaHostAlloc(&host, sizeof(Flags), cudaHostAllocMapped));
   flags_ = static_cast<Flags*>(host);
   std::memset(flags_, 0, sizeof *flags_);
-  void* dev_ptr = nullptr;
-  SYMCOMM_CUDART(cudaHostGetDevicePointer(&dev_ptr, host, 0));
-  flags_device_ = reinterpret_cast<uint64_t>(dev_ptr);
+  flags_device_ = device_address(host);
   thread_ = std::thread([this] {
     run_guarded([this] { run(); },
                 [this](symcommResult_t code, const std::string& why) {
                   fail(code, format("the %s transport's stream worker failed: %s", what_,
                                     why.c_str()));
                   abort(why);
+                  // Nothing runs the jobs any more: their streams go on.
+                  std::lock_guard<std::mutex> lock(mutex_);
+                  for (const Job& job : jobs_) complete(job);
+                  jobs_.clear();
                 });
   });
 }
@@ -56,30 +66,31 @@ StreamJobs::~StreamJobs() {
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   // Streams still waiting for a job go on (finalizing with work in flight is the caller's
-  // error; this only keeps the GPU from waiting forever). The flags stay mapped: such a
-  // stream may not have read them yet.
+  // error; this only keeps the GPU from waiting forever). The words then stay mapped: such a
+  // stream may not have read them yet. Graphs that still hold host nodes of this
+  // communicator must not be replayed after it is finalized (symcomm.h).
   if (!jobs_.empty()) {
-    __atomic_store_n(&flags_->done, next_, __ATOMIC_RELEASE);
+    for (const Job& job : jobs_) complete(job);
     return;
   }
+  for (uint64_t* page : gate_pages_)
+    if (cudaFreeHost(page) != cudaSuccess) static_cast<void>(cudaGetLastError());
   if (cudaFreeHost(flags_) != cudaSuccess) static_cast<void>(cudaGetLastError());
 }
 
 void StreamJobs::enqueue(symcommStream_t stream, std::function<void()> job) {
   raise_failure();
+  if (aborted_.load()) SYMCOMM_THROW(symcommPeerLost, "%s", abort_reason_.c_str());
   DeviceScope guard(device_);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture));
-  SYMCOMM_REQUIRE(capture == cudaStreamCaptureStatusNone, symcommNotSupported,
-                  "a call to a peer of the %s transport (another node) cannot be captured in a "
-                  "CUDA graph: its host work is ordered by numbers that replays would repeat",
-                  what_);
-  if (aborted_.load()) SYMCOMM_THROW(symcommPeerLost, "%s", abort_reason_.c_str());
+  if (capture != cudaStreamCaptureStatusNone) return enqueue_captured(stream, std::move(job));
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t number = next_ + 1;
-  // The ring of `reached` words: job `number` may reuse a word once job number - kRing ran.
+  const size_t slot = number % kRing;
+  // The ring: job `number` takes the words of job number - kRing once that one ran.
   const auto start = Clock::now();
-  while (number > kRing && load(&flags_->done) < number - kRing) {
+  while (number > kRing && load(&flags_->done[slot]) != number - kRing) {
     if (aborted_.load()) SYMCOMM_THROW(symcommPeerLost, "%s", abort_reason_.c_str());
     if (Clock::now() - start > std::chrono::seconds(60))
       SYMCOMM_THROW(symcommTimeout, "%llu calls to %s peers are in flight and the oldest has not "
@@ -88,14 +99,58 @@ void StreamJobs::enqueue(symcommStream_t stream, std::function<void()> job) {
   }
   const CudaDriver& drv = cuda_driver();
   const CUstream s = static_cast<CUstream>(stream);
-  SYMCOMM_CU(drv, cuStreamWriteValue64(
-                      s, flags_device_ + offsetof(Flags, reached) + 8 * (number % kRing), number,
-                      CU_STREAM_WRITE_VALUE_DEFAULT));
-  SYMCOMM_CU(drv, cuStreamWaitValue64(s, flags_device_ + offsetof(Flags, done), number,
+  SYMCOMM_CU(drv, cuStreamWriteValue64(s, flags_device_ + offsetof(Flags, reached) + 8 * slot,
+                                       number, CU_STREAM_WRITE_VALUE_DEFAULT));
+  SYMCOMM_CU(drv, cuStreamWaitValue64(s, flags_device_ + offsetof(Flags, done) + 8 * slot, number,
                                       CU_STREAM_WAIT_VALUE_GEQ));
   next_ = number;
-  jobs_.push_back(Job{number, std::move(job)});
+  jobs_.push_back(Job{number, nullptr, std::move(job)});
   wake_.notify_one();
+}
+
+uint64_t* StreamJobs::new_gate(uint64_t* device) {
+  // Under mutex_. Gates live as long as the communicator: a graph may be replayed any time.
+  if (gate_pages_.empty() || gates_used_ == kGatesPerPage) {
+    void* page = nullptr;
+    SYMCOMM_CUDART(cudaHostAlloc(&page, kGatesPerPage * 8, cudaHostAllocMapped));
+    std::memset(page, 0, kGatesPerPage * 8);
+    gate_pages_.push_back(static_cast<uint64_t*>(page));
+    gates_used_ = 0;
+  }
+  uint64_t* gate = gate_pages_.back() + gates_used_++;
+  *device = device_address(gate);
+  return gate;
+}
+
+void StreamJobs::enqueue_captured(symcommStream_t stream, std::function<void()> job) {
+  Captured* captured = nullptr;
+  uint64_t gate_device = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto c = std::make_unique<Captured>();
+    c->jobs = this;
+    c->gate = new_gate(&gate_device);
+    c->work = std::move(job);
+    captured = c.get();
+    captured_.push_back(std::move(c));
+  }
+  const CudaDriver& drv = cuda_driver();
+  SYMCOMM_CUDART(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), &StreamJobs::on_host_node,
+                                    captured));
+  const CUstream s = static_cast<CUstream>(stream);
+  SYMCOMM_CU(drv, cuStreamWaitValue64(s, gate_device, 1, CU_STREAM_WAIT_VALUE_EQ));
+  SYMCOMM_CU(drv, cuStreamWriteValue64(s, gate_device, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+void StreamJobs::on_host_node(void* p) {
+  // CUDA's host-function thread: no CUDA call here, only the hand-over.
+  auto* c = static_cast<Captured*>(p);
+  StreamJobs& jobs = *c->jobs;
+  {
+    std::lock_guard<std::mutex> lock(jobs.mutex_);
+    jobs.jobs_.push_back(Job{0, c->gate, c->work});
+  }
+  jobs.wake_.notify_one();
 }
 
 void StreamJobs::raise_failure() {
@@ -125,54 +180,67 @@ void StreamJobs::fail(symcommResult_t code, const std::string& why) {
   failure_ = why;
 }
 
-bool StreamJobs::wait_reached(uint64_t number) {
-  // Polls while the stream is about to get there, then naps, longer each time up to 1 ms: a
-  // stream may be busy for long before it reaches the call.
-  const auto start = Clock::now();
-  std::chrono::microseconds nap(10);
-  const uint64_t* word = &flags_->reached[number % kRing];
-  while (load(word) != number) {
-    if (stop_.load() || aborted_.load()) return false;
-    if (Clock::now() - start < std::chrono::microseconds(200)) {
-      std::this_thread::yield();
-      continue;
+bool StreamJobs::take_ready(Job* job) {
+  for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
+    if (it->gate || load(&flags_->reached[it->number % kRing]) == it->number) {
+      *job = std::move(*it);
+      jobs_.erase(it);
+      return true;
     }
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(1000));
-  }
-  return true;
+  return false;
+}
+
+void StreamJobs::complete(const Job& job) {
+  if (job.gate) store(job.gate, 1);
+  else store(&flags_->done[job.number % kRing], job.number);
 }
 
 void StreamJobs::run() {
   // The jobs copy with the CUDA runtime: this thread works on the communicator's GPU.
   SYMCOMM_CUDART(cudaSetDevice(device_));
+  // While jobs wait for their streams it polls, then naps, longer each time up to 1 ms: a
+  // stream may be busy for long before it reaches a call.
+  auto polling_since = Clock::now();
+  std::chrono::microseconds nap(10);
   for (;;) {
     Job job;
+    bool ready = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_.load() || !jobs_.empty(); });
-      if (jobs_.empty()) return;
-      job = std::move(jobs_.front());
-    }
-    thread_fault_point("stream jobs");
-    if (wait_reached(job.number)) {
-      try {
-        job.work();
-      } catch (const Error& e) {
-        fail(e.code(), e.what());
-      } catch (const std::exception& e) {
-        fail(symcommInternalError, e.what());
+      if (stop_.load()) return;  // the destructor releases what is left
+      if (aborted_.load()) {
+        // Every job fails; its stream goes on.
+        while (!jobs_.empty()) {
+          complete(jobs_.front());
+          jobs_.pop_front();
+          fail(symcommPeerLost, abort_reason_);
+        }
+        continue;
       }
-    } else if (aborted_.load()) {
-      fail(symcommPeerLost, abort_reason_);
-    } else {
-      return;  // finalizing: the destructor releases what is left
+      ready = take_ready(&job);
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      jobs_.pop_front();
+    if (!ready) {
+      if (Clock::now() - polling_since < std::chrono::microseconds(200)) {
+        std::this_thread::yield();
+      } else {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait_for(lock, nap);  // a captured job handed over wakes it
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+      continue;
     }
-    __atomic_store_n(&flags_->done, job.number, __ATOMIC_RELEASE);
+    polling_since = Clock::now();
+    nap = std::chrono::microseconds(10);
+    thread_fault_point("stream jobs");
+    try {
+      job.work();
+    } catch (const Error& e) {
+      fail(e.code(), e.what());
+    } catch (const std::exception& e) {
+      fail(symcommInternalError, e.what());
+    }
+    complete(job);
   }
 }
 

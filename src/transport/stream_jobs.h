@@ -5,11 +5,17 @@
 // stream has completed), then writes the number into a second word that the stream waits for
 // (cuStreamWaitValue64 >=): the stream's later work runs after the job.
 //
-// Jobs run one at a time in the order of the calls, jobs of different streams too: CUDA's own
-// dependencies never contradict that order (a stream can only wait for work issued before).
+// Jobs run one at a time, each once its stream reached it, the oldest such first: jobs of one
+// stream in their order, jobs of different streams in whatever order their streams get there
+// (a job whose stream is held up holds up no other stream). Each job has its own pair of
+// words (a ring of them), so jobs may end in any order.
+//
+// A stream being captured into a CUDA graph gets a host node instead (cudaLaunchHostFunc),
+// which hands the job over whenever a replay reaches it, and a gate word of its own: the
+// stream waits until the job set it, then clears it for the next replay.
+//
 // A job that fails still lets its stream go on; its error is kept and thrown by the next call
-// that asks (raise_failure), as CUDA reports asynchronous errors. A stream being captured into
-// a CUDA graph is refused: a graph's replays would repeat the numbers.
+// that asks (raise_failure), as CUDA reports asynchronous errors.
 #pragma once
 
 #include <atomic>
@@ -17,9 +23,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "symcomm/symcomm.h"
 
@@ -41,15 +49,28 @@ class StreamJobs {
 
  private:
   struct Job {
-    uint64_t number;
+    uint64_t number;            // eager: its slot in the ring is number % kRing
+    uint64_t* gate;             // captured: set to 1 once it ran (else nullptr)
     std::function<void()> work;
   };
+  static constexpr uint64_t kRing = 4096;
   struct Flags {  // mapped host memory, written by streams and by the worker
-    uint64_t done;
-    uint64_t reached[4096];  // [number % 4096]: the stream reached job `number`
+    uint64_t reached[kRing];  // [number % kRing]: the stream reached job `number`
+    uint64_t done[kRing];     // [number % kRing]: job `number` ran
   };
+  // A job captured into a graph: what a replay's host node hands over.
+  struct Captured {
+    StreamJobs* jobs;
+    uint64_t* gate;
+    std::function<void()> work;
+  };
+  static void on_host_node(void* captured);
+  void enqueue_captured(symcommStream_t stream, std::function<void()> job);
+  uint64_t* new_gate(uint64_t* device_address);
   void run();
-  bool wait_reached(uint64_t number);
+  // The oldest job whose stream reached it, taken out of jobs_ (under mutex_); false if none.
+  bool take_ready(Job* job);
+  void complete(const Job& job);
   void fail(symcommResult_t code, const std::string& why);
 
   int device_;
@@ -61,6 +82,9 @@ class StreamJobs {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> jobs_;         // under mutex_
+  std::vector<std::unique_ptr<Captured>> captured_;  // under mutex_: live as long as graphs may
+  std::vector<uint64_t*> gate_pages_;  // mapped host memory, kGatesPerPage words each
+  size_t gates_used_ = 0;              // of the last page
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;     // set before aborted_
