@@ -111,14 +111,23 @@ void StreamJobs::enqueue(symcommStream_t stream, std::function<void()> job) {
 uint64_t* StreamJobs::new_gate(uint64_t* device) {
   // Under mutex_. Gates live as long as the communicator: a graph may be replayed any time.
   if (gate_pages_.empty() || gates_used_ == kGatesPerPage) {
+    // Called while a stream is being captured: the allocation is this thread's own business,
+    // not the capture's (relaxed mode lets it through).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    SYMCOMM_CUDART(cudaThreadExchangeStreamCaptureMode(&mode));
     void* page = nullptr;
-    SYMCOMM_CUDART(cudaHostAlloc(&page, kGatesPerPage * 8, cudaHostAllocMapped));
+    cudaError_t e = cudaHostAlloc(&page, kGatesPerPage * 8, cudaHostAllocMapped);
+    void* dev = nullptr;
+    if (e == cudaSuccess) e = cudaHostGetDevicePointer(&dev, page, 0);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    SYMCOMM_CUDART(e);
     std::memset(page, 0, kGatesPerPage * 8);
     gate_pages_.push_back(static_cast<uint64_t*>(page));
+    gate_devices_.push_back(reinterpret_cast<uint64_t>(dev));
     gates_used_ = 0;
   }
-  uint64_t* gate = gate_pages_.back() + gates_used_++;
-  *device = device_address(gate);
+  uint64_t* gate = gate_pages_.back() + gates_used_;
+  *device = gate_devices_.back() + 8 * gates_used_++;
   return gate;
 }
 

@@ -84,6 +84,7 @@ class StreamJobs {
   std::deque<Job> jobs_;         // under mutex_
   std::vector<std::unique_ptr<Captured>> captured_;  // under mutex_: live as long as graphs may
   std::vector<uint64_t*> gate_pages_;  // mapped host memory, kGatesPerPage words each
+  std::vector<uint64_t> gate_devices_;  // the same pages as the GPU addresses them
   size_t gates_used_ = 0;              // of the last page
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
