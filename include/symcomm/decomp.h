@@ -41,8 +41,9 @@ typedef struct {
    * Z: z, x, y), as cuDecomp's axis-contiguous layouts. */
   int axis_contiguous[3];
   /* Transpose backend by name ("copy", ...; symcommDecompBackendName lists them), "" for the
-   * first registered one that can run on the communicator (and the process grid), or "auto"
-   * to autotune among them. */
+   * first registered one that can run on the communicator (and the process grid; one meant
+   * for ranks out of load/store reach only where some rank is: for_unmapped_ranks of
+   * symcommDecompBackendInfo_t), or "auto" to autotune among them. */
   char backend[32];
   /* Autotuning (pdims 0 x 0, backend "auto" or halo_backend "auto"; docs/decomp.md):
    *

@@ -180,7 +180,7 @@ DecompBackend& nccl_backend();          // backend_nccl.cc
 // Why not every rank's heap window is mapped here (what the load/store backends need): the
 // first rank out of reach and why; "" where all are mapped.
 std::string unmapped_peer(const DecompContext& ctx);
-// The staging rule (docs/decomp.md, "Across nodes"): whether `transport` may be handed
+// The staging rule (docs/decomp.md, "The staging rule"): whether `transport` may be handed
 // [p, p + bytes) of this rank's memory as the source of a put as it is. A load/store
 // transport takes whatever this rank's device reaches (the C API checked the buffers); any
 // other takes only memory it registered: the symmetric heap, and registered buffers where it

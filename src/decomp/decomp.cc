@@ -131,9 +131,8 @@ Decomp::~Decomp() {
 }
 
 DecompContext Decomp::context_with(DecompState* state) const {
-  return DecompContext{geometry_,    layers_.topology.rank, layers_.heap,
-                       layers_.rma,  layers_.copies,        row_team_,
-                       col_team_,    layers_.coll,          state,
+  return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma,
+                       layers_.copies, row_team_, col_team_, layers_.coll, state,
                        layers_.registrations, traffic_.get()};
 }
 
