@@ -41,8 +41,9 @@ typedef struct {
    * Z: z, x, y), as cuDecomp's axis-contiguous layouts. */
   int axis_contiguous[3];
   /* Transpose backend by name ("copy", ...; symcommDecompBackendName lists them), "" for the
-   * first registered one that can run on the communicator (and the process grid), or "auto"
-   * to autotune among them. */
+   * first registered one that can run on the communicator (and the process grid; one meant
+   * for ranks out of load/store reach only where some rank is: for_unmapped_ranks of
+   * symcommDecompBackendInfo_t), or "auto" to autotune among them. */
   char backend[32];
   /* Autotuning (pdims 0 x 0, backend "auto" or halo_backend "auto"; docs/decomp.md):
    *
@@ -116,10 +117,30 @@ typedef struct {
   int copies_wait_for_peers; /* it copies to or from a peer only once that peer has joined the
                               * exchange: where one never calls, the others' buffers stay
                               * untouched and the call ends at SYMCOMM_WAIT_TIMEOUT          */
+  int for_unmapped_ranks;    /* it is meant for ranks out of load/store reach (other nodes):
+                              * where every rank is symcommPeerAccessible, backend "" and the
+                              * autotuner leave it out unless it is named (as the backend, or
+                              * by an including entry of autotune_backends)                  */
 } symcommDecompBackendInfo_t;
 symcommResult_t symcommDecompGetBackendInfo(int index, symcommDecompBackendInfo_t* info);
 symcommResult_t symcommDecompGetBackend(symcommDecomp_t decomp, const char** name);
 symcommResult_t symcommDecompGetHaloBackend(symcommDecomp_t decomp, const char** name);
+
+/* What this rank's transposes and halo exchanges of `decomp` handed to the transports since
+ * the decomposition was made, in bytes (docs/decomp.md, "Across nodes"): to peers reached by
+ * load/store and to peers reached over the network, each split by where the bytes came
+ * from. A block goes from the caller's buffer itself only where it is one contiguous run of
+ * it and the transport takes that buffer as it is (the staging rule: the network takes the
+ * symmetric heap, and registered buffers where it reaches those); otherwise it is packed into
+ * the workspace first. Counted by the backends that send through the transports
+ * ("transport"); the others count nothing. Local: no communication. */
+typedef struct {
+  uint64_t load_store_from_buffer;    /* to load/store peers, straight from the caller's buffer */
+  uint64_t load_store_from_workspace; /* to load/store peers, packed into the workspace first  */
+  uint64_t network_from_buffer;       /* to network peers, straight from the caller's buffer    */
+  uint64_t network_from_workspace;    /* to network peers, packed into the workspace first      */
+} symcommDecompTraffic_t;
+symcommResult_t symcommDecompGetTraffic(symcommDecomp_t decomp, symcommDecompTraffic_t* traffic);
 
 /* The configuration in force: pdims, backend and halo_backend as given or as autotuning
  * chose them (never "" or "auto"). */

@@ -205,7 +205,8 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     symcommComm& c = checked(comm);
     if (decomp) *decomp = nullptr;
     c.check_live();
-    const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, *c.copies, c.coll.get()};
+    const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, *c.copies,
+                              c.coll.get(), c.registrations.get()};
     // Agreed, before any other field is read (a configuration of another header version
     // would be read out of bounds), so that every rank fails alike: a NULL argument on one
     // rank too (it would otherwise put the ranks' collective steps out of step).
@@ -288,7 +289,7 @@ extern "C" symcommResult_t symcommDecompGetBackendInfo(int index,
                     all.size() - 1);
     const DecompDescriptor& d = all[static_cast<size_t>(index)]->descriptor();
     *info = symcommDecompBackendInfo_t{d.name, d.spaces, d.load_store_peers, d.nccl,
-                                       d.copies_wait_for_peers};
+                                       d.copies_wait_for_peers, d.for_unmapped_ranks};
   });
 }
 
@@ -305,6 +306,17 @@ extern "C" symcommResult_t symcommDecompGetHaloBackend(symcommDecomp_t decomp, c
     symcommDecomp& d = checked_decomp(decomp);
     SYMCOMM_REQUIRE_ARG(name);
     *name = d.decomp->halo_backend().name();
+  });
+}
+
+extern "C" symcommResult_t symcommDecompGetTraffic(symcommDecomp_t decomp,
+                                                   symcommDecompTraffic_t* traffic) {
+  return guarded([] { return std::string("symcommDecompGetTraffic"); }, [&] {
+    symcommDecomp& d = checked_decomp(decomp);
+    SYMCOMM_REQUIRE_ARG(traffic);
+    const auto& bytes = d.decomp->traffic().bytes;  // [to the network][from the workspace]
+    *traffic = symcommDecompTraffic_t{bytes[0][0].load(), bytes[0][1].load(), bytes[1][0].load(),
+                                      bytes[1][1].load()};
   });
 }
 

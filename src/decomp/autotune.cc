@@ -32,10 +32,14 @@ std::string field(const char* text, size_t size) { return std::string(text, strn
 struct Filter {
   std::vector<std::string> include, exclude;
   bool allows(const std::string& item) const {
-    auto has = [&](const std::vector<std::string>& v) {
-      return std::find(v.begin(), v.end(), item) != v.end();
-    };
-    return !has(exclude) && (include.empty() || has(include));
+    return !has(exclude, item) && (include.empty() || has(include, item));
+  }
+  // An including entry names `item` (not merely no entry excludes it).
+  bool names(const std::string& item) const { return has(include, item) && !has(exclude, item); }
+
+ private:
+  static bool has(const std::vector<std::string>& v, const std::string& item) {
+    return std::find(v.begin(), v.end(), item) != v.end();
   }
 };
 
@@ -399,8 +403,12 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
     more_backends = parse_filter(env_backends, kBackends.name(), backend_name,
                                  "a registered backend");
   });
-  auto backend_allowed = [&](const std::string& name) {
-    return backends.allows(name) && more_backends.allows(name);
+  // A candidate backend: one the filters allow; one meant for ranks out of load/store reach
+  // only where some rank is out of reach, or where a filter names it.
+  auto backend_allowed = [&](const DecompBackend& b) {
+    const std::string name = b.name();
+    return backends.allows(name) && more_backends.allows(name) &&
+           (chosen_unasked(b, layers.heap) || backends.names(name) || more_backends.names(name));
   };
   const std::string filters =
       format("autotune_grids '%s', autotune_backends '%s', autotune_allow_uneven %d, %s '%s', "
@@ -425,7 +433,7 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
         candidates.push_back(Candidate{pr, pc, wanted});
       } else {
         for (DecompBackend* b : decomp_backends())
-          if (backend_allowed(b->name())) candidates.push_back(Candidate{pr, pc, b->name()});
+          if (backend_allowed(*b)) candidates.push_back(Candidate{pr, pc, b->name()});
       }
       // The halo phase comes on the grid chosen here: a grid on which its exchanges cannot
       // run is none (before, the grid phase could choose one, and the halo phase then failed
@@ -469,7 +477,7 @@ std::unique_ptr<Decomp> Decomp::autotune(const DecompLayers& layers,
                     "%d grid: %s", chosen.pdims[0], chosen.pdims[1], misfit.c_str());
     std::vector<Candidate> candidates;
     for (DecompBackend* b : decomp_backends())
-      if (backend_allowed(b->name()))
+      if (backend_allowed(*b))
         candidates.push_back(Candidate{chosen.pdims[0], chosen.pdims[1], b->name()});
     SYMCOMM_REQUIRE(!candidates.empty(), symcommInvalidArgument,
                     "the autotuner has no halo backend candidate (%s)", filters.c_str());

@@ -3,6 +3,7 @@
 //   static const Registered<DecompBackend, CopyBackend> kRegistered(kDescriptor.preference);
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,12 +14,24 @@
 #include "decomp/halo.h"
 #include "decomp/transpose.h"
 #include "memory/heap.h"
+#include "memory/registration.h"
 #include "rma/rma.h"
 
 namespace symcomm {
 
 class CollContext;
 class DecompState;
+
+// What a decomposition's exchanges handed to the transports on this rank, in bytes
+// (symcommDecompGetTraffic): per kind of transport (load/store, or the network) and per
+// source (the caller's buffer itself, or the workspace after packing). Counted by the backends
+// that send through the transports (backend_transport.cc); the others add nothing.
+struct DecompTraffic {
+  std::atomic<uint64_t> bytes[2][2] = {};  // [to the network][from the workspace]
+  void add(bool network, bool from_workspace, size_t n) {
+    bytes[network][from_workspace].fetch_add(n, std::memory_order_relaxed);
+  }
+};
 
 // What a backend works with: this rank, the heap, the one-sided layer, the local copies, and
 // the teams of its row and column of the process grid.
@@ -35,6 +48,11 @@ struct DecompContext {
   CollContext* coll = nullptr;
   // What the backend's make_state() returned for this decomposition (nullptr: nothing).
   DecompState* state = nullptr;
+  // The communicator's registered buffers (symcommRegister), for the staging rule
+  // (transport_takes_as_is); nullptr: none are known.
+  const Registrations* registrations = nullptr;
+  // The decomposition's traffic counts (nullptr: not counted).
+  DecompTraffic* traffic = nullptr;
 };
 
 struct TransposeCall {
@@ -86,6 +104,11 @@ struct DecompDescriptor {
   // the copies are one launch, each copy waiting for its peer): where a peer never calls, its
   // buffers stay untouched and the call ends at SYMCOMM_WAIT_TIMEOUT.
   bool copies_wait_for_peers;
+  // It is meant for ranks out of load/store reach (other nodes). Where every rank is mapped,
+  // the automatic choice ("") and the autotuner leave it out, since a load/store backend
+  // moves the same blocks there without it; named (as the backend, or by an including entry
+  // of autotune_backends or SYMCOMM_DECOMP_AUTOTUNE_BACKENDS) it runs wherever it can.
+  bool for_unmapped_ranks = false;
 };
 
 constexpr unsigned decomp_space_bit(symcommMemorySpace_t space) { return 1u << space; }
@@ -129,6 +152,11 @@ inline const std::vector<DecompBackend*>& decomp_backends() {
   return Registry<DecompBackend>::instance().all();
 }
 
+// Whether the automatic choice and the autotuner consider `b` without being asked for it by
+// name, on a communicator whose heap is `heap`: not where every rank is mapped and `b` is
+// meant for ranks out of load/store reach (DecompDescriptor::for_unmapped_ranks).
+bool chosen_unasked(const DecompBackend& b, const Heap& heap);
+
 // Backends whose pieces another one runs: ce runs ce_pipelined's halo exchanges,
 // nccl_pipelined the nccl backend's set-up, workspaces and halo exchanges.
 DecompBackend& ce_pipelined_backend();  // backend_ce_pipelined.cc
@@ -152,6 +180,20 @@ DecompBackend& nccl_backend();          // backend_nccl.cc
 // Why not every rank's heap window is mapped here (what the load/store backends need): the
 // first rank out of reach and why; "" where all are mapped.
 std::string unmapped_peer(const DecompContext& ctx);
+// The staging rule (docs/decomp.md, "The staging rule"): whether `transport` may be handed
+// [p, p + bytes) of this rank's memory as the source of a put as it is. A load/store
+// transport takes whatever this rank's device reaches (the C API checked the buffers); any
+// other takes only memory it registered: the symmetric heap, and registered buffers where it
+// reaches those (Transport::registered_buffers). A user buffer it cannot take (it would need
+// a registration per call, and GPU memory a provider with FI_HMEM) is staged through the
+// workspace instead.
+bool transport_takes_as_is(const DecompContext& ctx, const Transport& transport, const void* p,
+                           size_t bytes);
+// The signal words at the start of a workspace, `count` of them, rounded up to 256 bytes (so
+// that the staging areas after them stay aligned for any element size); and the larger of a
+// row and a column of the grid (one word per member of either).
+size_t signal_words_bytes(int count);
+int largest_team(const Geometry& g);
 // `p` (a symmetric address of this rank) on `rank`, as mapped here; throws
 // symcommNotSupported where `rank` is not load/store accessible.
 char* peer_address(const DecompContext& ctx, const void* p, int rank);

@@ -44,16 +44,6 @@ namespace symcomm {
 
 namespace {
 
-// The signal words of a rank, then its staging areas: 256 bytes keep these aligned for any
-// element size.
-size_t words_bytes(int count) {
-  return (static_cast<size_t>(count) * sizeof(uint64_t) + 255) / 256 * 256;
-}
-
-int largest_team(const Geometry& g) {
-  return std::max(g.config().pdims[0], g.config().pdims[1]);
-}
-
 constexpr DecompDescriptor kDescriptor = {
     .name = "ce_pipelined",
     // After ce, which beat it everywhere (bench/results/h200x4/decomp_497fdd2.jsonl).
@@ -69,7 +59,7 @@ class CePipelinedBackend final : public DecompBackend {
   CePipelinedBackend() : DecompBackend(kDescriptor) {}
 
   size_t transpose_workspace(const DecompContext& ctx, size_t elem) const override {
-    return words_bytes(largest_team(ctx.geometry)) +
+    return signal_words_bytes(largest_team(ctx.geometry)) +
            2 * static_cast<size_t>(staging_elements(ctx.geometry)) * elem;
   }
 
@@ -79,7 +69,7 @@ class CePipelinedBackend final : public DecompBackend {
     Copies& c = ctx.copies;
     const BarrierArgs barrier = ctx.rma.barrier_args(transpose_team(ctx, t.from, t.to));
     auto* words = reinterpret_cast<uint64_t*>(t.workspace);
-    char* send = t.workspace + words_bytes(largest_team(ctx.geometry));
+    char* send = t.workspace + signal_words_bytes(largest_team(ctx.geometry));
     char* recv = send + static_cast<size_t>(staging_elements(ctx.geometry)) * e;
     const int n = static_cast<int>(plan.members.size()), me = plan.me;
     for (int k = 0; k < n; ++k)
@@ -128,7 +118,7 @@ class CePipelinedBackend final : public DecompBackend {
   size_t halo_workspace(const DecompContext& ctx, int axis, int dim, size_t elem,
                         const int64_t* halo, const int64_t* padding) const override {
     const size_t slab = largest_halo_slab(ctx, axis, dim, halo, padding);
-    return slab == 0 ? 0 : words_bytes(2) + 4 * slab * elem;
+    return slab == 0 ? 0 : signal_words_bytes(2) + 4 * slab * elem;
   }
 
   void halo(const DecompContext& ctx, const HaloCall& h) override {
@@ -138,7 +128,7 @@ class CePipelinedBackend final : public DecompBackend {
     RmaBackend& b = ctx.rma.backend();
     Copies& c = ctx.copies;
     auto* words = reinterpret_cast<uint64_t*>(h.workspace);  // 0: my low halo, 1: my high
-    char* base = h.workspace + words_bytes(2);
+    char* base = h.workspace + signal_words_bytes(2);
     char* slots[4] = {base, base + slot, base + 2 * slot, base + 3 * slot};
     if (plan.low.neighbour >= 0) b.signal(&words[0], 0, symcommSignalSet, h.stream);
     if (plan.high.neighbour >= 0) b.signal(&words[1], 0, symcommSignalSet, h.stream);

@@ -17,6 +17,30 @@ std::string unmapped_peer(const DecompContext& ctx) {
   return "";
 }
 
+bool transport_takes_as_is(const DecompContext& ctx, const Transport& transport, const void* p,
+                           size_t bytes) {
+  if (transport.load_store()) return true;
+  // The heap is registered with every transport as it grows.
+  if (ctx.heap.contains(p)) return bytes <= ctx.heap.mapped() - ctx.heap.offset_of(p);
+  return transport.registered_buffers() && ctx.registrations &&
+         ctx.registrations->find(p, bytes) != nullptr;
+}
+
+bool chosen_unasked(const DecompBackend& b, const Heap& heap) {
+  if (!b.descriptor().for_unmapped_ranks) return true;
+  for (char* window : heap.windows())
+    if (!window) return true;
+  return false;
+}
+
+size_t signal_words_bytes(int count) {
+  return (static_cast<size_t>(count) * sizeof(uint64_t) + 255) / 256 * 256;
+}
+
+int largest_team(const Geometry& g) {
+  return std::max(g.config().pdims[0], g.config().pdims[1]);
+}
+
 char* peer_address(const DecompContext& ctx, const void* p, int rank) {
   char* there = symcomm::peer_address(ctx.heap, nullptr, p, rank);
   SYMCOMM_REQUIRE(there, symcommNotSupported, "rank %d is not load/store accessible", rank);

@@ -14,7 +14,9 @@ std::string field(const char* text, size_t size) { return std::string(text, strn
 // can, a registered one asked for by name saying why.
 DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx) {
   for (DecompBackend* b : decomp_backends())
-    if ((wanted.empty() || wanted == b->name()) && b->can_implement(ctx)) return b;
+    if (wanted.empty() ? chosen_unasked(*b, ctx.heap) && b->can_implement(ctx)
+                       : wanted == b->name() && b->can_implement(ctx))
+      return b;
   for (DecompBackend* b : decomp_backends())
     if (wanted == b->name()) {
       SYMCOMM_THROW(symcommNotSupported,
@@ -25,8 +27,13 @@ DecompBackend* pick_backend(const std::string& wanted, const DecompContext& ctx)
                   "no decomposition backend named %s can run: no backend has that name",
                   wanted.c_str());
   std::string reasons;
-  for (DecompBackend* b : decomp_backends())
-    reasons += format("\n  %s: %s", b->name(), b->can_implement(ctx).reason().c_str());
+  for (DecompBackend* b : decomp_backends()) {
+    const Verdict v = b->can_implement(ctx);
+    reasons += format("\n  %s: %s", b->name(),
+                      !v ? v.reason().c_str()
+                         : "it is meant for ranks out of load/store reach, and every rank is "
+                           "mapped here (name it to use it)");
+  }
   SYMCOMM_THROW(symcommNotSupported, "no decomposition backend can run on this communicator:%s",
                 reasons.c_str());
 }
@@ -125,7 +132,8 @@ Decomp::~Decomp() {
 
 DecompContext Decomp::context_with(DecompState* state) const {
   return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma,
-                       layers_.copies, row_team_, col_team_, layers_.coll, state};
+                       layers_.copies, row_team_, col_team_, layers_.coll, state,
+                       layers_.registrations, traffic_.get()};
 }
 
 symcommDecompConfig_t Decomp::config() const {

@@ -17,6 +17,7 @@ struct DecompLayers {
   Rma& rma;
   Copies& copies;
   CollContext* coll = nullptr;  // the communicator's collectives (the nccl backend's comms)
+  const Registrations* registrations = nullptr;  // its registered buffers (symcommRegister)
 };
 
 class Decomp {
@@ -49,6 +50,8 @@ class Decomp {
   // The configuration in force (the chosen pdims and backends).
   symcommDecompConfig_t config() const;
   int rank() const { return layers_.topology.rank; }
+  // What this rank's exchanges handed to the transports so far (symcommDecompGetTraffic).
+  const DecompTraffic& traffic() const { return *traffic_; }
 
  private:
   Decomp(const DecompLayers& layers, const symcommDecompConfig_t& config);
@@ -62,6 +65,7 @@ class Decomp {
   DecompBackend* halo_backend_ = nullptr;
   std::unique_ptr<DecompState> state_;       // backend_->make_state()
   std::unique_ptr<DecompState> halo_state_;  // halo_backend_->make_state(), if another backend
+  std::unique_ptr<DecompTraffic> traffic_ = std::make_unique<DecompTraffic>();
 };
 
 // Collective: every rank passed the same configuration (throws symcommInvalidUsage naming

@@ -150,6 +150,34 @@ inline std::string another() {
   return runnable().size() < 2 ? "" : runnable().front();
 }
 
+// What the registered backend `index` needs (its descriptor).
+inline symcommDecompBackendInfo_t info_of(int index) {
+  symcommDecompBackendInfo_t info{};
+  EXPECT_EQ(symcommDecompGetBackendInfo(index, &info), symcommSuccess) << symcommGetLastError();
+  return info;
+}
+
+// Every rank of `comm` is load/store accessible from this one (the same answer on every rank).
+inline bool every_rank_mapped(symcommComm_t comm) {
+  int n = 0;
+  EXPECT_EQ(symcommCommSize(comm, &n), symcommSuccess);
+  for (int pe = 0; pe < n; ++pe) {
+    int accessible = 0;
+    EXPECT_EQ(symcommPeerAccessible(comm, pe, &accessible), symcommSuccess);
+    if (!accessible) return false;
+  }
+  return true;
+}
+
+// The backends the autotuner tries unasked (no filter names them) on `comm`: every one, but
+// those meant for ranks out of load/store reach where every rank is mapped.
+inline size_t unasked_candidates(symcommComm_t comm) {
+  size_t count = 0;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    count += !info_of(i).for_unmapped_ranks || !every_rank_mapped(comm);
+  return count;
+}
+
 inline double value(const int64_t* g, int64_t x, int64_t y, int64_t z) {
   return mp::global_index(g, x, y, z);
 }

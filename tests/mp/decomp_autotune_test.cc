@@ -1,8 +1,9 @@
 // The decomposition autotuner through the C API (docs/decomp.md, "Autotuning"): the choice is
 // valid, the same on every rank and works; the include/exclude filters of the configuration
 // and of the environment; uneven grids on request only; the skip threshold after every timed
-// round; candidates that cannot run say why; the weights; the report on rank 0 only; bad
-// settings rejected with a clear error. Small grids and one or two rounds: quick everywhere.
+// round; candidates that cannot run say why; backends meant for ranks out of load/store
+// reach only where some are; the weights; the report on rank 0 only; bad settings rejected
+// with a clear error. Small grids and one or two rounds: quick everywhere.
 // Halo backends and given grids are in decomp_autotune_halo_test.cc, a heap too small for
 // some candidates in decomp_autotune_heap_test.cc (one binary).
 #include <algorithm>
@@ -57,6 +58,9 @@ TEST(DecompAutotune, EnvironmentFiltersMustAgree) {
 }
 
 TEST(DecompAutotune, BackendFilterIncludesAndExcludes) {
+  if (runnable().size() < 2)
+    GTEST_SKIP() << "needs two backends that run here (" << runnable().size() << " on "
+                 << mp::nodes() << " nodes)";
   symcommDecompConfig_t c = tiny_config(8, 8, 8);
   const std::string b = one(), other = another();
   const char* name = b.c_str();
@@ -200,8 +204,9 @@ TEST(DecompAutotune, SkipThresholdAfterEveryTimedRound) {
 }
 
 // A candidate that cannot run says why, in its line and in the table: ranks of even and odd
-// number claim two nodes (host space: node names are faked there only), where no backend
-// reaches every rank, so that every candidate fails with its backend's reason.
+// number claim two nodes (host space: node names are faked there only), where only the
+// backends that need no load/store reach can run. Every other candidate fails with its
+// backend's reason, and the autotuner picks one of those that can (through the transports).
 TEST(DecompAutotune, EveryCandidateThatCannotRunSaysWhy) {
   if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
   if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
@@ -212,8 +217,15 @@ TEST(DecompAutotune, EveryCandidateThatCannotRunSaysWhy) {
   ::testing::internal::CaptureStderr();
   const symcommResult_t rc = symcommDecompCreate(comm, &c, &d);
   const std::string out = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(rc, symcommNotSupported) << symcommGetLastError();
-  EXPECT_NE(std::strstr(symcommGetLastError(), "could run"), nullptr) << symcommGetLastError();
+  ASSERT_EQ(rc, symcommSuccess) << symcommGetLastError();
+  const char* chosen = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &chosen));
+  bool load_store = true;
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    if (std::strcmp(symcommDecompBackendName(i), chosen) == 0) load_store = info_of(i).load_store_peers;
+  EXPECT_FALSE(load_store) << chosen << " needs load/store reach, and ranks are on two nodes";
+  mp::expect_transposes_work(comm, d, c.gdims);
+  SC_OK(symcommDecompDestroy(d));
   if (mp::rank() == 0) {
     size_t lines_seen = 0;
     for (const std::string& l : lines(out)) {
@@ -227,6 +239,54 @@ TEST(DecompAutotune, EveryCandidateThatCannotRunSaysWhy) {
     EXPECT_GT(lines_seen, 0u) << out;
   }
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
+}
+
+// A backend meant for ranks out of load/store reach (for_unmapped_ranks) is a candidate of
+// the autotuner, and backend "" takes it, only where some rank is out of reach (the world
+// where symrun made nodes): where every rank is mapped the load/store backends are kept,
+// unless a filter names it.
+TEST(DecompAutotune, BackendsForUnmappedRanksOnlyWhereSomeAre) {
+  const bool mapped = every_rank_mapped(mp::world());
+  std::vector<std::string> meant;  // the backends meant for ranks out of reach
+  for (int i = 0; i < symcommDecompBackendCount(); ++i)
+    if (info_of(i).for_unmapped_ranks) meant.push_back(symcommDecompBackendName(i));
+  if (meant.empty()) GTEST_SKIP() << "no backend is meant for ranks out of load/store reach";
+  auto is_meant = [&](const std::string& name) {
+    return std::find(meant.begin(), meant.end(), name) != meant.end();
+  };
+  symcommDecompConfig_t c = tiny_config(8, 8, 8);
+  c.pdims[0] = 1;
+  c.pdims[1] = mp::nranks();
+  Created r = create_capturing(c);
+  ASSERT_EQ(r.rc, symcommSuccess) << r.error;
+  const std::string chosen = agreed_choice(r.decomp).backend;
+  const std::vector<Row> rows = table(r.out0, "grid and transpose backend");
+  EXPECT_EQ(rows.size(), unasked_candidates(mp::world())) << r.out0;
+  for (const Row& row : rows) {
+    if (mapped) {
+      EXPECT_FALSE(is_meant(row.backend)) << row.backend << " tried:\n" << r.out0;
+    }
+  }
+  SC_OK(symcommDecompDestroy(r.decomp));
+  // backend "": a load/store backend where every rank is mapped.
+  std::snprintf(c.backend, sizeof c.backend, "%s", "");
+  symcommDecomp_t d = nullptr;
+  SC_OK(symcommDecompCreate(mp::world(), &c, &d));
+  const char* automatic = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &automatic));
+  if (mapped) {
+    EXPECT_FALSE(is_meant(automatic)) << automatic;
+  }
+  SC_OK(symcommDecompDestroy(d));
+  // Named by the filter, it is a candidate anywhere it runs.
+  if (!runs_here(meant.front().c_str())) return;
+  std::snprintf(c.backend, sizeof c.backend, "auto");
+  std::snprintf(c.autotune_backends, sizeof c.autotune_backends, "%s", meant.front().c_str());
+  r = create_capturing(c);
+  ASSERT_EQ(r.rc, symcommSuccess) << r.error;
+  EXPECT_EQ(agreed_choice(r.decomp).backend, meant.front());
+  expect_transposes_work(r.decomp, c.gdims);
+  SC_OK(symcommDecompDestroy(r.decomp));
 }
 
 // Only X->Y counts; the others are not run.

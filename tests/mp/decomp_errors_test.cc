@@ -1,6 +1,6 @@
 // Calls the decomposition refuses: bad transpose and halo arguments (too small or freed
-// workspaces, non-symmetric buffers), buffers the GPU cannot access, and with
-// SYMCOMM_DECOMP_CHECK=1 calls that differ between ranks.
+// workspaces, non-symmetric buffers), buffers the GPU cannot access, load/store backends on
+// ranks of two nodes, and with SYMCOMM_DECOMP_CHECK=1 calls that differ between ranks.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "decomp_fixture.h"
+#include "transpose_check.h"
 
 namespace decomp_test {
 
@@ -268,51 +269,43 @@ TEST(Decomp, RefusesBuffersTheGpuCannotAccess) {
 // object, other halos, or arguments it refuses itself: every rank fails with the same
 // message, and nothing is enqueued. Without the check such calls run with the ranks
 // disagreeing on the direct paths.
-// Where no backend can run, the error names every registered backend with its reason, a
-// line each. Ranks of even and odd number claim two nodes (host space: node names are faked
-// there only), so that no load/store backend reaches every rank.
-TEST(Decomp, NoBackendCanRunSaysWhyForEach) {
+// Across nodes: ranks of even and odd number claim two nodes (host space: node names are
+// faked there only). Every backend that loads and stores every rank's heap, asked for by
+// name, refuses with the first need of its descriptor that the communicator lacks, naming
+// the rank on the other node; the automatic choice takes a backend that needs no load/store
+// reach (through the transports), and its transposes move the data.
+TEST(Decomp, AcrossNodesLoadStoreBackendsSayWhy) {
   if (mp::space() == symcommSpaceCuda) GTEST_SKIP() << "node names are faked in the host space only";
   if (mp::nranks() < 2) GTEST_SKIP() << "needs two nodes";
   symcommComm_t comm = mp::new_two_node_comm();
   ASSERT_NE(comm, nullptr);
   symcommDecompConfig_t c = config_2d(8);
   symcommDecomp_t d = nullptr;
-  SC_FAILS(symcommDecompCreate(comm, &c, &d), symcommNotSupported);
-  const std::string all = symcommGetLastError();
-  EXPECT_NE(all.find("no decomposition backend can run on this communicator:"), std::string::npos)
-      << all;
-  // Each reason is the first need of the backend's descriptor that the communicator lacks.
-  std::string first, first_why;  // the first backend and its reason
-  for (int i = 0; i < symcommDecompBackendCount(); ++i) {
-    symcommDecompBackendInfo_t info;
-    SC_OK(symcommDecompGetBackendInfo(i, &info));
-    const std::string line = std::string("\n  ") + info.name + ": ";
-    const size_t at = all.find(line);
-    EXPECT_TRUE(at != std::string::npos && at + line.size() < all.size() &&
-                all[at + line.size()] != '\n') << line << " missing in " << all;
-    if (at == std::string::npos) continue;
-    const size_t from = at + line.size();
-    const std::string why = all.substr(from, all.find('\n', from) - from);
-    if (first.empty()) {
-      first = info.name;
-      first_why = why;
-    }
-    if (!(info.spaces & (1u << symcommSpaceHost))) {
+  SC_OK(symcommDecompCreate(comm, &c, &d));
+  const char* chosen = nullptr;
+  SC_OK(symcommDecompGetBackend(d, &chosen));
+  const symcommDecompBackendInfo_t info = backend_info(chosen);
+  EXPECT_FALSE(info.load_store_peers) << chosen;
+  EXPECT_FALSE(info.nccl) << chosen;
+  mp::expect_transposes_work(comm, d, c.gdims);
+  SC_OK(symcommDecompDestroy(d));
+  for (const std::string& b : backend_names()) {
+    const symcommDecompBackendInfo_t need = backend_info(b);
+    if (!need.load_store_peers && (need.spaces & (1u << symcommSpaceHost))) continue;  // runs
+    std::snprintf(c.backend, sizeof c.backend, "%s", b.c_str());
+    SC_FAILS(symcommDecompCreate(comm, &c, &d), symcommNotSupported);
+    EXPECT_EQ(d, nullptr);
+    const std::string why = symcommGetLastError();
+    EXPECT_NE(why.find("no decomposition backend named " + b + " can run on this communicator: "),
+              std::string::npos) << why;
+    if (!(need.spaces & (1u << symcommSpaceHost))) {
       EXPECT_NE(why.find("this communicator's is the host memory space"), std::string::npos)
-          << info.name << ": " << why;
-    } else if (info.load_store_peers) {
-      EXPECT_EQ(why.rfind("it loads and stores every rank's heap: rank ", 0), 0u) << why;
-      EXPECT_NE(why.find("is on node"), std::string::npos) << info.name << ": " << why;
+          << b << ": " << why;
+    } else {
+      EXPECT_NE(why.find("it loads and stores every rank's heap: rank "), std::string::npos) << why;
+      EXPECT_NE(why.find("is on node"), std::string::npos) << b << ": " << why;
     }
   }
-  EXPECT_NE(all.find("is on node"), std::string::npos) << all;
-  // Asked for by name, a backend says the same.
-  ASSERT_FALSE(first.empty()) << all;
-  std::snprintf(c.backend, sizeof c.backend, "%s", first.c_str());
-  SC_FAILS_SAYING(symcommDecompCreate(comm, &c, &d), symcommNotSupported,
-                  "named " + first + " can run on this communicator: " + first_why);
-  EXPECT_EQ(d, nullptr);
   EXPECT_EQ(symcommFinalize(comm), symcommSuccess) << symcommGetLastError();
 }
 
@@ -323,7 +316,7 @@ TEST(Decomp, CheckIsOnByDefaultInTheHostSpace) {
   if (mp::nranks() < 2) GTEST_SKIP() << "needs two ranks";
   mp::ScopedEnv unset("SYMCOMM_DECOMP_CHECK", "auto");  // the default, whatever the caller set
   symcommDecompConfig_t c = config_2d(8);
-  std::snprintf(c.backend, sizeof c.backend, "copy");
+  std::snprintf(c.backend, sizeof c.backend, "%s", reaching_or_automatic("copy").c_str());
   symcommDecomp_t d;
   SC_OK(symcommDecompCreate(mp::world(), &c, &d));
   const int64_t halo[3] = {1, 1, 1}, other[3] = {1, 0, 1};
@@ -348,7 +341,8 @@ TEST(Decomp, CheckIsOnByDefaultInTheHostSpace) {
 TEST(Decomp, CheckFindsCallsThatDifferBetweenRanks) {
   mp::ScopedEnv check("SYMCOMM_DECOMP_CHECK", "1");
   symcommDecompConfig_t c = config_2d(8);
-  std::snprintf(c.backend, sizeof c.backend, "copy");  // runs in both spaces
+  // copy runs in both spaces; across nodes, the automatic choice.
+  std::snprintf(c.backend, sizeof c.backend, "%s", reaching_or_automatic("copy").c_str());
   symcommDecomp_t d;
   SC_OK(symcommDecompCreate(mp::world(), &c, &d));
   const int64_t halo[3] = {1, 1, 1};

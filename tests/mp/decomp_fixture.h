@@ -1,5 +1,6 @@
 // What the decomposition tests share (decomp_test.cc, decomp_transpose_test.cc,
-// decomp_halo_test.cc, decomp_errors_test.cc, one binary): grid shapes, index-valued pencils
+// decomp_halo_test.cc, decomp_errors_test.cc, decomp_mix_test.cc, decomp_staging_test.cc, one
+// binary, also run as several nodes): grid shapes, index-valued pencils
 // and their encoding as every element type, local and symmetric buffers, dirty workspaces,
 // and the DecompBackends fixture over every registered backend (instantiated once, in
 // decomp_transpose_test.cc).
@@ -190,13 +191,40 @@ inline symcommDecompBackendInfo_t backend_info(const std::string& backend) {
   return symcommDecompBackendInfo_t{};
 }
 
+// Whether the descriptor keeps `info`'s backend off a world that spans nodes: it loads and
+// stores every rank's heap, and ranks of other nodes are not mapped.
+inline bool kept_off_by_nodes(const symcommDecompBackendInfo_t& info) {
+  return info.load_store_peers && mp::nodes() > 1;
+}
+
+// Whether every rank of the world has a transport from this rank (in the cuda space, ranks
+// of other nodes, and GPUs without peer access, have none yet).
+inline bool every_rank_has_transport() {
+  for (int pe = 0; pe < mp::nranks(); ++pe) {
+    const char* name = nullptr;
+    if (symcommPeerTransport(mp::world(), pe, &name) != symcommSuccess ||
+        std::strcmp(name, "none") == 0)
+      return false;
+  }
+  return true;
+}
+
 // Whether the descriptor allows `info`'s backend to be refused on the world communicator:
 // not in this memory space, or it needs what a machine may lack (NCCL; load/store peers in
-// the cuda space: GPUs without peer access). In the host space every rank of the world is
-// load/store accessible (one node).
+// the cuda space, GPUs without peer access, or on ranks of other nodes; a transport to every
+// rank, for a backend that needs neither load/store peers nor NCCL). In the host space every
+// rank of one node is load/store accessible, and every rank has a transport.
 inline bool may_be_refused_here(const symcommDecompBackendInfo_t& info) {
   const bool in_space = (info.spaces & (1u << mp::space())) != 0;
-  return !in_space || info.nccl || (info.load_store_peers && mp::space() == symcommSpaceCuda);
+  return !in_space || info.nccl || kept_off_by_nodes(info) ||
+         (info.load_store_peers && mp::space() == symcommSpaceCuda) ||
+         (!info.load_store_peers && !every_rank_has_transport());
+}
+
+// `backend` where its descriptor lets it reach every rank of the world, else "" (the
+// automatic choice): for the tests that name a backend for what every backend does.
+inline std::string reaching_or_automatic(const std::string& backend) {
+  return kept_off_by_nodes(backend_info(backend)) ? "" : backend;
 }
 
 // Whether `backend` can run on the world communicator (collective); `why` says why not. A
@@ -218,8 +246,13 @@ inline bool runs_here(const std::string& backend, std::string* why) {
   return false;
 }
 
+// A backend that needs load/store peers skips where the world spans nodes before making
+// anything (Decomp.EveryBackendDescribesWhatItNeeds checks that the library refuses it).
 #define SKIP_UNLESS_BACKEND_RUNS(backend)                                                \
   do {                                                                                   \
+    if (kept_off_by_nodes(backend_info(backend)))                                        \
+      GTEST_SKIP() << "backend " << (backend) << " loads and stores every rank's heap, "   \
+                   << "and the world spans " << mp::nodes() << " nodes";                 \
     std::string why_;                                                                    \
     if (!runs_here(backend, &why_))                                                      \
       GTEST_SKIP() << "backend " << (backend) << " cannot run in the "                   \

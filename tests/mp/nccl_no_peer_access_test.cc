@@ -94,7 +94,9 @@ TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
             "");
   mp::local_free(buf);
   SC_OK(symcommTeamDestroy(comm, mine));
-  // A decomposition, backend chosen: an NCCL one. On an n x 1 grid X -> Y exchanges between
+  // A decomposition, backend chosen: an NCCL one, or, where every rank has a transport (once
+  // the network transport carries the cuda space), one that needs no load/store reach
+  // (docs/decomp.md, "Across nodes"). On an n x 1 grid X -> Y exchanges between
   // all ranks (X pencils split y over the rows, Y pencils x: src/decomp/geometry.cc), on a
   // 1 x n grid Y -> Z; after each step of X -> Y -> Z -> Y -> X every point of the new pencil
   // holds its global index (transpose_check.h).
@@ -105,7 +107,23 @@ TEST(NcclWithoutPeerAccess, EveryOperationRunsOnNccl) {
     ASSERT_NE(d, nullptr);
     const char* name = nullptr;
     SC_OK(symcommDecompGetBackend(d, &name));
-    EXPECT_EQ(std::string(name).rfind("nccl", 0), 0u) << name;
+    bool transports = true;  // every rank has one
+    for (int pe = 0; pe < n; ++pe) {
+      const char* t = nullptr;
+      SC_OK(symcommPeerTransport(comm, pe, &t));
+      transports = transports && std::string(t) != "none";
+    }
+    if (transports) {
+      for (int i = 0; i < symcommDecompBackendCount(); ++i) {
+        symcommDecompBackendInfo_t info;
+        SC_OK(symcommDecompGetBackendInfo(i, &info));
+        if (std::string(info.name) == name) {
+          EXPECT_FALSE(info.load_store_peers) << name;
+        }
+      }
+    } else {
+      EXPECT_EQ(std::string(name).rfind("nccl", 0), 0u) << name;
+    }
     mp::expect_transposes_work(comm, d, g);
     SC_OK(symcommDecompDestroy(d));
   }
