@@ -81,7 +81,10 @@ __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) {
 // here): the host counts its epochs and sends them to those members as signals before this
 // kernel runs; the kernel arrives at the mapped members, as barrier_block does, and waits for
 // every member's arrival, the ones the network brings included.
-__global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint64_t e) {
+// Where it fails, it also writes `e` into `failed` (mapped host memory): the host's job that
+// follows it on the stream then takes back the arrivals it sent by network.
+__global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint64_t e,
+                                     uint64_t* failed) {
   pdl_begin();
   __shared__ int result;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
@@ -98,9 +101,14 @@ __global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint6
     if (rc != 0) atomicCAS(&result, 0, rc);
   }
   __syncthreads();
-  if (result != 0)  // taken back, as barrier_block does
+  if (result != 0) {  // taken back, as barrier_block does
     for (int t = tid; t < n; t += nt)
       if (char* w = detail::window(c, t)) detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), 0);
+    if (tid == 0) {
+      __threadfence_system();
+      detail::store_relaxed(failed, e);
+    }
+  }
 }
 
 class CudaRma final : public RmaBackend {
@@ -228,8 +236,19 @@ class CudaRma final : public RmaBackend {
       if (!a.slots[member])
         a.transports->to(member).signal(member, &a.own[a.rank], e, symcommSignalSet, stream);
     }
-    launch_kernel(barrier_mixed_kernel, 1, threads, stream, c, e);
+    uint64_t* failed = &mapped_->mixed_failed[static_cast<size_t>(a.id)];
+    launch_kernel(barrier_mixed_kernel, 1, threads, stream, c, e,
+                  &mapped_dev_->mixed_failed[static_cast<size_t>(a.id)]);
     SYMCOMM_CUDART(cudaGetLastError());
+    // Where it failed, the arrivals sent by network are taken back (set to 0) before the
+    // stream goes on, so that a member that comes late waits instead of passing on them
+    // into a call this rank has left (as the host space and barrier_block do).
+    for (int i = 0; i < a.team.size; ++i) {
+      const int member = a.team.world_of(i);
+      if (!a.slots[member])
+        a.transports->to(member).signal_if(member, &a.own[a.rank], 0, symcommSignalSet, failed,
+                                           e, stream);
+    }
   }
 
   // Both run when a team is made (collective), on a stream of their own that waits for
@@ -248,6 +267,7 @@ class CudaRma final : public RmaBackend {
     SYMCOMM_CUDART(cudaMemsetAsync(epochs_ + id, 0, sizeof(uint64_t), reset_stream_));
     SYMCOMM_CUDART(cudaStreamSynchronize(reset_stream_));
     mixed_epochs_[static_cast<size_t>(id)] = 0;
+    __atomic_store_n(&mapped_->mixed_failed[static_cast<size_t>(id)], 0, __ATOMIC_RELEASE);
   }
 
   void raise_recorded_error() override {
@@ -291,6 +311,7 @@ class CudaRma final : public RmaBackend {
   struct HostMapped {
     DeviceError error;
     int32_t abort;
+    uint64_t mixed_failed[SYMCOMM_MAX_TEAMS];  // [team]: the epoch of a failed mixed barrier
     DeviceAllocations allocations;  // SYMCOMM_DEVICE_CHECKS (rma/device_checks.h)
   };
 

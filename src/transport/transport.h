@@ -68,6 +68,16 @@ class Transport {
   // has landed.
   virtual void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
                       symcommStream_t stream) = 0;
+  // The signal, sent only if, when the stream gets there, `*condition` (host memory that the
+  // GPU may write) equals `when`; then it has also been applied at the target when the
+  // stream goes on. For what the GPU decides after the call was issued (a failed barrier
+  // taking its arrivals back). Transports whose signals are the GPU's own need no such call.
+  virtual void signal_if(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+                         const uint64_t* condition, uint64_t when, symcommStream_t stream) {
+    static_cast<void>(pe), static_cast<void>(sig), static_cast<void>(value);
+    static_cast<void>(op), static_cast<void>(condition), static_cast<void>(when);
+    static_cast<void>(stream);
+  }
   // A put followed by a signal; a transport may carry both in one message.
   virtual void put_signal(int pe, void* dst, const void* src, size_t bytes, uint64_t* sig,
                           uint64_t value, symcommSignalOp_t op, symcommEngine_t engine,

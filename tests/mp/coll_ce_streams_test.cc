@@ -9,6 +9,7 @@ namespace coll_test {
 // range fails the communicator's creation on every rank, naming the parameter and its range.
 TEST(CollLimits, CeStreams) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
+  if (!coll_caps::of("ce").reaches(mp::nodes())) GTEST_SKIP() << "ce needs one node";
   const int n = mp::nranks();
   const size_t count = 3001, b = count * 4;
   void* send = mp::local_alloc(b * static_cast<size_t>(n));

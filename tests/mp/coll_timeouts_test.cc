@@ -24,6 +24,7 @@ void expect_ce_timed_out(symcommComm_t comm, symcommStream_t stream,
 // like a failed wait kernel, and ce refuses to run on the communicator from then on.
 TEST(CollLimits, CeWaitEndsAtTheTimeout) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
+  if (!coll_caps::of("ce").reaches(mp::nodes())) GTEST_SKIP() << "ce needs one node";
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", "1");
   symcommComm_t comm = mp::new_comm();
   ASSERT_NE(comm, nullptr);
@@ -58,6 +59,7 @@ TEST(CollLimits, CeWaitEndsAtTheTimeout) {
 // release of 0x80000000 let them pass on garbage: caught here).
 TEST(CollLimits, CeChainWaitEndsAtTheTimeout) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "ce runs in the cuda space only";
+  if (!coll_caps::of("ce").reaches(mp::nodes())) GTEST_SKIP() << "ce needs one node";
   if (mp::nranks() < 3) GTEST_SKIP() << "the chain runs on teams of 3 or more";
   const int me = mp::rank();
   mp::ScopedEnv timeout("SYMCOMM_WAIT_TIMEOUT", me == 1 ? "1" : "3");
@@ -182,7 +184,9 @@ TEST(CollLimits, CounterAlgorithmsRefuseCallsAfterAFailedWait) {
   const size_t count = 1000;
   int tested = 0;
   for (const coll_caps::Caps& caps : coll_caps::all()) {
-    if (!caps.counters || !caps.runs_in(mp::space()) || !caps.fits(mp::nranks())) continue;
+    if (!caps.counters || !caps.runs_in(mp::space()) || !caps.fits(mp::nranks()) ||
+        !caps.reaches(mp::nodes()))
+      continue;
     const char* algo = caps.name;
     SCOPED_TRACE(algo);
     ++tested;
@@ -223,7 +227,7 @@ TEST(CollLimits, CountsOnTheDeviceWaitEndsAtTheTimeout) {
   const char* algo = nullptr;
   for (const coll_caps::Caps& caps : coll_caps::all())
     if (!algo && caps.counters && caps.device_counts_in(symcommSpaceCuda) &&
-        caps.does(symcommCollAllToAll) && caps.fits(mp::nranks()))
+        caps.does(symcommCollAllToAll) && caps.fits(mp::nranks()) && caps.reaches(mp::nodes()))
       algo = caps.name;
   if (!algo) GTEST_SKIP() << "no algorithm with counters reads counts on the device";
   SCOPED_TRACE(algo);

@@ -100,6 +100,20 @@ class Net final : public Transport {
     if (cuda_) return jobs_->enqueue(stream, [=, this] { send(pe, h, nullptr, "a signal"); });
     send(pe, h, nullptr, "a signal");
   }
+  void signal_if(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
+                 const uint64_t* condition, uint64_t when, symcommStream_t stream) override {
+    wire::Header h = header(wire::Kind::Signal);
+    h.word = heap_.offset_of(sig);
+    h.a = value;
+    h.op = static_cast<uint32_t>(op);
+    auto job = [=, this] {
+      if (__atomic_load_n(condition, __ATOMIC_ACQUIRE) != when) return;
+      send(pe, h, nullptr, "a signal");
+      send(pe, header(wire::Kind::Flush), nullptr, "a quiet", true);  // applied there
+    };
+    if (cuda_) return jobs_->enqueue(stream, job);
+    job();
+  }
   void put_signal(int pe, void* dst, const void* src, size_t bytes, uint64_t* sig,
                   uint64_t value, symcommSignalOp_t op, symcommEngine_t engine,
                   symcommStream_t stream) override {
