@@ -18,8 +18,8 @@
 namespace bench {
 
 const char* const kNetUsage =
-    "  --sizes LIST      put bandwidth sizes (default 1K to 256M by x4, in the cuda space 64K\n"
-    "                    to 256M by x4; --max-bytes cuts)\n"
+    "  --sizes LIST      put bandwidth sizes (default 1K to 256M by x4, in the cuda space 64K,\n"
+    "                    1M, 16M, 256M; --max-bytes cuts)\n"
     "  --lat-sizes LIST  ping-pong sizes, multiples of 8 (default 8 to 64K by x2, in the cuda\n"
     "                    space 8 to 32K by x8)\n"
     "  --window N        raw fi_writes in flight (default 64, as fi_rma_bw)\n"
@@ -261,7 +261,7 @@ int run_net(Context& ctx) {
   NetOptions& o = ctx.opt.net;
   // The cuda space's defaults are fewer: each GPU point also runs NCCL, and the whole run
   // stays within about a minute on two GPUs.
-  if (o.sizes.empty()) o.sizes = cuda ? series(64 * 1024, size_t{256} << 20, 4)
+  if (o.sizes.empty()) o.sizes = cuda ? series(64 * 1024, size_t{256} << 20, 16)
                                       : series(1024, size_t{256} << 20, 4);
   if (o.lat_sizes.empty()) o.lat_sizes = cuda ? series(8, 32 * 1024, 8) : series(8, 64 * 1024, 2);
   o.sizes.erase(std::remove_if(o.sizes.begin(), o.sizes.end(),

@@ -127,7 +127,8 @@ int target(Setup& s) {
   }
   // Both parts where NCCL ran, else the raw one.
   r.extra.emplace_back("meets_target", verdict(raw_met && (!s.nccl || nccl_met)));
-  report(s, r, ratio(p.us.raw_us, p.us.symcomm_us), s.nccl ? ratio(p.us.nccl_us, p.us.symcomm_us) : 0);
+  report(s, r, ratio(p.us.raw_us, p.us.symcomm_us),
+         s.nccl ? ratio(p.us.nccl_us, p.us.symcomm_us) : 0);
   if (s.ctx.rank == 0) {
     std::printf("\n8-byte put-signal one way: symcomm %.2f us, raw fi_write RTT/2 %.2f us, "
                 "ratio %.2f (target <= %.1f: %s)", p.us.symcomm_us, p.us.raw_us, to_raw,
