@@ -2,8 +2,9 @@
 //   symrun -n 8 symcomm-bench rma [--json FILE] [--machine NAME] [--iters N] [--max-bytes B]
 //   symrun -n 8 symcomm-bench coll [common options] [--ops LIST] [--step F] [--plain] ...
 //   symrun -n 8 symcomm-bench decomp [common options] [--sizes LIST] [--max-n N] ...
-//   symrun -n 2 --nodes 2 symcomm-bench net [common options] [--sizes LIST] ... (host space)
+//   symrun -n 2 --nodes 2 symcomm-bench net [common options] [--sizes LIST] ... (either space)
 #include "bench.h"
+#include "net_nccl.h"
 
 #include <algorithm>
 #include <chrono>
@@ -186,14 +187,17 @@ struct Subcommand {
   // The memory space it measures; in the other it says why not and exits 77.
   symcommMemorySpace_t space = symcommSpaceCuda;
   const char* elsewhere = "symcomm-bench measures GPUs; this communicator is in the host space";
+  bool any_space = false;  // it measures either space (then `space` is not checked)
+  // Called before symcommInit, while this process has no other thread: environment that the
+  // subcommand's baselines read when they start (null if none).
+  void (*before_init)() = nullptr;
 };
 const Subcommand kSubcommands[] = {
     {"rma", "", nullptr, bench::run_rma},
     {"coll", bench::kCollUsage, bench::coll_option, bench::run_coll},
     {"decomp", bench::kDecompUsage, bench::decomp_option, bench::run_decomp},
-    {"net", bench::kNetUsage, bench::net_option, bench::run_net, symcommSpaceHost,
-     "symcomm-bench net: the net transport does not carry the cuda memory space yet (run it "
-     "with SYMCOMM_MEMORY_SPACE=host)"},
+    {"net", bench::kNetUsage, bench::net_option, bench::run_net, symcommSpaceHost, "", true,
+     bench::net::set_nccl_environment},
 };
 
 void usage(FILE* f, const Subcommand* only) {
@@ -251,12 +255,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "symcomm-bench: --iters must be at least 1 and --warmup at least 0\n");
     return 2;
   }
+  if (cmd->before_init) cmd->before_init();
   BENCH_SC(symcommInitFromEnv(&ctx.comm, nullptr));
   BENCH_SC(symcommCommRank(ctx.comm, &ctx.rank));
   BENCH_SC(symcommCommSize(ctx.comm, &ctx.nranks));
   symcommMemorySpace_t space;
   BENCH_SC(symcommCommMemorySpace(ctx.comm, &space));
-  if (space != cmd->space) {
+  if (!cmd->any_space && space != cmd->space) {
     std::fprintf(stderr, "%s\n", cmd->elsewhere);
     symcommFinalize(ctx.comm);
     return 77;

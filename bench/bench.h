@@ -177,8 +177,9 @@ extern const char* const kDecompUsage;
 bool decomp_option(Options& opt, int argc, char** argv, int& i);
 int run_decomp(Context& ctx);
 
-// symcomm-bench net: the net transport against raw libfabric, host memory space, two ranks
-// on two nodes (net_bench.cc); options parsed like coll's.
+// symcomm-bench net: the net transport against raw libfabric (and NCCL's socket path in the
+// cuda space), either memory space, two ranks on two nodes (net_bench.cc); options parsed
+// like coll's.
 extern const char* const kNetUsage;
 bool net_option(Options& opt, int argc, char** argv, int& i);
 int run_net(Context& ctx);

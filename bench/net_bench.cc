@@ -1,7 +1,8 @@
-// symcomm-bench net: the net transport (host memory space) between two ranks on two nodes,
-// against raw libfabric on the same provider and domain in the same run: put bandwidth
-// (net_bandwidth.cc), ping-pong latency and the 8-byte put-signal target (net_latency.cc),
-// and the CPU an idle communicator costs (here).
+// symcomm-bench net: the net transport between two ranks on two nodes, in the host or the
+// cuda memory space, against raw libfabric on the same provider and domain in the same run
+// (fi_write between host buffers: the wire's ceiling) and, in the cuda space, NCCL's own
+// network path (net_nccl.h): put bandwidth (net_bandwidth.cc), ping-pong latency and the
+// 8-byte put-signal target (net_latency.cc), and the CPU an idle communicator costs (here).
 #include "net_bench.h"
 
 #include <sys/resource.h>
@@ -17,16 +18,21 @@
 namespace bench {
 
 const char* const kNetUsage =
-    "  --sizes LIST      put bandwidth sizes (default 1K to 256M by x4; --max-bytes cuts)\n"
-    "  --lat-sizes LIST  ping-pong sizes, multiples of 8 (default 8 to 64K by x2)\n"
+    "  --sizes LIST      put bandwidth sizes (default 1K to 256M by x4, in the cuda space 64K,\n"
+    "                    1M, 16M, 256M; --max-bytes cuts)\n"
+    "  --lat-sizes LIST  ping-pong sizes, multiples of 8 (default 8 to 64K by x2, in the cuda\n"
+    "                    space 8 to 32K by x8)\n"
     "  --window N        raw fi_writes in flight (default 64, as fi_rma_bw)\n"
     "  --rounds N        round trips per timed ping-pong repetition (default 200)\n"
     "  --rep-bytes B     bytes put per timed bandwidth repetition (default 64M; at least one\n"
     "                    put, at most 1000)\n"
     "  --idle-s S        seconds over which the idle CPU is measured (default 3; 0: skipped)\n"
-    "  Run under symrun -n 2 --nodes 2 with SYMCOMM_MEMORY_SPACE=host; SYMCOMM_NET_PROVIDER\n"
-    "  and SYMCOMM_NET_DOMAIN choose the provider and domain of both the transport and the\n"
-    "  raw baseline.\n";
+    "  Run under symrun -n 2 --nodes 2 with SYMCOMM_MEMORY_SPACE=host, or =cuda with one GPU\n"
+    "  per rank (symrun --gpus 0,1): GPU buffers, on-stream calls, and NCCL's socket path as a\n"
+    "  second baseline (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket\n"
+    "  NCCL_SOCKET_IFNAME=lo unless set; skipped where libnccl.so.2 does not load).\n"
+    "  SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN choose the provider and domain of both the\n"
+    "  transport and the raw baseline.\n";
 
 namespace {
 
@@ -85,45 +91,6 @@ bool net_option(Options& opt, int argc, char** argv, int& i) {
 
 namespace net {
 
-namespace {
-
-uint64_t word(uint64_t key, uint64_t k) {  // splitmix64 of key and index
-  uint64_t x = key + (k + 1) * 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t key_of(int from, uint64_t seed) { return (seed << 8) | static_cast<uint64_t>(from); }
-
-}  // namespace
-
-void fill(char* p, size_t bytes, int from, uint64_t seed) {
-  const uint64_t key = key_of(from, seed);
-  size_t k = 0;
-  for (; (k + 1) * 8 <= bytes; ++k) {
-    const uint64_t w = word(key, k);
-    std::memcpy(p + k * 8, &w, 8);
-  }
-  const uint64_t w = word(key, k);
-  std::memcpy(p + k * 8, &w, bytes - k * 8);
-}
-
-bool pattern_ok(const char* p, size_t bytes, int from, uint64_t seed) {
-  const uint64_t key = key_of(from, seed);
-  size_t k = 0;
-  for (; (k + 1) * 8 <= bytes; ++k) {
-    const uint64_t w = word(key, k);
-    if (std::memcmp(p + k * 8, &w, 8)) return false;
-  }
-  const uint64_t w = word(key, k);
-  return std::memcmp(p + k * 8, &w, bytes - k * 8) == 0;
-}
-
-bool poison_ok(const char* p, size_t bytes) {
-  return std::all_of(p, p + bytes, [](char c) { return static_cast<unsigned char>(c) == kPoison; });
-}
-
 bool both(const Context& ctx, bool ok) {
   int mine = ok, all[2];
   BENCH_SC(symcommHostAllgather(ctx.comm, &mine, all, sizeof mine));
@@ -137,18 +104,28 @@ double now_s() {
 }
 
 Medians alternate(const Context& ctx, const std::function<double()>& raw,
-                  const std::function<double()>& symcomm) {
-  std::vector<double> raw_us, symcomm_us;
+                  const std::function<double()>& symcomm, const std::function<double()>& nccl) {
+  std::vector<double> raw_us, symcomm_us, nccl_us;
   for (int rep = 0; rep < ctx.opt.warmup + ctx.opt.iters; ++rep) {
     barrier(ctx);
     const double r = raw();
     barrier(ctx);
     const double m = symcomm();
+    double n = 0;
+    if (nccl) {
+      barrier(ctx);
+      n = nccl();
+    }
     if (rep < ctx.opt.warmup) continue;
     raw_us.push_back(r);
     symcomm_us.push_back(m);
+    nccl_us.push_back(n);
   }
-  return {median(raw_us), median(symcomm_us)};
+  return {median(raw_us), median(symcomm_us), median(nccl_us)};
+}
+
+double ratio(double baseline_us, double symcomm_us) {
+  return baseline_us > 0 && symcomm_us > 0 ? baseline_us / symcomm_us : 0;
 }
 
 std::string number(double v) {
@@ -168,10 +145,20 @@ Record record(const Setup& s, const char* op, const std::string& impl, size_t by
   r.time_us = us;
   r.iters = s.ctx.opt.iters;
   r.warmup = s.ctx.opt.warmup;
+  const bool raw = impl == kRaw, nccl = impl == kNccl;
   r.extra = {{"provider", "\"" + s.provider + "\""},
              {"domain", "\"" + s.domain + "\""},
-             {"space", "\"host\""},
+             {"space", s.cuda ? "\"cuda\"" : "\"host\""},
+             {"buffers", s.cuda && !raw ? "\"gpu\"" : "\"host\""},
              {"verified", verified ? "true" : "false"}};
+  if (raw)
+    r.extra.emplace_back("baseline", "\"the wire's ceiling: fi_write between registered host "
+                                     "buffers, on the transport's provider and domain\"");
+  if (nccl) {
+    r.extra.emplace_back("baseline", "\"NCCL's network path: ncclSend/ncclRecv between GPU "
+                                     "buffers over its socket transport\"");
+    if (s.nccl) r.extra.insert(r.extra.end(), s.nccl->fields().begin(), s.nccl->fields().end());
+  }
   // The machine's load when the point was recorded: the processes of other users compete
   // with both implementations' threads for the cores.
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -186,16 +173,19 @@ Record record(const Setup& s, const char* op, const std::string& impl, size_t by
   return r;
 }
 
-void report(const Setup& s, Record r, double vs_raw) {
+void report(const Setup& s, Record r, double vs_raw, double vs_nccl) {
   if (vs_raw > 0) r.extra.emplace_back("vs_raw", number(vs_raw));
+  if (vs_nccl > 0) r.extra.emplace_back("vs_nccl", number(vs_nccl));
   if (s.ctx.rank == 0) {
     const std::string bw = r.algbw_gbs >= 0 ? number(r.algbw_gbs) : "-";
     const std::string vs = vs_raw > 0 ? number(vs_raw) : "-";
+    const std::string vn = vs_nccl > 0 ? number(vs_nccl) : "-";
     bool verified = true;
     for (const auto& [name, value] : r.extra)
       if (name == "verified") verified = value == "true";
-    std::printf("%-12s %-20s %12zu %12.2f %10s %8s %s\n", r.op.c_str(), r.impl.c_str(), r.bytes,
-                r.time_us, bw.c_str(), vs.c_str(), verified ? "ok" : "WRONG DATA");
+    std::printf("%-14s %-20s %12zu %12.2f %10s %8s %8s %s\n", r.op.c_str(), r.impl.c_str(),
+                r.bytes, r.time_us, bw.c_str(), vs.c_str(), vn.c_str(),
+                verified ? "ok" : "WRONG DATA");
     std::fflush(stdout);
   }
   write_json(s.ctx, r);
@@ -237,6 +227,11 @@ void idle_cpu(Setup& s) {
   write_json(s.ctx, r);
 }
 
+const char* env_or(const char* name, const char* otherwise) {
+  const char* v = std::getenv(name);
+  return v ? v : otherwise;
+}
+
 // Why this communicator cannot be measured ("" where it can): two ranks, each on a node of
 // its own, so that the peer is reached by the net transport.
 std::string unsuitable(const Context& ctx) {
@@ -260,9 +255,15 @@ int run_net(Context& ctx) {
     if (ctx.rank == 0) std::fprintf(stderr, "symcomm-bench net: %s\n", why.c_str());
     return 77;
   }
+  symcommMemorySpace_t space;
+  BENCH_SC(symcommCommMemorySpace(ctx.comm, &space));
+  const bool cuda = space == symcommSpaceCuda;
   NetOptions& o = ctx.opt.net;
-  if (o.sizes.empty()) o.sizes = series(1024, size_t{256} << 20, 4);
-  if (o.lat_sizes.empty()) o.lat_sizes = series(8, 64 * 1024, 2);
+  // The cuda space's defaults are fewer: each GPU point also runs NCCL, and the whole run
+  // stays within about a minute on two GPUs.
+  if (o.sizes.empty()) o.sizes = cuda ? series(64 * 1024, size_t{256} << 20, 16)
+                                      : series(1024, size_t{256} << 20, 4);
+  if (o.lat_sizes.empty()) o.lat_sizes = cuda ? series(8, 32 * 1024, 8) : series(8, 64 * 1024, 2);
   o.sizes.erase(std::remove_if(o.sizes.begin(), o.sizes.end(),
                                [&](size_t b) { return b > ctx.opt.max_bytes; }),
                 o.sizes.end());
@@ -275,30 +276,68 @@ int run_net(Context& ctx) {
   void* sig = nullptr;
   BENCH_SC(symcommMalloc(ctx.comm, capacity, &dst));
   BENCH_SC(symcommMalloc(ctx.comm, 256, &sig));
-  *static_cast<uint64_t*>(sig) = 0;
   const size_t rounded = (capacity + 4095) / 4096 * 4096;
-  char* src = static_cast<char*>(std::aligned_alloc(4096, rounded));
-  char* raw_src = static_cast<char*>(std::aligned_alloc(4096, rounded));
-  if (!src || !raw_src) die("aligned_alloc", "out of memory", __FILE__, __LINE__);
+  auto host_buffer = [&] {
+    char* p = static_cast<char*>(std::aligned_alloc(4096, rounded));
+    if (!p) die("aligned_alloc", "out of memory", __FILE__, __LINE__);
+    return p;
+  };
+  char* host_src = host_buffer();
+  char* raw_src = host_buffer();
+  char* src = host_src;
+  char* host_copy = nullptr;
+  if (cuda) {
+    BENCH_CUDA(cudaMalloc(&src, capacity));
+    host_copy = host_buffer();
+    BENCH_CUDA(cudaMemsetAsync(sig, 0, sizeof(uint64_t), ctx.stream));
+    BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  } else {
+    *static_cast<uint64_t*>(sig) = 0;
+  }
   auto raw = std::make_unique<RawFabric>(ctx, kRawData + capacity, o.window);
-  Setup s{ctx, 1 - ctx.rank, static_cast<char*>(dst), static_cast<uint64_t*>(sig), src, raw_src,
-          capacity, *raw, raw->provider(), raw->domain()};
+  std::unique_ptr<NcclPeer> nccl;
+  std::string no_nccl;
+  if (cuda) nccl = NcclPeer::open(ctx, capacity, &no_nccl);
+  Setup s{ctx, 1 - ctx.rank, cuda, static_cast<char*>(dst), static_cast<uint64_t*>(sig), src,
+          host_src, raw_src, host_copy, capacity, *raw, nccl.get(), raw->provider(),
+          raw->domain()};
   barrier(ctx);
   if (ctx.rank == 0) {
     std::printf("symcomm-bench net: rank 0 to rank 1 on another node, provider %s, domain %s "
-                "(raw libfabric on the same), host memory space\n"
-                "%-12s %-20s %12s %12s %10s %8s %s\n", raw->provider().c_str(),
-                raw->domain().c_str(), "op", "impl", "bytes", "time us", "GB/s", "vs_raw", "data");
+                "(raw libfabric on the same, between host buffers), %s memory space\n",
+                raw->provider().c_str(), raw->domain().c_str(), cuda ? "cuda" : "host");
+    if (cuda && nccl) {
+      const std::string ifname = env_or("NCCL_SOCKET_IFNAME", "(unset)");
+      std::printf("NCCL %s over its socket transport (NCCL_NET=%s, NCCL_SOCKET_IFNAME=%s)\n",
+                  nccl->version().c_str(), env_or("NCCL_NET", "(unset)"), ifname.c_str());
+      if (ifname != raw->domain())
+        std::printf("note: NCCL's interface (%s) is not the transport's domain (%s): set "
+                    "NCCL_SOCKET_IFNAME to compare the same network\n", ifname.c_str(),
+                    raw->domain().c_str());
+    } else if (cuda) {
+      std::printf("NCCL's rows are skipped: %s\n", no_nccl.c_str());
+    }
+    std::printf("%-14s %-20s %12s %12s %10s %8s %8s %s\n", "op", "impl", "bytes", "time us",
+                "GB/s", "vs_raw", "vs_nccl", "data");
     std::fflush(stdout);
   }
   int failed = bandwidth(s);
   failed += latency(s);
-  raw.reset();  // the baseline's endpoint is not part of the idle cost
+  if (ctx.rank == 0) {
+    for (const std::string& line : s.targets) std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  // The baselines' endpoint and communicator are not part of the idle cost.
+  raw.reset();
+  nccl.reset();
+  s.nccl = nullptr;
   if (o.idle_s > 0) idle_cpu(s);
   BENCH_SC(symcommFree(ctx.comm, sig));
   BENCH_SC(symcommFree(ctx.comm, dst));
-  std::free(src);
+  if (cuda) BENCH_CUDA(cudaFree(src));
+  std::free(host_src);
   std::free(raw_src);
+  std::free(host_copy);
   if (failed && ctx.rank == 0)
     std::fprintf(stderr, "symcomm-bench net: %d points received wrong data\n", failed);
   return failed ? 1 : 0;

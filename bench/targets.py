@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Every target of the RMA, collectives and decomposition issues against one run's results.
+"""Every target of the RMA, collectives, decomposition and network issues against one run's
+results.
 
     python3 bench/targets.py DIR [--commit HASH]
 
-reads DIR/rma_HASH.jsonl, coll_HASH.jsonl, decomp_HASH.jsonl (as committed under
-bench/results/<machine>/); without --commit DIR/rma.jsonl and so on (as `scripts/gpu-check
+reads DIR/rma_HASH.jsonl, coll_HASH.jsonl, decomp_HASH.jsonl, net_HASH.jsonl (as committed
+under bench/results/<machine>/); without --commit DIR/rma.jsonl and so on (as `scripts/gpu-check
 benchonly` writes them into $OUT), else, of each kind, the file named exactly
 <kind>_<hex commit>.jsonl (no variant suffix such as _graph or _small) whose records have the
 latest "date" (ties: the last name); and prints a Markdown table: issue, measure, target,
 measured (with the run's NCCL figure where the target is relative), met or missed. The
-targets are stated for 8 x H200; on other machines the table says how many ranks the run
-had. Records with "verified": false are no candidates; decomposition records count only in
-the default layout (x fastest; records without a "layout" field are in it). Exit code 0
-whether or not targets are met: the table is the result.
+targets of rma, coll and decomp are stated for 8 x H200; on other machines the table says how
+many ranks the run had; those of net for two ranks on two nodes, per memory space (host: on
+CPUs; cuda: 2 GPUs). Records with "verified": false are no candidates; decomposition records
+count only in the default layout (x fastest; records without a "layout" field are in it).
+Exit code 0 whether or not targets are met: the table is the result.
 """
 import argparse
 import glob
@@ -274,6 +276,66 @@ def decomp_targets(t, rows):
           False if untimed else (worst and worst["ratio"] <= 1.05))
 
 
+NET_RAW_RATIO, NET_NCCL_RATIO, NET_LATENCY_RATIO, NET_IDLE_PERCENT = 0.9, 1.0, 1.2, 2.0
+
+
+def net_targets(t, rows):
+    """Issue 36's targets for symcomm-bench net, once per memory space in the run: put
+    bandwidth against raw fi_write (both spaces) and against NCCL's socket path (cuda), the
+    8-byte put-signal latency against raw fi_write's round trip halved (both) and NCCL's
+    (cuda), and an idle rank's CPU."""
+    for space in ("host", "cuda"):
+        rs = [r for r in rows if r.get("space", "host") == space]
+        if not rs:
+            continue
+        issue = f"36 net ({space})"
+        ok = [r for r in rs if not unverified(r)]
+        def lowest(key, lo, hi=None):
+            """(ratio, bytes) of symcomm's put with the lowest `key` in [lo, hi], or (None,
+            why)."""
+            def within(r):
+                return r["op"] == "put" and r["impl"] == "symcomm:net" and r["bytes"] >= lo and \
+                    (hi is None or r["bytes"] <= hi)
+            found = [(r[key], r["bytes"]) for r in ok if within(r) and key in r]
+            if found:
+                return min(found)
+            if any(within(r) for r in rs if unverified(r)):
+                return None, "unverified: the receiver's data was wrong"
+            return None, "not in the run"
+        def ratio_row(measure, target, got, goal):
+            if got[0] is None:
+                t.add(issue, measure, target, got[1], False if got[1].startswith("unverified") else None)
+            else:
+                t.add(issue, measure, target, f"lowest {got[0]:.2f}x ({got[1]} B)", got[0] >= goal)
+        ratio_row("put bandwidth, 1-256 MiB, vs raw fi_write", f">= {NET_RAW_RATIO}x",
+                  lowest("vs_raw", MIB, 256 * MIB), NET_RAW_RATIO)
+        if space == "cuda":
+            ratio_row("put bandwidth, >= 1 MiB, vs NCCL's socket path", f">= {NET_NCCL_RATIO}x",
+                      lowest("vs_nccl", MIB), NET_NCCL_RATIO)
+        lt = one(ok, op="latency_target", impl="symcomm:put_signal")
+        bad = not lt and one([r for r in rs if unverified(r)], op="latency_target")
+        if lt and lt.get("raw_us", 0) > 0:
+            r = lt["time_us"] / lt["raw_us"]
+            t.add(issue, "8-byte put-signal one way vs raw fi_write RTT/2", f"<= {NET_LATENCY_RATIO}x",
+                  f"{lt['time_us']:.2f} us, raw {lt['raw_us']:.2f} ({r:.2f}x)", r <= NET_LATENCY_RATIO)
+        else:
+            t.add(issue, "8-byte put-signal one way vs raw fi_write RTT/2", f"<= {NET_LATENCY_RATIO}x",
+                  "unverified" if bad else "not in the run", False if bad else None)
+        if space == "cuda":
+            if lt and lt.get("nccl_us", 0) > 0:
+                t.add(issue, "8-byte put-signal one way vs NCCL's", "< NCCL",
+                      f"{lt['time_us']:.2f} us, NCCL {lt['nccl_us']:.2f}",
+                      lt["time_us"] < lt["nccl_us"])
+            else:
+                t.add(issue, "8-byte put-signal one way vs NCCL's", "< NCCL",
+                      "unverified" if bad else "not in the run (no NCCL)",
+                      False if bad else None)
+        idle = one(rs, op="idle_cpu")
+        t.add(issue, "idle rank's CPU", f"< {NET_IDLE_PERCENT:g}% of a core",
+              f"{idle['cpu_percent']:.2f}%" if idle else "not in the run",
+              idle and idle["cpu_percent"] < NET_IDLE_PERCENT)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("directory")
@@ -281,13 +343,15 @@ def main():
     a = ap.parse_args()
     t = Table()
     ranks = set()
-    for kind, fill in (("rma", rma_targets), ("coll", coll_targets), ("decomp", decomp_targets)):
+    for kind, fill in (("rma", rma_targets), ("coll", coll_targets), ("decomp", decomp_targets),
+                       ("net", net_targets)):
         path = pick(a.directory, kind, a.commit)
         if path is None:
             print(f"# no {kind} results in {a.directory}", file=sys.stderr)
             continue
         rows = load(path)
-        ranks |= {r["ranks"] for r in rows if "ranks" in r}
+        if kind != "net":  # (net's targets are for two ranks)
+            ranks |= {r["ranks"] for r in rows if "ranks" in r}
         print(f"# {kind}: {path}")
         fill(t, rows)
     if ranks and max(ranks) != 8:

@@ -176,6 +176,63 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 COMMAND = {"command": "symrun -n 4 symcomm-bench ... (a made-up run)", "date": "2026-01-01"}
 
 
+def net_rows(space, nccl=False, **put_fields):
+    """symcomm-bench net's records in `space`: puts at 1 and 256 MiB (vs_raw 0.95 and 0.85;
+    with NCCL vs_nccl 1.2 and 1.1), the latency target (12 us, raw 10, NCCL 30) and the idle
+    CPU (0.5%)."""
+    common = dict(space=space, verified=True, provider="tcp;ofi_rxm", domain="lo")
+    def put(nbytes, vs_raw, vs_nccl):
+        fields = dict(common, time_us=100.0, algbw_gbs=1.0, vs_raw=vs_raw)
+        if nccl:
+            fields["vs_nccl"] = vs_nccl
+        fields.update(put_fields)
+        return rec("net", "put", "symcomm:net", nbytes, ranks=2, **fields)
+    target = dict(common, time_us=12.0, raw_us=10.0, ratio_to_raw=1.2)
+    if nccl:
+        target.update(nccl_us=30.0, ratio_to_nccl=0.4)
+    return [put(MIB, 0.95, 1.2), put(256 * MIB, 0.85, 1.1),
+            rec("net", "put", "symcomm:net", 64 * KIB, ranks=2, time_us=1.0, vs_raw=0.1,
+                vs_nccl=0.1, **common),  # below 1 MiB: no candidate
+            rec("net", "latency_target", "symcomm:put_signal", 8, ranks=2, **target),
+            rec("net", "idle_cpu", "symcomm:net", 0, ranks=2, cpu_percent=0.5, **common)]
+
+
+NET_ROWS = {space: (
+    f"| 36 net ({space}) | put bandwidth, 1-256 MiB, vs raw fi_write | >= 0.9x | "
+    "lowest 0.85x (268435456 B) | MISSED |",) + ((
+    "| 36 net (cuda) | put bandwidth, >= 1 MiB, vs NCCL's socket path | >= 1.0x | "
+    "lowest 1.10x (268435456 B) | met |",) if space == "cuda" else ()) + (
+    f"| 36 net ({space}) | 8-byte put-signal one way vs raw fi_write RTT/2 | <= 1.2x | "
+    "12.00 us, raw 10.00 (1.20x) | met |",) + ((
+    "| 36 net (cuda) | 8-byte put-signal one way vs NCCL's | < NCCL | 12.00 us, NCCL 30.00 | met |",)
+    if space == "cuda" else ()) + (
+    f"| 36 net ({space}) | idle rank's CPU | < 2% of a core | 0.50% | met |",)
+    for space in ("host", "cuda")}
+
+
+class Net(unittest.TestCase):
+    def table(self, rows):
+        t = targets.Table()
+        targets.net_targets(t, rows)
+        return ["| " + " | ".join(r) + " |" for r in t.rows]
+
+    def test_each_space_its_own_rows(self):
+        self.assertEqual(self.table(net_rows("host")), list(NET_ROWS["host"]))
+        self.assertEqual(self.table(net_rows("cuda", nccl=True)), list(NET_ROWS["cuda"]))
+
+    def test_cuda_without_nccl(self):
+        got = self.table(net_rows("cuda"))
+        self.assertIn("| 36 net (cuda) | put bandwidth, >= 1 MiB, vs NCCL's socket path | >= 1.0x | "
+                      "not in the run | n/a |", got)
+        self.assertIn("| 36 net (cuda) | 8-byte put-signal one way vs NCCL's | < NCCL | "
+                      "not in the run (no NCCL) | n/a |", got)
+
+    def test_unverified_puts_are_missed(self):
+        got = self.table(net_rows("cuda", nccl=True, verified=False))
+        self.assertIn("| 36 net (cuda) | put bandwidth, 1-256 MiB, vs raw fi_write | >= 0.9x | "
+                      "unverified: the receiver's data was wrong | MISSED |", got)
+
+
 class EndToEnd(unittest.TestCase):
     """targets.py as a command on a directory of made-up runs, one of each kind, shaped as
     symcomm-bench writes them (a command line first): every target's row, met or missed."""
@@ -223,12 +280,13 @@ class EndToEnd(unittest.TestCase):
         decomp = [dict(transpose("symcomm:nccl", 300, grid="2x2"), ranks=4),
                   dict(transpose("symcomm:sm", 200, grid="2x2"), ranks=4),
                   dict(autotune(1.027), ranks=4)]
+        net = net_rows("host") + net_rows("cuda", nccl=True)
         with tempfile.TemporaryDirectory() as d:
-            for kind, rows in (("rma", rma), ("coll", colls), ("decomp", decomp)):
+            for kind, rows in (("rma", rma), ("coll", colls), ("decomp", decomp), ("net", net)):
                 write(os.path.join(d, f"{kind}_1234abc.jsonl"), [COMMAND] + rows, time.time())
             out = self.run_targets(d, "--commit", "1234abc")
             self.assertEqual(out, self.run_targets(d))  # the only run, also without --commit
-        for kind in ("rma", "coll", "decomp"):
+        for kind in ("rma", "coll", "decomp", "net"):
             self.assertIn(f"# {kind}: {os.path.join(d, kind + '_1234abc.jsonl')}\n", out)
         self.assertIn("# the run had 4 ranks; the targets are stated for 8 x H200\n", out)
         self.assertIn("| issue | measure | target | measured | |\n", out)
@@ -259,7 +317,7 @@ class EndToEnd(unittest.TestCase):
             "| 5 decomp | best backend vs NCCL backend, 256^3 C32 | >= 2.0x | not in the run | n/a |",
             "| 5 decomp | autotuner's pick vs the best it measured | within 5% | "
             "at most 2.7% ([256,256,256] 2 x 4, symcomm:sm) | met |",
-        ):
+        ) + NET_ROWS["host"] + NET_ROWS["cuda"]:
             self.assertIn(row + "\n", out)
 
     def test_a_missing_kind_is_named(self):
