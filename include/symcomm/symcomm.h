@@ -189,7 +189,9 @@ symcommResult_t symcommInit(symcommComm_t* comm, int nranks, int rank, const sym
 symcommResult_t symcommInitFromEnv(symcommComm_t* comm, const symcommConfig_t* config);
 
 /* Collective: leaves the communicator and frees everything it owns, including heap
- * memory still allocated. Returns an error if a peer was lost, but frees all the same. */
+ * memory still allocated. Returns an error if a peer was lost, but frees all the same.
+ * Work it issued on streams must have completed, and CUDA graphs that captured its calls
+ * must not be launched after it. */
 symcommResult_t symcommFinalize(symcommComm_t comm);
 
 symcommResult_t symcommCommRank(symcommComm_t comm, int* rank);
