@@ -63,6 +63,21 @@ std::unique_ptr<StreamHold> g_hold;  // --hold
 
 void set_hold(bool on) { g_hold = on ? std::make_unique<StreamHold>() : nullptr; }
 
+double time_calls_us(const Context& ctx, int warmup, int reps, int inner,
+                     const std::function<void()>& body, double* host_us) {
+  if (!ctx.host) return time_stream_us(ctx.stream, warmup, reps, inner, body, host_us);
+  for (int i = 0; i < warmup; ++i) body();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < inner; ++i) body();
+    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                    .count() / inner);
+  }
+  if (host_us) *host_us = median(t);
+  return median(t);
+}
+
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner,
                       const std::function<void()>& body, double* host_us) {
   for (int i = 0; i < warmup; ++i) body();
@@ -184,20 +199,20 @@ struct Subcommand {
   const char* usage;  // its own options, a line each ("" if none)
   bool (*option)(bench::Options&, int argc, char** argv, int& i);  // null if none
   int (*run)(bench::Context&);
-  // The memory space it measures; in the other it says why not and exits 77.
-  symcommMemorySpace_t space = symcommSpaceCuda;
+  // The memory spaces it measures (1u << space each); in another it says why not and exits 77.
+  unsigned spaces = 1u << symcommSpaceCuda;
   const char* elsewhere = "symcomm-bench measures GPUs; this communicator is in the host space";
-  bool any_space = false;  // it measures either space (then `space` is not checked)
   // Called before symcommInit, while this process has no other thread: environment that the
   // subcommand's baselines read when they start (null if none).
   void (*before_init)() = nullptr;
 };
 const Subcommand kSubcommands[] = {
     {"rma", "", nullptr, bench::run_rma},
-    {"coll", bench::kCollUsage, bench::coll_option, bench::run_coll},
+    {"coll", bench::kCollUsage, bench::coll_option, bench::run_coll,
+     (1u << symcommSpaceCuda) | (1u << symcommSpaceHost)},
     {"decomp", bench::kDecompUsage, bench::decomp_option, bench::run_decomp},
-    {"net", bench::kNetUsage, bench::net_option, bench::run_net, symcommSpaceHost, "", true,
-     bench::net::set_nccl_environment},
+    {"net", bench::kNetUsage, bench::net_option, bench::run_net,
+     (1u << symcommSpaceCuda) | (1u << symcommSpaceHost), "", bench::net::set_nccl_environment},
 };
 
 void usage(FILE* f, const Subcommand* only) {
@@ -261,12 +276,14 @@ int main(int argc, char** argv) {
   BENCH_SC(symcommCommSize(ctx.comm, &ctx.nranks));
   symcommMemorySpace_t space;
   BENCH_SC(symcommCommMemorySpace(ctx.comm, &space));
-  if (!cmd->any_space && space != cmd->space) {
+  if (!(cmd->spaces & (1u << space))) {
     std::fprintf(stderr, "%s\n", cmd->elsewhere);
     symcommFinalize(ctx.comm);
     return 77;
   }
   if (space == symcommSpaceHost) {  // no GPU, no stream: the subcommand runs on the CPU
+    ctx.host = true;
+    ctx.stream = nullptr;
     if (ctx.opt.machine.empty()) ctx.opt.machine = bench::machine_name(nullptr, ctx.nranks);
     const int rc = cmd->run(ctx);
     BENCH_SC(symcommFinalize(ctx.comm));

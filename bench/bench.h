@@ -92,8 +92,11 @@ struct Context {
   symcommComm_t comm;
   int rank, nranks;
   Options opt;
-  cudaStream_t stream;
+  cudaStream_t stream;  // nullptr in the host space
   ncclComm_t nccl = nullptr;
+  // The communicator is in the host memory space: no GPU, no stream; every call has
+  // completed when it returns (only subcommands that measure the host space see it).
+  bool host = false;
 };
 
 // A kernel that holds a stream until release() (hold.cu): each timed batch of --hold starts
@@ -127,6 +130,10 @@ void set_hold(bool on);
 double time_stream_us(cudaStream_t s, int warmup, int reps, int inner, const std::function<void()>& body,
                       double* host_us = nullptr);
 double median(std::vector<double> v);
+// time_stream_us on ctx.stream, or in the host space the clock around each batch (its calls
+// have completed when they return; host_us is then the same time).
+double time_calls_us(const Context& ctx, int warmup, int reps, int inner,
+                     const std::function<void()>& body, double* host_us = nullptr);
 
 // `calls` back-to-back calls of `call` on stream s, captured once into a CUDA graph (in the
 // thread-local capture mode) and replayed by launch(): a batch with one host launch instead

@@ -30,6 +30,12 @@
 // check before: every rank puts a word into each peer after a delay that grows with its rank,
 // then the barrier, and every peer's word must be there after it.
 //
+// In the host memory space (SYMCOMM_MEMORY_SPACE=host: CPUs, the ranks on one node or, with
+// symrun --nodes, on several, the others reached by the net transport) the same points are
+// checked and timed, by the clock around each batch (a call has completed when it returns),
+// without NCCL and without --graph: the algorithms compare with each other, copy's flat puts
+// the baseline.
+//
 // This file: the options, the run loop, timing and output. coll_check.cu has the data, the
 // calls and the checks; coll_bench.h what the two share.
 #include <algorithm>
@@ -56,7 +62,8 @@ const char* const kCollUsage =
     "                   size is always --max-bytes\n"
     "  --also LIST      sizes measured besides the series (64K,1M,16M: the sizes the\n"
     "                   issue's targets name that a series by x4 from 8 skips)\n"
-    "  --plain          cudaMalloc buffers (default: symmetric ones, from symcommMalloc)\n"
+    "  --plain          cudaMalloc (host space: malloc) buffers (default: symmetric ones,\n"
+    "                   from symcommMalloc)\n"
     "  --root R         root of broadcast (default 0)\n"
     "  --point-ms MS    most timed work per point, which shortens large sizes (default 300)\n"
     "  --check-bytes B  recv checked whole up to this size, sampled above (default 64M)\n"
@@ -136,11 +143,11 @@ Timing calibrate(Context& ctx, const std::function<void()>& body) {
   constexpr double kBatchUs = 1000;
   constexpr int kMaxInner = 100, kMinReps = 3;
   BENCH_SC(symcommHostBarrier(ctx.comm));
-  double one = std::max(0.5, max_over_ranks(ctx, time_stream_us(ctx.stream, 1, 1, 1, body)));
+  double one = std::max(0.5, max_over_ranks(ctx, time_calls_us(ctx, 1, 1, 1, body)));
   if (one < kBatchUs) {
     // A single call also holds the ranks' skew: small sizes are measured again over a batch.
     const int k = static_cast<int>(std::clamp(std::ceil(kBatchUs / one), 1.0, double{kMaxInner}));
-    one = std::max(0.5, max_over_ranks(ctx, time_stream_us(ctx.stream, 0, 1, k, body)));
+    one = std::max(0.5, max_over_ranks(ctx, time_calls_us(ctx, 0, 1, k, body)));
   }
   Timing t;
   t.inner = static_cast<int>(std::clamp(std::ceil(kBatchUs / one), 1.0, double{kMaxInner}));
@@ -158,7 +165,7 @@ Timing measure(Context& ctx, const std::function<void()>& body) {
   Timing t = calibrate(ctx, body);
   BENCH_SC(symcommHostBarrier(ctx.comm));
   double host = 0;
-  t.us = max_over_ranks(ctx, time_stream_us(ctx.stream, t.warmup, t.reps, t.inner, body, &host));
+  t.us = max_over_ranks(ctx, time_calls_us(ctx, t.warmup, t.reps, t.inner, body, &host));
   t.host_us = max_over_ranks(ctx, host);
   t.us = std::max(t.us, 1e-3);  // keeps the bandwidths finite
   return t;
@@ -333,20 +340,26 @@ int run_coll(Context& ctx) {
   auto wanted = [](const std::vector<std::string>& list, const std::string& s) {
     return list.empty() || std::find(list.begin(), list.end(), s) != list.end();
   };
-  // NCCL first, so that every symcomm line can say how it compares.
+  if (ctx.host && c.graph) {
+    if (ctx.rank == 0)
+      std::fprintf(stderr, "symcomm-bench coll: --graph needs the cuda space (CUDA graphs)\n");
+    return 2;
+  }
+  // NCCL first, so that every symcomm line can say how it compares (GPUs only: in the host
+  // space the algorithms compare with each other, copy the flat baseline).
+  const bool nccl = !ctx.host && wanted(c.impls, "nccl");
   std::vector<Impl> impls;
-  if (wanted(c.impls, "nccl")) impls.push_back({"nccl", nullptr, true});
-  if (wanted(c.impls, "nccl"))
-    impls.push_back({"nccl:counts_to_host", nullptr, true, true});
+  if (nccl) impls.push_back({"nccl", nullptr, true});
+  if (nccl) impls.push_back({"nccl:counts_to_host", nullptr, true, true});
   if (wanted(c.impls, "symcomm:auto")) impls.push_back({"symcomm:auto", nullptr, false});
   for (int i = 0; i < symcommCollAlgorithmCount(); ++i)
     if (const char* a = symcommCollAlgorithmName(i); a && wanted(c.impls, std::string("symcomm:") + a))
       impls.push_back({std::string("symcomm:") + a, a, false});
   // The barrier has no algorithms: symcomm's one call (with auto) and NCCL's stand-in.
   std::vector<Impl> barrier_impls;
-  if (wanted(c.impls, "nccl")) barrier_impls.push_back({"nccl:allreduce_1", nullptr, true});
+  if (nccl) barrier_impls.push_back({"nccl:allreduce_1", nullptr, true});
   if (wanted(c.impls, "symcomm:auto")) barrier_impls.push_back({"symcomm:kernel", nullptr, false});
-  if (wanted(c.impls, "nccl") && !ctx.nccl) ctx.nccl = make_nccl(ctx);
+  if (nccl && !ctx.nccl) ctx.nccl = make_nccl(ctx);
 
   Buffers b;
   b.symmetric = !c.plain;
@@ -355,11 +368,11 @@ int run_coll(Context& ctx) {
     BENCH_SC(symcommMalloc(ctx.comm, b.bytes, reinterpret_cast<void**>(&b.send)));
     BENCH_SC(symcommMalloc(ctx.comm, b.bytes, reinterpret_cast<void**>(&b.recv)));
   } else {
-    BENCH_CUDA(cudaMalloc(&b.send, b.bytes));
-    BENCH_CUDA(cudaMalloc(&b.recv, b.bytes));
+    b.send = static_cast<char*>(space_alloc(ctx, b.bytes));
+    b.recv = static_cast<char*>(space_alloc(ctx, b.bytes));
   }
-  BENCH_CUDA(cudaMalloc(&b.dev_v, 4 * static_cast<size_t>(n) * sizeof(size_t)));
-  set_counts(b, 0, n);  // sized now: run_once points into the arrays for every operation
+  b.dev_v = static_cast<size_t*>(space_alloc(ctx, 4 * static_cast<size_t>(n) * sizeof(size_t)));
+  set_counts(ctx, b, 0, n);  // sized now: run_once points into the arrays for every operation
   uint64_t* words = nullptr;  // the barrier's check: a slot per rank and the source word
   BENCH_SC(symcommMalloc(ctx.comm, (static_cast<size_t>(n) + 1) * sizeof(uint64_t),
                          reinterpret_cast<void**>(&words)));
@@ -396,7 +409,7 @@ int run_coll(Context& ctx) {
       const size_t per = sizeof(float) * (op.blocked() ? static_cast<size_t>(n) : 1);
       const size_t count = nominal / per, bytes = count * per;
       if (count == 0 && !barrier) continue;
-      if (op.alltoall()) set_counts(b, count, n);
+      if (op.alltoall()) set_counts(ctx, b, count, n);
       // Every implementation is measured, then reported in the list's order (NCCL's line
       // first, with each symcomm line's ratio to it); --nccl-last measures NCCL's lines after
       // the others, to show what the order of measurement does.
@@ -454,13 +467,13 @@ int run_coll(Context& ctx) {
   }
 
   BENCH_SC(symcommFree(ctx.comm, words));
-  BENCH_CUDA(cudaFree(b.dev_v));
+  space_free(ctx, b.dev_v);
   if (b.symmetric) {
     BENCH_SC(symcommFree(ctx.comm, b.recv));
     BENCH_SC(symcommFree(ctx.comm, b.send));
   } else {
-    BENCH_CUDA(cudaFree(b.recv));
-    BENCH_CUDA(cudaFree(b.send));
+    space_free(ctx, b.recv);
+    space_free(ctx, b.send);
   }
   if (ctx.rank == 0) {
     std::printf("\n# coll: %d points checked and timed in %.1f s\n", points, seconds_since(t0));

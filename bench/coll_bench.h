@@ -68,8 +68,18 @@ struct Buffers {
 // replay of a captured graph. False where every rank's call was refused (*why says why).
 using Caller = std::function<bool(std::string* why)>;
 
+// Memory of the communicator's space: the GPU's (cudaMalloc; sets and copies in on
+// ctx.stream) or, in the host space, the host's (malloc, memset, memcpy). copy_out reads it
+// back to the host after everything on the stream; sync waits for the stream.
+void* space_alloc(const Context& ctx, size_t bytes);
+void space_free(const Context& ctx, void* p);
+void space_set(const Context& ctx, void* p, int byte, size_t bytes);
+void copy_in(const Context& ctx, void* dst, const void* host_src, size_t bytes);
+void copy_out(const Context& ctx, void* host_dst, const void* src, size_t bytes);
+void sync(const Context& ctx);
+
 // Defined in coll_check.cu, where each is described.
-void set_counts(Buffers& b, size_t count, int n);
+void set_counts(const Context& ctx, Buffers& b, size_t count, int n);
 symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl,
                          size_t count, int root);
 std::string point_name(const OpInfo& op, const Impl& impl, size_t bytes, size_t count);

@@ -3,7 +3,10 @@
 // what recv must hold, and the checks that run each (implementation, size) on fresh data
 // before it is timed (coll_bench.cu). coll_bench.h declares what coll_bench.cu uses.
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "coll_bench.h"
 
@@ -110,20 +113,72 @@ std::vector<Window> windows_to_check(size_t count, size_t recv_elems, size_t che
   return w;
 }
 
+// send's first n elements := the generator's of `seed`, in the communicator's space.
+void fill(const Context& ctx, void* p, size_t n, uint64_t seed, bool reduces) {
+  if (ctx.host) {
+    for (size_t i = 0; i < n; ++i) {
+      if (reduces) static_cast<float*>(p)[i] = value(seed, i);
+      else static_cast<uint32_t*>(p)[i] = bits(seed, i);
+    }
+    return;
+  }
+  const unsigned grid = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
+  fill_kernel<<<grid, 256, 0, ctx.stream>>>(p, n, seed, reduces);
+  BENCH_CUDA(cudaGetLastError());
+}
+
 }  // namespace
+
+// ---- Memory of the communicator's space -------------------------------------------------
+
+void* space_alloc(const Context& ctx, size_t bytes) {
+  void* p = nullptr;
+  if (ctx.host) {
+    p = std::malloc(bytes);
+    if (!p) die("malloc", "out of memory", __FILE__, __LINE__);
+  } else {
+    BENCH_CUDA(cudaMalloc(&p, bytes));
+  }
+  return p;
+}
+
+void space_free(const Context& ctx, void* p) {
+  if (ctx.host) std::free(p);
+  else BENCH_CUDA(cudaFree(p));
+}
+
+void space_set(const Context& ctx, void* p, int byte, size_t bytes) {
+  if (ctx.host) std::memset(p, byte, bytes);
+  else BENCH_CUDA(cudaMemsetAsync(p, byte, bytes, ctx.stream));
+}
+
+void copy_in(const Context& ctx, void* dst, const void* host_src, size_t bytes) {
+  if (ctx.host) std::memcpy(dst, host_src, bytes);
+  else BENCH_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream));
+}
+
+void copy_out(const Context& ctx, void* host_dst, const void* src, size_t bytes) {
+  if (ctx.host) std::memcpy(host_dst, src, bytes);
+  else BENCH_CUDA(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void sync(const Context& ctx) {
+  if (!ctx.host) BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+}
 
 // ---- Implementations --------------------------------------------------------------------
 
 // The all-to-all-v arrays of all-to-all with `count`: count to and from each member, blocks
-// in rank order. Written to the device too.
-void set_counts(Buffers& b, size_t count, int n) {
+// in rank order. Written to the device too (in the host space, to host memory).
+void set_counts(const Context& ctx, Buffers& b, size_t count, int n) {
   const size_t nn = static_cast<size_t>(n);
   b.v.assign(4 * nn, 0);
   for (size_t j = 0; j < nn; ++j) {
     b.v[j] = b.v[2 * nn + j] = count;
     b.v[nn + j] = b.v[3 * nn + j] = j * count;
   }
-  BENCH_CUDA(cudaMemcpy(b.dev_v, b.v.data(), b.v.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+  copy_in(ctx, b.dev_v, b.v.data(), b.v.size() * sizeof(size_t));
+  sync(ctx);
 }
 
 // One call of `impl` on ctx.stream: symcomm's result (NCCL's failures end the run).
@@ -245,7 +300,7 @@ bool call_everywhere(Context& ctx, const Buffers& b, const OpInfo& op, const Imp
     }
     std::exit(1);
   }
-  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  sync(ctx);
   return true;
 }
 
@@ -270,8 +325,7 @@ void require_right_everywhere(Context& ctx, bool wrong, const std::string& where
 size_t wrong_device_counts(const Context& ctx, const Buffers& b, size_t count, std::string* first) {
   const size_t n = static_cast<size_t>(ctx.nranks);
   std::vector<size_t> got(2 * n);
-  BENCH_CUDA(cudaMemcpy(got.data(), b.dev_v + 2 * n, got.size() * sizeof(size_t),
-                        cudaMemcpyDeviceToHost));
+  copy_out(ctx, got.data(), b.dev_v + 2 * n, got.size() * sizeof(size_t));
   size_t wrong = 0;
   for (size_t j = 0; j < n; ++j)
     if (got[j] != count || got[n + j] != j * count) {
@@ -292,16 +346,13 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
   const int n = ctx.nranks, root = ctx.opt.coll.root;
   const size_t send_elems = op.send_elems(count, n), recv_elems = op.recv_elems(count, n);
   const std::string where = point_name(op, impl, bytes, count);
-  const unsigned grid = static_cast<unsigned>(std::min<size_t>((send_elems + 255) / 256, 4096));
-  fill_kernel<<<grid, 256, 0, ctx.stream>>>(b.send, send_elems, seed_of(ctx.rank, iteration),
-                                            op.reduces);
-  BENCH_CUDA(cudaGetLastError());
-  BENCH_CUDA(cudaMemsetAsync(b.recv, 0xff, recv_elems * sizeof(float) + kGuardBytes, ctx.stream));
+  fill(ctx, b.send, send_elems, seed_of(ctx.rank, iteration), op.reduces);
+  space_set(ctx, b.recv, 0xff, recv_elems * sizeof(float) + kGuardBytes);
   const bool device_counts = op.op == Op::AllToAllvDevice && !impl.nccl;
   const size_t nn = static_cast<size_t>(n);
   if (device_counts)  // the recv counts and displacements the call writes
-    BENCH_CUDA(cudaMemsetAsync(b.dev_v + 2 * nn, 0xff, 2 * nn * sizeof(size_t), ctx.stream));
-  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+    space_set(ctx, b.dev_v + 2 * nn, 0xff, 2 * nn * sizeof(size_t));
+  sync(ctx);
   // No rank's collective may write into a peer's recv before that peer has poisoned it.
   BENCH_SC(symcommHostBarrier(ctx.comm));
   if (!call(why)) return false;
@@ -313,8 +364,7 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
   std::vector<uint32_t> got;
   for (const Window& w : windows_to_check(count, recv_elems, ctx.opt.coll.check_bytes, iteration)) {
     got.resize(w.len);
-    BENCH_CUDA(cudaMemcpy(got.data(), b.recv + w.begin * sizeof(float), w.len * sizeof(float),
-                          cudaMemcpyDeviceToHost));
+    copy_out(ctx, got.data(), b.recv + w.begin * sizeof(float), w.len * sizeof(float));
     for (size_t i = 0; i < w.len; ++i) {
       const uint32_t want = ref.at(w.begin + i);
       if (ref.same(want, got[i])) continue;
@@ -329,8 +379,7 @@ bool check(Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl, s
   }
   if (device_counts) wrong += wrong_device_counts(ctx, b, count, &first);
   got.assign(kGuardBytes / sizeof(uint32_t), 0);
-  BENCH_CUDA(cudaMemcpy(got.data(), b.recv + recv_elems * sizeof(float), kGuardBytes,
-                        cudaMemcpyDeviceToHost));
+  copy_out(ctx, got.data(), b.recv + recv_elems * sizeof(float), kGuardBytes);
   const size_t past = static_cast<size_t>(std::count_if(got.begin(), got.end(),
                                                         [](uint32_t v) { return v != kPoison; }));
   if (wrong || past)
@@ -380,19 +429,23 @@ bool check_barrier(Context& ctx, const Buffers& b, uint64_t* words, const OpInfo
   }
   const size_t nn = static_cast<size_t>(n), me = static_cast<size_t>(ctx.rank);
   const uint64_t mine = tag(ctx.rank);
-  BENCH_CUDA(cudaMemsetAsync(words, 0xff, nn * sizeof(uint64_t), ctx.stream));
-  BENCH_CUDA(cudaMemcpyAsync(words + nn, &mine, sizeof mine, cudaMemcpyHostToDevice, ctx.stream));
-  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  space_set(ctx, words, 0xff, nn * sizeof(uint64_t));
+  copy_in(ctx, words + nn, &mine, sizeof mine);
+  sync(ctx);
   BENCH_SC(symcommHostBarrier(ctx.comm));  // every slot poisoned before any put
-  delay_kernel<<<1, 1, 0, ctx.stream>>>(200000ull * me);
-  BENCH_CUDA(cudaGetLastError());
+  if (ctx.host) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * me));
+  } else {
+    delay_kernel<<<1, 1, 0, ctx.stream>>>(200000ull * me);
+    BENCH_CUDA(cudaGetLastError());
+  }
   for (int j = 0; j < n; ++j)
     if (j != ctx.rank)
       BENCH_SC(symcommPutOnStream(ctx.comm, words + me, words + nn, sizeof mine, j,
                                   symcommEngineAuto, ctx.stream));
   if (!call(why)) return false;
   std::vector<uint64_t> got(nn);
-  BENCH_CUDA(cudaMemcpy(got.data(), words, nn * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+  copy_out(ctx, got.data(), words, nn * sizeof(uint64_t));
   size_t missing = 0;
   for (int j = 0; j < n; ++j) missing += j != ctx.rank && got[static_cast<size_t>(j)] != tag(j);
   if (missing)

@@ -512,6 +512,8 @@ typedef struct {
                                (symcommTimeout) it refuses every call on the communicator   */
   const char* library;      /* a library loaded at run time, without which (or where it
                                cannot serve the ranks) it refuses every call; NULL: none    */
+  int across_nodes;         /* runs only on teams that span two or more nodes with as many
+                               members on each (teams of one node: the node's algorithms)   */
 } symcommCollAlgorithmInfo_t;
 /* What algorithm `index` declares: a call it refuses breaks one of these conditions, or one
  * of its own (symcommCollAlgorithmCanRun says which). symcommInvalidArgument past the end. */

@@ -421,6 +421,7 @@ extern "C" symcommResult_t symcommGetCollAlgorithmInfo(int index,
     info->load_store = d.load_store;
     info->counters = d.state == CollState::Counters;
     info->library = d.library;
+    info->across_nodes = d.across_nodes;
   });
 }
 

@@ -8,6 +8,7 @@
 #include "base/param.h"
 #include "coll/agreement.h"
 #include "coll/selection.h"
+#include "coll/team_nodes.h"
 #include "memory/peer_address.h"
 
 namespace symcomm {
@@ -115,6 +116,12 @@ void CollContext::put_to(const CollArgs& a, int member, void* dst, const void* s
                          symcommEngine_t engine) {
   const int pe = a.team.world_of(member);
   rma_.transports().to(pe).put(pe, dst, src, bytes, engine, a.stream);
+}
+
+void CollContext::get_from(const CollArgs& a, int member, void* dst, const void* src, size_t bytes,
+                           symcommEngine_t engine) {
+  const int pe = a.team.world_of(member);
+  rma_.transports().to(pe).get(pe, dst, src, bytes, engine, a.stream);
 }
 
 std::string CollContext::unconnected_member(const CollArgs& a) const {
@@ -239,6 +246,16 @@ Verdict CollAlgorithm::can_implement(const CollArgs& a, const CollContext& ctx) 
                               a.team.size));
   if (d.state != CollState::None && !ctx.has_state(this)) return Verdict::no(why_no_state(ctx));
   if (d.load_store && !ctx.reaches_team(a)) return Verdict::no(ctx.unreachable_member(a));
+  if (d.across_nodes) {
+    TeamNodes nodes;
+    if (Verdict v = team_nodes(a.team, a.me, ctx.topology(), &nodes); !v) return v;
+    for (int l = 0; l < nodes.per_node; ++l)
+      if (std::string why = ctx.topology().why_inaccessible(a.team.world_of(nodes.at(nodes.node, l)));
+          !why.empty())
+        return Verdict::no(format("team member %d, on this rank's node: %s",
+                                  nodes.at(nodes.node, l), why.c_str()));
+    if (std::string why = ctx.unconnected_member(a); !why.empty()) return Verdict::no(why);
+  }
   if (d.in_place_recv && !(a.query ? a.symmetric : ctx.addressable(a.recv, a.recv_bytes)))
     return Verdict::no("the receive buffer must be symmetric (symcommMalloc) or registered "
                        "(symcommRegister): the members write it in place");
@@ -319,11 +336,14 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
   }
   // The measured selection table: the first matching row whose algorithm can run the call
   // (the rows after the first are the choices measured for the next sizes, closer to the
-  // call than the registry's order); then the registry's order. can_implement() and capturable()
-  // decide alike on every member, so all take the same row. The rows' algorithms are looked
+  // call than the registry's order); then the registry's order. The rows were measured on
+  // one node: a team that spans nodes takes the registry's order (hier, then copy).
+  // can_implement() and capturable() decide alike on every member, so all take the same
+  // row. The rows' algorithms are looked
   // up once, when the table is read (every call goes through here: no name is compared, and
   // nothing is allocated unless an algorithm refuses, to word its reason).
-  const SelectionCall call{args.op, args.team.size, args.bytes_per_rank(), args.symmetric};
+  const SelectionCall call{args.op, args.team.size, args.bytes_per_rank(), args.symmetric,
+                           spans_nodes(args.team, ctx.topology())};
   if (const SelectionRow* row = select_row(selection_table(), call, [&](const SelectionRow& r) {
         return r.impl->refusal(args, ctx).ok();
       }))

@@ -139,6 +139,11 @@ class CollContext {
   // place, as in on().
   void put_to(const CollArgs& a, int member, void* dst, const void* src, size_t bytes,
               symcommEngine_t engine = symcommEngineCe);
+  // Gets `bytes` into `dst` (this rank's memory) from `src` on team member `member`, through
+  // the member's transport; `src` is this rank's symmetric (or registered) address of the
+  // place, as in on().
+  void get_from(const CollArgs& a, int member, void* dst, const void* src, size_t bytes,
+                symcommEngine_t engine = symcommEngineCe);
   // Every member of the call's team has a transport ("" where so; else the first member
   // without one, and why).
   std::string unconnected_member(const CollArgs& a) const;
@@ -228,6 +233,11 @@ struct CollDescriptor {
   bool in_place_recv = false;      // receive buffers must be symmetric or registered
   int max_team = 0;                // the largest team it runs on (0: any)
   bool load_store = true;          // every member must be load/store accessible from here
+  // The team must span two or more nodes with as many members on each (coll/team_nodes.h),
+  // the members of this rank's node load/store accessible from here and every member reached
+  // by a transport (load_store false): a hierarchical algorithm, which leaves teams of one
+  // node to the node's algorithms.
+  bool across_nodes = false;
   CollState state = CollState::None;
   unsigned uncapturable_ops = 0;   // op_bit of each it cannot run on a stream being captured
   const char* why_uncapturable = nullptr;  // why, completing "its <op> "

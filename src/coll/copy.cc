@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "coll/alltoallv_table.h"
 #include "coll/coll.h"
 
 namespace symcomm {
@@ -90,66 +91,26 @@ class CopyAlgorithm final : public CollAlgorithm {
     }
   }
 
-  // All-to-all-v. The counts travel first: each member puts its send counts, receive counts,
-  // receive displacements and whether peers can write its receive buffer in place into every
-  // member's workspace, so that every member knows them all. Then every member checks that
-  // each pair agrees (so all raise the same error), cuts the blocks into the same pieces, and
-  // writes the receive buffers in place where every member's can be (a member that receives
-  // nothing may pass a NULL recv: all then stage, in the same barriers). Reading the counts
-  // back synchronises the stream: not capturable in a CUDA graph.
+  // All-to-all-v. The counts travel first (coll/alltoallv_table.h): every member learns
+  // every member's counts, checks that each pair agrees, and where each block lands; then
+  // the blocks, into the receive buffers in place where every member's can be, else through
+  // the workspace in the same pieces on every member. Reading the counts back synchronises
+  // the stream: not capturable in a CUDA graph.
   void gather_v(const CollArgs& a, CollContext& ctx) {
     const int n = a.team.size;
-    const size_t words = 3 * static_cast<size_t>(n) + 1, row = words * sizeof(uint64_t);
-    SYMCOMM_REQUIRE(row * static_cast<size_t>(n) <= ctx.workspace_bytes(), symcommOutOfMemory,
-                    "SYMCOMM_COLL_WORKSPACE (%zu bytes) is too small for the counts of a team of %d",
-                    ctx.workspace_bytes(), n);
-    size_t extent = 0;
-    for (int j = 0; j < n; ++j)
-      if (a.recv_counts[j]) extent = std::max(extent, (a.recv_displs[j] + a.recv_counts[j]) * a.elem);
-    std::vector<uint64_t> mine(words), all(words * static_cast<size_t>(n));
-    for (int j = 0; j < n; ++j) {
-      mine[static_cast<size_t>(j)] = a.send_counts[j];
-      mine[static_cast<size_t>(n + j)] = a.recv_counts[j];
-      mine[static_cast<size_t>(2 * n + j)] = a.recv_displs[j];
-    }
-    // In place only where every member receives something into a buffer the others can
-    // address: a member that receives nothing may pass any recv (NULL, or another object of
-    // the heap, which the others would then take for its receive buffer when this member
-    // writes into theirs at its own recv's place).
-    mine[words - 1] = a.recv && extent > 0 && ctx.writable_in_place(a, a.recv, extent);
-    char* ws = ctx.workspace();
-    ctx.barrier(a);  // every member is in the call: its workspace and receive buffer are free
-    for (int j = 0; j < n; ++j)
-      ctx.put_to(a, j, ws + static_cast<size_t>(a.me) * row, mine.data(), row);
-    ctx.barrier(a);
-    ctx.backend().get(all.data(), ws, row * static_cast<size_t>(n), symcommEngineCe, a.stream);
-    ctx.backend().synchronize(a.stream);
-    auto at = [&](int member, int table, int j) {  // table 0: send counts, 1: recv counts, 2: recv displs
-      return static_cast<size_t>(all[static_cast<size_t>(member) * words +
-                                     static_cast<size_t>(table * n + j)]);
-    };
-    size_t longest = 0;
-    bool in_place = true;
-    for (int i = 0; i < n; ++i) {
-      in_place = in_place && all[static_cast<size_t>(i) * words + words - 1] != 0;
-      for (int j = 0; j < n; ++j) {
-        SYMCOMM_REQUIRE(at(i, 0, j) == at(j, 1, i), symcommInvalidArgument,
-                        "all-to-all-v: member %d sends %zu elements to member %d, which expects %zu",
-                        i, at(i, 0, j), j, at(j, 1, i));
-        longest = std::max(longest, at(i, 0, j) * a.elem);
-      }
-    }
+    const AlltoallvTable table(a, ctx);
     auto send_of = [&](int j) { return a.send + a.send_displs[j] * a.elem; };
-    if (in_place) {
+    if (table.in_place()) {
       for (int j = 0; j < n; ++j)
         if (a.send_counts[j])
-          ctx.put_to(a, j, a.recv + at(j, 2, a.me) * a.elem, send_of(j),
-              a.send_counts[j] * a.elem);
+          ctx.put_to(a, j, a.recv + table.displ(j, a.me) * a.elem, send_of(j),
+                     a.send_counts[j] * a.elem);
       ctx.barrier(a);
       return;
     }
     const size_t slot = ctx.workspace_slot(n, a.team.size);
-    for (size_t off = 0; off < longest; off += slot) {
+    char* ws = ctx.workspace();
+    for (size_t off = 0; off < table.longest(); off += slot) {
       auto piece = [&](size_t bytes) { return bytes > off ? std::min(slot, bytes - off) : 0; };
       ctx.barrier(a);
       for (int j = 0; j < n; ++j)

@@ -150,7 +150,8 @@ const std::vector<SelectionRow>& selection_table() {
 }
 
 bool row_matches(const SelectionRow& row, const SelectionCall& call) {
-  return row.op == call.op && (row.buffers != Buffers::Symmetric || call.symmetric) &&
+  return row.op == call.op && !call.across_nodes &&
+         (row.buffers != Buffers::Symmetric || call.symmetric) &&
          (row.max_team <= 0 || call.team_size <= row.max_team) &&
          (row.max_bytes == 0 || call.bytes <= row.max_bytes);
 }
@@ -166,7 +167,8 @@ std::string selection_text() {
                   row.source.c_str());
   }
   out += "a call takes the first matching row whose algorithm can run it; otherwise the first "
-         "registered algorithm that can\n";
+         "registered algorithm that can (rows apply to teams on one node: a team that spans "
+         "nodes takes the registry's order)\n";
   return out;
 }
 

@@ -21,6 +21,10 @@
 // last: so a team takes the rows of the smallest machine kind that covers it, then those of
 // larger kinds), then in file order; the first row that matches the call and whose algorithm
 // can run it wins. Where none does, choose_algorithm (coll.cc) takes the registry's order.
+//
+// Every row was measured on one node: a row applies to teams whose members are on one node.
+// A team that spans nodes takes the registry's order, in which the hierarchical algorithm
+// (hier) comes before copy: hier where it can run the call, else copy.
 #pragma once
 
 #include <cstddef>
@@ -47,13 +51,14 @@ struct SelectionRow {
   CollAlgorithm* impl = nullptr;  // the registered `algorithm` (selection_table() fills it)
 };
 
-// What a row is matched against: a call's operation, team size, bytes per rank and whether
-// its buffers are symmetric (or registered).
+// What a row is matched against: a call's operation, team size, bytes per rank, whether its
+// buffers are symmetric (or registered), and whether the team spans nodes.
 struct SelectionCall {
   CollOp op;
   int team_size;
   size_t bytes;
   bool symmetric;
+  bool across_nodes = false;
 };
 
 // An embedded data file: its name (<card>x<N>.txt) and text. The build generates the list.
@@ -73,7 +78,7 @@ std::vector<SelectionRow> parse_selection(const std::vector<SelectionFile>& file
 // up in the registry (a row naming none is an error naming its file and line).
 const std::vector<SelectionRow>& selection_table();
 
-// Whether `row` applies to `call`.
+// Whether `row` applies to `call` (never to a team that spans nodes: see above).
 bool row_matches(const SelectionRow& row, const SelectionCall& call);
 
 // The walk: the first row of `rows` that matches `call` and that `runs` accepts (whose

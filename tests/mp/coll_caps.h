@@ -28,9 +28,12 @@ struct Caps : symcommCollAlgorithmInfo_t {
            does(symcommCollAllToAllv) || does(symcommCollBroadcast);
   }
   bool fits(int team_size) const { return max_team == 0 || team_size <= max_team; }
-  // Whether it reaches a team whose members are on `nodes` nodes (one where it needs
-  // load/store reach of every member).
-  bool reaches(int nodes) const { return !load_store || nodes <= 1; }
+  // Whether it reaches a team whose members are on `nodes` nodes, as many on each (one where
+  // it needs load/store reach of every member; two or more where it runs across nodes only).
+  bool reaches(int nodes) const {
+    if (across_nodes) return nodes >= 2;
+    return !load_store || nodes <= 1;
+  }
   // Whether the descriptor lets it run `op` over a team of `n` in `space` on buffers that are
   // symmetric (or registered) or not, outside a capture. Its own conditions (a library that
   // loads, resident blocks) may still refuse.
@@ -53,6 +56,14 @@ inline std::vector<Caps> all() {
     if (symcommGetCollAlgorithmInfo(i, &c) == symcommSuccess) out.push_back(c);
   }
   return out;
+}
+
+// The first registered algorithm that runs only across nodes (the hierarchical one), or Caps{}
+// (name NULL) where none is.
+inline Caps across_nodes() {
+  for (const Caps& c : all())
+    if (c.across_nodes) return c;
+  return Caps{};
 }
 
 // The automatic choice ("auto", NULL): every operation in both spaces, any buffers.

@@ -22,6 +22,21 @@ namespace coll_test {
 class Coll : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    n_ = mp::nranks();
+    me_ = mp::rank();
+    algo_ = GetParam().c_str();
+    caps_ = coll_caps::of(algo_);
+    ASSERT_NE(caps_.name, nullptr) << algo_ << " is not registered";
+    moves_only_ = !caps_.reduces() && caps_.does(symcommCollAllGather) &&
+                  caps_.does(symcommCollAllToAll);
+    broadcasts_only_ = !caps_.reduces() && !moves_only_ && caps_.does(symcommCollBroadcast);
+    // Where its descriptor says it cannot run on the world here (another memory space, a
+    // larger team, a world that spans nodes where it needs load/store reach, or one node
+    // where it runs across nodes only), its tests skip before they make a communicator:
+    // the same answer on every rank. That the library refuses it there too, with a reason,
+    // is CollChoice.AlgorithmInfoAndCanRunFollowTheDescriptors's to check.
+    if (!caps_.runs_in(mp::space()) || !caps_.fits(n_) || !caps_.reaches(mp::nodes()))
+      GTEST_SKIP() << algo_ << " does not run on the world here, as its descriptor says";
     // A small workspace and the smallest sm rings (4 KiB slots: 32 channels x 4 slots per
     // sender): large sizes go through them in several pieces.
     mp::ScopedEnv ws("SYMCOMM_COLL_WORKSPACE", "64K");
@@ -31,25 +46,9 @@ class Coll : public ::testing::TestWithParam<std::string> {
     comm_ = mp::new_comm();
     ASSERT_NE(comm_, nullptr);
     stream_ = mp::new_stream();
-    n_ = mp::nranks();
-    me_ = mp::rank();
     seed_ = mp::test_seed();
     seed_trace_.emplace(__FILE__, __LINE__, mp::seed_note(seed_));  // in every failure
-    algo_ = GetParam().c_str();
-    caps_ = coll_caps::of(algo_);
-    ASSERT_NE(caps_.name, nullptr) << algo_ << " is not registered";
-    moves_only_ = !caps_.reduces() && caps_.does(symcommCollAllGather) &&
-                  caps_.does(symcommCollAllToAll);
-    broadcasts_only_ = !caps_.reduces() && !moves_only_ && caps_.does(symcommCollBroadcast);
-    // Where its descriptor says it cannot run here (another memory space, a larger team),
-    // the library refuses it too (checked), and its tests skip.
     const symcommCollOp_t op = caps_.first_op();
-    // An algorithm that needs load/store reach skips where the world spans nodes.
-    if (!caps_.runs_in(mp::space()) || !caps_.fits(n_) || !caps_.reaches(mp::nodes())) {
-      ASSERT_EQ(symcommCollAlgorithmCanRun(comm_, SYMCOMM_TEAM_WORLD, op, 1, symcommFloat32,
-                                           caps_.in_place_recv, algo_), symcommNotSupported);
-      GTEST_SKIP() << algo_ << " does not run here: " << symcommGetLastError();
-    }
     // Elsewhere one call of an operation it does, on buffers it takes. The same answer on
     // every rank: the algorithm runs here or not at all. Only an algorithm built on a library
     // loaded at run time may refuse (NCCL missing, ranks that share a GPU): it refuses

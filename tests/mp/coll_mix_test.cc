@@ -303,14 +303,15 @@ class CollMix : public ::testing::Test {
 
   // Whether `algo`'s refusal of a call is one by design. plan() draws for each algorithm
   // only the operations and receive buffers its descriptor takes, so what is left: an
-  // algorithm whose descriptor leaves out this memory space or team size, and one built on a
+  // algorithm whose descriptor leaves out this memory space, team size or the nodes the
+  // team spans, and one built on a
   // library loaded at run time, which may be missing (as the Coll tests accept). Any other
   // refusal would hide that algorithm from the sequence, the calls running on auto instead:
   // a failure.
   bool refusal_expected(const MixCall& c) const {
     const coll_caps::Caps caps = coll_caps::of(c.algo);
     return caps.library != nullptr || !caps.runs_in(mp::space()) ||
-           !caps.fits(teams_.size(c.kind)) || !caps.reaches(mp::nodes());
+           !caps.fits(teams_.size(c.kind)) || !caps.reaches(teams_.nodes(c.kind));
   }
 
   // Issues the whole sequence on the stream, no synchronisation between calls. A call whose

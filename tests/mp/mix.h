@@ -51,10 +51,16 @@ struct MixTeams {
   symcommTeam_t id[3] = {SYMCOMM_TEAM_WORLD, SYMCOMM_TEAM_INVALID, SYMCOMM_TEAM_INVALID};
   static constexpr const char* kNames[3] = {"world", "row", "column"};
 
+  std::vector<int> node_of;  // every world rank's node in `comm`
+
   // Splits the world of `comm` (collective) and checks that every team is what members()
-  // says.
+  // says; learns every rank's node.
   void make(symcommComm_t comm) {
     n = nranks();
+    int node = 0, nodes_in_all = 0;
+    SC_OK(symcommCommNode(comm, &node, &nodes_in_all));
+    node_of.assign(static_cast<size_t>(n), 0);
+    SC_OK(symcommHostAllgather(comm, &node, node_of.data(), sizeof node));
     xr = n >= 8 && n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
     SC_OK(symcommTeamSplit2D(comm, SYMCOMM_TEAM_WORLD, xr, &id[1], &id[2]));
     for (int kind = 0; kind < 3; ++kind) {
@@ -83,6 +89,15 @@ struct MixTeams {
     return m;
   }
   int size(int kind) const { return static_cast<int>(members(kind, 0).size()); }
+  // The nodes that this rank's team of kind `kind` spans (as many as every other team of the
+  // kind spans: rows and columns are alike).
+  int nodes(int kind) const {
+    std::vector<int> seen;
+    for (int r : members(kind, rank()))
+      if (std::find(seen.begin(), seen.end(), node_of[static_cast<size_t>(r)]) == seen.end())
+        seen.push_back(node_of[static_cast<size_t>(r)]);
+    return static_cast<int>(seen.size());
+  }
   int rank_in(int kind, int q) const {
     const std::vector<int> m = members(kind, q);
     return static_cast<int>(std::find(m.begin(), m.end(), q) - m.begin());

@@ -7,6 +7,9 @@
 //                      with symcommPeerLost within the peer timeout, and nothing hangs.
 // dies-during-barrier  the last rank dies while the others wait in a barrier of the world
 //                      that crosses nodes: symcommPeerLost within the bound.
+// dies-during-coll     the last rank dies while the others run all-reduces of the world
+//                      across nodes by the automatic choice, the algorithm that runs across
+//                      nodes (hier; checked): symcommPeerLost within the bound.
 // connection-cut       (needs ss from iproute2; exit code 77 without it)
 //                      rank 0 puts 64 MiB to rank 1, round after round, and in some rounds
 //                      destroys the network transport's TCP connections of its process under
@@ -34,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "coll_caps.h"
 #include "symcomm/symcomm.h"
 
 namespace {
@@ -83,6 +87,9 @@ std::set<std::string> my_connections() {
 
 int dies(const std::string& scenario, int rank, int nranks) {
   const int victim = nranks - 1;
+  // The calls' agreement checks off: the victim dies inside the algorithm's own waits, not in
+  // a check's round trip before them.
+  if (scenario == "dies-during-coll") setenv("SYMCOMM_COLL_CHECK", "0", 1);
   if (rank == victim) {
     const pid_t child = fork();
     if (child < 0) return 1;
@@ -119,6 +126,20 @@ int dies(const std::string& scenario, int rank, int nranks) {
                                           symcommEngineAuto, nullptr)
                      : symcommSignalWaitOnStream(comm, static_cast<uint64_t*>(buf),
                                                  symcommCmpEq, 1, nullptr);
+    } while (rc == symcommSuccess && since(start) < 60);
+  } else if (scenario == "dies-during-coll") {
+    const size_t count = (size_t{16} << 20) / sizeof(float);
+    const char* chosen = nullptr;
+    if (symcommCollAlgorithm(comm, SYMCOMM_TEAM_WORLD, symcommCollAllReduce, count, symcommFloat32,
+                             1, &chosen) != symcommSuccess)
+      return fail(scenario, rank, symcommGetLastError());
+    const coll_caps::Caps hier = coll_caps::across_nodes();
+    if (!hier.name || std::strcmp(chosen, hier.name) != 0)
+      return fail(scenario, rank, std::string("the automatic choice is ") + chosen +
+                                      ", not the algorithm that runs across nodes");
+    do {
+      rc = symcommAllReduceOnStream(comm, SYMCOMM_TEAM_WORLD, buf, buf, count, symcommFloat32,
+                                    symcommSum, nullptr, nullptr);
     } while (rc == symcommSuccess && since(start) < 60);
   } else {
     rc = symcommBarrierOnStream(comm, SYMCOMM_TEAM_WORLD, nullptr);
@@ -229,7 +250,8 @@ int main(int argc, char** argv) {
   const char* n = std::getenv("SYMCOMM_NRANKS");
   if (!r || !n) return fail(scenario, -1, "run under symrun");
   const int rank = std::atoi(r), nranks = std::atoi(n);
-  if (scenario == "dies-during-put" || scenario == "dies-during-barrier")
+  if (scenario == "dies-during-put" || scenario == "dies-during-barrier" ||
+      scenario == "dies-during-coll")
     return dies(scenario, rank, nranks);
   if (scenario == "connection-cut") {
     // Every rank decides alike: ss (iproute2) is on this machine or not.
@@ -241,7 +263,7 @@ int main(int argc, char** argv) {
   }
   if (scenario == "no-libfabric" || scenario == "unknown-provider")
     return init_fails(scenario, rank, nranks);
-  std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|connection-cut|"
-                       "no-libfabric|unknown-provider\n");
+  std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|dies-during-coll|"
+                       "connection-cut|no-libfabric|unknown-provider\n");
   return 2;
 }

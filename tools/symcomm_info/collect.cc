@@ -152,6 +152,7 @@ Declared declared(const symcommCollAlgorithmInfo_t& a) {
   d.in_place_recv = a.in_place_recv != 0;
   d.load_store = a.load_store != 0;
   d.counters = a.counters != 0;
+  d.across_nodes = a.across_nodes != 0;
   return d;
 }
 

@@ -54,7 +54,7 @@ struct Declared {
   std::string summary, library;  // library: "" where none
   std::vector<std::string> ops, spaces, device_counts, uncapturable;
   int max_team = 0;
-  bool in_place_recv = false, load_store = false, counters = false;
+  bool in_place_recv = false, load_store = false, counters = false, across_nodes = false;
 };
 
 struct Algorithm {

@@ -50,6 +50,7 @@ std::string declared_text(const Declared& d) {
   if (!d.device_counts.empty()) out += "; counts on the device in " + join(d.device_counts);
   if (d.max_team > 0) out += "; teams of at most " + std::to_string(d.max_team);
   if (d.in_place_recv) out += "; symmetric or registered receive buffers";
+  if (d.across_nodes) out += "; teams across nodes, as many members on each";
   if (!d.uncapturable.empty()) out += "; no " + join(d.uncapturable) + " in a CUDA graph capture";
   if (d.counters) out += "; counters with its peers";
   if (!d.library.empty()) out += "; needs " + d.library;
@@ -282,6 +283,7 @@ void print_json(const Info& info) {
     j.member("in_place_recv", d.in_place_recv);
     j.member("load_store", d.load_store);
     j.member("counters", d.counters);
+    j.member("across_nodes", d.across_nodes);
     j.member("library", d.library);
     j.end_object();
     if (info.comm.joined) {
