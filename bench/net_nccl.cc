@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "coll/nccl_lib.h"  // the list of NCCL's calls and the table that holds them
+#include "nccl/nccl_lib.h"  // the list of NCCL's calls and the table that holds them
 #include "net_bench.h"
 
 namespace bench::net {

@@ -2,7 +2,7 @@
 // the two ranks, ncclSend and ncclRecv on GPU buffers over NCCL's socket transport, with its
 // peer-to-peer and shared-memory paths off, so that its bytes cross the network as the net
 // transport's do. NCCL is loaded with dlopen (SYMCOMM_NCCL_LIBRARY, default libnccl.so.2), as
-// the library loads it, through the library's list of NCCL's calls (src/coll/nccl_lib.h):
+// the library loads it, through the library's list of NCCL's calls (src/nccl/nccl_lib.h):
 // where it cannot be loaded, the baseline's rows are skipped with the reason.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include "bench.h"
 
 namespace symcomm {
-struct NcclLib;  // src/coll/nccl_lib.h: NCCL's exported calls
+struct NcclLib;  // src/nccl/nccl_lib.h: NCCL's exported calls
 }
 
 namespace bench::net {

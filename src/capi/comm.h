@@ -11,6 +11,7 @@
 #include "memory/space.h"
 #include "coll/coll.h"
 #include "copy/copies.h"
+#include "nccl/nccl_comms.h"
 #include "rma/rma.h"
 #include "topology/topology.h"
 
@@ -26,6 +27,8 @@ struct symcommComm {
   std::unique_ptr<symcomm::Registrations> registrations;
   std::unique_ptr<symcomm::Rma> rma;
   std::unique_ptr<symcomm::Copies> copies;
+  // The NCCL communicators that the collectives and the decompositions share.
+  std::unique_ptr<symcomm::NcclComms> nccl;
   std::unique_ptr<symcomm::CollContext> coll;
 
   // Objects built on this communicator (decompositions) that must let go of it when it is
@@ -46,6 +49,7 @@ struct symcommComm {
     if (bootstrap) bootstrap->on_lost(nullptr);  // the backend goes first
     dependents.clear();
     coll.reset();
+    nccl.reset();
     copies.reset();
     rma.reset();
     registrations.reset();

@@ -206,7 +206,7 @@ extern "C" symcommResult_t symcommDecompCreate(symcommComm_t comm,
     if (decomp) *decomp = nullptr;
     c.check_live();
     const DecompLayers layers{*c.bootstrap, c.topology, *c.heap, *c.rma, *c.copies,
-                              c.coll.get(), c.registrations.get()};
+                              c.nccl.get(), c.registrations.get()};
     // Agreed, before any other field is read (a configuration of another header version
     // would be read out of bounds), so that every rank fails alike: a NULL argument on one
     // rank too (it would otherwise put the ranks' collective steps out of step).

@@ -9,7 +9,7 @@
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/root.h"
 #include "capi/guard.h"
-#include "coll/nccl_lib.h"
+#include "nccl/nccl_lib.h"
 
 using namespace symcomm;
 
@@ -106,14 +106,17 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   comm->rma = std::make_unique<Rma>(bs, comm->topology, *comm->heap, *comm->registrations, kind);
   RmaBackend* backend = &comm->rma->backend();
   comm->copies = make_copies(kind, comm->topology, *comm->rma, *comm->heap);
+  comm->nccl = std::make_unique<NcclComms>(comm->topology, bs, kind);  // made on first use
   comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->registrations,
-                                             *comm->rma, *comm->copies, kind);
+                                             *comm->rma, *comm->copies, *comm->nccl, kind);
   CollContext* coll = comm->coll.get();  // its algorithms' states end their waits too
   Transports* transports = &comm->rma->transports();  // and operations on the network
-  bs.on_lost([backend, coll, transports] {
+  NcclComms* nccl = comm->nccl.get();  // and NCCL's communicators are aborted
+  bs.on_lost([backend, coll, transports, nccl] {
     backend->abort();
     transports->abort();
     coll->abort();
+    nccl->abort();
   });
   timer.done("one-sided communication and collectives");
   SYMCOMM_INFO("rank %d of %d joined: node %d of %d, local rank %d of %d, %s space, device %d",

@@ -64,9 +64,9 @@ size_t CollArgs::bytes_per_rank() const {
 
 CollContext::CollContext(const Topology& topology, Heap& heap,
                          const Registrations& registrations, Rma& rma, Copies& copies,
-                         symcommMemorySpace_t space)
+                         NcclComms& nccl, symcommMemorySpace_t space)
     : topology_(topology), heap_(heap), registrations_(registrations), rma_(rma), copies_(copies),
-      space_(space),
+      nccl_(nccl), space_(space),
       check_calls_(coll_check_requested(space)) {
   size_t bytes = kWorkspace.get();
   if (bytes == 0) {

@@ -77,15 +77,16 @@ void alltoallv_parts(Plan& p, const CollArgs& a) {
 }
 
 class CollAlgorithm;
+class NcclComms;
 
-// What an algorithm keeps per communicator (a symmetric area, NCCL communicators per team),
+// What an algorithm keeps per communicator (a symmetric area; ce's flags, streams and watchdog),
 // made when the communicator is created and destroyed with it. Algorithms themselves are
 // stateless singletons shared by every communicator.
 class AlgorithmState {
  public:
   virtual ~AlgorithmState() = default;
   // The communicator lost a peer (called once, from the bootstrap's monitor thread): end
-  // whatever could otherwise wait for it forever (NCCL communicators are aborted).
+  // whatever could otherwise wait for it forever (ce's watchdog releases its waits).
   virtual void abort() {}
 };
 
@@ -98,12 +99,13 @@ struct CounterState : AlgorithmState {
   int resident = 0;
 };
 
-// What algorithms work with: the heap, the one-sided backend, barriers, the workspace.
+// What algorithms work with: the heap, the one-sided backend, barriers, the workspace, the
+// communicator's NCCL communicators.
 class CollContext {
  public:
   // Collective over the communicator: allocates the workspace.
   CollContext(const Topology& topology, Heap& heap, const Registrations& registrations, Rma& rma,
-              Copies& copies, symcommMemorySpace_t space);
+              Copies& copies, NcclComms& nccl, symcommMemorySpace_t space);
   const Topology& topology() const { return topology_; }
   const Registrations& registrations() const { return registrations_; }
   Heap& heap() { return heap_; }
@@ -112,6 +114,8 @@ class CollContext {
   Rma& rma() { return rma_; }
   RmaBackend& backend() { return rma_.backend(); }
   Copies& copies() { return copies_; }
+  // The communicator's NCCL communicators (nccl/nccl_comms.h), which its decompositions share.
+  NcclComms& nccl() { return nccl_; }
   void barrier(const CollArgs& a) { rma_.backend().barrier(rma_.barrier_args(a.team_id), a.stream); }
   char* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -200,6 +204,7 @@ class CollContext {
   const Registrations& registrations_;
   Rma& rma_;
   Copies& copies_;
+  NcclComms& nccl_;
   symcommMemorySpace_t space_;
   char* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

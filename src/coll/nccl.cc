@@ -1,27 +1,25 @@
 // The "nccl" algorithm: every collective as the NCCL call of the same name over the team's
-// NCCL communicator (coll/nccl_comms.h: made on the team's first use, kept until finalize);
-// all-to-all as grouped ncclSend/ncclRecv. The in-run baseline that the other algorithms are
-// measured against. GPUs only (the cuda memory space), where NCCL can be loaded.
+// NCCL communicator (the communicator's NcclComms, nccl/nccl_comms.h: made on the team's
+// first use, kept until finalize, shared with the decompositions); all-to-all as grouped
+// ncclSend/ncclRecv. The in-run baseline that the other algorithms are measured against. GPUs
+// only (the cuda memory space), where NCCL can be loaded.
 //
 // Unlike "copy", results of floating-point sums follow NCCL's order of combination (and
 // 16-bit floats are not accumulated in float): they may differ in the last bits from copy's.
 #include "coll/coll.h"
-#include "coll/nccl_lib.h"
-
-#ifdef SYMCOMM_HAVE_NCCL
-#include "coll/nccl_comms.h"
-#endif
+#include "nccl/nccl_comms.h"
+#include "nccl/nccl_lib.h"
 
 namespace symcomm {
 
 namespace {
 
 // NCCL reaches the members through its own transports (no load/store access needed), and
-// ranks that share a GPU it refuses (own_conditions).
+// ranks that share a GPU it refuses (own_conditions). It keeps no state of its own: the NCCL
+// communicators are the communicator's (CollContext::nccl).
 constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"nccl", "NCCL's collectives"};
   d.load_store = false;
-  d.state = CollState::Own;
   d.library = "NCCL";
   return d;
 }();
@@ -56,7 +54,7 @@ class NcclAlgorithm final : public CollAlgorithm {
   // The first call over a team makes its NCCL communicator, which cannot be done inside a
   // capture (NCCL allocates device memory): the automatic choice passes over NCCL until then.
   Verdict own_capture_conditions(const CollArgs& a, CollContext& ctx) const override {
-    if (!stream_capturing(a, ctx) || nccl_comms(ctx).has(a.team)) return Verdict::yes();
+    if (!stream_capturing(a, ctx) || ctx.nccl().has(a.team)) return Verdict::yes();
     return Verdict::no("its communicator for this team is made at the team's first NCCL call, "
                        "which cannot be captured (NCCL allocates device memory): make one call "
                        "outside the capture first");
@@ -69,7 +67,7 @@ class NcclAlgorithm final : public CollAlgorithm {
     const NcclLib& loaded = nccl_lib();
     const ncclDataType_t type = nccl_type(a.type, loaded.version);
     const size_t block = a.count * a.elem;  // bytes of one block (all-to-all)
-    nccl_comms(ctx).run(a.team_id, a.team, a.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+    ctx.nccl().run(a.team_id, a.team, a.stream, [&](const NcclLib& lib, ncclComm_t comm) {
       switch (a.op) {
         case CollOp::AllGather:
           SYMCOMM_NCCL(lib, ncclAllGather(a.send, a.recv, a.count, type, comm, a.stream));
@@ -109,10 +107,6 @@ class NcclAlgorithm final : public CollAlgorithm {
       }
     });
   }
-
-  std::unique_ptr<AlgorithmState> make_state(CollContext& ctx) override {
-    return std::make_unique<NcclComms>(ctx);
-  }
 };
 
 #else  // !SYMCOMM_HAVE_NCCL: registered, so that asking for it says why it cannot run
@@ -125,10 +119,6 @@ class NcclAlgorithm final : public CollAlgorithm {
   }
   void run(const CollArgs&, CollContext&) override {
     SYMCOMM_THROW(symcommNotSupported, "%s", nccl_unavailable_reason().c_str());
-  }
-  // A state of nothing, so that the descriptor's state holds and refusals give the reason.
-  std::unique_ptr<AlgorithmState> make_state(CollContext&) override {
-    return std::make_unique<AlgorithmState>();
   }
 };
 

@@ -3,11 +3,8 @@
 #include "decomp/backend.h"
 
 #include "base/error.h"
-#include "coll/nccl_lib.h"
-
-#ifdef SYMCOMM_HAVE_NCCL
-#include "coll/nccl_comms.h"
-#endif
+#include "nccl/nccl_comms.h"
+#include "nccl/nccl_lib.h"
 
 namespace symcomm {
 
@@ -24,12 +21,12 @@ std::string space_names(unsigned spaces) {
 // Why NCCL cannot move this decomposition's blocks ("" where it can).
 std::string nccl_problem(const DecompContext& ctx) {
 #ifdef SYMCOMM_HAVE_NCCL
-  if (!ctx.coll)
-    return "it runs on NCCL through the communicator's collectives, and the decomposition was "
-           "made without them";
+  if (!ctx.nccl)
+    return "it runs on the communicator's NCCL communicators, and the decomposition was made "
+           "without them";
   if (!NcclLib::get()) return nccl_unavailable_reason();
   for (symcommTeam_t id : {ctx.row_team, ctx.col_team})
-    if (std::string why = nccl_team_problem(ctx.coll->topology(), ctx.rma.teams().get(id));
+    if (std::string why = nccl_team_problem(ctx.rma.topology(), ctx.rma.teams().get(id));
         !why.empty())
       return why;
   return "";

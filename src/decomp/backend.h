@@ -19,8 +19,8 @@
 
 namespace symcomm {
 
-class CollContext;
 class DecompState;
+class NcclComms;
 
 // What a decomposition's exchanges handed to the transports on this rank, in bytes
 // (symcommDecompGetTraffic): per kind of transport (load/store, or the network) and per
@@ -43,9 +43,9 @@ struct DecompContext {
   Copies& copies;
   symcommTeam_t row_team;
   symcommTeam_t col_team;
-  // The communicator's collectives (their algorithms' state: the NCCL communicators), or
-  // nullptr where the decomposition was made without them.
-  CollContext* coll = nullptr;
+  // The communicator's NCCL communicators (nccl/nccl_comms.h, shared with its collectives),
+  // or nullptr where the decomposition was made without them.
+  NcclComms* nccl = nullptr;
   // What the backend's make_state() returned for this decomposition (nullptr: nothing).
   DecompState* state = nullptr;
   // The communicator's registered buffers (symcommRegister), for the staging rule
@@ -97,7 +97,7 @@ struct DecompDescriptor {
   // It loads and stores every rank's heap through the peer mapping: every rank of the
   // communicator must be mapped here (one node; peer access between its GPUs).
   bool load_store_peers;
-  // NCCL moves its blocks: the communicator's collectives (their NCCL communicators), the
+  // NCCL moves its blocks: the communicator's NCCL communicators (DecompContext::nccl), the
   // library, and rows and columns whose members have a GPU each (NCCL refuses two on one).
   bool nccl;
   // It copies to or from a peer only once that peer has joined the exchange (the barrier and

@@ -1,19 +1,18 @@
 // The "nccl" backend: the plans, boxes and workspace offsets of "copy" (so results are the
 // same bytes), with NCCL moving the packed blocks: pack every outgoing box into the send half
-// of the workspace, grouped ncclSend/ncclRecv with the members of the row or column (the
-// NCCL communicators of coll/nccl_comms.h, made when the decomposition is created), unpack
-// every incoming box. A rank's own block is a local copy. Halo exchanges likewise, with the
-// two neighbours. NCCL orders the exchange itself: no team barrier. GPUs only; the baseline
-// the other backends are measured against.
-#include "coll/nccl_lib.h"
+// of the workspace, grouped ncclSend/ncclRecv with the members of the row or column (over the
+// communicator's NCCL communicators, nccl/nccl_comms.h, made when the decomposition is
+// created), unpack every incoming box. A rank's own block is a local copy. Halo exchanges
+// likewise, with the two neighbours. NCCL orders the exchange itself: no team barrier. GPUs
+// only; the baseline the other backends are measured against.
 #include "decomp/backend.h"
 #include "decomp/halo.h"
 #include "decomp/transpose.h"
+#include "nccl/nccl_comms.h"
+#include "nccl/nccl_lib.h"
 
 #ifdef SYMCOMM_HAVE_NCCL
 #include <algorithm>
-
-#include "coll/nccl_comms.h"
 #endif
 
 namespace symcomm {
@@ -39,7 +38,7 @@ class NcclBackend final : public DecompBackend {
     // Rows first, then columns, on every rank: no member waits for one that makes another.
     for (symcommTeam_t id : {ctx.row_team, ctx.col_team}) {
       const Team& team = ctx.rma.teams().get(id);
-      if (team.size > 1) nccl_comms(*ctx.coll).prepare(id, team, nullptr);
+      if (team.size > 1) ctx.nccl->prepare(id, team, nullptr);
     }
   }
 
@@ -66,7 +65,7 @@ class NcclBackend final : public DecompBackend {
       b.put(recv + plan.remote_off[me] * se, send + plan.send_off[me] * se,
             static_cast<size_t>(plan.send[me].count()) * e, symcommEngineCe, t.stream);
     if (team.size > 1)  // every member calls (the first use makes the communicator)
-      nccl_comms(*ctx.coll).run(id, team, t.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+      ctx.nccl->run(id, team, t.stream, [&](const NcclLib& lib, ncclComm_t comm) {
         nccl_group(lib, [&] {
           for (size_t k = 0; k < plan.members.size(); ++k) {
             if (k == me) continue;
@@ -119,7 +118,7 @@ class NcclBackend final : public DecompBackend {
     } else {
       const symcommTeam_t id = plan.over_rows ? ctx.col_team : ctx.row_team;
       const Team& team = ctx.rma.teams().get(id);
-      nccl_comms(*ctx.coll).run(id, team, h.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+      ctx.nccl->run(id, team, h.stream, [&](const NcclLib& lib, ncclComm_t comm) {
         nccl_group(lib, [&] {
           for (const auto& s : sends)
             if (s.side.neighbour >= 0 && s.side.send.count() > 0)

@@ -35,8 +35,9 @@
 // threads at once (they share the stream and the events).
 //
 // Halo exchanges are the nccl backend's: two neighbours, one group.
-#include "coll/nccl_lib.h"
 #include "decomp/backend.h"
+#include "nccl/nccl_comms.h"
+#include "nccl/nccl_lib.h"
 
 #ifdef SYMCOMM_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -44,7 +45,6 @@
 #include <algorithm>
 
 #include "base/cuda_runtime_check.h"
-#include "coll/nccl_comms.h"
 #endif
 
 namespace symcomm {
@@ -180,7 +180,7 @@ class NcclPipelinedBackend final : public DecompBackend {
 #ifdef SYMCOMM_HAVE_NCCL
   std::unique_ptr<DecompState> make_state(const DecompContext& ctx) override {
     const auto& c = ctx.geometry.config();
-    return std::make_unique<NcclStream>(ctx.coll->topology().device,
+    return std::make_unique<NcclStream>(ctx.rma.topology().device,
                                         std::max(c.pdims[0], c.pdims[1]));
   }
 
@@ -198,7 +198,7 @@ class NcclPipelinedBackend final : public DecompBackend {
     auto from_of = [&](int s) { return static_cast<size_t>((me - s + n) % n); };
     Pipeline pipe(*state, t.stream);
     if (team.size > 1)  // every member calls, in the same steps
-      nccl_comms(*ctx.coll).run(id, team, t.stream, [&](const NcclLib& lib, ncclComm_t comm) {
+      ctx.nccl->run(id, team, t.stream, [&](const NcclLib& lib, ncclComm_t comm) {
         for (int s = 1; s < n; ++s) {
           const size_t to = to_of(s), from = from_of(s);
           const size_t out = static_cast<size_t>(plan.send[to].count()) * e;

@@ -132,7 +132,7 @@ Decomp::~Decomp() {
 
 DecompContext Decomp::context_with(DecompState* state) const {
   return DecompContext{geometry_, layers_.topology.rank, layers_.heap, layers_.rma,
-                       layers_.copies, row_team_, col_team_, layers_.coll, state,
+                       layers_.copies, row_team_, col_team_, layers_.nccl, state,
                        layers_.registrations, traffic_.get()};
 }
 

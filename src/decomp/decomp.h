@@ -16,7 +16,7 @@ struct DecompLayers {
   Heap& heap;
   Rma& rma;
   Copies& copies;
-  CollContext* coll = nullptr;  // the communicator's collectives (the nccl backend's comms)
+  NcclComms* nccl = nullptr;  // the communicator's NCCL communicators (the nccl backends')
   const Registrations* registrations = nullptr;  // its registered buffers (symcommRegister)
 };
 

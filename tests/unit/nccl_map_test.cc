@@ -9,7 +9,7 @@
 #include <string>
 
 #include "coll/coll.h"
-#include "coll/nccl_lib.h"
+#include "nccl/nccl_lib.h"
 #include "symcomm/symcomm.h"
 #include "decomp/backend.h"
 

@@ -1,7 +1,9 @@
 // The NCCL communicators of one symcomm communicator: one per team membership (start,
 // stride, size), made on the first use over that team and kept until the communicator is
-// finalized. They are the state of the "nccl" collective algorithm (make_state), which the
-// "nccl" decomposition backend shares through its DecompContext.
+// finalized. A service of its own, which the communicator owns (capi/comm.h) and hands to
+// those that run on NCCL: the "nccl" collective algorithm (through its CollContext) and the
+// "nccl" and "nccl_pipelined" decomposition backends (through their DecompContext), so that
+// a collective and a transpose over the same members share one NCCL communicator.
 //
 // Making one is collective over the team, every member calls (a collective, a transpose, a
 // halo exchange or Decomp::create): team rank 0 calls ncclGetUniqueId and sends the 128-byte
@@ -21,6 +23,11 @@
 // wait for the lost peer; every later use throws symcommPeerLost.
 #pragma once
 
+#include "bootstrap/bootstrap.h"
+#include "nccl/nccl_lib.h"
+#include "rma/team.h"
+#include "topology/topology.h"
+
 #ifdef SYMCOMM_HAVE_NCCL
 
 #include <atomic>
@@ -30,21 +37,21 @@
 #include <thread>
 #include <tuple>
 
-#include "coll/coll.h"
-#include "coll/nccl_lib.h"
-
 namespace symcomm {
 
 // Why NCCL cannot run over `team` ("" when it can): two members on one GPU (NCCL refuses
 // them in ncclCommInitRank).
 std::string nccl_team_problem(const Topology& topology, const Team& team);
 
-class NcclComms final : public AlgorithmState {
+class NcclComms {
  public:
   // At communicator creation. Loads nothing: NCCL is loaded on first use.
-  explicit NcclComms(CollContext& ctx);
-  ~NcclComms() override;
-  void abort() override;
+  NcclComms(const Topology& topology, Bootstrap& bootstrap, symcommMemorySpace_t space);
+  ~NcclComms();
+  NcclComms(const NcclComms&) = delete;
+  NcclComms& operator=(const NcclComms&) = delete;
+  // The communicator lost a peer (called once, from the bootstrap's monitor thread).
+  void abort();
 
   // Calls `enqueue(lib, comm)` with the NCCL communicator of `team` (this rank's team `id`),
   // made first where this is the team's first use (see above: collective over the team),
@@ -63,7 +70,9 @@ class NcclComms final : public AlgorithmState {
   ncclComm_t make(symcommTeam_t id, const Team& team, symcommStream_t stream);
   void abort_all();  // on the aborter thread
 
-  CollContext& ctx_;
+  const Topology& topology_;
+  Bootstrap& bootstrap_;
+  const symcommMemorySpace_t space_;
   std::mutex mutex_;      // comms_, and every NCCL call on them
   std::map<Key, ncclComm_t> comms_;
   std::atomic<bool> aborted_{false};
@@ -71,11 +80,19 @@ class NcclComms final : public AlgorithmState {
   std::thread aborter_;
 };
 
-// The NCCL communicators of `ctx`'s communicator.
-NcclComms& nccl_comms(CollContext& ctx);
+}  // namespace symcomm
 
-// Runs `body` between ncclGroupStart and ncclGroupEnd (the group is ended if it throws).
-void nccl_group(const NcclLib& lib, const std::function<void()>& body);
+#else  // !SYMCOMM_HAVE_NCCL
+
+namespace symcomm {
+
+// Built without nccl.h: nothing runs on NCCL (the algorithm and the backends say why), so
+// there is nothing to keep; the communicator owns one all the same.
+class NcclComms {
+ public:
+  NcclComms(const Topology&, Bootstrap&, symcommMemorySpace_t) {}
+  void abort() {}
+};
 
 }  // namespace symcomm
 

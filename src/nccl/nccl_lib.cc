@@ -1,4 +1,4 @@
-#include "coll/nccl_lib.h"
+#include "nccl/nccl_lib.h"
 
 #include <dlfcn.h>
 
@@ -201,11 +201,24 @@ ncclRedOp_t nccl_op(symcommRedOp_t op) {
   SYMCOMM_THROW(symcommInvalidArgument, "op %d is not a symcommRedOp_t", static_cast<int>(op));
 }
 
+void nccl_group(const NcclLib& lib, const std::function<void()>& body) {
+  SYMCOMM_NCCL(lib, ncclGroupStart());
+  try {
+    body();
+  } catch (...) {
+    (void)lib.ncclGroupEnd();  // the error in flight is the one to report
+    throw;
+  }
+  SYMCOMM_NCCL(lib, ncclGroupEnd());
+}
+
 #else  // !SYMCOMM_HAVE_NCCL
 
 std::string nccl_unavailable_reason() {
   return "symcomm was built without nccl.h (CMake did not find it): NCCL is not available";
 }
+
+void keep_nccl_safe_once() {}
 
 #endif
 

@@ -1,15 +1,14 @@
 #ifdef SYMCOMM_HAVE_NCCL
 
-#include "coll/nccl_comms.h"
+#include "nccl/nccl_comms.h"
 
 #include <cuda_runtime.h>
 
 #include <cstring>
 
-#include "base/log.h"
 #include "base/cuda_runtime_check.h"
+#include "base/log.h"
 #include "base/thread_guard.h"
-
 
 namespace symcomm {
 
@@ -44,7 +43,8 @@ void end_comm(const NcclLib& lib, ncclComm_t comm, bool abort, int device) {
 
 }  // namespace
 
-NcclComms::NcclComms(CollContext& ctx) : ctx_(ctx) {}
+NcclComms::NcclComms(const Topology& topology, Bootstrap& bootstrap, symcommMemorySpace_t space)
+    : topology_(topology), bootstrap_(bootstrap), space_(space) {}
 
 NcclComms::~NcclComms() {
   {
@@ -55,7 +55,7 @@ NcclComms::~NcclComms() {
   if (comms_.empty()) return;
   const NcclLib* lib = NcclLib::get();  // loaded: it made them
   // Key order, the same on every rank: destroying may wait for the other members.
-  for (auto& [k, comm] : comms_) end_comm(*lib, comm, aborted_.load(), ctx_.topology().device);
+  for (auto& [k, comm] : comms_) end_comm(*lib, comm, aborted_.load(), topology_.device);
   comms_.clear();
 }
 
@@ -65,11 +65,10 @@ void NcclComms::abort() {
   // monitor thread, which has peers to tell.
   std::lock_guard<std::mutex> lock(aborter_mutex_);
   aborter_ = std::thread([this] {
-    LogRankScope scope(ctx_.topology().rank);
+    LogRankScope scope(topology_.rank);
     run_guarded([this] { abort_all(); }, [this](symcommResult_t code, const std::string& why) {
-      ctx_.rma().bootstrap().fail(
-          code, format("the NCCL aborter of rank %d failed: %s", ctx_.topology().rank,
-                       why.c_str()));
+      bootstrap_.fail(code, format("the NCCL aborter of rank %d failed: %s", topology_.rank,
+                                   why.c_str()));
     });
   });
 }
@@ -79,7 +78,7 @@ void NcclComms::abort_all() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (comms_.empty()) return;
   const NcclLib* lib = NcclLib::get();
-  for (auto& [k, comm] : comms_) end_comm(*lib, comm, true, ctx_.topology().device);
+  for (auto& [k, comm] : comms_) end_comm(*lib, comm, true, topology_.device);
   comms_.clear();
   SYMCOMM_INFO("a peer was lost: NCCL communicators aborted");
 }
@@ -100,7 +99,7 @@ void NcclComms::prepare(symcommTeam_t id, const Team& team, symcommStream_t stre
   ncclComm_t comm = make(id, team, stream);
   std::lock_guard<std::mutex> lock(mutex_);
   if (aborted_.load()) {
-    end_comm(nccl_lib(), comm, true, ctx_.topology().device);
+    end_comm(nccl_lib(), comm, true, topology_.device);
     SYMCOMM_THROW(symcommPeerLost, "the communicator lost a peer while an NCCL communicator "
                   "was being made for team %d", id);
   }
@@ -115,17 +114,17 @@ void NcclComms::run(symcommTeam_t id, const Team& team, symcommStream_t stream,
   auto it = comms_.find(key(team));
   SYMCOMM_REQUIRE(!aborted_.load() && it != comms_.end(), symcommPeerLost,
                   "the communicator lost a peer: its NCCL communicators were aborted");
-  DeviceScope scope(ctx_.topology().device);
+  DeviceScope scope(topology_.device);
   enqueue(lib, it->second);
 }
 
 ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t stream) {
   const NcclLib& lib = nccl_lib();
-  SYMCOMM_REQUIRE(ctx_.space() == symcommSpaceCuda, symcommNotSupported,
+  SYMCOMM_REQUIRE(space_ == symcommSpaceCuda, symcommNotSupported,
                   "NCCL runs in the cuda memory space only");
-  const int me = team.index_of(ctx_.topology().rank);
+  const int me = team.index_of(topology_.rank);
   SYMCOMM_REQUIRE(me >= 0, symcommInternalError, "rank %d is not a member of team %d",
-                  ctx_.topology().rank, id);
+                  topology_.rank, id);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SYMCOMM_CUDART(cudaStreamIsCapturing(stream, &capture));
   SYMCOMM_REQUIRE(capture == cudaStreamCaptureStatusNone, symcommInvalidUsage,
@@ -139,13 +138,12 @@ ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t s
   const uint64_t tag = kNcclIdTag ^ (static_cast<uint64_t>(team.start) << 40) ^
                        (static_cast<uint64_t>(team.stride) << 20) ^
                        static_cast<uint64_t>(team.size);
-  Bootstrap& bs = ctx_.rma().bootstrap();
   ncclUniqueId uid{};
   if (me == 0) {
     std::string failure;
     symcommResult_t code = symcommSuccess;
     try {
-      DeviceScope scope(ctx_.topology().device);
+      DeviceScope scope(topology_.device);
       SYMCOMM_NCCL(lib, ncclGetUniqueId(&uid));
     } catch (const Error& e) {
       uid = ncclUniqueId{};
@@ -153,10 +151,10 @@ ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t s
       failure = e.what();
     }
     const std::string payload(reinterpret_cast<const char*>(&uid), sizeof uid);
-    for (int j = 1; j < team.size; ++j) bs.send_to(team.world_of(j), tag, payload);
+    for (int j = 1; j < team.size; ++j) bootstrap_.send_to(team.world_of(j), tag, payload);
     if (code != symcommSuccess) throw Error(code, failure);
   } else {
-    const std::string payload = bs.recv_from(team.world_of(0), tag);
+    const std::string payload = bootstrap_.recv_from(team.world_of(0), tag);
     SYMCOMM_REQUIRE(payload.size() == sizeof uid, symcommInternalError,
                     "the NCCL id of team %d arrived with %zu bytes", id, payload.size());
     std::memcpy(&uid, payload.data(), sizeof uid);
@@ -165,28 +163,12 @@ ncclComm_t NcclComms::make(symcommTeam_t id, const Team& team, symcommStream_t s
   SYMCOMM_REQUIRE(std::memcmp(&uid, &kNone, sizeof uid) != 0, symcommRemoteError,
                   "team rank 0 (rank %d) of team %d could not make an NCCL unique id",
                   team.world_of(0), id);
-  DeviceScope scope(ctx_.topology().device);
+  DeviceScope scope(topology_.device);
   ncclComm_t comm = nullptr;
   SYMCOMM_NCCL(lib, ncclCommInitRank(&comm, team.size, uid, me));
   SYMCOMM_INFO("NCCL %s communicator of team %d (ranks %d + %d * i, %d of them) made",
                nccl_version_string(lib.version).c_str(), id, team.start, team.stride, team.size);
   return comm;
-}
-
-NcclComms& nccl_comms(CollContext& ctx) {
-  static const CollAlgorithm* const nccl = find_coll_algorithm("nccl");  // its state's key
-  return ctx.state<NcclComms>(nccl);
-}
-
-void nccl_group(const NcclLib& lib, const std::function<void()>& body) {
-  SYMCOMM_NCCL(lib, ncclGroupStart());
-  try {
-    body();
-  } catch (...) {
-    (void)lib.ncclGroupEnd();  // the error in flight is the one to report
-    throw;
-  }
-  SYMCOMM_NCCL(lib, ncclGroupEnd());
 }
 
 }  // namespace symcomm

@@ -11,6 +11,7 @@
 // reads both when it first initialises, so they are set before any NCCL call (nccl_lib.cc).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "base/error.h"
@@ -24,6 +25,13 @@ namespace symcomm {
 // Why NCCL cannot be used in this process ("" when it can): built without nccl.h, or the
 // library cannot be loaded. Loads it on the first call.
 std::string nccl_unavailable_reason();
+
+// Sets NCCL_NVLS_ENABLE and NCCL_GRAPH_REGISTER to 0 in the environment (see nccl_lib.cc),
+// once per process. symcommInit calls it first, before the communicator starts a thread, so
+// that no later call changes the environment while symcomm's threads read it; loading NCCL
+// does it again (a no-op where both are 0 already). Built without nccl.h, symcomm never
+// loads NCCL and leaves the environment alone.
+void keep_nccl_safe_once();
 
 #ifdef SYMCOMM_HAVE_NCCL
 
@@ -46,12 +54,6 @@ struct NcclLib {
   // nccl_unavailable_reason()).
   static const NcclLib* get();
 };
-
-// Sets NCCL_NVLS_ENABLE and NCCL_GRAPH_REGISTER to 0 in the environment (see nccl_lib.cc),
-// once per process. symcommInit calls it first, before the communicator starts a thread, so
-// that no later call changes the environment while symcomm's threads read it; loading NCCL
-// does it again (a no-op where both are 0 already).
-void keep_nccl_safe_once();
 
 // The result of loading `path` (not cached: get() calls it once; tests call it directly).
 struct NcclLoad {
@@ -80,6 +82,9 @@ bool nccl_has_type(symcommDataType_t type, int version);
 ncclDataType_t nccl_type(symcommDataType_t type, int version);
 // The NCCL reduction of a symcomm one (sum, min, max); throws symcommInvalidArgument.
 ncclRedOp_t nccl_op(symcommRedOp_t op);
+
+// Runs `body` between ncclGroupStart and ncclGroupEnd (the group is ended if it throws).
+void nccl_group(const NcclLib& lib, const std::function<void()>& body);
 
 #endif  // SYMCOMM_HAVE_NCCL
 
