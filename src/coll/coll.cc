@@ -329,7 +329,7 @@ CollAlgorithm& choose_algorithm(const CollArgs& args, CollContext& ctx, const ch
     CollAlgorithm* a = find(name.c_str());
     SYMCOMM_REQUIRE(a, symcommInvalidArgument, "%s names no collective algorithm '%s'", source,
                     name.c_str());  // (SYMCOMM_COLL_ALGO's names are checked above)
-    if (const Verdict v = a->can_implement(args, ctx); !v)
+    if (const Verdict v = a->refusal(args, ctx); !v)  // (in a capture: before anything is enqueued)
       SYMCOMM_THROW(symcommNotSupported, "collective algorithm '%s' cannot run %s here: %s",
                     name.c_str(), coll_op_name(args.op), v.reason().c_str());
     return *a;

@@ -260,10 +260,10 @@ class CollAlgorithm {
   // The descriptor's conditions, in order (space, operation, counts on the device, team size,
   // state, reach, receive buffer), then own_conditions(). The same answer on every member.
   Verdict can_implement(const CollArgs& args, const CollContext& ctx) const;
-  // Whether the call can be made now on a stream being captured into a CUDA graph, when the
-  // automatic choice considers the algorithm (asked for by name, it runs and says why not):
-  // the descriptor's uncapturable_ops, then own_capture_conditions(). The same answer on
-  // every member.
+  // Whether the call can be made now on a stream being captured into a CUDA graph (the
+  // automatic choice passes over it where not; asked for by name, it refuses with the
+  // reason before anything is enqueued): the descriptor's uncapturable_ops, then
+  // own_capture_conditions(). The same answer on every member.
   Verdict capturable(const CollArgs& args, CollContext& ctx) const;
   // Why the automatic choice passes this algorithm over for the call (ok: it would not).
   Verdict refusal(const CollArgs& args, CollContext& ctx) const {

@@ -45,9 +45,6 @@ class CopyAlgorithm final : public CollAlgorithm {
 
   void run(const CollArgs& a, CollContext& ctx) override {
     if (a.op == CollOp::AllToAllv) {
-      SYMCOMM_REQUIRE(!stream_capturing(a, ctx), symcommNotSupported,
-                      "copy's all-to-all-v synchronises the stream to read the counts of every "
-                      "member: it cannot be captured in a CUDA graph (use sm, nccl or ll)");
       return a.counts_on_device ? device_counts(a, ctx) : gather_v(a, ctx);
     }
     const size_t block = a.count * a.elem;  // bytes of one block (see each operation)

@@ -66,19 +66,29 @@ inline Caps across_nodes() {
   return Caps{};
 }
 
-// The automatic choice ("auto", NULL): every operation in both spaces, any buffers.
-inline Caps automatic() {
+// The automatic choice ("auto", NULL) on a world of `nodes` nodes: what the algorithms that
+// reach such a team declare together (an operation, a space, counts on the device, a capture
+// that any of them takes). Algorithms built on a library loaded at run time are left out:
+// their own conditions may refuse (NCCL's communicator is not made inside a capture).
+inline Caps automatic(int nodes) {
   Caps c{};
   c.name = "auto";
   c.summary = "the automatic choice";
-  c.ops = (1u << 6) - 1;
-  c.spaces = c.device_counts = (1u << symcommSpaceCuda) | (1u << symcommSpaceHost);
+  c.uncapturable_ops = (1u << 6) - 1;
+  for (const Caps& a : all()) {
+    if (a.library != nullptr || !a.reaches(nodes)) continue;
+    c.ops |= a.ops;
+    c.spaces |= a.spaces;
+    c.device_counts |= a.device_counts;
+    c.uncapturable_ops &= a.uncapturable_ops | ~a.ops;
+  }
+  c.uncapturable_ops &= c.ops;
   return c;
 }
 
-// The algorithm named `name` ("auto": automatic()); name NULL where none is.
-inline Caps of(const std::string& name) {
-  if (name == "auto") return automatic();
+// The algorithm named `name` ("auto": automatic(nodes)); name NULL where none is.
+inline Caps of(const std::string& name, int nodes = 1) {
+  if (name == "auto") return automatic(nodes);
   for (const Caps& c : all())
     if (name == c.name) return c;
   return Caps{};

@@ -25,7 +25,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
     n_ = mp::nranks();
     me_ = mp::rank();
     algo_ = GetParam().c_str();
-    caps_ = coll_caps::of(algo_);
+    caps_ = coll_caps::of(algo_, mp::nodes());
     ASSERT_NE(caps_.name, nullptr) << algo_ << " is not registered";
     moves_only_ = !caps_.reduces() && caps_.does(symcommCollAllGather) &&
                   caps_.does(symcommCollAllToAll);
@@ -362,7 +362,7 @@ class Coll : public ::testing::TestWithParam<std::string> {
   uint64_t seed_ = 0;
   std::optional<::testing::ScopedTrace> seed_trace_;  // names seed_ until the test ends
   const char* algo_ = nullptr;
-  coll_caps::Caps caps_{};  // what algo_ declares it can do ("auto": everything)
+  coll_caps::Caps caps_{};  // what algo_ declares it can do ("auto": coll_caps::automatic)
   // From caps_, for the tests that chain calls of the algorithm under test: it does no
   // reductions but all-gather and all-to-all (direct) ...
   bool moves_only_ = false;

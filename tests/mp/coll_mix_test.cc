@@ -309,7 +309,7 @@ class CollMix : public ::testing::Test {
   // refusal would hide that algorithm from the sequence, the calls running on auto instead:
   // a failure.
   bool refusal_expected(const MixCall& c) const {
-    const coll_caps::Caps caps = coll_caps::of(c.algo);
+    const coll_caps::Caps caps = coll_caps::of(c.algo, teams_.nodes(c.kind));
     return caps.library != nullptr || !caps.runs_in(mp::space()) ||
            !caps.fits(teams_.size(c.kind)) || !caps.reaches(teams_.nodes(c.kind));
   }
@@ -326,7 +326,8 @@ class CollMix : public ::testing::Test {
       MixCall& c = calls_[k];
       // An operation its descriptor cannot capture (copy's all-to-all-v reads the counts on
       // the host) is not issued in a capture.
-      const bool named = !(capturing && !coll_caps::of(c.algo).captures(api_op(c.op)));
+      const bool named =
+          !(capturing && !coll_caps::of(c.algo, teams_.nodes(c.kind)).captures(api_op(c.op)));
       symcommResult_t rc = named ? issue(c, c.algo.c_str()) : symcommNotSupported;
       if (rc == symcommNotSupported) {
         const std::string why = named ? symcommGetLastError() : "";
@@ -341,7 +342,8 @@ class CollMix : public ::testing::Test {
         c.ran = c.algo == "auto" ? auto_choice(c) : c.algo;
       }
       if (rc != symcommSuccess) {
-        ADD_FAILURE() << "call " << k << " (" << describe(c) << "): " << symcommGetLastError();
+        ADD_FAILURE() << "call " << k << " (" << describe(c) << "): " << symcommGetLastError()
+                      << " (SYMCOMM_TEST_MIX_SEED=" << seed_ << ")";
         return false;
       }
     }

@@ -67,6 +67,8 @@ for a in d["collective_algorithms"]:
     for op, s in ops.items():
         if "host" not in decl["spaces"] or op not in decl["operations"]:
             assert not s["runs"] and s["why_not"], a
+        elif decl["across_nodes"]:  # one node here: the node's algorithms run it
+            assert not s["runs"] and s["why_not"], a
         elif not decl["library"]:
             assert s["runs"], a
 assert any(not s["runs"] for a in d["collective_algorithms"] for s in a["operations"].values())
