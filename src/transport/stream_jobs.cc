@@ -54,6 +54,7 @@ StreamJobs::StreamJobs(int device, const char* what) : device_(device), what_(wh
                   std::lock_guard<std::mutex> lock(mutex_);
                   for (const Job& job : jobs_) complete(job);
                   jobs_.clear();
+                  for (const auto& c : captured_) store(c->gate, 1);  // a replay waiting now
                 });
   });
 }
@@ -132,34 +133,21 @@ uint64_t* StreamJobs::new_gate(uint64_t* device) {
 }
 
 void StreamJobs::enqueue_captured(symcommStream_t stream, std::function<void()> job) {
-  Captured* captured = nullptr;
-  uint64_t gate_device = 0;
+  uint64_t reached_device = 0, gate_device = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto c = std::make_unique<Captured>();
-    c->jobs = this;
+    c->reached = new_gate(&reached_device);
     c->gate = new_gate(&gate_device);
     c->work = std::move(job);
-    captured = c.get();
     captured_.push_back(std::move(c));
   }
+  wake_.notify_one();  // the worker now watches one more job's words
   const CudaDriver& drv = cuda_driver();
-  SYMCOMM_CUDART(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), &StreamJobs::on_host_node,
-                                    captured));
   const CUstream s = static_cast<CUstream>(stream);
+  SYMCOMM_CU(drv, cuStreamWriteValue64(s, reached_device, 1, CU_STREAM_WRITE_VALUE_DEFAULT));
   SYMCOMM_CU(drv, cuStreamWaitValue64(s, gate_device, 1, CU_STREAM_WAIT_VALUE_EQ));
   SYMCOMM_CU(drv, cuStreamWriteValue64(s, gate_device, 0, CU_STREAM_WRITE_VALUE_DEFAULT));
-}
-
-void StreamJobs::on_host_node(void* p) {
-  // CUDA's host-function thread: no CUDA call here, only the hand-over.
-  auto* c = static_cast<Captured*>(p);
-  StreamJobs& jobs = *c->jobs;
-  {
-    std::lock_guard<std::mutex> lock(jobs.mutex_);
-    jobs.jobs_.push_back(Job{0, c->gate, c->work});
-  }
-  jobs.wake_.notify_one();
 }
 
 void StreamJobs::raise_failure() {
@@ -191,9 +179,15 @@ void StreamJobs::fail(symcommResult_t code, const std::string& why) {
 
 bool StreamJobs::take_ready(Job* job) {
   for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
-    if (it->gate || load(&flags_->reached[it->number % kRing]) == it->number) {
+    if (load(&flags_->reached[it->number % kRing]) == it->number) {
       *job = std::move(*it);
       jobs_.erase(it);
+      return true;
+    }
+  for (const auto& c : captured_)
+    if (load(c->reached) == 1) {
+      store(c->reached, 0);  // before the job runs: the next replay sets it again
+      *job = Job{0, c->gate, c->work};
       return true;
     }
   return false;
@@ -216,15 +210,20 @@ void StreamJobs::run() {
     bool ready = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_.load() || !jobs_.empty(); });
+      wake_.wait(lock, [&] { return stop_.load() || !jobs_.empty() || !captured_.empty(); });
       if (stop_.load()) return;  // the destructor releases what is left
       if (aborted_.load()) {
-        // Every job fails; its stream goes on.
+        // Every job fails; its stream goes on. Replays of captured jobs keep coming.
         while (!jobs_.empty()) {
           complete(jobs_.front());
           jobs_.pop_front();
           fail(symcommPeerLost, abort_reason_);
         }
+        while (take_ready(&job)) {
+          complete(job);
+          fail(symcommPeerLost, abort_reason_);
+        }
+        wake_.wait_for(lock, std::chrono::milliseconds(1));
         continue;
       }
       ready = take_ready(&job);
@@ -234,7 +233,7 @@ void StreamJobs::run() {
         std::this_thread::yield();
       } else {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait_for(lock, nap);  // a captured job handed over wakes it
+        wake_.wait_for(lock, nap);  // a new job wakes it
         nap = std::min(nap * 2, std::chrono::microseconds(1000));
       }
       continue;

@@ -10,9 +10,15 @@
 // (a job whose stream is held up holds up no other stream). Each job has its own pair of
 // words (a ring of them), so jobs may end in any order.
 //
-// A stream being captured into a CUDA graph gets a host node instead (cudaLaunchHostFunc),
-// which hands the job over whenever a replay reaches it, and a gate word of its own: the
-// stream waits until the job set it, then clears it for the next replay.
+// A stream being captured into a CUDA graph gets stream memory operations on two words of
+// the job's own: the replay sets the first, the worker (which watches the words of every
+// captured job) clears it and runs the job, then sets the second, which the replay waits for
+// and clears for the next replay. No host node (cudaLaunchHostFunc): with host nodes in a
+// graph, cudaGraphLaunch waited inside the driver, holding a lock that the job's own copies
+// (cudaMemcpyAsync) then waited for, while the graph waited for the job (2 GPUs as 2 nodes,
+// Coll.CapturedInAGraph/hier and CollMix.RandomSequenceReplayedFromAGraph). Once a job was
+// captured the worker looks at the words at least every millisecond while idle (a replay
+// may come at any time), where it otherwise sleeps until a call hands it a job.
 //
 // A job that fails still lets its stream go on; its error is kept and thrown by the next call
 // that asks (raise_failure), as CUDA reports asynchronous errors.
@@ -58,13 +64,12 @@ class StreamJobs {
     uint64_t reached[kRing];  // [number % kRing]: the stream reached job `number`
     uint64_t done[kRing];     // [number % kRing]: job `number` ran
   };
-  // A job captured into a graph: what a replay's host node hands over.
+  // A job captured into a graph, run at each replay.
   struct Captured {
-    StreamJobs* jobs;
-    uint64_t* gate;
+    uint64_t* reached;  // set by a replay that reached it, cleared by the worker
+    uint64_t* gate;     // set by the worker once the job ran, cleared by the replay
     std::function<void()> work;
   };
-  static void on_host_node(void* captured);
   void enqueue_captured(symcommStream_t stream, std::function<void()> job);
   uint64_t* new_gate(uint64_t* device_address);
   void run();
