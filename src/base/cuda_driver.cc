@@ -121,20 +121,29 @@ CUcontext primary_context(const CudaDriver& d, int device) {
   return c;
 }
 
-DeviceScope::DeviceScope(int device) {
+CUcontext stream_context(const CudaDriver& d, void* stream) {
+  if (reinterpret_cast<uintptr_t>(stream) <= 2) return nullptr;  // null, legacy, per-thread
+  CUcontext context = nullptr;
+  CUgreenCtx green = nullptr;
+  if (d.cuStreamGetCtx_v2(static_cast<CUstream>(stream), &context, &green) != CUDA_SUCCESS)
+    return nullptr;
+  return context;
+}
+
+ContextScope::ContextScope(void* context, int device) {
   const CudaDriver& d = cuda_driver();
   CUcontext current = nullptr;
   SYMCOMM_CU(d, cuCtxGetCurrent(&current));
-  const CUcontext wanted = primary_context(d, device);
+  const CUcontext wanted = context ? static_cast<CUcontext>(context) : primary_context(d, device);
   if (current == wanted) return;
   SYMCOMM_CU(d, cuCtxSetCurrent(wanted));
   previous_ = current;
   switched_ = true;
 }
 
-DeviceScope::~DeviceScope() {
+ContextScope::~ContextScope() {
   if (!switched_) return;
-  const CudaDriver& d = *CudaDriver::get();  // there is one: the constructor used it
+  const CudaDriver& d = *CudaDriver::get();
   if (CUresult r = d.cuCtxSetCurrent(static_cast<CUcontext>(previous_)); r != CUDA_SUCCESS)
     SYMCOMM_WARN("restoring the caller's CUDA context failed with CUDA error %d",
                  static_cast<int>(r));

@@ -19,7 +19,7 @@
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName)  \
   X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDeviceCanAccessPeer)                \
   X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
-  X(cuCtxSetCurrent) X(cuCtxGetCurrent)                                          \
+  X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxCreate) X(cuCtxDestroy)          \
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                \
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)              \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)           \
@@ -59,6 +59,9 @@ const CudaDriver& cuda_driver();
 namespace symcomm {
 // `device`'s primary context, retained once for the process (the runtime keeps it too).
 CUcontext primary_context(const CudaDriver& d, int device);
+// The context `stream` (a CUstream) belongs to; null for the null or a special stream, or one
+// the driver does not know (the caller's default, the primary context, serves).
+CUcontext stream_context(const CudaDriver& d, void* stream);
 }  // namespace symcomm
 
 // Checks a driver call made through a CudaDriver `drv`: SYMCOMM_CU(drv, cuMemMap(...)).

@@ -2,7 +2,7 @@
 // memory as symcommOutOfMemory, anything else as symcommCudaError), and clears the runtime's
 // last error, which symcomm's result reports instead: the caller's next cudaGetLastError
 // (after a launch of its own) does not see it. And DeviceScope, which makes a communicator's device
-// current for a call.
+// current for a call, and ContextScope, which makes a given context current.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,21 +22,28 @@
 
 namespace symcomm {
 
-// Makes `device`'s primary context current for the scope and makes the caller's context
-// (or none) current again after it (a failure to restore is logged: destructors do not
-// throw). Contexts, not devices: on a thread that never chose a device, the runtime says
-// device 0, and setting device 0 back would create GPU 0's primary context in every process
-// that calls from such a thread; the runtime's own choice of device is left untouched.
-class DeviceScope {
+// Makes `context` (a CUcontext) current for the scope, then the caller's context (or none)
+// again (a failure to restore is logged: destructors do not throw). A null context: the
+// primary context of `device`.
+class ContextScope {
  public:
-  explicit DeviceScope(int device);
-  ~DeviceScope();
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
+  ContextScope(void* context, int device);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
 
  private:
   void* previous_ = nullptr;  // the caller's CUcontext
   bool switched_ = false;
+};
+
+// Makes `device`'s primary context current for the scope. Contexts, not devices: on a thread
+// that never chose a device, the runtime says device 0, and setting device 0 back would
+// create GPU 0's primary context in every process that calls from such a thread; the
+// runtime's own choice of device is left untouched.
+class DeviceScope : public ContextScope {
+ public:
+  explicit DeviceScope(int device) : ContextScope(nullptr, device) {}
 };
 
 }  // namespace symcomm

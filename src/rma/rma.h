@@ -37,6 +37,13 @@ struct BarrierArgs {
 class RmaBackend : public LoadStoreMover {
  public:
   virtual void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t stream) = 0;
+  // Adds 1 to *counter (this rank's memory of the space), then waits until each of words[0,
+  // n) is at least the counter: the wait of a sync whose members count their arrivals with
+  // signals that add 1. The count lives where the stream runs (device memory on GPUs), so the
+  // replays of a CUDA graph that captured the call count on, where an epoch counted on the
+  // host when the call was captured would be reached already by the first replay.
+  virtual void wait_counted(uint64_t* const* words, int n, uint64_t* counter,
+                            symcommStream_t stream) = 0;
   virtual void quiet(symcommStream_t stream) = 0;
   // Waits on the host until everything issued on `stream` has completed.
   virtual void synchronize(symcommStream_t stream) = 0;

@@ -72,25 +72,50 @@ __global__ void wait_kernel(const __grid_constant__ DeviceComm c, uint64_t* sig,
   signal_wait_until(c, sig, cmp, value);
 }
 
+// wait_counted's words, as many as one launch takes (a kernel's parameters: 4 KiB).
+constexpr int kCountedWords = 64;
+struct CountedWait {
+  uint64_t* counter;
+  int advance;  // the first launch of a call adds 1; the others read what it left
+  int n;
+  uint64_t* words[kCountedWords];
+};
+
+__global__ void counted_wait_kernel(const __grid_constant__ DeviceComm c,
+                                    const __grid_constant__ CountedWait w) {
+  pdl_begin();
+  __shared__ uint64_t target;
+  if (threadIdx.x == 0) target = w.advance ? ++*w.counter : *w.counter;
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < w.n; i += static_cast<int>(blockDim.x))
+    signal_wait_until(c, w.words[i], symcommCmpGe, target);
+}
+
 __global__ void barrier_kernel(const __grid_constant__ DeviceComm c) {
   pdl_begin();
   barrier_block(c);
 }
 
 // The barrier of a team with members on other nodes (reached by a transport, not mapped
-// here): the host counts its epochs and sends them to those members as signals before this
-// kernel runs; the kernel arrives at the mapped members, as barrier_block does, and waits for
-// every member's arrival, the ones the network brings included.
-// Where it fails, it also writes `e` into `failed` (mapped host memory): the host's job that
+// here): before this kernel runs, the stream sends this rank's arrival to those members as a
+// signal that adds 1 (their slot of this rank counts its barriers); the kernel counts the
+// barrier in device memory, as barrier_block does, arrives at the mapped members and waits
+// for every member's arrival, the ones the network brings included. Nothing is counted on the
+// host: a CUDA graph that captured the barrier counts on at each replay.
+// Where it fails, it also writes 1 into `failed` (mapped host memory): the host's job that
 // follows it on the stream then takes back the arrivals it sent by network.
-__global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint64_t e,
-                                     uint64_t* failed) {
+__global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint64_t* failed) {
   pdl_begin();
   __shared__ int result;
+  __shared__ uint64_t epoch;
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int n = c.team_size;
-  if (tid == 0) result = 0;
+  if (tid == 0) {
+    result = 0;
+    epoch = ++*c.barrier_epoch;  // counted here, so that graph replays count on
+  }
   __syncthreads();
+  const uint64_t e = epoch;
   const size_t slot = reinterpret_cast<char*>(c.barrier_slots + c.rank) - c.base;
   if (tid < n) __threadfence_system();
   for (int t = tid; t < n; t += nt)
@@ -106,7 +131,7 @@ __global__ void barrier_mixed_kernel(const __grid_constant__ DeviceComm c, uint6
       if (char* w = detail::window(c, t)) detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), 0);
     if (tid == 0) {
       __threadfence_system();
-      detail::store_relaxed(failed, e);
+      detail::store_relaxed(failed, 1);
     }
   }
 }
@@ -154,7 +179,9 @@ class CudaRma final : public RmaBackend {
 
   void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
               symcommStream_t stream) override {
-    DeviceScope guard(topology_.device);
+    // In the stream's context: the net transport's proxy applies signals on a stream of a
+    // context of its own (transport/net/copy_context.h).
+    ContextScope guard(stream_context(drv_, stream), topology_.device);
     if (op == symcommSignalSet && memop_signal_) {
       // The default flags put a memory barrier before the write: the data before it lands first.
       SYMCOMM_CU(drv_, cuStreamWriteValue64(stream, reinterpret_cast<CUdeviceptr>(sig), value,
@@ -228,26 +255,42 @@ class CudaRma final : public RmaBackend {
       SYMCOMM_CUDART(cudaGetLastError());
       return;
     }
-    // Members reached by network: this rank's arrival goes to them as a signal, applied
-    // after everything this rank sent them before, ordered on the stream.
-    const uint64_t e = ++mixed_epochs_[static_cast<size_t>(a.id)];
+    // Members reached by network: this rank's arrival goes to them as a signal that adds 1,
+    // applied after everything this rank sent them before, ordered on the stream.
     for (int i = 0; i < a.team.size; ++i) {
       const int member = a.team.world_of(i);
       if (!a.slots[member])
-        a.transports->to(member).signal(member, &a.own[a.rank], e, symcommSignalSet, stream);
+        a.transports->to(member).signal(member, &a.own[a.rank], 1, symcommSignalAdd, stream);
     }
-    uint64_t* failed = &mapped_->mixed_failed[static_cast<size_t>(a.id)];
-    launch_kernel(barrier_mixed_kernel, 1, threads, stream, c, e,
+    launch_kernel(barrier_mixed_kernel, 1, threads, stream, c,
                   &mapped_dev_->mixed_failed[static_cast<size_t>(a.id)]);
     SYMCOMM_CUDART(cudaGetLastError());
     // Where it failed, the arrivals sent by network are taken back (set to 0) before the
     // stream goes on, so that a member that comes late waits instead of passing on them
-    // into a call this rank has left (as the host space and barrier_block do).
+    // into a call this rank has left (as the host space and barrier_block do). Barriers of
+    // the team refuse from then on (barrier_failed), so the counts need not agree again.
+    uint64_t* failed = &mapped_->mixed_failed[static_cast<size_t>(a.id)];
     for (int i = 0; i < a.team.size; ++i) {
       const int member = a.team.world_of(i);
       if (!a.slots[member])
         a.transports->to(member).signal_if(member, &a.own[a.rank], 0, symcommSignalSet, failed,
-                                           e, stream);
+                                           1, stream);
+    }
+  }
+
+  void wait_counted(uint64_t* const* words, int n, uint64_t* counter,
+                    symcommStream_t stream) override {
+    DeviceScope guard(topology_.device);
+    DeviceComm c{};
+    fill(c, SYMCOMM_TEAM_WORLD, Team{0, 1, topology_.nranks});
+    for (int first = 0; first == 0 || first < n; first += kCountedWords) {
+      CountedWait w{};
+      w.counter = counter;
+      w.advance = first == 0;
+      w.n = std::min(kCountedWords, n - first);
+      for (int i = 0; i < w.n; ++i) w.words[i] = words[first + i];
+      launch_kernel(counted_wait_kernel, 1, 64, stream, c, w);
+      SYMCOMM_CUDART(cudaGetLastError());
     }
   }
 
@@ -266,7 +309,6 @@ class CudaRma final : public RmaBackend {
     DeviceScope guard(topology_.device);
     SYMCOMM_CUDART(cudaMemsetAsync(epochs_ + id, 0, sizeof(uint64_t), reset_stream_));
     SYMCOMM_CUDART(cudaStreamSynchronize(reset_stream_));
-    mixed_epochs_[static_cast<size_t>(id)] = 0;
     __atomic_store_n(&mapped_->mixed_failed[static_cast<size_t>(id)], 0, __ATOMIC_RELEASE);
   }
 
@@ -311,7 +353,7 @@ class CudaRma final : public RmaBackend {
   struct HostMapped {
     DeviceError error;
     int32_t abort;
-    uint64_t mixed_failed[SYMCOMM_MAX_TEAMS];  // [team]: the epoch of a failed mixed barrier
+    uint64_t mixed_failed[SYMCOMM_MAX_TEAMS];  // [team]: 1 once a mixed barrier failed
     DeviceAllocations allocations;  // SYMCOMM_DEVICE_CHECKS (rma/device_checks.h)
   };
 
@@ -396,7 +438,6 @@ class CudaRma final : public RmaBackend {
   std::vector<char*> windows_;  // peer_base_ on the host
   uint64_t* epochs_ = nullptr;
   // [team]: barriers of teams with members on other nodes, counted here (barrier_mixed_kernel)
-  std::array<uint64_t, SYMCOMM_MAX_TEAMS> mixed_epochs_{};
   cudaStream_t reset_stream_ = nullptr;  // clear() and reset_epoch()
   char* base_ = nullptr;
   int copy_blocks_ = 32;

@@ -34,6 +34,10 @@ class HostRma final : public RmaBackend {
   void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t) override {
     wait_until(sig, cmp, value);
   }
+  void wait_counted(uint64_t* const* words, int n, uint64_t* counter, symcommStream_t) override {
+    const uint64_t target = ++*counter;  // only this rank's calls touch it
+    for (int i = 0; i < n; ++i) wait_until(words[i], symcommCmpGe, target);
+  }
   void quiet(symcommStream_t) override { std::atomic_thread_fence(std::memory_order_seq_cst); }
   void synchronize(symcommStream_t) override {}  // everything completed in its call
 

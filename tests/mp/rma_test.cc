@@ -342,4 +342,40 @@ TEST_F(Rma, CapturedInAGraph) {
   SC_OK(symcommFree(comm_, words));
 }
 
+// A barrier captured in a CUDA graph orders, at every replay, the puts before it and the
+// reads after it, with nothing else between them: each replay puts a new value into the
+// right neighbour's word, passes a barrier and copies its own word (from the left). A
+// barrier that a replay passed without waiting (an epoch counted on the host when the graph
+// was captured, which the first replay already reached) lets the copy read the previous
+// replay's value: across nodes the put takes a network round trip, the copy a few us.
+TEST_F(Rma, BarrierReplayedFromAGraphOrdersPuts) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
+  uint64_t* word;
+  SC_OK(symcommMalloc(comm_, 8, reinterpret_cast<void**>(&word)));
+  uint64_t* value = static_cast<uint64_t*>(mp::local_alloc(8));
+  uint64_t* got = static_cast<uint64_t*>(mp::local_alloc(8));
+  mp::write_u64(word, 0);
+  SC_OK(symcommHostBarrier(comm_));
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  SC_OK(symcommPutOnStream(comm_, word, value, 8, right(), symcommEngineAuto, stream_));
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));
+  SC_OK(symcommGetOnStream(comm_, got, word, 8, mp::rank(), symcommEngineCe, stream_));
+  SC_OK(symcommBarrierOnStream(comm_, SYMCOMM_TEAM_WORLD, stream_));  // read before the next put
+  void* exec = mp::end_capture(stream_);
+  ASSERT_NE(exec, nullptr);
+  const auto v = [](uint64_t k, int rank) { return 1000 * k + static_cast<uint64_t>(rank); };
+  for (uint64_t k = 1; k <= 20; ++k) {
+    mp::write_u64(value, v(k, mp::rank()));
+    SC_OK(symcommHostBarrier(comm_));
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    mp::sync(stream_);
+    SC_OK(symcommQuietOnStream(comm_, stream_));  // no wait failed on the device
+    EXPECT_EQ(mp::read_u64(got), v(k, left())) << "replay " << k;
+  }
+  mp::destroy_graph(exec);
+  mp::local_free(got);
+  mp::local_free(value);
+  SC_OK(symcommFree(comm_, word));
+}
+
 }  // namespace rma_test

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/cuda_runtime_check.h"
+#include "transport/net/copy_context.h"
 
 namespace symcomm {
 
@@ -23,31 +24,36 @@ class HostMemory final : public LocalMemory {
 
 class CudaMemory final : public LocalMemory {
  public:
-  CudaMemory(int device, LoadStoreMover& mover) : device_(device), mover_(mover) {
-    DeviceScope guard(device_);
-    // Non-blocking: the copies must not wait for the legacy stream, nor for kernels of this
-    // rank that wait for them (a barrier's arrival, a signal).
+  CudaMemory(const CopyContext& context, LoadStoreMover& mover)
+      : context_(context), mover_(mover) {
+    ContextScope guard(context_.get(), context_.device());
+    // Of the transport's own context, and non-blocking: the copies must not wait for the
+    // application's streams, which wait for them (a barrier's arrival, a signal).
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~CudaMemory() override {
-    if (cudaStreamDestroy(stream_) != cudaSuccess) static_cast<void>(cudaGetLastError());
+    try {
+      ContextScope guard(context_.get(), context_.device());  // the stream's
+      if (cudaStreamDestroy(stream_) != cudaSuccess) static_cast<void>(cudaGetLastError());
+    } catch (const Error&) {
+    }
   }
   void write(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void read(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void signal(uint64_t* word, uint64_t value, symcommSignalOp_t op) override {
-    DeviceScope guard(device_);
+    ContextScope guard(context_.get(), context_.device());
     mover_.signal(word, value, op, stream_);
     SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
   }
 
  private:
   void copy(void* dst, const void* src, size_t bytes) {
-    DeviceScope guard(device_);
+    ContextScope guard(context_.get(), context_.device());
     SYMCOMM_CUDART(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
     SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
   }
 
-  int device_;
+  const CopyContext& context_;
   LoadStoreMover& mover_;
   cudaStream_t stream_ = nullptr;
 };
@@ -56,8 +62,8 @@ class CudaMemory final : public LocalMemory {
 
 std::unique_ptr<LocalMemory> make_host_memory() { return std::make_unique<HostMemory>(); }
 
-std::unique_ptr<LocalMemory> make_cuda_memory(int device, LoadStoreMover& mover) {
-  return std::make_unique<CudaMemory>(device, mover);
+std::unique_ptr<LocalMemory> make_cuda_memory(const CopyContext& context, LoadStoreMover& mover) {
+  return std::make_unique<CudaMemory>(context, mover);
 }
 
 }  // namespace symcomm

@@ -25,7 +25,8 @@ class LocalMemory {
 };
 
 std::unique_ptr<LocalMemory> make_host_memory();
-// `device`: the communicator's GPU.
-std::unique_ptr<LocalMemory> make_cuda_memory(int device, LoadStoreMover& mover);
+class CopyContext;
+// Copies and signals on a stream of `context` (copy_context.h).
+std::unique_ptr<LocalMemory> make_cuda_memory(const CopyContext& context, LoadStoreMover& mover);
 
 }  // namespace symcomm

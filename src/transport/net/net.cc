@@ -18,6 +18,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/param.h"
 #include "rma/wait.h"
+#include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
 #include "transport/net/staging.h"
@@ -43,8 +44,10 @@ class Net final : public Transport {
     end_.store(heap_.mapped());
     if (cuda_) {
       // GPU memory stays unregistered: peers' data comes through the staging inbox.
-      memory_ = make_cuda_memory(device_, ctx.mover);
-      staging_ = std::make_unique<Staging>(*endpoint_, ctx.topology, device_, chunk_, timeout_ms_);
+      copy_context_ = std::make_unique<CopyContext>(device_);
+      memory_ = make_cuda_memory(*copy_context_, ctx.mover);
+      staging_ = std::make_unique<Staging>(*endpoint_, ctx.topology, *copy_context_, chunk_,
+                                           timeout_ms_);
       staging_->set_heap(heap_.base(), &end_);
       jobs_ = std::make_unique<StreamJobs>(device_, "net");
     } else {
@@ -273,6 +276,7 @@ class Net final : public Transport {
   std::atomic<size_t> end_{0};  // of the heap as registered: what peers may address
   std::vector<std::atomic<bool>> dirty_;  // [pe]: a message went there since the last quiet
   std::unique_ptr<FabricEndpoint> endpoint_;
+  std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
   std::unique_ptr<Proxy> proxy_;

@@ -16,9 +16,10 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
 
-Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, int device, size_t chunk,
-                 int64_t timeout_ms)
-    : ep_(endpoint), topology_(topology), rank_(topology.rank), device_(device), chunk_(chunk),
+Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, const CopyContext& context,
+                 size_t chunk, int64_t timeout_ms)
+    : ep_(endpoint), topology_(topology), rank_(topology.rank), context_(context),
+      device_(context.device()), chunk_(chunk),
       timeout_ms_(timeout_ms) {
   SYMCOMM_REQUIRE(ep_.cq_data_size() >= 4, symcommNotSupported,
                   "the net transport stages GPU memory with writes that carry 4 bytes of "
@@ -30,11 +31,11 @@ Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, int device,
       topology.node_of.begin(), topology.node_of.end(), [&](int n) { return n != topology.node; }));
   const size_t inbox_bytes = std::max<size_t>(remote_ranks, 1) * kSlots * slot_bytes();
   {
-    DeviceScope guard(device_);
+    ContextScope guard(context_.get(), device_);
     void* p = nullptr;
-    SYMCOMM_CUDART(cudaHostAlloc(&p, inbox_bytes, cudaHostAllocDefault));
+    SYMCOMM_CUDART(cudaHostAlloc(&p, inbox_bytes, cudaHostAllocPortable));
     inbox_ = static_cast<char*>(p);
-    SYMCOMM_CUDART(cudaHostAlloc(&p, kSlots * slot_bytes(), cudaHostAllocDefault));
+    SYMCOMM_CUDART(cudaHostAlloc(&p, kSlots * slot_bytes(), cudaHostAllocPortable));
     outbox_ = static_cast<char*>(p);
     cudaStream_t s = nullptr;
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -44,9 +45,15 @@ Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, int device,
 }
 
 Staging::~Staging() {
-  for (cudaError_t e : {cudaStreamDestroy(as_stream(stream_)), cudaFreeHost(inbox_),
-                        cudaFreeHost(outbox_)})
-    if (e != cudaSuccess) SYMCOMM_WARN("freeing the net transport's staging: %s", cudaGetErrorString(e));
+  try {
+    ContextScope guard(context_.get(), device_);  // the stream's
+    for (cudaError_t e : {cudaStreamDestroy(as_stream(stream_)), cudaFreeHost(inbox_),
+                          cudaFreeHost(outbox_)})
+      if (e != cudaSuccess)
+        SYMCOMM_WARN("freeing the net transport's staging: %s", cudaGetErrorString(e));
+  } catch (const Error& e) {
+    SYMCOMM_WARN("freeing the net transport's staging: %s", e.what());
+  }
 }
 
 size_t Staging::inbox_offset(int target, int source, int slot) const {
@@ -73,7 +80,7 @@ void Staging::drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops) {
 }
 
 void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes) {
-  DeviceScope guard(device_);
+  ContextScope guard(context_.get(), device_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
   auto finish = [&](std::shared_ptr<NetOp>& op) {
     proxy.wait(*op, timeout_ms_, "a put");
@@ -114,7 +121,7 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
 }
 
 void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
-  DeviceScope guard(device_);
+  ContextScope guard(context_.get(), device_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
   try {
     for (size_t done = 0; done < bytes;) {

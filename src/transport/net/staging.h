@@ -22,6 +22,7 @@
 
 #include "topology/topology.h"
 #include "transport/net/endpoint.h"
+#include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
 #include "transport/net/wire.h"
@@ -32,8 +33,9 @@ class Staging {
  public:
   static constexpr int kSlots = 4;
   // Collective (registers the inbox). `chunk`: payload bytes of a slot.
-  Staging(FabricEndpoint& endpoint, const Topology& topology, int device, size_t chunk,
-          int64_t timeout_ms);
+  // `context`: where its copies run (copy_context.h).
+  Staging(FabricEndpoint& endpoint, const Topology& topology, const CopyContext& context,
+          size_t chunk, int64_t timeout_ms);
   ~Staging();
 
   // This rank's heap and how much of it peers may address (the proxy's view).
@@ -70,12 +72,13 @@ class Staging {
   FabricEndpoint& ep_;
   const Topology& topology_;
   int rank_;
+  const CopyContext& context_;
   int device_;
   size_t chunk_;
   int64_t timeout_ms_;
-  char* inbox_ = nullptr;   // pinned, registered at kStagingOffset
-  char* outbox_ = nullptr;  // pinned
-  void* stream_ = nullptr;  // the worker's copies (cudaStream_t)
+  char* inbox_ = nullptr;   // pinned (portable), registered at kStagingOffset
+  char* outbox_ = nullptr;  // pinned (portable)
+  void* stream_ = nullptr;  // the worker's copies (cudaStream_t, of context_)
   char* heap_ = nullptr;
   const std::atomic<size_t>* mapped_ = nullptr;
 };
