@@ -67,6 +67,9 @@ class RmaBackend : public LoadStoreMover {
   virtual bool barrier_failed() const = 0;
   // The communicator lost a peer: waits in progress must end.
   virtual void abort() = 0;
+  // What a host-side wait calls as it spins (Transports::progress), where the space's waits
+  // run on the host; set once the transports are open.
+  virtual void set_progress(std::function<void()>) {}
   virtual void fill_device_comm(DeviceComm& h, symcommTeam_t id, const Team& team) = 0;
   // The heap's allocations changed (symcommMalloc, symcommFree): the table that device
   // handles' checks read (DeviceAllocations), where the space has device handles.

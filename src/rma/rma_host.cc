@@ -34,6 +34,7 @@ class HostRma final : public RmaBackend {
   void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t) override {
     wait_until(sig, cmp, value);
   }
+  void set_progress(std::function<void()> progress) override { progress_ = std::move(progress); }
   void wait_counted(uint64_t* const* words, int n, uint64_t* counter, symcommStream_t) override {
     const uint64_t target = ++*counter;  // only this rank's calls touch it
     for (int i = 0; i < n; ++i) wait_until(words[i], symcommCmpGe, target);
@@ -99,6 +100,8 @@ class HostRma final : public RmaBackend {
     for (uint64_t spins = 0;; ++spins) {
       uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       if (compare(seen, cmp, value)) return;
+      // A peer on another node sets the word by a message: handle what has arrived here.
+      if (progress_ && spins % 16 == 0) progress_();
       if (spins % 1024 != 1023) continue;
       if (aborted_.load())
         throw_wait_error(symcommPeerLost, rank_, word, cmp, value, seen,
@@ -112,6 +115,7 @@ class HostRma final : public RmaBackend {
   }
 
   int rank_;
+  std::function<void()> progress_;  // Transports::progress, where some peer has one to drive
   const Clock::duration timeout_;  // SYMCOMM_WAIT_TIMEOUT, read once per communicator; 0: none
   std::array<uint64_t, SYMCOMM_MAX_TEAMS> epochs_{};
   std::atomic<bool> aborted_{false};

@@ -93,6 +93,11 @@ class Transport {
   virtual void quiet(symcommStream_t stream) = 0;
   // The communicator lost a peer: operations in flight end with symcommPeerLost.
   virtual void abort() {}
+  // Handles, on the calling thread, what has arrived for this rank, where that takes no wait
+  // (another thread handling it already: nothing). A host-space wait on a word that a peer's
+  // message sets calls it as it spins, so the message is applied by the thread that waits
+  // for it, not handed over by a thread of the transport's.
+  virtual void progress() {}
 };
 
 // A family of transports: one registered object per kind, opened once per communicator.
@@ -126,6 +131,8 @@ class Transports {
   const std::string& why_unconnected(int pe) const { return why_[static_cast<size_t>(pe)]; }
   void quiet(symcommStream_t stream);
   void abort();
+  // Transport::progress of each open transport.
+  void progress();
 
  private:
   std::vector<std::unique_ptr<Transport>> open_;

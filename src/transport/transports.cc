@@ -70,4 +70,8 @@ void Transports::abort() {
   for (auto& t : open_) t->abort();
 }
 
+void Transports::progress() {
+  for (auto& t : open_) t->progress();
+}
+
 }  // namespace symcomm

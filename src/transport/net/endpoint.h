@@ -42,6 +42,8 @@ class FabricEndpoint {
   fi_addr_t addr(int pe) const { return addrs_[static_cast<size_t>(pe)]; }
   // Bytes of immediate data a write carries to the target's completion queue.
   size_t cq_data_size() const { return info_->domain_attr->cq_data_size; }
+  // The largest message fi_inject takes (the buffer is free again when it returns).
+  size_t inject_size() const { return info_->tx_attr->inject_size; }
   // "tcp;ofi_rxm on lo, libfabric 1.17".
   std::string describe() const;
 

@@ -15,8 +15,10 @@ namespace symcomm {
 namespace {
 
 constexpr int kReceives = 64;  // posted receive buffers
-// A caller polls its operation this long before it sleeps on the condition variable.
-constexpr auto kCallerSpin = std::chrono::microseconds(50);
+// A caller polls its operation (and drives the endpoint) this long before it sleeps on the
+// condition variable.
+constexpr auto kCallerSpin = std::chrono::microseconds(200);
+constexpr auto kCallerYield = std::chrono::microseconds(5000);
 // The proxy polls without sleeping this long after its last activity, then sleeps between
 // polls, each sleep twice the last, from kFirstNap up to kLongestNap (or until a caller hands
 // it work). The completion queue's wait object is not used: tcp's does not wake for data
@@ -40,6 +42,7 @@ Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed)
   thread_ = std::thread([this] {
     run_guarded([this] { run(); },
                 [this](symcommResult_t, const std::string& what) {
+                  std::lock_guard<std::mutex> ep_lock(ep_mutex_);
                   fail_all(format("the net transport's proxy thread failed: %s", what.c_str()));
                 });
   });
@@ -47,6 +50,7 @@ Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed)
 
 Proxy::~Proxy() {
   stop();
+  std::lock_guard<std::mutex> ep_lock(ep_mutex_);
   fail_all("the communicator is being finalized");
 }
 
@@ -78,11 +82,25 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
   wake_.notify_one();
 }
 
-void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what) {
+bool Proxy::try_inject(int pe, const void* message, size_t bytes) {
+  if (bytes > ep_.inject_size() || aborted_.load()) return false;
+  std::lock_guard<std::mutex> lock(ep_mutex_);
+  const ssize_t rc = fi_inject(ep_.ep(), message, bytes, ep_.addr(pe));
+  if (rc == -FI_EAGAIN) return false;
+  if (rc) throw_fabric_error(static_cast<int>(rc), "fi_inject", __FILE__, __LINE__);
+  return true;
+}
+
+void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive) {
   const auto start = Clock::now();
-  // A short spin first: small operations over a fast link complete in microseconds.
-  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kCallerSpin) {
-  }
+  // A short spin first (driving the endpoint itself where asked and the proxy thread is not
+  // at it: asleep, or waiting for a core): small operations complete in microseconds.
+  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kCallerSpin)
+    if (drive) progress();
+  // Then polls, giving up the core at each look, as long as a transfer of a few MiB takes:
+  // a sleeper's wake-up costs tens of us on a busy machine, a round trip's worth per call.
+  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kCallerYield)
+    std::this_thread::yield();
   std::unique_lock<std::mutex> lock(op.mutex);
   while (op.state.load(std::memory_order_acquire) == 0) {
     op.done_cv.wait_for(lock, std::chrono::milliseconds(10));
@@ -239,50 +257,70 @@ void Proxy::on_error() {
   op.outstanding = -1000000;  // never completes now; dropped below
 }
 
-void Proxy::run() {
-  fi_cq_data_entry entries[16];
-  auto last_activity = Clock::now();
-  std::chrono::microseconds nap = kFirstNap;
-  while (!stop_.load()) {
-    thread_fault_point("net proxy");
-    bool active = false;
-    if (aborted_.load() && (!unposted_.empty() || !in_flight_.empty() || !submitted_.empty())) {
-      fail_all(abort_reason_);
-      unposted_.clear();
+bool Proxy::pass() {
+  bool active = false;
+  if (aborted_.load() && (!unposted_.empty() || !in_flight_.empty() || !submitted_.empty())) {
+    fail_all(abort_reason_);
+    unposted_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    while (!submitted_.empty()) {
+      in_flight_.push_back(submitted_.front());
+      unposted_.push_back(std::move(submitted_.front()));
+      submitted_.pop_front();
+      active = true;
     }
-    {
-      std::lock_guard<std::mutex> lock(submit_mutex_);
-      while (!submitted_.empty()) {
-        in_flight_.push_back(submitted_.front());
-        unposted_.push_back(std::move(submitted_.front()));
-        submitted_.pop_front();
-        active = true;
-      }
-    }
+  }
+  auto post_all = [&] {
     while (!unposted_.empty()) {
       auto& op = unposted_.front();
       if (!post(*op)) break;
       unposted_.pop_front();
       active = true;
     }
-    ssize_t n = fi_cq_read(ep_.cq(), entries, 16);
-    if (n > 0) {
-      active = true;
-      for (ssize_t i = 0; i < n; ++i) on_completion(entries[i]);
-    } else if (n == -FI_EAVAIL) {
-      active = true;
-      on_error();
-    } else if (n != -FI_EAGAIN) {
-      throw_fabric_error(static_cast<int>(n), "fi_cq_read", __FILE__, __LINE__);
+  };
+  post_all();
+  fi_cq_data_entry entries[16];
+  ssize_t n = fi_cq_read(ep_.cq(), entries, 16);
+  if (n > 0) {
+    active = true;
+    for (ssize_t i = 0; i < n; ++i) on_completion(entries[i]);
+  } else if (n == -FI_EAVAIL) {
+    active = true;
+    on_error();
+  } else if (n != -FI_EAGAIN) {
+    throw_fabric_error(static_cast<int>(n), "fi_cq_read", __FILE__, __LINE__);
+  }
+  post_all();  // the replies those messages asked for
+  // Done operations leave; failed ones whose parts may still be posted stay until closing.
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                  [](const std::shared_ptr<NetOp>& op) {
+                                    return op->outstanding == 0;
+                                  }),
+                   in_flight_.end());
+  return active;
+}
+
+void Proxy::progress() {
+  std::unique_lock<std::mutex> lock(ep_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || stop_.load()) return;  // the proxy thread is at it
+  pass();
+}
+
+void Proxy::run() {
+  auto last_activity = Clock::now();
+  std::chrono::microseconds nap = kFirstNap;
+  while (!stop_.load()) {
+    thread_fault_point("net proxy");
+    bool active = false, busy = false;
+    {
+      std::lock_guard<std::mutex> ep_lock(ep_mutex_);
+      active = pass();
+      busy = !in_flight_.empty() || !unposted_.empty();
     }
-    // Done operations leave; failed ones whose parts may still be posted stay until closing.
-    in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
-                                    [](const std::shared_ptr<NetOp>& op) {
-                                      return op->outstanding == 0;
-                                    }),
-                     in_flight_.end());
     const auto now = Clock::now();
-    if (active || !in_flight_.empty() || !unposted_.empty()) {
+    if (active || busy) {
       if (active) last_activity = now;
       nap = kFirstNap;
       continue;
@@ -297,6 +335,5 @@ void Proxy::run() {
     nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kLongestNap));
   }
 }
-
 
 }  // namespace symcomm

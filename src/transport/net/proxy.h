@@ -70,10 +70,23 @@ class Proxy {
 
   // Hands `op` over; the caller then waits with wait().
   void submit(std::shared_ptr<NetOp> op);
+  // Sends a message of `bytes` (up to the provider's inject size) to `pe` from the calling
+  // thread, at once: fi_inject, which reports no completion and leaves the buffer free when
+  // it returns. Saves a small message the hand-over to the proxy thread and the wait for its
+  // completion. False where it cannot now (too long, no room: the provider said try again,
+  // aborted): then submit it. Messages to one peer stay in order either way (FI_ORDER_SAS).
+  bool try_inject(int pe, const void* message, size_t bytes);
   // Waits until `op` completes; throws its error (symcommPeerLost where the connection
   // failed or the communicator was aborted; symcommTimeout after `timeout_ms`, 0: none).
-  void wait(NetOp& op, int64_t timeout_ms, const char* what);
-  // Sends rank `to` the reply to its request `ticket`. On the proxy thread only (Landed).
+  // `drive`: while it spins, the caller also drives the endpoint (progress()), for small
+  // messages whose latency a hand-over to a sleeping or descheduled proxy thread would
+  // dominate; bulk transfers leave the endpoint to the proxy thread (two threads contending
+  // for it halved a 1 MiB put's bandwidth on 2 cores).
+  void wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive = false);
+  // Handles what has arrived and posts what waits, on the calling thread, where the proxy
+  // thread is not at it (Transport::progress); the proxy thread goes on as before.
+  void progress();
+  // Sends rank `to` the reply to its request `ticket`. Inside a pass only (Landed, Apply).
   void reply(int to, uint64_t ticket, uint64_t value);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
@@ -87,6 +100,10 @@ class Proxy {
     std::vector<uint8_t> buffer;
   };
   void run();
+  // One pass: what callers handed over taken in, posted, completions handled, replies
+  // posted. Under ep_mutex_ (the proxy thread's or progress()'s). True where anything
+  // happened.
+  bool pass();
   void post_receive(Receive& r);
   // Posts what it can of `op`; false where the provider said try again.
   bool post(NetOp& op);
@@ -103,11 +120,14 @@ class Proxy {
   Landed landed_;
   std::vector<std::unique_ptr<Receive>> receives_;
 
+  // The endpoint's data path is used by one thread at a time (FI_THREAD_DOMAIN): the proxy's
+  // loop holds it while it posts and reads completions, try_inject while it injects.
+  std::mutex ep_mutex_;
   std::mutex submit_mutex_;
   std::condition_variable wake_;  // with submit_mutex_: work was handed over, or stop
   std::deque<std::shared_ptr<NetOp>> submitted_;  // under submit_mutex_
-  std::deque<std::shared_ptr<NetOp>> unposted_;   // the proxy's: waiting for room
-  std::vector<std::shared_ptr<NetOp>> in_flight_;  // the proxy's
+  std::deque<std::shared_ptr<NetOp>> unposted_;   // under ep_mutex_: waiting for room
+  std::vector<std::shared_ptr<NetOp>> in_flight_;  // under ep_mutex_
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // set before aborted_
