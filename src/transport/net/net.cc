@@ -34,6 +34,9 @@ static const SizeParam kChunk(
 
 namespace {
 
+// Host space: transfers up to this size are driven by the calling thread (Proxy::wait).
+constexpr size_t kDriveMax = 64 << 10;
+
 class Net final : public Transport {
  public:
   Net(TransportContext& ctx)
@@ -207,7 +210,9 @@ class Net final : public Transport {
     }
     op->outstanding = static_cast<int>(op->parts.size());
     proxy_->submit(op);
-    proxy_->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get");
+    // A small transfer is a round trip: the caller drives it (Proxy::wait).
+    proxy_->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get",
+                 /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
   }
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,

@@ -15,10 +15,10 @@ namespace symcomm {
 namespace {
 
 constexpr int kReceives = 64;  // posted receive buffers
-// A caller polls its operation (and drives the endpoint) this long before it sleeps on the
-// condition variable.
-constexpr auto kCallerSpin = std::chrono::microseconds(200);
-constexpr auto kCallerYield = std::chrono::microseconds(5000);
+// A caller polls its operation this long before it sleeps on the condition variable (which
+// leaves the core to the proxy thread), and this long where it drives the endpoint itself.
+constexpr auto kCallerSpin = std::chrono::microseconds(50);
+constexpr auto kCallerDriveSpin = std::chrono::microseconds(200);
 // The proxy polls without sleeping this long after its last activity, then sleeps between
 // polls, each sleep twice the last, from kFirstNap up to kLongestNap (or until a caller hands
 // it work). The completion queue's wait object is not used: tcp's does not wake for data
@@ -95,12 +95,9 @@ void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive) {
   const auto start = Clock::now();
   // A short spin first (driving the endpoint itself where asked and the proxy thread is not
   // at it: asleep, or waiting for a core): small operations complete in microseconds.
-  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kCallerSpin)
+  const auto spin = drive ? kCallerDriveSpin : kCallerSpin;
+  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < spin)
     if (drive) progress();
-  // Then polls, giving up the core at each look, as long as a transfer of a few MiB takes:
-  // a sleeper's wake-up costs tens of us on a busy machine, a round trip's worth per call.
-  while (op.state.load(std::memory_order_acquire) == 0 && Clock::now() - start < kCallerYield)
-    std::this_thread::yield();
   std::unique_lock<std::mutex> lock(op.mutex);
   while (op.state.load(std::memory_order_acquire) == 0) {
     op.done_cv.wait_for(lock, std::chrono::milliseconds(10));
