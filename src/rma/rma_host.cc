@@ -62,6 +62,9 @@ class HostRma final : public RmaBackend {
       // waits (until its own bound) instead of passing on it into a call this rank has left.
       try {
         arrive(a, 0);
+        // Applied at members on other nodes before this call returns: the withdrawal is a
+        // message, which may still be on its way when the call has failed here.
+        a.transports->quiet(nullptr);
       } catch (const Error&) {
         // A member reached by network is gone too: nothing to withdraw there.
       }
