@@ -98,19 +98,8 @@ class Net final : public Transport {
     std::vector<std::shared_ptr<NetOp>> ops;
     for (int pe : peers) {
       if (pe == rank_) continue;
-      auto op = std::make_shared<NetOp>();
-      op->type = NetOp::Type::Send;
-      op->pe = pe;
-      wire::Header h = header(wire::Kind::Flush);
-      h.ticket = reinterpret_cast<uint64_t>(op.get());
-      op->message.resize(sizeof h);
-      std::memcpy(op->message.data(), &h, sizeof h);
-      op->parts.resize(1);
-      op->parts[0].op = op.get();
-      op->expects_reply = true;
-      op->outstanding = 2;
-      proxy_->submit(op);
-      ops.push_back(std::move(op));
+      ops.push_back(Proxy::message(pe, header(wire::Kind::Flush), nullptr, true));
+      proxy_->submit(ops.back());
     }
     for (auto& op : ops) proxy_->wait(*op, bootstrap_timeout_ms(), "connecting");
   }
@@ -249,7 +238,7 @@ class Net final : public Transport {
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
-    if (!reply && !cuda_) {
+    if (!reply && !cuda_ && sizeof h + h.bytes <= endpoint_->inject_size()) {
       // A small message without a reply goes from this thread (the host space completes
       // each call before it returns; nothing of this thread's is queued at the proxy).
       thread_local std::vector<uint8_t> small(wire::kBufferBytes);
@@ -258,24 +247,8 @@ class Net final : public Transport {
       dirty_[static_cast<size_t>(pe)].store(true);
       if (proxy_->try_inject(pe, small.data(), sizeof h + h.bytes)) return 0;
     }
-    auto op = std::make_shared<NetOp>();
-    op->type = NetOp::Type::Send;
-    op->pe = pe;
-    op->message.resize(sizeof h + h.bytes);
-    std::memcpy(op->message.data(), &h, sizeof h);
-    if (h.bytes) std::memcpy(op->message.data() + sizeof h, payload, h.bytes);
-    op->parts.resize(1);
-    op->parts[0].op = op.get();
-    op->expects_reply = reply;
-    op->outstanding = reply ? 2 : 1;
-    if (reply) {
-      // The ticket is the op itself, written into the header before the message goes.
-      wire::Header with = h;
-      with.ticket = reinterpret_cast<uint64_t>(op.get());
-      std::memcpy(op->message.data(), &with, sizeof with);
-    } else {
-      dirty_[static_cast<size_t>(pe)].store(true);
-    }
+    std::shared_ptr<NetOp> op = Proxy::message(pe, h, payload, reply);
+    if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
     proxy_->submit(op);
     proxy_->wait(*op, timeout_ms_, what, /*drive=*/!cuda_);
     return op->reply;

@@ -195,20 +195,30 @@ void Proxy::on_message(Receive& r, size_t bytes) {
     reply(h.from, h.ticket, value);
 }
 
+std::shared_ptr<NetOp> Proxy::message(int pe, const wire::Header& h, const void* payload,
+                                      bool reply) {
+  auto op = std::make_shared<NetOp>();
+  op->type = NetOp::Type::Send;
+  op->pe = pe;
+  wire::Header with = h;
+  if (reply) with.ticket = reinterpret_cast<uint64_t>(op.get());
+  op->message.resize(sizeof with + h.bytes);
+  std::memcpy(op->message.data(), &with, sizeof with);
+  if (h.bytes) std::memcpy(op->message.data() + sizeof with, payload, h.bytes);
+  op->parts.resize(1);
+  op->parts[0].op = op.get();
+  op->expects_reply = reply;
+  op->outstanding = reply ? 2 : 1;
+  return op;
+}
+
 void Proxy::reply(int to, uint64_t ticket, uint64_t value) {
-  auto reply = std::make_shared<NetOp>();
-  reply->type = NetOp::Type::Send;
-  reply->pe = to;
   wire::Header out{};
   out.kind = wire::Kind::Reply;
   out.from = rank_;
   out.a = value;
   out.ticket = ticket;
-  reply->message.resize(sizeof out);
-  std::memcpy(reply->message.data(), &out, sizeof out);
-  reply->parts.resize(1);
-  reply->parts[0].op = reply.get();
-  reply->outstanding = 1;
+  std::shared_ptr<NetOp> reply = message(to, out, nullptr, false);
   in_flight_.push_back(reply);
   unposted_.push_back(std::move(reply));
 }

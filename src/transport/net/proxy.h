@@ -68,6 +68,10 @@ class Proxy {
   Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed = nullptr);
   ~Proxy();
 
+  // The message `h` (and its h.bytes of payload) to `pe` as an operation to hand over; with
+  // `reply`, its ticket is the operation itself, which the answer completes.
+  static std::shared_ptr<NetOp> message(int pe, const wire::Header& h, const void* payload,
+                                        bool reply);
   // Hands `op` over; the caller then waits with wait().
   void submit(std::shared_ptr<NetOp> op);
   // Sends a message of `bytes` (up to the provider's inject size) to `pe` from the calling
