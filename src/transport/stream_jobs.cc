@@ -15,6 +15,7 @@ namespace symcomm {
 namespace {
 
 constexpr size_t kGatesPerPage = 512;
+constexpr auto kPoll = std::chrono::milliseconds(50);
 using Clock = std::chrono::steady_clock;
 
 uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
@@ -86,27 +87,50 @@ void StreamJobs::enqueue(symcommStream_t stream, std::function<void()> job) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SYMCOMM_CUDART(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture));
   if (capture != cudaStreamCaptureStatusNone) return enqueue_captured(stream, std::move(job));
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t number = next_ + 1;
-  const size_t slot = number % kRing;
-  // The ring: job `number` takes the words of job number - kRing once that one ran.
-  const auto start = Clock::now();
-  while (number > kRing && load(&flags_->done[slot]) != number - kRing) {
-    if (aborted_.load()) SYMCOMM_THROW(symcommPeerLost, "%s", abort_reason_.c_str());
-    if (Clock::now() - start > std::chrono::seconds(60))
-      SYMCOMM_THROW(symcommTimeout, "%llu calls to %s peers are in flight and the oldest has not "
-                    "run for a minute", static_cast<unsigned long long>(kRing), what_);
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // The number is taken and the job handed over under the lock; the stream memory operations
+  // are enqueued after it is released: an enqueue blocks while the stream's queue of work is
+  // full, until the GPU runs earlier operations, which wait for the worker, which takes the
+  // lock to find its next job (symcomm-bench net, 1000 puts on one stream, deadlocked so).
+  // The worker runs a job once its `reached` word shows the number, whenever it was handed
+  // over.
+  uint64_t number = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    number = ++next_;
+    jobs_.push_back(Job{number, nullptr, std::move(job)});
   }
-  const CudaDriver& drv = cuda_driver();
-  const CUstream s = static_cast<CUstream>(stream);
-  SYMCOMM_CU(drv, cuStreamWriteValue64(s, flags_device_ + offsetof(Flags, reached) + 8 * slot,
-                                       number, CU_STREAM_WRITE_VALUE_DEFAULT));
-  SYMCOMM_CU(drv, cuStreamWaitValue64(s, flags_device_ + offsetof(Flags, done) + 8 * slot, number,
-                                      CU_STREAM_WAIT_VALUE_GEQ));
-  next_ = number;
-  jobs_.push_back(Job{number, nullptr, std::move(job)});
   wake_.notify_one();
+  const size_t slot = number % kRing;
+  try {
+    // The ring: job `number` takes the words of job number - kRing once that one ran.
+    const auto start = Clock::now();
+    while (number > kRing && load(&flags_->done[slot]) < number - kRing) {
+      if (aborted_.load()) SYMCOMM_THROW(symcommPeerLost, "%s", abort_reason_.c_str());
+      if (Clock::now() - start > std::chrono::seconds(60))
+        SYMCOMM_THROW(symcommTimeout, "%llu calls to %s peers are in flight and the oldest has "
+                      "not run for a minute", static_cast<unsigned long long>(kRing), what_);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    const CudaDriver& drv = cuda_driver();
+    const CUstream s = static_cast<CUstream>(stream);
+    SYMCOMM_CU(drv, cuStreamWriteValue64(s, flags_device_ + offsetof(Flags, reached) + 8 * slot,
+                                         number, CU_STREAM_WRITE_VALUE_DEFAULT));
+    SYMCOMM_CU(drv, cuStreamWaitValue64(s, flags_device_ + offsetof(Flags, done) + 8 * slot,
+                                        number, CU_STREAM_WAIT_VALUE_GEQ));
+  } catch (...) {
+    // Not in the stream (or only its first word): the job never runs. (A job whose stream
+    // reached it stays: the worker runs it, and the stream waits for nothing more.)
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = jobs_.begin(); it != jobs_.end(); ++it)
+      if (it->number == number && load(&flags_->reached[slot]) != number) {
+        jobs_.erase(it);
+        // Its words are free for job number + kRing once the one before it ran.
+        if (number <= kRing || load(&flags_->done[slot]) >= number - kRing)
+          store(&flags_->done[slot], number);
+        break;
+      }
+    throw;
+  }
 }
 
 uint64_t* StreamJobs::new_gate(uint64_t* device) {
@@ -201,10 +225,13 @@ void StreamJobs::complete(const Job& job) {
 void StreamJobs::run() {
   // The jobs copy with the CUDA runtime: this thread works on the communicator's GPU.
   SYMCOMM_CUDART(cudaSetDevice(device_));
-  // While jobs wait for their streams it polls, then naps, longer each time up to 1 ms: a
-  // stream may be busy for long before it reaches a call.
+  // While jobs wait for their streams it polls for kPoll since a job last ran or was handed
+  // over, then naps, longer each time up to 1 ms: a stream may be busy for long before it
+  // reaches a call. (Napping from 200 us on, in a ping-pong where each side's stream reaches
+  // its put-signal once the peer's arrived, added up to a millisecond to every one-way time.)
   auto polling_since = Clock::now();
   std::chrono::microseconds nap(10);
+  uint64_t seen = 0;  // next_ when it last looked
   for (;;) {
     Job job;
     bool ready = false;
@@ -212,6 +239,11 @@ void StreamJobs::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_.load() || !jobs_.empty() || !captured_.empty(); });
       if (stop_.load()) return;  // the destructor releases what is left
+      if (next_ != seen) {
+        seen = next_;
+        polling_since = Clock::now();
+        nap = std::chrono::microseconds(10);
+      }
       if (aborted_.load()) {
         // Every job fails; its stream goes on. Replays of captured jobs keep coming.
         while (!jobs_.empty()) {
@@ -229,7 +261,7 @@ void StreamJobs::run() {
       ready = take_ready(&job);
     }
     if (!ready) {
-      if (Clock::now() - polling_since < std::chrono::microseconds(200)) {
+      if (Clock::now() - polling_since < kPoll) {
         std::this_thread::yield();
       } else {
         std::unique_lock<std::mutex> lock(mutex_);

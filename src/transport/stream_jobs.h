@@ -82,7 +82,7 @@ class StreamJobs {
   const char* what_;
   Flags* flags_ = nullptr;       // host view
   uint64_t flags_device_ = 0;    // the same memory, as the GPU addresses it
-  uint64_t next_ = 0;            // number of the last job handed over (caller's, under mutex_)
+  uint64_t next_ = 0;            // number of the last job handed over (under mutex_)
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -1,5 +1,5 @@
-// A stress of one-sided communication (host API): every rank put-signals into every rank at
-// once, round after round.
+// Stresses of one-sided communication (host API): every rank put-signals into every rank at
+// once, round after round; thousands of calls on one stream with no synchronization between.
 #include <cstdint>
 #include <random>
 #include <string>
@@ -79,6 +79,40 @@ TEST_F(Rma, StressEveryPeerAtOnce) {
   mp::local_free(src);
   SC_OK(symcommFree(comm_, sigs));
   SC_OK(symcommFree(comm_, buf));
+}
+
+// More calls on one stream than it queues work for, and than the net transport's ring of
+// stream jobs holds (4096), with no synchronization between them: each of 6000 puts of 8
+// bytes lands at its own place on the right-hand rank. In the cuda space the calls run ahead
+// of the GPU until its queue fills; the calling thread then waits in the enqueue for the GPU,
+// while the GPU waits for the net transport's worker (this deadlocked once: the caller held
+// the worker's lock through the enqueue).
+TEST_F(Rma, ThousandsOfCallsOnOneStreamWithoutASync) {
+  constexpr size_t kCalls = 6000;
+  uint64_t* inbox;
+  SC_OK(symcommMalloc(comm_, kCalls * 8, reinterpret_cast<void**>(&inbox)));
+  auto* src = static_cast<uint64_t*>(mp::local_alloc(kCalls * 8));
+  std::vector<uint64_t> mine(kCalls), got(kCalls, 0);
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  std::mt19937_64 rng(seed + static_cast<uint64_t>(mp::rank()));
+  for (uint64_t& v : mine) v = rng();
+  mp::copy_from_host(src, mine.data(), kCalls * 8);
+  mp::copy_from_host(inbox, got.data(), kCalls * 8);  // zero
+  SC_OK(symcommHostBarrier(comm_));
+  for (size_t i = 0; i < kCalls; ++i)
+    SC_OK(symcommPutOnStream(comm_, &inbox[i], &src[i], 8, right(), symcommEngineAuto, stream_));
+  SC_OK(symcommQuietOnStream(comm_, stream_));
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  std::mt19937_64 theirs(seed + static_cast<uint64_t>(left()));
+  mp::copy_to_host(got.data(), inbox, kCalls * 8);
+  size_t bad = 0;
+  for (size_t i = 0; i < kCalls; ++i) bad += got[i] != theirs();
+  EXPECT_EQ(bad, 0u) << "of " << kCalls << " puts from rank " << left();
+  SC_OK(symcommHostBarrier(comm_));
+  mp::local_free(src);
+  SC_OK(symcommFree(comm_, inbox));
 }
 
 }  // namespace rma_test

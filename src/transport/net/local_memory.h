@@ -15,9 +15,19 @@ namespace symcomm {
 class LocalMemory {
  public:
   virtual ~LocalMemory() = default;
-  // Copies between this rank's memory and host memory; complete when they return.
+  // Copies between this rank's memory and host memory; complete when they return. The host
+  // side is pinned memory (the staging inbox and outbox), never pageable: in the cuda space a
+  // copy between pageable memory and the GPU waits for a lock of the driver's that an
+  // application thread holds while its own pageable copy waits in its stream for this
+  // transport (2 GPUs as 2 nodes, Threads.CommunicatorsUsedAtOnceFromThreads: three threads'
+  // copies to std::vector and the worker's read of a put-signal's payload deadlocked).
   virtual void write(void* dst, const void* src, size_t bytes) = 0;
   virtual void read(void* dst, const void* src, size_t bytes) = 0;
+  // The same for a message's payload (at most wire::kEagerMax bytes) in pageable memory, passed
+  // through pinned buffers of its own: one for writes (the proxy's only) and one for reads
+  // (the stream worker's only).
+  virtual void write_message(void* dst, const void* src, size_t bytes) = 0;
+  virtual void read_message(void* dst, const void* src, size_t bytes) = 0;
   // Release: what was written before is visible to whoever sees the new value.
   virtual void signal(uint64_t* word, uint64_t value, symcommSignalOp_t op) = 0;
   // Whether host-side atomics (fetch-add, compare-swap) reach this memory: the host space only.

@@ -19,11 +19,11 @@ constexpr int kReceives = 64;  // posted receive buffers
 // leaves the core to the proxy thread), and this long where it drives the endpoint itself.
 constexpr auto kCallerSpin = std::chrono::microseconds(50);
 constexpr auto kCallerDriveSpin = std::chrono::microseconds(200);
-// The proxy polls without sleeping this long after its last activity, then sleeps between
-// polls, each sleep twice the last, from kFirstNap up to kLongestNap (or until a caller hands
-// it work). The completion queue's wait object is not used: tcp's does not wake for data
-// that arrives while nobody drives progress (measured: a wait of 100 ms held each message).
-constexpr auto kProxySpin = std::chrono::microseconds(500);
+// The proxy polls without sleeping a while after its last activity (busy_), then sleeps
+// between polls, each sleep twice the last, from kFirstNap up to kLongestNap (or until a
+// caller hands it work). The completion queue's wait object is not used: tcp's does not wake
+// for data that arrives while nobody drives progress (measured: a wait of 100 ms held each
+// message).
 constexpr auto kFirstNap = std::chrono::microseconds(20);
 constexpr auto kLongestNap = std::chrono::microseconds(4000);
 
@@ -31,8 +31,10 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed)
-    : ep_(endpoint), rank_(rank), apply_(std::move(apply)), landed_(std::move(landed)) {
+Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed,
+             std::chrono::microseconds busy)
+    : ep_(endpoint), rank_(rank), apply_(std::move(apply)), landed_(std::move(landed)),
+      busy_(busy) {
   for (int i = 0; i < kReceives; ++i) {
     auto r = std::make_unique<Receive>();
     r->buffer.resize(wire::kBufferBytes);
@@ -332,7 +334,7 @@ void Proxy::run() {
       nap = kFirstNap;
       continue;
     }
-    if (now - last_activity < kProxySpin) {
+    if (now - last_activity < busy_) {
       std::this_thread::yield();  // other ranks may share the core
       continue;
     }

@@ -10,6 +10,7 @@
 #include <rdma/fi_eq.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -65,7 +66,11 @@ class Proxy {
   // What to do when a peer's write with nonzero immediate data landed here (the transport's;
   // runs on the proxy thread).
   using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
-  Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed = nullptr);
+  // `busy`: how long after its last activity the proxy thread polls without sleeping (then
+  // it naps, longer each time, up to 4 ms): as long as a peer's next message may take to come
+  // in a round of communication, where no caller of this rank drives the endpoint.
+  Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed,
+        std::chrono::microseconds busy);
   ~Proxy();
 
   // The message `h` (and its h.bytes of payload) to `pe` as an operation to hand over; with
@@ -122,6 +127,7 @@ class Proxy {
   int rank_;
   Apply apply_;
   Landed landed_;
+  std::chrono::microseconds busy_;
   std::vector<std::unique_ptr<Receive>> receives_;
 
   // The endpoint's data path is used by one thread at a time (FI_THREAD_DOMAIN): the proxy's
