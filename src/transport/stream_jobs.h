@@ -5,6 +5,10 @@
 // stream has completed), then writes the number into a second word that the stream waits for
 // (cuStreamWaitValue64 >=): the stream's later work runs after the job.
 //
+// The call takes the worker's lock only to hand the job over: enqueueing the stream
+// operations may block (the stream's queue of work is full) until the GPU runs earlier ones,
+// which wait for the worker.
+//
 // Jobs run one at a time, each once its stream reached it, the oldest such first: jobs of one
 // stream in their order, jobs of different streams in whatever order their streams get there
 // (a job whose stream is held up holds up no other stream). Each job has its own pair of
