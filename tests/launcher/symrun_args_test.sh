@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Tests of symrun, the local launcher. symrun's command line: usage errors (exit code 2, a
-# reason and the usage), a program that cannot be executed, -np as mpirun users type it, and
-# --output DIR.
+# reason and the usage), a program that cannot be executed, -np as mpirun users type it,
+# --output DIR and --netns LIST.
 # How to run it, and the helpers: symrun_test_lib.sh.
 #
 # The ranks' programs are single-quoted on purpose: the ranks expand their own variables.
 # shellcheck disable=SC2016
 
-CASES=(usage np nodes output)
+CASES=(usage np nodes output netns)
 
 # Runs symrun with the arguments and expects a usage error: exit code 2, a reason and usage.
 expect_usage_error() {
@@ -107,6 +107,46 @@ case_output() {
   expect_grep "^symrun: cannot create $TEST_DIR/file/sub" "$TEST_DIR/err"
   "$SYMRUN" --help >"$TEST_DIR/out" 2>&1
   expect_grep '--output DIR' "$TEST_DIR/out"
+}
+
+# --netns LIST: one namespace a node, node i's ranks in LIST[i]. Usage errors always; a
+# namespace that does not exist fails before any rank starts; where this user can make
+# namespaces (root), each rank is checked to run in its node's, and the namespaces made here
+# are deleted by name.
+case_netns() {
+  local rc r a b
+  expect_usage_error -n 2 --netns a,b true
+  expect_usage_error -n 4 --nodes 2 --netns a true
+  expect_usage_error -n 4 --nodes 2 --netns a,,b true
+  expect_usage_error -n 2 --nodes 2 --netns a,../b true
+  "$SYMRUN" -n 2 --nodes 2 --netns "symcomm-none-$$,symcomm-none-$$" true \
+    >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  expect_rc "$rc" 1 "symrun --netns of a namespace that does not exist"
+  expect_grep "cannot open network namespace symcomm-none-$$" "$TEST_DIR/err"
+  if ! a=$(ip netns add "symcomm-args-a-$$" 2>&1 && echo made); then
+    echo "note: --netns not run into namespaces: cannot make one here ($a)"
+    return 0
+  fi
+  a="symcomm-args-a-$$" b="symcomm-args-b-$$"
+  if ! ip netns add "$b"; then
+    ip netns delete "$a"
+    fail "made namespace $a but not $b"
+  fi
+  "$SYMRUN" -n 4 --nodes 2 --netns "$a,$b" sh -c 'echo "ns $(readlink /proc/self/ns/net)"' \
+    "$TEST_MARK" >"$TEST_DIR/out" 2>"$TEST_DIR/err"
+  rc=$?
+  local want_a want_b
+  want_a=$(ip netns exec "$a" readlink /proc/self/ns/net)
+  want_b=$(ip netns exec "$b" readlink /proc/self/ns/net)
+  ip netns delete "$a"
+  ip netns delete "$b"
+  expect_rc "$rc" 0 "symrun --netns"
+  for r in 0 1 2 3; do
+    local want=$want_a
+    [ "$r" -ge 2 ] && want=$want_b
+    grep -qxF "[$r] ns $want" "$TEST_DIR/out" || fail "rank $r not in its namespace ($want): $(head -c 300 "$TEST_DIR/out")"
+  done
 }
 
 # shellcheck source=symrun_test_lib.sh

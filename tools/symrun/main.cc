@@ -30,8 +30,9 @@ namespace symrun {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: symrun -n N [--nodes K | --ranks-per-node R] [--gpus LIST] [--keep-going]\n"
-    "              [--timeout SEC] [--grace SEC] [--output DIR] [--] PROGRAM [ARGS...]\n"
+    "usage: symrun -n N [--nodes K | --ranks-per-node R] [--netns LIST] [--gpus LIST]\n"
+    "              [--keep-going] [--timeout SEC] [--grace SEC] [--output DIR] [--]\n"
+    "              PROGRAM [ARGS...]\n"
     "\n"
     "Starts N local ranks of PROGRAM (each in its own process group, stdin from /dev/null)\n"
     "with SYMCOMM_RANK, SYMCOMM_NRANKS, SYMCOMM_LOCAL_RANK, SYMCOMM_LOCAL_SIZE and\n"
@@ -45,6 +46,9 @@ constexpr char kUsage[] =
     "                 rank and size within it, so that ranks of different nodes talk over\n"
     "                 the network transport as on separate machines\n"
     "  --ranks-per-node R  the same with R ranks per node (R divides N)\n"
+    "  --netns LIST   comma-separated network namespaces, one a node (with --nodes or\n"
+    "                 --ranks-per-node): node i's ranks join namespace LIST[i] (made by\n"
+    "                 `ip netns add`; needs root) before they start\n"
     "  --gpus LIST    comma-separated device numbers: rank i gets SYMCOMM_DEVICE=LIST[i % len]\n"
     "  --keep-going   let the other ranks run to the end when one fails\n"
     "  --timeout SEC  stop the ranks after SEC seconds and exit 124 (default 0: no limit)\n"
@@ -237,6 +241,17 @@ std::string apply_option(std::string_view name, std::string_view value, Options*
     if (!parse_gpus(value, &opt->gpus)) {
       return "--gpus needs comma-separated non-negative integers, not " + quoted;
     }
+  } else if (name == "--netns") {
+    opt->netns.clear();
+    for (std::string_view rest = value;;) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      if (item.empty() || item == "." || item == ".." || item.find('/') != std::string_view::npos)
+        return "--netns needs comma-separated namespace names, not " + quoted;
+      opt->netns.emplace_back(item);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
   } else if (name == "--output") {
     if (value.empty()) return "--output needs a directory";
     opt->output_dir = value;
@@ -253,7 +268,8 @@ std::string apply_option(std::string_view name, std::string_view value, Options*
 
 bool takes_value(std::string_view name) {
   return name == "-n" || name == "--gpus" || name == "--timeout" || name == "--grace" ||
-         name == "--output" || name == "--nodes" || name == "--ranks-per-node";
+         name == "--output" || name == "--nodes" || name == "--ranks-per-node" ||
+         name == "--netns";
 }
 
 // Returns a usage error, or "" on success. Options end at "--" or at the first non-option, so
@@ -309,13 +325,19 @@ std::string parse_args(int argc, char** argv, Options* opt, bool* help) {
              std::to_string(opt->nranks) + " ranks into equal nodes";
     opt->nodes = opt->nranks / opt->ranks_per_node;
   }
+  if (!opt->netns.empty() && static_cast<int>(opt->netns.size()) != opt->nodes)
+    return "--netns names one namespace a node: " + std::to_string(opt->netns.size()) +
+           " given for " + std::to_string(opt->nodes) + " nodes (--nodes or --ranks-per-node)";
   if (i >= argc) return "missing PROGRAM";
   opt->program_argv = argv + i;
   return "";
 }
 
 bool make_unique_id(std::string* text) {
+  // Loopback, unless the caller chose an address or an interface (ranks in other network
+  // namespaces, --netns, reach the root by an interface's address).
   if (getenv("SYMCOMM_BOOTSTRAP_ADDR") == nullptr &&
+      getenv("SYMCOMM_BOOTSTRAP_IFNAME") == nullptr &&
       setenv("SYMCOMM_BOOTSTRAP_ADDR", "127.0.0.1", 1) != 0) {
     say("cannot set SYMCOMM_BOOTSTRAP_ADDR: " + errno_string(errno));
     return false;

@@ -3,6 +3,7 @@
 // Launcher::spawn_all and Launcher::spawn.
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -147,6 +148,7 @@ struct ChildPlan {
   int stdin_fd;
   int stdout_fd;
   int stderr_fd;
+  int netns_fd;  // a network namespace to join (--netns), or -1
   const char* exec_error_prefix;  // "symrun: cannot execute PROGRAM: "
 };
 
@@ -173,6 +175,8 @@ bool restore_signals_in_child() {
   if (dup2(plan.stdin_fd, STDIN_FILENO) < 0) child_fail(start_error, "dup2: ", errno);
   if (dup2(plan.stdout_fd, STDOUT_FILENO) < 0) child_fail(start_error, "dup2: ", errno);
   if (dup2(plan.stderr_fd, STDERR_FILENO) < 0) child_fail(start_error, "dup2: ", errno);
+  if (plan.netns_fd >= 0 && setns(plan.netns_fd, CLONE_NEWNET) != 0)
+    child_fail(start_error, "setns (--netns): ", errno);
   // The bootstrap root (another thread of symrun) may raise the limit at any time.
   if (g_nofile_saved && setrlimit(RLIMIT_NOFILE, &g_saved_nofile) != 0) {
     child_fail(start_error, "setrlimit: ", errno);
@@ -253,6 +257,20 @@ void Launcher::spawn_all(const std::string& uid) {
     exit_code_ = 1;
     return;
   }
+  for (const std::string& name : opt_.netns) {
+    const std::string path = "/run/netns/" + name;
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      say("cannot open network namespace " + name + " (" + path + ", made by `ip netns add`): " +
+          errno_string(errno));
+      exit_code_ = 1;
+      for (int f : netns_fds_) close(f);
+      netns_fds_.clear();
+      if (close(null_fd) != 0) say("cannot close /dev/null: " + errno_string(errno));
+      return;
+    }
+    netns_fds_.push_back(fd);
+  }
   std::vector<std::string> inherited = inherited_environment(opt_);
   for (int i = 0; i < opt_.nranks; ++i) {
     std::string error = spawn(i, uid, inherited, null_fd);
@@ -263,6 +281,9 @@ void Launcher::spawn_all(const std::string& uid) {
     }
   }
   if (close(null_fd) != 0) say("cannot close /dev/null: " + errno_string(errno));
+  for (int fd : netns_fds_)
+    if (close(fd) != 0) say("cannot close a network namespace: " + errno_string(errno));
+  netns_fds_.clear();
 }
 
 namespace {
@@ -314,6 +335,7 @@ std::string Launcher::spawn(int rank, const std::string& uid,
   std::string exec_error = "symrun: cannot execute " + std::string(opt_.program_argv[0]) + ": ";
   ChildPlan plan{
       opt_.program_argv[0], opt_.program_argv, envp.data(), null_fd, fds[0][1], fds[1][1],
+      netns_fds_.empty() ? -1 : netns_fds_[static_cast<size_t>(rank / opt_.ranks_per_node)],
       exec_error.c_str()};
 
   // Blocked until the child has restored the caller's dispositions: a handler running in the

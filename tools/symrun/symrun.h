@@ -48,6 +48,9 @@ struct Options {
   int nodes = 0;
   int ranks_per_node = 0;
   std::vector<int> gpus;
+  // --netns: node i's ranks join network namespace netns[i] (/run/netns/NAME, as `ip netns
+  // add` makes it) before they start; one name a node.
+  std::vector<std::string> netns;
   bool keep_going = false;
   double timeout_s = 0;
   std::string timeout_text = "0";
@@ -147,6 +150,7 @@ class Launcher {
   const Options& opt_;
   int wake_fd_;
   std::vector<Rank> ranks_;
+  std::vector<int> netns_fds_;  // --netns: the namespaces, open while ranks are started
   std::vector<char> buffer_ = std::vector<char>(kReadChunk);
   int running_ = 0;
   int open_streams_ = 0;
