@@ -21,6 +21,8 @@
 //                      node (no such peer) init succeeds.
 // unknown-provider     SYMCOMM_NET_PROVIDER names no provider: init fails on every rank,
 //                      naming it.
+// unequal-rails        rank 0 has two rails (SYMCOMM_NET_RAILS=lo,lo), the others one: init
+//                      fails on every rank with symcommNotSupported naming both counts.
 //
 // The victim of the dies-* scenarios forks: its child plays the victim and the parent exits
 // 0 once the child is gone, so that symrun's exit code says whether the survivors passed.
@@ -221,6 +223,7 @@ int connection_cut(int rank) {
 
 int init_fails(const std::string& scenario, int rank, int nranks) {
   if (scenario == "no-libfabric") setenv("SYMCOMM_FABRIC_LIBRARY", "/nonexistent/libfabric.so.1", 1);
+  else if (scenario == "unequal-rails") setenv("SYMCOMM_NET_RAILS", rank == 0 ? "lo,lo" : "lo", 1);
   else setenv("SYMCOMM_NET_PROVIDER", "no-such-provider", 1);
   symcommResult_t rc;
   symcommComm_t comm = init(&rc);
@@ -236,6 +239,14 @@ int init_fails(const std::string& scenario, int rank, int nranks) {
     return 0;
   }
   if (comm) return fail(scenario, rank, "init succeeded");
+  if (scenario == "unequal-rails") {
+    if (rc != symcommNotSupported) return fail(scenario, rank, "expected symcommNotSupported");
+    const std::string counts = rank == 0 ? "2 rails here and 1 on rank 1"
+                                         : "1 rails here and 2 on rank 0";
+    if (said.find(counts) == std::string::npos)
+      return fail(scenario, rank, "the error does not say '" + counts + "'");
+    return 0;
+  }
   const std::string named = scenario == "no-libfabric" ? "/nonexistent/libfabric.so.1"
                                                        : "no-such-provider";
   if (said.find(named) == std::string::npos) return fail(scenario, rank, "the error does not name " + named);
@@ -263,9 +274,10 @@ int main(int argc, char** argv) {
     }
     return connection_cut(rank);
   }
-  if (scenario == "no-libfabric" || scenario == "unknown-provider")
+  if (scenario == "no-libfabric" || scenario == "unknown-provider" ||
+      scenario == "unequal-rails")
     return init_fails(scenario, rank, nranks);
   std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|dies-during-coll|"
-                       "connection-cut|no-libfabric|unknown-provider\n");
+                       "connection-cut|no-libfabric|unknown-provider|unequal-rails\n");
   return 2;
 }

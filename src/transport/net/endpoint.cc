@@ -21,6 +21,32 @@ static const StringParam kDomain(
     "the libfabric domain of the net transport: for tcp the interface (lo, eth0); empty: the "
     "provider's first");
 
+static const StringParam kRails(
+    "SYMCOMM_NET_RAILS", "",
+    "comma-separated libfabric domains (for tcp, interfaces) of the net transport's rails: "
+    "an endpoint on each, large transfers striped over them (SYMCOMM_NET_DOMAIN is then "
+    "not used); empty: one rail, SYMCOMM_NET_DOMAIN's");
+static const IntParam kMaxRails("SYMCOMM_NET_MAX_RAILS", "4",
+                                "the most rails of SYMCOMM_NET_RAILS the net transport uses",
+                                1, 16);
+
+std::vector<std::string> net_rail_domains() {
+  const std::string list = kRails.get();
+  if (list.empty()) return {kDomain.get()};
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = list.find(',', at);
+    const std::string item = list.substr(at, comma == std::string::npos ? comma : comma - at);
+    SYMCOMM_REQUIRE(!item.empty(), symcommInvalidArgument,
+                    "SYMCOMM_NET_RAILS='%s' names an empty domain", list.c_str());
+    if (static_cast<int>(out.size()) < kMaxRails.get()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
 namespace {
 
 constexpr size_t kMaxName = 256;  // bytes of an endpoint's address (tcp: a sockaddr)
@@ -36,8 +62,8 @@ fi_info* choose(const FabricLib& lib, const std::string& provider, const std::st
   SYMCOMM_REQUIRE(rc == 0 && found, symcommNotSupported,
                   "no libfabric provider offers what the net transport needs (RMA and messages "
                   "on a reliable-datagram endpoint, delivery-complete writes) with "
-                  "SYMCOMM_NET_PROVIDER='%s' and SYMCOMM_NET_DOMAIN='%s': %s (fi_info -l lists "
-                  "the providers)",
+                  "SYMCOMM_NET_PROVIDER='%s' and domain '%s' (SYMCOMM_NET_DOMAIN or "
+                  "SYMCOMM_NET_RAILS): %s (fi_info -l lists the providers)",
                   provider.c_str(), domain.c_str(),
                   rc ? lib.fi_strerror(-rc) : "no match");
   // The first match; the rest are alternatives we do not use.
@@ -49,12 +75,13 @@ fi_info* choose(const FabricLib& lib, const std::string& provider, const std::st
 
 }  // namespace
 
-FabricEndpoint::FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks)
+FabricEndpoint::FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks,
+                               const std::string& domain)
     : lib_(fabric_lib()), rank_(rank), nranks_(nranks), bootstrap_(bootstrap) {
   Name mine{};
   bootstrap.agree_on([&] {
     try {
-      info_ = choose(lib_, kProvider.get(), kDomain.get());
+      info_ = choose(lib_, kProvider.get(), domain);
       virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
       SYMCOMM_FI(lib_.fi_fabric(info_->fabric_attr, &fabric_, nullptr));
       SYMCOMM_FI(fi_domain(fabric_, info_, &domain_, nullptr));

@@ -24,10 +24,16 @@ struct RemoteRange {
   size_t bytes;   // of the range asked for, how much this region holds
 };
 
+// The domains of the net transport's rails, one endpoint each: SYMCOMM_NET_RAILS where set
+// (at most SYMCOMM_NET_MAX_RAILS of them), else the one of SYMCOMM_NET_DOMAIN ("": the
+// provider's first).
+std::vector<std::string> net_rail_domains();
+
 class FabricEndpoint {
  public:
-  // Collective over the communicator (addresses are exchanged).
-  FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks);
+  // Collective over the communicator (addresses are exchanged). `domain`: as
+  // SYMCOMM_NET_DOMAIN ("": the provider's first).
+  FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks, const std::string& domain);
   ~FabricEndpoint();
 
   // Collective: registers [base, base + bytes), the heap's range at `offset`, and learns

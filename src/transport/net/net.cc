@@ -15,6 +15,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/cuda_runtime_check.h"
 #include "bootstrap/bootstrap.h"
@@ -23,6 +27,7 @@
 #include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
+#include "transport/net/rails/stripes.h"
 #include "transport/net/staging.h"
 #include "transport/stream_jobs.h"
 #include "transport/transport.h"
@@ -62,7 +67,21 @@ class Net final : public Transport {
       : heap_(ctx.heap), rank_(ctx.topology.rank), device_(ctx.topology.device),
         cuda_(ctx.space == symcommSpaceCuda), timeout_ms_(wait_timeout_ms()),
         chunk_(kChunk.get()), eager_max_(kEagerMax.get()), dirty_(static_cast<size_t>(ctx.topology.nranks)) {
-    endpoint_ = std::make_unique<FabricEndpoint>(ctx.bootstrap, rank_, ctx.topology.nranks);
+    std::vector<std::string> domains = net_rail_domains();
+    // Every rank opens as many endpoints (each a collective); the cuda space stages through
+    // the first rail only.
+    if (cuda_ && domains.size() > 1) {
+      SYMCOMM_WARN("net transport: the cuda memory space uses the first of its %zu rails (%s)",
+                   domains.size(), domains[0].c_str());
+      domains.resize(1);
+    }
+    agree_rail_count(ctx.bootstrap, static_cast<int>(domains.size()), ctx.topology.nranks);
+    for (const std::string& d : domains) {
+      rails_.emplace_back();
+      rails_.back().endpoint =
+          std::make_unique<FabricEndpoint>(ctx.bootstrap, rank_, ctx.topology.nranks, d);
+    }
+    endpoint_ = rails_[0].endpoint.get();
     end_.store(heap_.mapped());
     if (cuda_) {
       // GPU memory stays unregistered: peers' data comes through the staging inbox.
@@ -74,48 +93,55 @@ class Net final : public Transport {
       jobs_ = std::make_unique<StreamJobs>(device_, "net");
     } else {
       memory_ = make_host_memory();
-      endpoint_->register_heap_range(heap_.base(), 0, heap_.mapped());
+      for (Rail& r : rails_) r.endpoint->register_heap_range(heap_.base(), 0, heap_.mapped());
     }
     ctx.heap.on_grow([this](char* base, size_t offset, size_t bytes) {
       // Mapped already: peers may write there as soon as any rank's malloc returns, which is
       // after every rank registered it (the registration's exchange).
-      if (!cuda_) endpoint_->register_heap_range(base, offset, bytes);
+      if (!cuda_)
+        for (Rail& r : rails_) r.endpoint->register_heap_range(base, offset, bytes);
       end_.store(offset + bytes);
     });
-    proxy_ = std::make_unique<Proxy>(
-        *endpoint_, rank_,
-        [this](const wire::Header& h, const uint8_t* payload) { return apply(h, payload); },
-        [this](Proxy& proxy, uint64_t data) {
-          if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
-        },
-        cuda_ ? kBusyCuda : kBusyHost);
+    for (Rail& r : rails_)
+      r.proxy = std::make_unique<Proxy>(
+          *r.endpoint, rank_,
+          [this](const wire::Header& h, const uint8_t* payload) { return apply(h, payload); },
+          [this](Proxy& proxy, uint64_t data) {
+            if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
+          },
+          cuda_ ? kBusyCuda : kBusyHost);
+    proxy_ = rails_[0].proxy.get();
+    lanes_.resize(rails_.size());
   }
   ~Net() override {
-    // Jobs first (they use the proxy); then the thread ends, then the endpoint closes
-    // (nothing lands in the proxy's receive buffers or the staging inbox after that), then
+    // Jobs first (they use the proxies); then the threads end, then the endpoints close
+    // (nothing lands in the proxies' receive buffers or the staging inbox after that), then
     // the buffers go.
     jobs_.reset();
-    proxy_->stop();
-    endpoint_.reset();
+    for (Rail& r : rails_) r.proxy->stop();
+    for (Rail& r : rails_) r.endpoint.reset();
     staging_.reset();
-    proxy_.reset();
+    rails_.clear();
   }
 
   const char* name() const override { return "net"; }
 
-  // Collective (every rank opens its net transport): a flush to every peer, answered. The
-  // provider connects to a peer at the first message (tcp;ofi_rxm), which takes both ranks'
-  // progress; made here, within the init's bound (SYMCOMM_BOOTSTRAP_TIMEOUT), it no longer
-  // falls into a call's wait bounded by SYMCOMM_WAIT_TIMEOUT: a first barrier across 4 nodes
-  // on a loaded 2-core machine overran a bound of 150 ms (Rma.EveryComparisonAtItsEdges).
+  // Collective (every rank opens its net transport): a flush to every peer on every rail,
+  // answered. The provider connects to a peer at the first message (tcp;ofi_rxm), which
+  // takes both ranks' progress; made here, within the init's bound
+  // (SYMCOMM_BOOTSTRAP_TIMEOUT), it no longer falls into a call's wait bounded by
+  // SYMCOMM_WAIT_TIMEOUT: a first barrier across 4 nodes on a loaded 2-core machine overran
+  // a bound of 150 ms (Rma.EveryComparisonAtItsEdges).
   void connect(const std::vector<int>& peers) {
-    std::vector<std::shared_ptr<NetOp>> ops;
-    for (int pe : peers) {
-      if (pe == rank_) continue;
-      ops.push_back(Proxy::message(pe, header(wire::Kind::Flush), nullptr, true));
-      proxy_->submit(ops.back());
-    }
-    for (auto& op : ops) proxy_->wait(*op, bootstrap_timeout_ms(), "connecting");
+    std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
+    for (Rail& rail : rails_)
+      for (int pe : peers) {
+        if (pe == rank_) continue;
+        ops.emplace_back(rail.proxy.get(),
+                         Proxy::message(pe, header(wire::Kind::Flush), nullptr, true));
+        rail.proxy->submit(ops.back().second);
+      }
+    for (auto& [proxy, op] : ops) proxy->wait(*op, bootstrap_timeout_ms(), "connecting");
   }
 
   void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
@@ -203,7 +229,7 @@ class Net final : public Transport {
   void abort() override {
     const char* why = "the communicator was aborted (a peer was lost)";
     if (jobs_) jobs_->abort(why);
-    proxy_->abort(why);
+    for (Rail& r : rails_) r.proxy->abort(why);
   }
 
  private:
@@ -228,14 +254,37 @@ class Net final : public Transport {
     return h;
   }
 
+  // Host space: a write or read of `bytes` between `local` and heap offset `offset` of `pe`,
+  // complete when it returns. With several rails, striped over them (rails/stripes.h): each
+  // rail's piece is an operation of its rail's proxy, and all are waited for, so a message
+  // sent after it (a signal) finds every piece landed, whichever rail it goes by.
   void transfer(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes) {
     if (!bytes) return;
+    std::vector<rails::Piece> pieces{rails::Piece{0, 0, bytes}};
+    if (rails_.size() > 1) {
+      std::lock_guard<std::mutex> lock(stripe_mutex_);
+      pieces = striper_.plan(bytes, lanes_);
+    }
+    std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
+    for (const rails::Piece& p : pieces) {
+      Rail& rail = rails_[static_cast<size_t>(p.lane)];
+      ops.emplace_back(rail.proxy.get(), op_of(*rail.endpoint, type, pe, offset + p.offset,
+                                               static_cast<char*>(local) + p.offset, p.bytes));
+      rail.proxy->submit(ops.back().second);
+    }
+    // A small transfer is a round trip: the caller drives it (Proxy::wait).
+    for (auto& [proxy, op] : ops)
+      proxy->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get",
+                  /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
+  }
+  // One rail's operation: the range split at registered regions and at the chunk size.
+  std::shared_ptr<NetOp> op_of(const FabricEndpoint& ep, NetOp::Type type, int pe,
+                               size_t offset, char* at, size_t bytes) const {
     auto op = std::make_shared<NetOp>();
     op->type = type;
     op->pe = pe;
-    char* at = static_cast<char*>(local);
     while (bytes) {
-      RemoteRange r = endpoint_->remote(pe, offset, bytes);
+      RemoteRange r = ep.remote(pe, offset, bytes);
       for (size_t done = 0; done < r.bytes;) {
         const size_t piece = std::min(chunk_, r.bytes - done);
         op->parts.push_back(Posted{{}, op.get(), at + done, piece, r.addr + done, r.key, 0});
@@ -244,10 +293,17 @@ class Net final : public Transport {
       at += r.bytes, offset += r.bytes, bytes -= r.bytes;
     }
     op->outstanding = static_cast<int>(op->parts.size());
-    proxy_->submit(op);
-    // A small transfer is a round trip: the caller drives it (Proxy::wait).
-    proxy_->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get",
-                 /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
+    return op;
+  }
+  // Every rank must open as many rails: their endpoints' exchanges are collective.
+  static void agree_rail_count(Bootstrap& bootstrap, int mine, int nranks) {
+    std::vector<int> all(static_cast<size_t>(nranks));
+    bootstrap.allgather(&mine, sizeof mine, all.data());
+    for (int r = 0; r < nranks; ++r)
+      SYMCOMM_REQUIRE(all[static_cast<size_t>(r)] == mine, symcommNotSupported,
+                      "the net transport has %d rails here and %d on rank %d "
+                      "(SYMCOMM_NET_RAILS): ranks with unequal rail counts are not supported "
+                      "yet", mine, all[static_cast<size_t>(r)], r);
   }
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
@@ -312,11 +368,19 @@ class Net final : public Transport {
   size_t eager_max_;  // SYMCOMM_NET_EAGER_MAX
   std::atomic<size_t> end_{0};  // of the heap as registered: what peers may address
   std::vector<std::atomic<bool>> dirty_;  // [pe]: a message went there since the last quiet
-  std::unique_ptr<FabricEndpoint> endpoint_;
+  struct Rail {  // the endpoint closes before its proxy goes (Proxy::stop)
+    std::unique_ptr<Proxy> proxy;
+    std::unique_ptr<FabricEndpoint> endpoint;
+  };
+  std::vector<Rail> rails_;       // one endpoint and proxy a rail (net_rail_domains())
+  FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
+  Proxy* proxy_ = nullptr;              // rail 0's
+  std::mutex stripe_mutex_;
+  rails::Striper striper_{rails::StripePolicy{}};          // under stripe_mutex_
+  std::vector<rails::LaneState> lanes_;  // [rail]: every rail up, rates not measured yet
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
-  std::unique_ptr<Proxy> proxy_;
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
 };
 
