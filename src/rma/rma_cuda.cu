@@ -437,7 +437,6 @@ class CudaRma final : public RmaBackend {
   char** peer_base_ = nullptr;
   std::vector<char*> windows_;  // peer_base_ on the host
   uint64_t* epochs_ = nullptr;
-  // [team]: barriers of teams with members on other nodes, counted here (barrier_mixed_kernel)
   cudaStream_t reset_stream_ = nullptr;  // clear() and reset_epoch()
   char* base_ = nullptr;
   int copy_blocks_ = 32;

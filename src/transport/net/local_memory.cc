@@ -50,12 +50,14 @@ class CudaMemory final : public LocalMemory {
   void write(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void read(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void write_message(void* dst, const void* src, size_t bytes) override {
-    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes", bytes);
+    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
+                    bytes);
     std::memcpy(in_, src, bytes);
     copy(dst, in_, bytes);
   }
   void read_message(void* dst, const void* src, size_t bytes) override {
-    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes", bytes);
+    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
+                    bytes);
     copy(out_, src, bytes);
     std::memcpy(dst, out_, bytes);
   }

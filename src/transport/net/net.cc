@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "base/cuda_runtime_check.h"
-#include "bootstrap/bootstrap.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "rma/wait.h"
 #include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
@@ -66,7 +66,8 @@ class Net final : public Transport {
   Net(TransportContext& ctx)
       : heap_(ctx.heap), rank_(ctx.topology.rank), device_(ctx.topology.device),
         cuda_(ctx.space == symcommSpaceCuda), timeout_ms_(wait_timeout_ms()),
-        chunk_(kChunk.get()), eager_max_(kEagerMax.get()), dirty_(static_cast<size_t>(ctx.topology.nranks)) {
+        chunk_(kChunk.get()), eager_max_(kEagerMax.get()),
+        dirty_(static_cast<size_t>(ctx.topology.nranks)) {
     std::vector<std::string> domains = net_rail_domains();
     // Every rank opens as many endpoints (each a collective); the cuda space stages through
     // the first rail only.

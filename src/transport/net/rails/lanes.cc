@@ -13,7 +13,8 @@ std::vector<Lane> lanes(int my_rank, int local_rails, int remote_rails) {
   const int n = std::max(local_rails, remote_rails);
   std::vector<Lane> out(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
-    out[static_cast<size_t>(i)] = Lane{i % local_rails, (i + my_rank % remote_rails) % remote_rails};
+    out[static_cast<size_t>(i)] =
+        Lane{i % local_rails, (i + my_rank % remote_rails) % remote_rails};
   return out;
 }
 
