@@ -28,7 +28,7 @@
   X(cuKernelGetLibrary) X(cuLibraryGetKernelCount) X(cuLibraryEnumerateKernels)  \
   X(cuKernelGetFunction) X(cuKernelGetName) X(cuFuncLoad) X(cuFuncIsLoaded)      \
   X(cuFuncGetName) X(cuLibraryGetModule) X(cuModuleGetFunctionCount)             \
-  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode)
+  X(cuModuleEnumerateFunctions) X(cuModuleGetLoadingMode) X(cuStreamBatchMemOp)
 
 namespace symcomm {
 

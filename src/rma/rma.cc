@@ -19,6 +19,8 @@ Rma::Rma(Bootstrap& bootstrap, const Topology& topology, Heap& heap,
   transports_ = std::make_unique<Transports>(
       TransportContext{bootstrap, topology, heap, registrations, space, *backend_});
   backend_->set_progress([t = transports_.get()] { t->progress(); });
+  // Word r of a team's slot array counts member r's barriers: member r alone changes it.
+  transports_->single_writer_words(area_, RmaLayout::area_bytes(n));
   peer_slots_.resize(SYMCOMM_MAX_TEAMS);
   for (symcommTeam_t id = 0; id < SYMCOMM_MAX_TEAMS; ++id)
     for (int r = 0; r < n; ++r)

@@ -9,6 +9,7 @@
 #include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
 #include "base/thread_guard.h"
+#include "transport/trace.h"
 
 namespace symcomm {
 
@@ -273,6 +274,11 @@ void StreamJobs::run() {
     polling_since = Clock::now();
     nap = std::chrono::microseconds(10);
     thread_fault_point("stream jobs");
+    if (trace::enabled()) {
+      const double d = trace::since("signal applied");
+      if (d >= 0) trace::add("signal applied -> job", d);
+    }
+    trace::Scope t("job");
     try {
       job.work();
     } catch (const Error& e) {

@@ -93,6 +93,14 @@ class Transport {
   virtual void quiet(symcommStream_t stream) = 0;
   // The communicator lost a peer: operations in flight end with symcommPeerLost.
   virtual void abort() {}
+  // Declares words of this rank's heap that only one rank ever changes by signals, each its
+  // own (a barrier's count of one member's arrivals; hier's syncs): the net transport may
+  // then apply an add to one of them in GPU memory as a read and a write, without a kernel
+  // (gpu_landing.h says why a kernel of its own is slow there). Collective layers call it
+  // once for the words they allocate; they live as long as the communicator.
+  virtual void single_writer_words(const void* base, size_t bytes) {
+    static_cast<void>(base), static_cast<void>(bytes);
+  }
   // Handles, on the calling thread, what has arrived for this rank, where that takes no wait
   // (another thread handling it already: nothing). A host-space wait on a word that a peer's
   // message sets calls it as it spins, so the message is applied by the thread that waits
@@ -133,6 +141,8 @@ class Transports {
   void abort();
   // Transport::progress of each open transport.
   void progress();
+  // Transport::single_writer_words of each open transport.
+  void single_writer_words(const void* base, size_t bytes);
 
  private:
   std::vector<std::unique_ptr<Transport>> open_;

@@ -74,4 +74,8 @@ void Transports::progress() {
   for (auto& t : open_) t->progress();
 }
 
+void Transports::single_writer_words(const void* base, size_t bytes) {
+  for (auto& t : open_) t->single_writer_words(base, bytes);
+}
+
 }  // namespace symcomm

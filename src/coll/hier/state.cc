@@ -17,6 +17,9 @@ State::State(CollContext& ctx) : nranks_(ctx.topology().nranks), rank_(ctx.topol
   words_ = static_cast<uint64_t*>(ctx.heap().malloc_internal(words_bytes(nranks_)));
   RmaBackend& backend = ctx.backend();
   backend.clear(words_, words_bytes(nranks_));
+  // Word `from` of a group counts rank `from`'s arrivals: that rank alone changes it.
+  ctx.rma().transports().single_writer_words(
+      words_, SYMCOMM_MAX_TEAMS * kKinds * static_cast<size_t>(nranks_) * sizeof(uint64_t));
   // A new team on an id: its words and counts from zero, cleared on every rank before any
   // member's first call on it (Rma::start_team's barrier).
   ctx.rma().on_team_start([this, &backend](symcommTeam_t id) {

@@ -3,10 +3,16 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
+#include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
 #include "transport/net/copy_context.h"
+#include "transport/net/gpu_landing.h"
 #include "transport/net/wire.h"
+#include "transport/trace.h"
 
 namespace symcomm {
 
@@ -33,52 +39,98 @@ class CudaMemory final : public LocalMemory {
     // Of the transport's own context, and non-blocking: the copies must not wait for the
     // application's streams, which wait for them (a barrier's arrival, a signal).
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    start_on_copy_engine(stream_);
     for (char** p : {&in_, &out_}) {
       void* b = nullptr;
       SYMCOMM_CUDART(cudaHostAlloc(&b, wire::kEagerMax, cudaHostAllocPortable));
       *p = static_cast<char*>(b);
     }
+    void* w = nullptr;
+    SYMCOMM_CUDART(cudaHostAlloc(&w, sizeof(uint64_t), cudaHostAllocPortable));
+    read_word_ = static_cast<uint64_t*>(w);
   }
   ~CudaMemory() override {
     try {
       ContextScope guard(context_.get(), context_.device());  // the stream's
-      for (cudaError_t e : {cudaStreamDestroy(stream_), cudaFreeHost(in_), cudaFreeHost(out_)})
+      for (cudaError_t e : {cudaStreamDestroy(stream_), cudaFreeHost(in_), cudaFreeHost(out_),
+                            cudaFreeHost(read_word_)})
         if (e != cudaSuccess) static_cast<void>(cudaGetLastError());
     } catch (const Error&) {
     }
   }
-  void write(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void write(void* dst, const void* src, size_t bytes) override { land(dst, src, bytes); }
   void read(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void write_message(void* dst, const void* src, size_t bytes) override {
     SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
                     bytes);
     std::memcpy(in_, src, bytes);
-    copy(dst, in_, bytes);
+    land(dst, in_, bytes);
   }
   void read_message(void* dst, const void* src, size_t bytes) override {
+    trace::Scope t("gpu read_message");
     SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
                     bytes);
     copy(out_, src, bytes);
     std::memcpy(dst, out_, bytes);
   }
   void signal(uint64_t* word, uint64_t value, symcommSignalOp_t op) override {
+    trace::Scope t("gpu signal");
     ContextScope guard(context_.get(), context_.device());
-    mover_.signal(word, value, op, stream_);
+    if (op == symcommSignalAdd && single_writer(word)) {
+      // Nobody else changes the word: its value plus `value`, read and written without a
+      // kernel of this context's, which would wait out an application kernel's time slice.
+      SYMCOMM_CUDART(cudaMemcpyAsync(read_word_, word, sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                     stream_));
+      SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+      op = symcommSignalSet;
+      value += *read_word_;
+    }
+    if (op == symcommSignalSet) {
+      // The default flags put a memory barrier before the write: what landed before is visible
+      // first.
+      SYMCOMM_CU(drv_, cuStreamWriteValue64(static_cast<CUstream>(stream_),
+                                            reinterpret_cast<CUdeviceptr>(word), value,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT));
+    } else {
+      mover_.signal(word, value, op, stream_);  // a kernel: atomic with the GPU's own adds
+    }
     SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+  }
+  void single_writer_words(const void* base, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(ranges_mutex_);
+    const auto b = reinterpret_cast<uintptr_t>(base);
+    ranges_.emplace_back(b, b + bytes);
   }
 
  private:
+  bool single_writer(const uint64_t* word) {
+    const auto w = reinterpret_cast<uintptr_t>(word);
+    std::lock_guard<std::mutex> lock(ranges_mutex_);
+    for (const auto& [b, e] : ranges_)
+      if (w >= b && w + sizeof(uint64_t) <= e) return true;
+    return false;
+  }
+  void land(void* dst, const void* src, size_t bytes) {
+    trace::Scope t("gpu land");
+    ContextScope guard(context_.get(), context_.device());
+    land_on_gpu(drv_, dst, src, bytes, stream_);
+    SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+  }
   void copy(void* dst, const void* src, size_t bytes) {
     ContextScope guard(context_.get(), context_.device());
     SYMCOMM_CUDART(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
     SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
   }
 
+  const CudaDriver& drv_ = cuda_driver();
   const CopyContext& context_;
   LoadStoreMover& mover_;
   cudaStream_t stream_ = nullptr;
   char* in_ = nullptr;   // pinned: write_message's (the proxy's)
   char* out_ = nullptr;  // pinned: read_message's (the stream worker's)
+  uint64_t* read_word_ = nullptr;  // pinned: signal's (the proxy's)
+  std::mutex ranges_mutex_;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges_;  // single_writer_words
 };
 
 }  // namespace

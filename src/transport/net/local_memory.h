@@ -1,7 +1,9 @@
 // How the net transport's proxy touches this rank's memory when a peer's message asks it to:
-// the host space copies with memcpy and updates words with CPU atomics; the cuda space copies
-// with the copy engines on a stream of the proxy's and updates signal words through the
-// space's mover (rma), atomically with what the GPU's kernels do to them.
+// the host space copies with memcpy and updates words with CPU atomics; the cuda space writes
+// with copy engines and stream memory operations on a stream of the proxy's (gpu_landing.h),
+// sets signal words with cuStreamWriteValue64, and adds to them with the space's mover (rma),
+// atomically with what the GPU's kernels do to them, or, for words with a single writer, as a
+// read and a write.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +32,11 @@ class LocalMemory {
   virtual void read_message(void* dst, const void* src, size_t bytes) = 0;
   // Release: what was written before is visible to whoever sees the new value.
   virtual void signal(uint64_t* word, uint64_t value, symcommSignalOp_t op) = 0;
+  // Transport::single_writer_words: an add to one of these words need not be atomic with
+  // other writers' (there are none), only with this rank's own earlier ones.
+  virtual void single_writer_words(const void* base, size_t bytes) {
+    static_cast<void>(base), static_cast<void>(bytes);
+  }
   // Whether host-side atomics (fetch-add, compare-swap) reach this memory: the host space only.
   virtual bool atomics() const { return false; }
 };

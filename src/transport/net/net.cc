@@ -30,6 +30,7 @@
 #include "transport/net/rails/stripes.h"
 #include "transport/net/staging.h"
 #include "transport/stream_jobs.h"
+#include "transport/trace.h"
 #include "transport/transport.h"
 
 namespace symcomm {
@@ -224,6 +225,10 @@ class Net final : public Transport {
     if (cuda_) return jobs_->enqueue(stream, [this] { flush(); });
     flush();
   }
+  void single_writer_words(const void* base, size_t bytes) override {
+    memory_->single_writer_words(base, bytes);
+  }
+
   void progress() override {
     // (cuda-space waits run on the GPU.) Every rail: a write that lands here completes at its
     // sender once this side's endpoint has progressed (tcp's progress is manual), and a rail's
@@ -344,6 +349,7 @@ class Net final : public Transport {
         [[fallthrough]];
       case wire::Kind::Signal:
         if (uint64_t* w = word()) memory_->signal(w, h.a, static_cast<symcommSignalOp_t>(h.op));
+        trace::mark("signal applied");
         return 0;
       case wire::Kind::Stage:
         return staging_ ? staging_->on_stage(h, *memory_) : 1;

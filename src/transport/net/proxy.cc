@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/thread_guard.h"
+#include "transport/trace.h"
 
 namespace symcomm {
 
@@ -340,7 +341,10 @@ void Proxy::run() {
     }
     // Idle: sleep, longer each time, until a caller hands over work.
     std::unique_lock<std::mutex> lock(submit_mutex_);
-    if (submitted_.empty() && !stop_.load() && !aborted_.load()) wake_.wait_for(lock, nap);
+    if (submitted_.empty() && !stop_.load() && !aborted_.load()) {
+      if (trace::enabled()) trace::add("proxy nap", static_cast<double>(nap.count()));
+      wake_.wait_for(lock, nap);
+    }
     nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kLongestNap));
   }
 }

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
 #include "base/log.h"
+#include "transport/net/gpu_landing.h"
 
 namespace symcomm {
 
@@ -40,6 +42,7 @@ Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, const CopyC
     cudaStream_t s = nullptr;
     SYMCOMM_CUDART(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     stream_ = s;
+    start_on_copy_engine(stream_);
   }
   ep_.register_heap_range(inbox_, kStagingOffset, inbox_bytes);
 }
@@ -123,6 +126,11 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
 void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
   ContextScope guard(context_.get(), device_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
+  // GPU memory is written by land_on_gpu; a host buffer by a copy.
+  cudaPointerAttributes attr{};
+  const bool to_gpu = cudaPointerGetAttributes(&attr, dst) == cudaSuccess &&
+                      attr.type == cudaMemoryTypeDevice;
+  static_cast<void>(cudaGetLastError());
   try {
     for (size_t done = 0; done < bytes;) {
       // Up to kSlots chunks at a time: the target stages them, this rank reads them, copies
@@ -172,8 +180,14 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         auto& op = pending[static_cast<size_t>(s)];
         proxy.wait(*op, timeout_ms_, "a get");
         op.reset();
-        SYMCOMM_CUDART(cudaMemcpyAsync(static_cast<char*>(dst) + done, outbox_slot(s) + kHeader,
-                                       pieces[s], cudaMemcpyDefault, as_stream(stream_)));
+        if (to_gpu) {
+          land_on_gpu(cuda_driver(), static_cast<char*>(dst) + done, outbox_slot(s) + kHeader,
+                      pieces[s], stream_);
+        } else {
+          SYMCOMM_CUDART(cudaMemcpyAsync(static_cast<char*>(dst) + done,
+                                         outbox_slot(s) + kHeader, pieces[s], cudaMemcpyDefault,
+                                         as_stream(stream_)));
+        }
         done += pieces[s];
       }
       SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(stream_)));

@@ -1,0 +1,109 @@
+#include "transport/net/gpu_landing.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/cuda_driver.h"
+#include "base/cuda_runtime_check.h"
+
+namespace symcomm {
+
+namespace {
+
+// cuStreamBatchMemOp takes fewer than 256 operations at a time.
+constexpr unsigned kBatch = 255;
+
+class Batch {
+ public:
+  Batch(const CudaDriver& drv, CUstream stream) : drv_(drv), stream_(stream) {}
+  // One word of `size` 4 or 8 bytes at `at`, its value read from `from` now.
+  void write(uintptr_t at, const char* from, size_t size) {
+    CUstreamBatchMemOpParams& p = next();
+    p.writeValue.address = static_cast<CUdeviceptr>(at);
+    if (size == 8) {
+      p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      std::memcpy(&p.writeValue.value64, from, 8);
+    } else {
+      p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+      std::memcpy(&p.writeValue.value, from, 4);
+    }
+  }
+  void flush() {
+    if (n_ == 0) return;
+    SYMCOMM_CU(drv_, cuStreamBatchMemOp(stream_, n_, ops_, 0));
+    n_ = 0;
+  }
+
+ private:
+  CUstreamBatchMemOpParams& next() {
+    if (n_ == kBatch) flush();
+    CUstreamBatchMemOpParams& p = ops_[n_++];
+    std::memset(&p, 0, sizeof p);
+    p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+    return p;
+  }
+  const CudaDriver& drv_;
+  CUstream stream_;
+  CUstreamBatchMemOpParams ops_[kBatch];
+  unsigned n_ = 0;
+};
+
+void copy(void* dst, const void* src, size_t bytes, void* stream) {
+  SYMCOMM_CUDART(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                 static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace
+
+void start_on_copy_engine(void* stream) {
+  void* host = nullptr;
+  void* device = nullptr;
+  SYMCOMM_CUDART(cudaHostAlloc(&host, kCopyEngineMinBytes, cudaHostAllocPortable));
+  cudaError_t e = cudaMalloc(&device, kCopyEngineMinBytes);
+  if (e == cudaSuccess) {
+    std::memset(host, 0, kCopyEngineMinBytes);
+    e = cudaMemcpyAsync(device, host, kCopyEngineMinBytes, cudaMemcpyHostToDevice,
+                        static_cast<cudaStream_t>(stream));
+    if (e == cudaSuccess) e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  }
+  if (device) static_cast<void>(cudaFree(device));
+  static_cast<void>(cudaFreeHost(host));
+  SYMCOMM_CUDART(e);
+}
+
+void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (bytes > kMemopMaxBytes) {
+    copy(dst, src, bytes, stream);
+    return;
+  }
+  auto at = reinterpret_cast<uintptr_t>(dst);
+  const char* from = static_cast<const char*>(src);
+  const uintptr_t end = at + bytes;
+  // Bytes before the first aligned word, and after the last one, share their word with memory
+  // this piece does not cover: they go as a copy, which writes only them.
+  const uintptr_t first = (at + 3) & ~uintptr_t{3};
+  const uintptr_t last = end & ~uintptr_t{3};
+  if (first >= last) {
+    copy(dst, src, bytes, stream);
+    return;
+  }
+  if (first > at) copy(dst, from, first - at, stream);
+  Batch batch(drv, static_cast<CUstream>(stream));
+  uintptr_t p = first;
+  if (p % 8 != 0 && p + 4 <= last) {
+    batch.write(p, from + (p - at), 4);
+    p += 4;
+  }
+  for (; p + 8 <= last; p += 8) batch.write(p, from + (p - at), 8);
+  if (p < last) {
+    batch.write(p, from + (p - at), 4);
+    p += 4;
+  }
+  batch.flush();
+  if (end > last) copy(reinterpret_cast<void*>(last), from + (last - at), end - last, stream);
+}
+
+}  // namespace symcomm

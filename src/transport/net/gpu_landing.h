@@ -1,0 +1,49 @@
+// How the net transport's own threads write small pieces into GPU memory: with work the GPU
+// does not time-slice against the application's kernels.
+//
+// The proxy and the stream worker work in a CUDA context of their own (copy_context.h). The GPU
+// runs one context's compute work at a time and switches contexts by time slices, so while a
+// kernel of the application's spins (an on-stream signal wait, a barrier, a user kernel that
+// polls), work of the transport's context that needs the compute engine waits for the slice to
+// end: about 2.4 ms on an H200. Measured (tools/probe/ctx_slices.cu, H200, driver 580): a
+// host-to-device copy below 32 KiB, a device-to-device copy, a memset and a kernel all took
+// 2377 us there against 6-11 us on an idle GPU; copies of 32 KiB and more (copy engines),
+// device-to-host copies, and stream memory operations (cuStreamWriteValue32/64) took 7-28 us
+// either way. A copy through cuMemcpyBatchAsync with CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE
+// was as slow as a plain one. So a small piece goes as stream memory operations that write its
+// words; only the bytes of a piece that do not fill an aligned 4-byte word go as a copy.
+//
+// Each operation carries a memory barrier (the v2 API has no flag to leave it out): on 2 H200
+// as 2 nodes an 8-byte put-signal took 45 us one way, a 64-byte one 57 us and a 4 KiB one
+// 441 us (about 0.8 us a word), against 2.1-2.3 ms before. A piece of up to kMemopMaxBytes
+// goes as operations; a larger one, below kCopyEngineMinBytes, as a copy: 8-12 us on an idle
+// GPU, a time slice beside a spinning kernel.
+#pragma once
+
+#include <cstddef>
+
+namespace symcomm {
+
+struct CudaDriver;
+
+// Host-to-device copies of at least this many bytes run on a copy engine.
+constexpr size_t kCopyEngineMinBytes = 32 << 10;
+// Pieces of at most this many bytes are written by stream memory operations.
+constexpr size_t kMemopMaxBytes = 4 << 10;
+
+// Starts a new stream of the transport's context (current) with a copy of kCopyEngineMinBytes
+// to the GPU, and waits for it. What a stream does first decides, it seems, where the driver
+// runs its later work: on 2 H200 as 2 nodes, the rank whose proxy stream first read 8 bytes
+// from the GPU and then wrote by stream memory operations took 2046 us a landing and 2100 us
+// a signal beside a spinning wait kernel (an 8-byte put-signal: 2.1 ms one way), while the
+// rank whose stream began with a large landing took 12.7 and 7.0 us; a run that began with a
+// 32 KiB put-signal was fast on both ranks from then on (SYMCOMM_TRANSPORT_TRACE=1,
+// symcomm-bench net). Every stream the proxy or the worker lands with begins this way.
+void start_on_copy_engine(void* stream);
+
+// Writes `bytes` of pinned host memory `src` to GPU memory `dst`, in order on `stream` (a
+// cudaStream_t of the transport's context, current). The caller synchronises the stream. Words
+// written by stream memory operations take their values when this is called.
+void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* stream);
+
+}  // namespace symcomm
