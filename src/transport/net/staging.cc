@@ -82,12 +82,6 @@ void Staging::drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops) {
     }
 }
 
-size_t Staging::piece_bytes(size_t bytes) const {
-  constexpr size_t kAlign = 4096;
-  const size_t even = (bytes / kSlots + kAlign - 1) / kAlign * kAlign;  // kSlots pieces
-  return std::min(chunk_, std::max(even, kCopyEngineMinBytes));
-}
-
 void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes) {
   ContextScope guard(context_.get(), device_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
@@ -100,7 +94,7 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
   try {
     size_t k = 0;
     for (size_t done = 0; done < bytes; ++k) {
-      const size_t piece = std::min(piece_bytes(bytes), bytes - done);
+      const size_t piece = std::min(chunk_, bytes - done);
       const int s = static_cast<int>(k % kSlots);
       if (pending[static_cast<size_t>(s)]) finish(pending[static_cast<size_t>(s)]);
       char* slot = outbox_slot(s);
@@ -144,7 +138,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
       size_t pieces[kSlots] = {};
       int n = 0;
       for (size_t at = done; n < kSlots && at < bytes; ++n) {
-        pieces[n] = std::min(piece_bytes(bytes), bytes - at);
+        pieces[n] = std::min(chunk_, bytes - at);
         auto op = std::make_shared<NetOp>();
         op->type = NetOp::Type::Send;
         op->pe = pe;

@@ -61,10 +61,6 @@ class Staging {
     uint64_t offset, bytes, ticket;
   };
   size_t slot_bytes() const { return kHeader + chunk_; }
-  // The pieces a transfer of `bytes` goes in: chunks, or, where that leaves fewer pieces than
-  // slots, smaller pieces (down to kCopyEngineMinBytes, which still land on a copy engine) so
-  // that copying out, the write and landing overlap.
-  size_t piece_bytes(size_t bytes) const;
   // Of `target`'s inbox: where the slots of `source` begin.
   size_t inbox_offset(int target, int source, int slot) const;
   char* inbox_slot(int source, int slot) const { return inbox_ + inbox_offset(rank_, source, slot); }
