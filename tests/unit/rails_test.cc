@@ -133,6 +133,51 @@ TEST(RailStripes, SharesFollowTheRatesAndASlowLaneLeaves) {
   for (const Piece& x : p) EXPECT_EQ(x.bytes, bytes / 4);
 }
 
+TEST(RailStripes, RatesAreMeasuredFromTransfersOfAtLeast64KiB) {
+  LaneState lane;
+  observe_rate(lane, kRateSampleMin - 1, 1e-3);  // latency, not rate: ignored
+  EXPECT_EQ(lane.rate, 0);
+  observe_rate(lane, kRateSampleMin, 0);  // no time: ignored
+  EXPECT_EQ(lane.rate, 0);
+  observe_rate(lane, 1 << 20, 1e-3);  // the first sets it
+  EXPECT_DOUBLE_EQ(lane.rate, (1 << 20) / 1e-3);
+  observe_rate(lane, 1 << 20, 2e-3);  // then a quarter of each
+  EXPECT_DOUBLE_EQ(lane.rate, 0.75 * (1 << 20) / 1e-3 + 0.25 * (1 << 20) / 2e-3);
+}
+
+// Lanes of true rates `truth` (bytes per second), each piece taking its bytes over its lane's
+// rate: after `rounds` striped operations of `bytes`, measured as the transport does, how
+// long the last took against the ideal (every lane busy until the same moment).
+double striped_time_over_ideal(const std::vector<double>& truth, int rounds, size_t bytes,
+                               std::vector<LaneState>* lanes_out) {
+  Striper striper(StripePolicy{4096, 128, 4});
+  std::vector<LaneState> lanes(truth.size());
+  double last = 0;
+  for (int r = 0; r < rounds; ++r) {
+    last = 0;
+    for (const Piece& p : striper.plan(bytes, lanes)) {
+      const double t = static_cast<double>(p.bytes) / truth[static_cast<size_t>(p.lane)];
+      observe_rate(lanes[static_cast<size_t>(p.lane)], p.bytes, t);
+      last = std::max(last, t);
+    }
+  }
+  *lanes_out = lanes;
+  const double sum = std::accumulate(truth.begin(), truth.end(), 0.0);
+  return last / (static_cast<double>(bytes) / sum);
+}
+
+TEST(RailStripes, MeasuredRatesBalanceTheStripes) {
+  std::vector<LaneState> lanes;
+  // 4 lanes, one half as fast: after a few operations every lane finishes together.
+  EXPECT_LT(striped_time_over_ideal({1e8, 1e8, 1e8, 5e7}, 8, size_t{16} << 20, &lanes), 1.02);
+  // One 5x slower than the others (beyond the factor 4): it leaves the set, the others share
+  // alike; against the sum of all four rates, the time is 3.2 / 3.
+  const double t = striped_time_over_ideal({1e8, 1e8, 1e8, 2e7}, 8, size_t{16} << 20, &lanes);
+  EXPECT_NEAR(t, 3.2 / 3.0, 0.01);
+  Striper striper(StripePolicy{4096, 128, 4});
+  EXPECT_EQ(striper.stripe_set(lanes), (std::vector<int>{0, 1, 2}));
+}
+
 TEST(RailStripes, NoLaneUpFailsWithPeerLost) {
   Striper striper(StripePolicy{});
   std::vector<LaneState> lanes(2);

@@ -45,6 +45,17 @@ static const SizeParam kEagerMax(
     "put-signals up to this size go to a peer on another node as one message that its proxy "
     "applies; larger ones (all, at 0) as a put and a signal", 0, wire::kEagerMax);
 
+static const SizeParam kStripeMin(
+    "SYMCOMM_NET_STRIPE_MIN", "1M",
+    "with several rails (SYMCOMM_NET_RAILS), transfers from this size on are striped over the "
+    "rails, weighted by each rail's measured rate; smaller ones go whole, on the rails in turn "
+    "(above the largest transfer: every one whole, NVSHMEM's rule)", 4096);
+
+static const IntParam kSlowRail(
+    "SYMCOMM_NET_SLOW_RAIL", "4",
+    "a rail this many times slower than the fastest (as measured) leaves the stripe set", 1,
+    1000000);
+
 static const BoolParam kConnectAtInit(
     "SYMCOMM_NET_CONNECT_AT_INIT", "1",
     "1: the net transport connects to every peer of another node when the communicator is "
@@ -277,6 +288,7 @@ class Net final : public Transport {
       pieces = striper_.plan(bytes, lanes_);
     }
     std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
+    const auto start = std::chrono::steady_clock::now();
     for (const rails::Piece& p : pieces) {
       Rail& rail = rails_[static_cast<size_t>(p.lane)];
       ops.emplace_back(rail.proxy.get(), op_of(*rail.endpoint, type, pe, offset + p.offset,
@@ -287,6 +299,13 @@ class Net final : public Transport {
     for (auto& [proxy, op] : ops)
       proxy->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get",
                   /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
+    if (rails_.size() > 1) {
+      // Each rail's rate, from the time its piece took: the next stripes weigh by it.
+      std::lock_guard<std::mutex> lock(stripe_mutex_);
+      for (size_t k = 0; k < pieces.size(); ++k)
+        rails::observe_rate(lanes_[static_cast<size_t>(pieces[k].lane)], pieces[k].bytes,
+                            std::chrono::duration<double>(ops[k].second->done_at - start).count());
+    }
   }
   // One rail's operation: the range split at registered regions and at the chunk size.
   std::shared_ptr<NetOp> op_of(const FabricEndpoint& ep, NetOp::Type type, int pe,
@@ -391,8 +410,9 @@ class Net final : public Transport {
   // Transfers from 1 MiB on are striped; smaller ones go whole, on the rails in turn. On 2
   // rails shaped to 1 Gbit/s, 64 KiB puts striped in halves ran at 0.34x one rail (two
   // proxies and the caller contending for 2 cores), whole in turn at 1.9x.
-  rails::Striper striper_{rails::StripePolicy{size_t{1} << 20, 128, 4}};  // under stripe_mutex_
-  std::vector<rails::LaneState> lanes_;  // [rail]: every rail up, rates not measured yet
+  rails::Striper striper_{rails::StripePolicy{kStripeMin.get(), 128,
+                                              static_cast<double>(kSlowRail.get())}};
+  std::vector<rails::LaneState> lanes_;  // [rail], under stripe_mutex_: up, measured rate
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's

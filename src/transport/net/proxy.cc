@@ -118,6 +118,7 @@ void Proxy::finish(NetOp& op, symcommResult_t code, const std::string& error) {
   if (op.state.load() != 0) return;
   op.code = code;
   op.error = error;
+  op.done_at = Clock::now();
   op.state.store(code == symcommSuccess ? 1 : 2, std::memory_order_release);
   op.done_cv.notify_all();
 }

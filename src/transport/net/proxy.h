@@ -54,6 +54,7 @@ struct NetOp {
   std::mutex mutex;
   std::condition_variable done_cv;
   std::atomic<int> state{0};        // 0 in flight, 1 done, 2 failed
+  std::chrono::steady_clock::time_point done_at;  // when state left 0
   symcommResult_t code = symcommSuccess;
   std::string error;
 };

@@ -12,6 +12,12 @@ Striper::Striper(const StripePolicy& policy) : policy_(policy) {
                   policy.slow_factor);
 }
 
+void observe_rate(LaneState& lane, size_t bytes, double seconds) {
+  if (bytes < kRateSampleMin || !(seconds > 0)) return;
+  const double sample = static_cast<double>(bytes) / seconds;
+  lane.rate = lane.rate > 0 ? 0.75 * lane.rate + 0.25 * sample : sample;
+}
+
 std::vector<int> Striper::stripe_set(const std::vector<LaneState>& lanes) const {
   double fastest = 0;
   bool unmeasured = false;

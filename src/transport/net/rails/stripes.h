@@ -29,6 +29,13 @@ struct StripePolicy {
   double slow_factor = 4;               // lanes this much slower than the fastest leave the set
 };
 
+// Transfers smaller than this say more about latency than about a lane's rate: not measured.
+constexpr size_t kRateSampleMin = size_t{64} << 10;
+
+// A lane's rate after a transfer of `bytes` on it took `seconds` from its start (an average
+// that weighs the newest transfer a quarter; the first sets it).
+void observe_rate(LaneState& lane, size_t bytes, double seconds);
+
 class Striper {
  public:
   explicit Striper(const StripePolicy& policy);  // throws symcommInvalidArgument
