@@ -115,14 +115,18 @@ class Net final : public Transport {
         for (Rail& r : rails_) r.endpoint->register_heap_range(base, offset, bytes);
       end_.store(offset + bytes);
     });
-    for (Rail& r : rails_)
+    loop_ = std::make_unique<ProxyLoop>(cuda_ ? kBusyCuda : kBusyHost);
+    for (Rail& r : rails_) {
       r.proxy = std::make_unique<Proxy>(
           *r.endpoint, rank_,
           [this](const wire::Header& h, const uint8_t* payload) { return apply(h, payload); },
           [this](Proxy& proxy, uint64_t data) {
             if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
           },
-          cuda_ ? kBusyCuda : kBusyHost);
+          *loop_);
+      loop_->add(r.proxy.get());
+    }
+    loop_->start();
     proxy_ = rails_[0].proxy.get();
     lanes_.resize(rails_.size());
   }
@@ -131,6 +135,7 @@ class Net final : public Transport {
     // (nothing lands in the proxies' receive buffers or the staging inbox after that), then
     // the buffers go.
     jobs_.reset();
+    loop_->stop();
     for (Rail& r : rails_) r.proxy->stop();
     for (Rail& r : rails_) r.endpoint.reset();
     staging_.reset();
@@ -404,6 +409,7 @@ class Net final : public Transport {
     std::unique_ptr<FabricEndpoint> endpoint;
   };
   std::vector<Rail> rails_;       // one endpoint and proxy a rail (net_rail_domains())
+  std::unique_ptr<ProxyLoop> loop_;  // the thread that drives every rail's proxy
   FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
   Proxy* proxy_ = nullptr;              // rail 0's
   std::mutex stripe_mutex_;

@@ -20,47 +20,39 @@ constexpr int kReceives = 64;  // posted receive buffers
 // leaves the core to the proxy thread), and this long where it drives the endpoint itself.
 constexpr auto kCallerSpin = std::chrono::microseconds(50);
 constexpr auto kCallerDriveSpin = std::chrono::microseconds(200);
-// The proxy polls without sleeping a while after its last activity (busy_), then sleeps
-// between polls, each sleep twice the last, from kFirstNap up to kLongestNap (or until a
-// caller hands it work). The completion queue's wait object is not used: tcp's does not wake
-// for data that arrives while nobody drives progress (measured: a wait of 100 ms held each
-// message).
-constexpr auto kFirstNap = std::chrono::microseconds(20);
-constexpr auto kLongestNap = std::chrono::microseconds(4000);
+// (The loop naps between passes rather than blocking on the completion queue's wait object:
+// tcp's does not wake for data that arrives while nobody drives progress; measured, a wait of
+// 100 ms held each message.)
 
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed,
-             std::chrono::microseconds busy)
+Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed, ProxyLoop& loop)
     : ep_(endpoint), rank_(rank), apply_(std::move(apply)), landed_(std::move(landed)),
-      busy_(busy) {
+      loop_(loop) {
   for (int i = 0; i < kReceives; ++i) {
     auto r = std::make_unique<Receive>();
     r->buffer.resize(wire::kBufferBytes);
     post_receive(*r);
     receives_.push_back(std::move(r));
   }
-  thread_ = std::thread([this] {
-    run_guarded([this] { run(); },
-                [this](symcommResult_t, const std::string& what) {
-                  std::lock_guard<std::mutex> ep_lock(ep_mutex_);
-                  fail_all(format("the net transport's proxy thread failed: %s", what.c_str()));
-                });
-  });
 }
 
 Proxy::~Proxy() {
-  stop();
   std::lock_guard<std::mutex> ep_lock(ep_mutex_);
   fail_all("the communicator is being finalized");
 }
 
-void Proxy::stop() {
-  stop_.store(true);
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+Proxy::Pass Proxy::step() {
+  std::lock_guard<std::mutex> ep_lock(ep_mutex_);
+  const bool active = pass();
+  return Pass{active, !in_flight_.empty() || !unposted_.empty()};
+}
+
+void Proxy::fail_everything(const std::string& why) {
+  std::lock_guard<std::mutex> ep_lock(ep_mutex_);
+  fail_all(why);
 }
 
 void Proxy::post_receive(Receive& r) {
@@ -82,7 +74,7 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     submitted_.push_back(std::move(op));
   }
-  wake_.notify_one();
+  loop_.wake();
 }
 
 bool Proxy::try_inject(int pe, const void* message, size_t bytes) {
@@ -126,7 +118,7 @@ void Proxy::finish(NetOp& op, symcommResult_t code, const std::string& error) {
 void Proxy::abort(const std::string& why) {
   abort_reason_ = why;
   aborted_.store(true);
-  wake_.notify_all();
+  loop_.wake();
 }
 
 void Proxy::fail_all(const std::string& why) {
@@ -317,37 +309,6 @@ void Proxy::progress() {
   std::unique_lock<std::mutex> lock(ep_mutex_, std::try_to_lock);
   if (!lock.owns_lock() || stop_.load()) return;  // the proxy thread is at it
   pass();
-}
-
-void Proxy::run() {
-  auto last_activity = Clock::now();
-  std::chrono::microseconds nap = kFirstNap;
-  while (!stop_.load()) {
-    thread_fault_point("net proxy");
-    bool active = false, busy = false;
-    {
-      std::lock_guard<std::mutex> ep_lock(ep_mutex_);
-      active = pass();
-      busy = !in_flight_.empty() || !unposted_.empty();
-    }
-    const auto now = Clock::now();
-    if (active || busy) {
-      if (active) last_activity = now;
-      nap = kFirstNap;
-      continue;
-    }
-    if (now - last_activity < busy_) {
-      std::this_thread::yield();  // other ranks may share the core
-      continue;
-    }
-    // Idle: sleep, longer each time, until a caller hands over work.
-    std::unique_lock<std::mutex> lock(submit_mutex_);
-    if (submitted_.empty() && !stop_.load() && !aborted_.load()) {
-      if (trace::enabled()) trace::add("proxy nap", static_cast<double>(nap.count()));
-      wake_.wait_for(lock, nap);
-    }
-    nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kLongestNap));
-  }
 }
 
 }  // namespace symcomm

@@ -1,10 +1,10 @@
-// The net transport's proxy: one thread per communicator that owns the endpoint's data path.
-// Callers hand it operations (writes, reads, messages) and wait for them; it posts them,
-// reads the completion queue, applies what peers' messages ask of this rank's memory
-// (signals, eager put-signals, atomics) and answers them. While operations are in flight, and
-// shortly after, it polls; once idle it sleeps between polls, longer each time up to 4 ms,
-// so that an idle rank costs about 1% of a core; a caller that hands it work wakes it at
-// once.
+// The net transport's proxy: one per rail, owning its endpoint's data path. Callers hand it
+// operations (writes, reads, messages) and wait for them; the communicator's proxy thread
+// (proxy_loop.h, one for all rails) posts them, reads the completion queue, applies what
+// peers' messages ask of this rank's memory (signals, eager put-signals, atomics) and
+// answers them. While operations are in flight, and shortly after, the thread polls; once
+// idle it sleeps between polls, longer each time up to 4 ms, so that an idle rank costs about
+// 1% of a core; a caller that hands work over wakes it at once.
 #pragma once
 
 #include <rdma/fi_eq.h>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "transport/net/endpoint.h"
+#include "transport/net/proxy_loop.h"
 #include "transport/net/wire.h"
 
 namespace symcomm {
@@ -67,11 +68,8 @@ class Proxy {
   // What to do when a peer's write with nonzero immediate data landed here (the transport's;
   // runs on the proxy thread).
   using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
-  // `busy`: how long after its last activity the proxy thread polls without sleeping (then
-  // it naps, longer each time, up to 4 ms): as long as a peer's next message may take to come
-  // in a round of communication, where no caller of this rank drives the endpoint.
-  Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed,
-        std::chrono::microseconds busy);
+  // `loop`: the thread that drives it (add it there, then start the loop).
+  Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed, ProxyLoop& loop);
   ~Proxy();
 
   // The message `h` (and its h.bytes of payload) to `pe` as an operation to hand over; with
@@ -100,16 +98,23 @@ class Proxy {
   void reply(int to, uint64_t ticket, uint64_t value);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
-  // Ends the proxy thread. The endpoint must then be closed before the proxy goes: its
-  // receive buffers stay posted until then.
-  void stop();
+  // After the loop stopped, before the endpoint closes: failed receives are not posted again.
+  void stop() { stop_.store(true); }
+
+  // The loop's pass over this rail: `active` where anything happened, `busy` where operations
+  // are in flight or wait to be posted.
+  struct Pass {
+    bool active, busy;
+  };
+  Pass step();
+  // The loop's thread failed: every operation fails with `why`.
+  void fail_everything(const std::string& why);
 
  private:
   struct Receive {
     fi_context2 context;
     std::vector<uint8_t> buffer;
   };
-  void run();
   // One pass: what callers handed over taken in, posted, completions handled, replies
   // posted. Under ep_mutex_ (the proxy thread's or progress()'s). True where anything
   // happened.
@@ -128,21 +133,19 @@ class Proxy {
   int rank_;
   Apply apply_;
   Landed landed_;
-  std::chrono::microseconds busy_;
+  ProxyLoop& loop_;
   std::vector<std::unique_ptr<Receive>> receives_;
 
   // The endpoint's data path is used by one thread at a time (FI_THREAD_DOMAIN): the proxy's
   // loop holds it while it posts and reads completions, try_inject while it injects.
   std::mutex ep_mutex_;
   std::mutex submit_mutex_;
-  std::condition_variable wake_;  // with submit_mutex_: work was handed over, or stop
   std::deque<std::shared_ptr<NetOp>> submitted_;  // under submit_mutex_
   std::deque<std::shared_ptr<NetOp>> unposted_;   // under ep_mutex_: waiting for room
   std::vector<std::shared_ptr<NetOp>> in_flight_;  // under ep_mutex_
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // set before aborted_
-  std::thread thread_;
 };
 
 }  // namespace symcomm

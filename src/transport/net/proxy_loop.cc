@@ -1,0 +1,87 @@
+#include "transport/net/proxy_loop.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "base/thread_guard.h"
+#include "transport/net/proxy.h"
+#include "transport/trace.h"
+
+namespace symcomm {
+
+namespace {
+
+constexpr auto kFirstNap = std::chrono::microseconds(20);
+constexpr auto kLongestNap = std::chrono::microseconds(4000);
+
+}  // namespace
+
+ProxyLoop::ProxyLoop(std::chrono::microseconds busy) : busy_(busy) {}
+
+ProxyLoop::~ProxyLoop() { stop(); }
+
+void ProxyLoop::add(Proxy* proxy) { proxies_.push_back(proxy); }
+
+void ProxyLoop::start() {
+  thread_ = std::thread([this] {
+    run_guarded([this] { run(); },
+                [this](symcommResult_t, const std::string& what) {
+                  for (Proxy* p : proxies_)
+                    p->fail_everything(
+                        format("the net transport's proxy thread failed: %s", what.c_str()));
+                });
+  });
+}
+
+void ProxyLoop::wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    woken_ = true;
+  }
+  cv_.notify_one();
+}
+
+void ProxyLoop::stop() {
+  stop_.store(true);
+  wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProxyLoop::run() {
+  using Clock = std::chrono::steady_clock;
+  auto last_activity = Clock::now();
+  std::chrono::microseconds nap = kFirstNap;
+  while (!stop_.load()) {
+    thread_fault_point("net proxy");
+    bool active = false, busy = false;
+    for (Proxy* p : proxies_) {
+      const Proxy::Pass r = p->step();
+      active |= r.active;
+      busy |= r.busy;
+    }
+    const auto now = Clock::now();
+    if (active || busy) {
+      if (active) last_activity = now;
+      nap = kFirstNap;
+      continue;
+    }
+    if (now - last_activity < busy_) {
+      std::this_thread::yield();  // other ranks may share the core
+      continue;
+    }
+    // Idle: sleep, longer each time, until a caller hands over work.
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!woken_ && !stop_.load()) {
+      if (trace::enabled()) trace::add("proxy nap", static_cast<double>(nap.count()));
+      cv_.wait_for(lock, nap);
+    }
+    if (woken_) {
+      woken_ = false;
+      nap = kFirstNap;
+    } else {
+      nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kLongestNap));
+    }
+  }
+}
+
+}  // namespace symcomm
