@@ -13,6 +13,10 @@ namespace {
 
 constexpr auto kFirstNap = std::chrono::microseconds(20);
 constexpr auto kLongestNap = std::chrono::microseconds(4000);
+// A rail other than the first with nothing to do is passed over on all but every this-many
+// passes: a pass over 4 rails' completion queues made an 8-byte put-signal, whose messages
+// go on the first rail, 1.3x slower than on one rail.
+constexpr uint64_t kQuietRailEvery = 4;
 
 }  // namespace
 
@@ -51,11 +55,18 @@ void ProxyLoop::run() {
   using Clock = std::chrono::steady_clock;
   auto last_activity = Clock::now();
   std::chrono::microseconds nap = kFirstNap;
+  std::vector<char> rail_busy(proxies_.size(), 1);
+  uint64_t passes = 0;
   while (!stop_.load()) {
     thread_fault_point("net proxy");
     bool active = false, busy = false;
-    for (Proxy* p : proxies_) {
-      const Proxy::Pass r = p->step();
+    ++passes;
+    for (size_t i = 0; i < proxies_.size(); ++i) {
+      // The first rail carries the messages (signals, put-signals): every pass. The others
+      // carry bulk data: every pass while they have work, else every kQuietRailEvery-th.
+      if (i > 0 && !rail_busy[i] && passes % kQuietRailEvery != 0) continue;
+      const Proxy::Pass r = proxies_[i]->step();
+      rail_busy[i] = r.active || r.busy;
       active |= r.active;
       busy |= r.busy;
     }
