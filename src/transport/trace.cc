@@ -28,10 +28,14 @@ struct Registry {
     for (auto& [name, v] : phases) {
       if (v.empty()) continue;
       std::sort(v.begin(), v.end());
-      auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
-      std::fprintf(stderr, "symcomm trace pid %d: %-28s n %7zu  p50 %9.1f  p90 %9.1f  p99 %9.1f  max %9.1f us\n",
-                   static_cast<int>(getpid()), name.c_str(), v.size(), at(0.5), at(0.9), at(0.99),
-                   v.back());
+      auto at = [&](double q) {
+        return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+      };
+      std::fprintf(stderr,
+                   "symcomm trace pid %d: %-28s n %7zu  p50 %9.1f  p90 %9.1f  p99 %9.1f  "
+                   "max %9.1f us\n",
+                   static_cast<int>(getpid()), name.c_str(), v.size(), at(0.5), at(0.9),
+                   at(0.99), v.back());
     }
   }
 };

@@ -272,7 +272,8 @@ int main(int argc, char** argv) {
         measure(e, p, find(p), 1e7, 1);
       }
       std::printf("%-26s %s", primer, measure(e, "write64", find("write64"), 1e6, 5).c_str());
-      std::printf(" then batch write64 %s", measure(e, "bw", find("batch write64"), 1e6, 5).c_str());
+      std::printf(" then batch write64 %s",
+                  measure(e, "bw", find("batch write64"), 1e6, 5).c_str());
       std::printf(" then write64 %s\n", measure(e, "write64", find("write64"), 1e6, 5).c_str());
       CK(cuCtxSetCurrent(second.ctx));
       CK(cuStreamDestroy(s));
@@ -291,7 +292,8 @@ int main(int argc, char** argv) {
       std::printf("%-26s batch write64 %s", "fresh stream",
                   measure(e, "bw", find("batch write64"), 1e6, 5).c_str());
       std::printf(" then D2H 8 B %s", measure(e, "D2H 8 B", find("D2H 8 B"), 1e6, 5).c_str());
-      std::printf(" then batch write64 %s\n", measure(e, "bw", find("batch write64"), 1e6, 5).c_str());
+      std::printf(" then batch write64 %s\n",
+                  measure(e, "bw", find("batch write64"), 1e6, 5).c_str());
       CK(cuCtxSetCurrent(second.ctx));
       CK(cuStreamDestroy(s));
       CK(cuCtxSetCurrent(primary));
