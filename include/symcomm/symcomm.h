@@ -108,6 +108,14 @@ typedef struct {
   const char* fabric;   /* its fabric: for tcp, the interface's network ("127.0.0.1/32")   */
 } symcommNetChoice_t;
 
+/* A rail that SYMCOMM_NET_RAILS names (the first SYMCOMM_NET_MAX_RAILS of them). */
+typedef struct {
+  const char* domain;   /* as SYMCOMM_NET_RAILS names it ("rail0")                          */
+  const char* provider; /* what a communicator opens there, with SYMCOMM_NET_PROVIDER;     */
+  const char* fabric;   /*   both "" where nothing fits                                     */
+  const char* why_not;  /* why nothing fits there ("" where something does)                 */
+} symcommNetRail_t;
+
 typedef struct {
   int available;               /* 1 where libfabric loads (1.10 or later)                 */
   const char* version;         /* libfabric's version ("1.17"); "" where it does not load  */
@@ -118,6 +126,8 @@ typedef struct {
                                   SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN accept; -1
                                   where none does                                          */
   const char* not_selected;    /* why none does ("" where one does)                        */
+  int rail_count;              /* the rails SYMCOMM_NET_RAILS names; 0 where it is not set */
+  const symcommNetRail_t* rails;
 } symcommNetInfo_t;
 symcommResult_t symcommGetNetInfo(symcommNetInfo_t* info);
 

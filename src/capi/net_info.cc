@@ -8,6 +8,7 @@
 
 #include "base/param.h"
 #include "capi/guard.h"
+#include "transport/net/endpoint.h"
 #include "transport/net/fabric_info.h"
 #include "transport/net/fabric_lib.h"
 
@@ -27,7 +28,33 @@ struct NetInfo {
   std::string version, unavailable, not_selected;
   std::vector<FabricChoice> choices;
   std::vector<symcommNetChoice_t> c_choices;
+  struct Rail {
+    std::string domain, provider, fabric, why_not;
+  };
+  std::vector<Rail> rails;
+  std::vector<symcommNetRail_t> c_rails;
 };
+
+// The rails SYMCOMM_NET_RAILS names, each with what an endpoint there opens (its first
+// choice under SYMCOMM_NET_PROVIDER), or why nothing fits.
+void gather_rails(NetInfo& n) {
+  if (param_text("SYMCOMM_NET_RAILS").empty()) return;
+  const std::string provider = param_text("SYMCOMM_NET_PROVIDER");
+  for (const std::string& domain : net_rail_domains()) {
+    std::string why_none;
+    const std::vector<FabricChoice> fits = list_fabric_choices(provider, domain, &why_none);
+    NetInfo::Rail r{domain, "", "", ""};
+    if (fits.empty()) {
+      r.why_not = format("no provider offers what the net transport needs in domain '%s' with "
+                         "SYMCOMM_NET_PROVIDER='%s': %s", domain.c_str(), provider.c_str(),
+                         why_none.c_str());
+    } else {
+      r.provider = fits.front().provider;
+      r.fabric = fits.front().fabric;
+    }
+    n.rails.push_back(r);
+  }
+}
 
 // Fills `n`: every choice, and the one the parameters select (the endpoint's first match),
 // added where the unrestricted list lacks it. Returns its index, or -1.
@@ -63,8 +90,12 @@ extern "C" symcommResult_t symcommGetNetInfo(symcommNetInfo_t* info) {
     std::lock_guard<std::mutex> lock(m);
     n = NetInfo{};
     const int selected = gather(n);
+    if (n.unavailable.empty()) gather_rails(n);
     for (const FabricChoice& c : n.choices)
       n.c_choices.push_back({c.provider.c_str(), c.domain.c_str(), c.fabric.c_str()});
+    for (const NetInfo::Rail& r : n.rails)
+      n.c_rails.push_back({r.domain.c_str(), r.provider.c_str(), r.fabric.c_str(),
+                           r.why_not.c_str()});
     *info = symcommNetInfo_t{};
     info->available = n.unavailable.empty() ? 1 : 0;
     info->version = n.version.c_str();
@@ -73,5 +104,7 @@ extern "C" symcommResult_t symcommGetNetInfo(symcommNetInfo_t* info) {
     info->choices = n.c_choices.data();
     info->selected = selected;
     info->not_selected = n.not_selected.c_str();
+    info->rail_count = static_cast<int>(n.c_rails.size());
+    info->rails = n.c_rails.data();
   });
 }

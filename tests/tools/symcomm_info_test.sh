@@ -106,7 +106,23 @@ import json, sys
 n = json.load(open(sys.argv[1]))["net_transport"]
 assert not any(c["selected"] for c in n["choices"]), n
 assert "no-such-interface" in n["not_selected"], n
+assert n["rails"] == [], n["rails"]
 PY
+  # Rails: each that SYMCOMM_NET_RAILS names, with what opens there or why nothing does.
+  SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_RAILS=lo,no-such-interface "$info" --json \
+    >"$work/rails.json" || fail "rails: exit code $?"
+  "$python" - "$work/rails.json" <<'PY' || fail "rails: wrong net_transport section"
+import json, sys
+r = json.load(open(sys.argv[1]))["net_transport"]["rails"]
+assert [x["domain"] for x in r] == ["lo", "no-such-interface"], r
+assert "tcp" in r[0]["provider"] and r[0]["fabric"] and "why_not" not in r[0], r
+assert "no-such-interface" in r[1]["why_not"] and "provider" not in r[1], r
+PY
+  SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_RAILS=lo,no-such-interface "$info" >"$work/rails.text" ||
+    fail "rails text: exit code $?"
+  grep -q '^    rail 0  domain lo  provider [^ ]*tcp' "$work/rails.text" &&
+    grep -q '^    rail 1  domain no-such-interface  none: ' "$work/rails.text" ||
+    fail "rails text: $(grep -A4 'rails (' "$work/rails.text")"
 }
 
 case_net_unavailable() {

@@ -95,6 +95,9 @@ void collect_net(Net* out) {
   for (int i = 0; i < n.choice_count; ++i)
     out->choices.push_back({n.choices[i].provider, n.choices[i].domain, n.choices[i].fabric,
                             i == n.selected});
+  for (int i = 0; i < n.rail_count; ++i)
+    out->rails.push_back(
+        {n.rails[i].domain, n.rails[i].provider, n.rails[i].fabric, n.rails[i].why_not});
 }
 
 // Splits text into its lines.

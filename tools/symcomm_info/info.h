@@ -30,11 +30,18 @@ struct NetChoice {
   bool selected = false;  // the one SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN select
 };
 
+// A rail that SYMCOMM_NET_RAILS names, and what opens there.
+struct NetRail {
+  std::string domain, provider, fabric;
+  std::string why_not;  // why nothing fits there ("": something does)
+};
+
 struct Net {
   std::string unavailable;   // why libfabric does not load ("": it does)
   std::string version;       // libfabric's
   std::vector<NetChoice> choices;
   std::string not_selected;  // why none is selected ("": one is, or libfabric is unavailable)
+  std::vector<NetRail> rails;  // SYMCOMM_NET_RAILS's (none where it is not set)
 };
 
 struct Param {

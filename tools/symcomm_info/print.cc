@@ -113,6 +113,17 @@ void print_net(const Info& info) {
                 static_cast<int>(provider), c.provider.c_str(), static_cast<int>(domain),
                 c.domain.c_str(), c.fabric.c_str());
   if (!n.not_selected.empty()) std::printf("  none selected: %s\n", n.not_selected.c_str());
+  if (n.rails.empty()) return;
+  std::printf("  rails (SYMCOMM_NET_RAILS='%s'; SYMCOMM_NET_DOMAIN is not used)\n",
+              param_value(info, "SYMCOMM_NET_RAILS").c_str());
+  for (size_t i = 0; i < n.rails.size(); ++i) {
+    const NetRail& r = n.rails[i];
+    if (r.why_not.empty())
+      std::printf("    rail %zu  domain %s  provider %s  fabric %s\n", i, r.domain.c_str(),
+                  r.provider.c_str(), r.fabric.c_str());
+    else
+      std::printf("    rail %zu  domain %s  none: %s\n", i, r.domain.c_str(), r.why_not.c_str());
+  }
 }
 
 // "lsa to 0-3, net to 4-7": each transport and the ranks it reaches, as ranges.
@@ -156,6 +167,20 @@ void json_net(Json& j, const Net& n) {
   }
   j.end_array();
   if (!n.not_selected.empty()) j.member("not_selected", n.not_selected);
+  j.key("rails");
+  j.begin_array();
+  for (const NetRail& r : n.rails) {
+    j.begin_object();
+    j.member("domain", r.domain);
+    if (r.why_not.empty()) {
+      j.member("provider", r.provider);
+      j.member("fabric", r.fabric);
+    } else {
+      j.member("why_not", r.why_not);
+    }
+    j.end_object();
+  }
+  j.end_array();
   j.end_object();
 }
 
