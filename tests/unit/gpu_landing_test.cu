@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -86,14 +87,38 @@ class GpuLanding : public ::testing::Test {
     drv_->cuMemRelease(handle_);
   }
   char* at(size_t offset) const { return reinterpret_cast<char*>(base_) + offset; }
-  // Lands and waits, on the transport's context; the time it took, in microseconds.
-  double land(void* dst, const void* src, size_t bytes) {
+  // Runs `round(i)` for i < `rounds` while a kernel of the primary context spins (bounded to
+  // 20 s); each round's time in microseconds, sorted. *spinning: whether the kernel still ran
+  // when the last round ended.
+  std::vector<double> beside_a_spinning_kernel(int rounds, const std::function<void(int)>& round,
+                                               bool* spinning) {
+    *flag_ = 0;
+    int* flag_dev = nullptr;
+    EXPECT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev), flag_, 0),
+              cudaSuccess);
+    cudaStream_t app = nullptr;
+    EXPECT_EQ(cudaStreamCreateWithFlags(&app, cudaStreamNonBlocking), cudaSuccess);
+    spin<<<1, 32, 0, app>>>(flag_dev, 20ull * 1000 * 1000 * 1000);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<double> us;
+    for (int i = 0; i < rounds; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      round(i);
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    *spinning = cudaStreamQuery(app) == cudaErrorNotReady;
+    __atomic_store_n(flag_, 1, __ATOMIC_SEQ_CST);
+    EXPECT_EQ(cudaStreamSynchronize(app), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(app), cudaSuccess);
+    std::sort(us.begin(), us.end());
+    return us;
+  }
+  // Lands and waits, on the transport's context.
+  void land(void* dst, const void* src, size_t bytes) {
     ContextScope scope(context_->get(), 0);
-    const auto t0 = std::chrono::steady_clock::now();
     symcomm::land_on_gpu(*drv_, dst, src, bytes, stream_);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-        .count();
   }
 
   const CudaDriver* drv_ = nullptr;
@@ -134,25 +159,13 @@ TEST_F(GpuLanding, SmallLandingsDoNotWaitForAKernelThatSpins) {
   // A kernel of the primary context spins (bounded to 20 s) while 8-byte landings run in the
   // transport's context. A copy would wait for the kernel's time slice (about 2.4 ms on an
   // H200: gpu_landing.h); stream memory operations took 7 us there.
-  *flag_ = 0;
-  int* flag_dev = nullptr;
-  RT(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev), flag_, 0));
-  cudaStream_t app = nullptr;
-  RT(cudaStreamCreateWithFlags(&app, cudaStreamNonBlocking));
-  spin<<<1, 32, 0, app>>>(flag_dev, 20ull * 1000 * 1000 * 1000);
-  RT(cudaGetLastError());
-  std::vector<double> us;
-  for (int i = 0; i < 9; ++i) {
+  bool still_spinning = false;
+  const std::vector<double> us = beside_a_spinning_kernel(9, [&](int i) {
     const uint64_t v = 0x0102030405060708ull * static_cast<uint64_t>(i + 1);
     std::memcpy(src_, &v, sizeof v);
-    us.push_back(land(at(64), src_, sizeof v));
-  }
-  const bool still_spinning = cudaStreamQuery(app) == cudaErrorNotReady;
-  __atomic_store_n(flag_, 1, __ATOMIC_SEQ_CST);
-  RT(cudaStreamSynchronize(app));
-  RT(cudaStreamDestroy(app));
+    land(at(64), src_, sizeof v);
+  }, &still_spinning);
   ASSERT_TRUE(still_spinning) << "the kernel ended before the landings did";
-  std::sort(us.begin(), us.end());
   std::printf("8-byte landings beside a spinning kernel: median %.1f us, max %.1f us\n", us[4],
               us.back());
   EXPECT_LT(us[4], 1000.0) << "a small landing waited for the spinning kernel's time slice";
@@ -179,18 +192,10 @@ TEST_F(GpuLanding, TheProxysWritesDoNotWaitForAKernelThatSpins) {
   NoMover mover;
   std::unique_ptr<symcomm::LocalMemory> memory = symcomm::make_cuda_memory(*context_, mover);
   memory->single_writer_words(at(512), 64);
-  *flag_ = 0;
-  int* flag_dev = nullptr;
-  RT(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev), flag_, 0));
-  cudaStream_t app = nullptr;
-  RT(cudaStreamCreateWithFlags(&app, cudaStreamNonBlocking));
   RT(cudaMemset(at(0), 0, 4096));
   RT(cudaDeviceSynchronize());
-  spin<<<1, 32, 0, app>>>(flag_dev, 20ull * 1000 * 1000 * 1000);
-  RT(cudaGetLastError());
-  std::vector<double> us;
-  for (int i = 0; i < 9; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+  bool still_spinning = false;
+  const std::vector<double> us = beside_a_spinning_kernel(9, [&](int i) {
     uint64_t payload = 0;
     memory->read_message(&payload, at(128), sizeof payload);
     const uint64_t v = 0x1111111111111111ull * static_cast<uint64_t>(i + 1);
@@ -198,15 +203,8 @@ TEST_F(GpuLanding, TheProxysWritesDoNotWaitForAKernelThatSpins) {
     memory->signal(reinterpret_cast<uint64_t*>(at(256)), static_cast<uint64_t>(i + 1),
                    symcommSignalSet);
     memory->signal(reinterpret_cast<uint64_t*>(at(520)), 1, symcommSignalAdd);
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                     .count());
-  }
-  const bool still_spinning = cudaStreamQuery(app) == cudaErrorNotReady;
-  __atomic_store_n(flag_, 1, __ATOMIC_SEQ_CST);
-  RT(cudaStreamSynchronize(app));
-  RT(cudaStreamDestroy(app));
+  }, &still_spinning);
   ASSERT_TRUE(still_spinning) << "the kernel ended before the rounds did";
-  std::sort(us.begin(), us.end());
   std::printf("a read, a landing, a set and an add beside a spinning kernel: median %.1f us, "
               "max %.1f us\n", us[4], us.back());
   EXPECT_LT(us[4], 1000.0) << "the proxy's writes waited for the spinning kernel's time slice";
