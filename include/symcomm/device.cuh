@@ -15,9 +15,20 @@
  * empty; a plain by-value parameter is copied to local memory when indexed.
  *
  * Every function takes the handle first. `pe` is always a rank of the handle's
- * TEAM (0 .. team_size - 1), never a world rank, and must be load/store accessible
- * (ptr(c, p, pe) != nullptr); an inaccessible pe is undefined behaviour (barrier_block
- * alone checks, and returns symcommNotSupported).
+ * TEAM (0 .. team_size - 1), never a world rank.
+ *
+ * Members on other nodes. A member that is not load/store accessible (ptr(c, p, pe) ==
+ * nullptr: a rank on another node, reached by the net transport) is reached through the
+ * rank's GPU-to-proxy ring (DeviceNetRing in symcomm/device_comm.h): one thread of the group
+ * hands the operation to the transport's thread, which carries it out. put, get, the
+ * signals, put_signal, fence, quiet and barrier_block work so, with the same guarantees;
+ * such a put, get or put_signal returns once carried out (microseconds to milliseconds:
+ * for fine-grained traffic to such members, gather it into larger calls). Their local side
+ * (a put's source, a get's destination) must be global memory (cudaMalloc, symmetric,
+ * cudaHostAlloc mapped), not shared or local memory: such a call does nothing and is
+ * recorded (code symcommInvalidArgument). Atomics to such a member are refused and recorded
+ * (symcommNotSupported), returning 0. A handle of a team whose members were all mapped has
+ * no ring.
  *
  * A symmetric address is an address of THIS rank's heap (as symcommMalloc returned it,
  * anywhere inside an allocation); the function finds the peer's copy. The local side of a
@@ -168,13 +179,16 @@ __device__ __forceinline__ void quiet_block(const DeviceComm& c);
  * barrier of a given team at a time (the team's slots and epoch are shared), and every
  * member calls barriers of the team in the same order (host stream barriers included).
  * Returns 0, symcommTimeout, symcommPeerLost, or symcommNotSupported without waiting if a
- * member is not load/store accessible. Any number of threads per block works. A failed
+ * member is neither load/store accessible nor reached through the ring. Members on other
+ * nodes get this rank's arrival as a signal through the ring (after a quiet there). Any
+ * number of threads per block works. A failed
  * wait records the world rank of a member that did not arrive in c.error->pe. After a
  * failure the members' barrier counts may disagree (a member that never arrived did not
  * count it): the team's barriers cannot be trusted any more (destroy it, split a new one). */
 __device__ __forceinline__ int barrier_block(const DeviceComm& c);
 
 /* --- Atomics on 64-bit symmetric words (8-byte aligned) at team rank pe ------------------ */
+/* pe must be load/store accessible: to a member on another node they are refused (above). */
 /* Returns the previous value. */
 __device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64_t* p,
                                                      uint64_t value, int pe);

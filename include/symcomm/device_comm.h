@@ -21,17 +21,30 @@ namespace symcomm {
  * written last. (No atomics: host memory takes none from the GPU over PCIe.) */
 struct DeviceError {
   int32_t code;      /* 0, symcommTimeout or symcommPeerLost; symcommInvalidArgument for
-                        a call that SYMCOMM_DEVICE_CHECKS refused (symcomm/device.cuh)  */
+                        a call that SYMCOMM_DEVICE_CHECKS refused, or whose local side a
+                        member on another node cannot be given (shared memory);
+                        symcommNotSupported for an atomic to such a member
+                        (symcomm/device.cuh)                                           */
   int32_t pe;        /* the waiter's own rank for a signal wait; for a barrier's wait,
                         the world rank of the member that did not arrive; for a refused
                         call, the world rank it addressed                             */
-  int32_t cmp;       /* symcommCmp_t of the wait (-1 for a refused call)                */
+  int32_t cmp;       /* symcommCmp_t of the wait; for a refused call, why (DeviceRefusal) */
   int32_t block;     /* blockIdx.x of the waiting thread, for debugging                 */
   uint64_t address;  /* the watched address, as the waiting process maps it; for a
                         refused call, the symmetric address it was given              */
   uint64_t expected; /* the value compared against; for a refused call, its bytes       */
   uint64_t observed; /* the last value read; for a refused call, the bytes from the
                         address to the end of its allocation (0: in none)             */
+};
+
+/* Why a device-side call was refused (DeviceError::cmp of its record). */
+enum DeviceRefusal : int32_t {
+  kRefusedBounds = -1,    /* its range leaves its allocation (SYMCOMM_DEVICE_CHECKS)       */
+  kRefusedLocalSide = -2, /* to a member on another node: the local side is not global
+                             memory (shared or local memory), which the transport cannot
+                             reach                                                      */
+  kRefusedAtomic = -3,    /* an atomic to a member on another node                         */
+  kRefusedNoRing = -4     /* to a member on another node, with a handle that has no ring   */
 };
 
 /* The heap's live allocations, for the checks of SYMCOMM_DEVICE_CHECKS (symcomm/device.cuh):
@@ -43,6 +56,44 @@ struct DeviceAllocations {
                        many to list, and nothing is checked                            */
   uint64_t entries[2 * SYMCOMM_DEVICE_MAX_ALLOCATIONS]; /* (heap offset, bytes asked
                        for) of each allocation, by offset                             */
+};
+
+/* One operation that a kernel hands to the transport of a team member it does not reach by
+ * load and store (a rank on another node): a descriptor in a slot of the GPU-to-proxy ring.
+ * The kernel writes every field, then `ticket` last (after a system-scope fence). */
+enum DeviceNetOpKind : uint32_t {
+  kDeviceNetPut = 1,       /* `bytes` from `local` to heap offset `offset` of `pe`          */
+  kDeviceNetGet = 2,       /* `bytes` at heap offset `offset` of `pe` to `local`           */
+  kDeviceNetSignal = 3,    /* the signal word at heap offset `signal` of `pe`: `value`, `op` */
+  kDeviceNetPutSignal = 4, /* a put, then the signal, applied after the data               */
+  kDeviceNetQuiet = 5      /* everything handed over before it has been applied            */
+};
+struct DeviceNetOp {
+  uint64_t ticket;  /* the operation's number + 1 once the slot holds it                 */
+  uint32_t kind;    /* DeviceNetOpKind                                                   */
+  int32_t pe;       /* world rank                                                        */
+  uint64_t offset;  /* of the data in pe's heap                                          */
+  uint64_t local;   /* address of this rank's side (global memory of this GPU or mapped) */
+  uint64_t bytes;
+  uint64_t signal;  /* heap offset of the signal word                                    */
+  uint64_t value;
+  uint32_t op;      /* symcommSignalOp_t                                                 */
+  uint32_t pad;
+};
+
+/* The GPU-to-proxy ring of a rank (all of its teams' handles share it): how the device API
+ * reaches team members that are not load/store accessible. A kernel takes a ticket (an
+ * atomic add on `tail`), waits until the slot ticket % capacity is free (`freed`), writes the
+ * descriptor; the transport's worker thread reads the slots in ticket order, marks each slot
+ * freed, carries the operation out and counts it in `done`. Zeros where every member is
+ * mapped (or in the host space). */
+struct DeviceNetRing {
+  DeviceNetOp* slots;             /* host-mapped, [capacity]                               */
+  unsigned long long* tail;       /* device memory: tickets taken                          */
+  unsigned long long* flushed;    /* device memory: `tail` when a quiet last completed     */
+  const uint64_t* freed;          /* host-mapped: slots read (tickets below it are free)   */
+  const uint64_t* done;           /* host-mapped: operations carried out, in ticket order  */
+  uint64_t capacity;              /* slots, a power of 2                                   */
 };
 
 /* Team members whose windows the handle holds itself (see DeviceComm::near_base). */
@@ -70,9 +121,11 @@ struct DeviceComm {
   DeviceError* error;  /* host-mapped                                                  */
   uint64_t wait_timeout_ns; /* the bound of every wait (SYMCOMM_WAIT_TIMEOUT)           */
   const DeviceAllocations* allocations; /* host-mapped; read under SYMCOMM_DEVICE_CHECKS */
+  DeviceNetRing net;   /* members on other nodes (not mapped): through the transport     */
 };
 
 static_assert(std::is_trivially_copyable<DeviceComm>::value, "DeviceComm is passed by value");
+static_assert(sizeof(DeviceNetOp) == 64, "a descriptor fills one slot of 64 bytes");
 
 #if defined(__CUDACC__)
 #define SYMCOMM_HOST_DEVICE __host__ __device__

@@ -39,6 +39,7 @@ struct symcommComm {
   void check_live() {
     bootstrap->check_alive();
     rma->backend().raise_recorded_error();
+    rma->transports().raise_failure();
   }
 
   // Finalizing: the layers go, top down, and the handle stays allocated (a few hundred bytes)

@@ -165,5 +165,14 @@ extern "C" symcommResult_t symcommGetDeviceComm(symcommComm_t comm, symcommTeam_
     SYMCOMM_REQUIRE(t.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
                     "rank %d is not a member of team %d", c.topology.rank, team);
     c.rma->backend().fill_device_comm(*handle, team, t);
+    // Members that kernels do not reach by load and store: through their transport's ring.
+    for (int i = 0; i < t.size; ++i) {
+      const int member = t.world_of(i);
+      if (!c.rma->transports().connected(member)) continue;
+      Transport& tr = c.rma->transports().to(member);
+      if (tr.load_store()) continue;
+      handle->net = tr.device_ring();
+      break;
+    }
   });
 }

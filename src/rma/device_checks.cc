@@ -23,6 +23,26 @@ void write_allocation_table(DeviceAllocations& table,
 }
 
 void throw_refused_device_call(const DeviceError& e) {
+  const symcommResult_t code = static_cast<symcommResult_t>(e.code);
+  const void* address = reinterpret_cast<void*>(e.address);
+  switch (e.cmp) {
+    case kRefusedLocalSide:
+      SYMCOMM_THROW(code, "a device-side call in block %d to world rank %d, a member on another "
+                    "node, gave local address %p (%llu bytes), which is not global memory "
+                    "(shared or local memory): the transport that carries it cannot reach it; "
+                    "the call did nothing", e.block, e.pe, address,
+                    static_cast<unsigned long long>(e.expected));
+    case kRefusedAtomic:
+      SYMCOMM_THROW(code, "a device-side atomic in block %d on symmetric address %p of world "
+                    "rank %d, a member on another node: atomics need the member mapped; the "
+                    "call did nothing and returned 0", e.block, address, e.pe);
+    case kRefusedNoRing:
+      SYMCOMM_THROW(code, "a device-side call in block %d addressed world rank %d, a member on "
+                    "another node, with a handle that has no ring to its transport; the call "
+                    "did nothing", e.block, e.pe);
+    default:
+      break;
+  }
   SYMCOMM_THROW(symcommInvalidArgument,
                 "a device-side call (put, get, signal, wait or atomic; SYMCOMM_DEVICE_CHECKS) "
                 "in block %d addressed %llu bytes at symmetric address %p of world rank %d, "

@@ -17,8 +17,9 @@ namespace symcomm {
 void write_allocation_table(DeviceAllocations& table,
                             const std::vector<std::pair<size_t, size_t>>& live);
 
-// A record of a call that the checks refused (DeviceError::code symcommInvalidArgument):
-// throws it as an error that names the address, the size, the pe and what was left.
+// A record of a call that was refused (DeviceError::cmp a DeviceRefusal: the bounds checks;
+// a member on another node that cannot take it): throws it as an error that says why and
+// names the address, the size and the pe.
 [[noreturn]] void throw_refused_device_call(const DeviceError& e);
 
 }  // namespace symcomm

@@ -318,8 +318,8 @@ class CudaRma final : public RmaBackend {
     DeviceError copy = e;
     std::memset(&e, 0, sizeof e);  // reported once
     symcommResult_t code = static_cast<symcommResult_t>(copy.code);
-    // A call the bounds checks refused did nothing: no wait failed, nothing is out of step.
-    if (code == symcommInvalidArgument) throw_refused_device_call(copy);
+    // A refused call did nothing: no wait failed, nothing is out of step.
+    if (copy.cmp < 0) throw_refused_device_call(copy);
     failed_.store(true, std::memory_order_release);
     // A word of the barrier area is a barrier's slot, whose failed wait recorded the member
     // that did not arrive as the pe (barrier_block; copy_boxes_synced_kernel of the copies,

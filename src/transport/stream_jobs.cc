@@ -195,6 +195,34 @@ void StreamJobs::abort(const std::string& why) {
   wake_.notify_all();
 }
 
+void StreamJobs::add_source(std::function<bool()> poll) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sources_.push_back(std::move(poll));
+  }
+  wake_.notify_one();
+}
+
+bool StreamJobs::poll_sources() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (polled_.size() != sources_.size()) polled_ = sources_;
+  }
+  bool did = false;
+  for (const auto& poll : polled_) {
+    try {
+      did |= poll();
+    } catch (const Error& e) {
+      fail(e.code(), e.what());
+      did = true;
+    } catch (const std::exception& e) {
+      fail(symcommInternalError, e.what());
+      did = true;
+    }
+  }
+  return did;
+}
+
 void StreamJobs::fail(symcommResult_t code, const std::string& why) {
   std::lock_guard<std::mutex> lock(failure_mutex_);
   if (failure_code_ != symcommSuccess) return;  // the first failure is the one to report
@@ -238,7 +266,9 @@ void StreamJobs::run() {
     bool ready = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_.load() || !jobs_.empty() || !captured_.empty(); });
+      wake_.wait(lock, [&] {
+        return stop_.load() || !jobs_.empty() || !captured_.empty() || !sources_.empty();
+      });
       if (stop_.load()) return;  // the destructor releases what is left
       if (next_ != seen) {
         seen = next_;
@@ -260,6 +290,11 @@ void StreamJobs::run() {
         continue;
       }
       ready = take_ready(&job);
+    }
+    if (!ready && poll_sources()) {
+      polling_since = Clock::now();
+      nap = std::chrono::microseconds(10);
+      continue;
     }
     if (!ready) {
       if (Clock::now() - polling_since < kPoll) {

@@ -26,6 +26,11 @@
 //
 // A job that fails still lets its stream go on; its error is kept and thrown by the next call
 // that asks (raise_failure), as CUDA reports asynchronous errors.
+//
+// Work that kernels hand over (the GPU-to-proxy ring, device_ring.h) reaches the worker as a
+// source: a function it calls between jobs, which carries out one piece of work if one is
+// ready and says whether it did. Once a source is added the worker looks at least every
+// millisecond while idle, as for captured jobs.
 #pragma once
 
 #include <atomic>
@@ -56,6 +61,9 @@ class StreamJobs {
   void raise_failure();
   // The communicator lost a peer: jobs not yet run fail (their streams go on).
   void abort(const std::string& why);
+  // Adds a source of work (above): `poll` runs on the worker thread, returns whether it did
+  // something; what it throws is kept as a job's failure is.
+  void add_source(std::function<bool()> poll);
 
  private:
   struct Job {
@@ -80,6 +88,8 @@ class StreamJobs {
   // The oldest job whose stream reached it, taken out of jobs_ (under mutex_); false if none.
   bool take_ready(Job* job);
   void complete(const Job& job);
+  // Calls each source once (outside mutex_); whether any did something.
+  bool poll_sources();
   void fail(symcommResult_t code, const std::string& why);
 
   int device_;
@@ -92,6 +102,8 @@ class StreamJobs {
   std::condition_variable wake_;
   std::deque<Job> jobs_;         // under mutex_
   std::vector<std::unique_ptr<Captured>> captured_;  // under mutex_: live as long as graphs may
+  std::vector<std::function<bool()>> sources_;       // under mutex_; only ever added to
+  std::vector<std::function<bool()>> polled_;        // the worker's copy of sources_
   std::vector<uint64_t*> gate_pages_;  // mapped host memory, kGatesPerPage words each
   std::vector<uint64_t> gate_devices_;  // the same pages as the GPU addresses them
   size_t gates_used_ = 0;              // of the last page

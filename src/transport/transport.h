@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "memory/heap.h"
 #include "memory/registration.h"
+#include "symcomm/device_comm.h"
 #include "symcomm/symcomm.h"
 #include "topology/topology.h"
 
@@ -101,6 +102,13 @@ class Transport {
   virtual void single_writer_words(const void* base, size_t bytes) {
     static_cast<void>(base), static_cast<void>(bytes);
   }
+  // The GPU-to-proxy ring through which kernels reach this transport's peers (the device
+  // API; transport/device_ring.h), made at the first call; zeros where there is none (kernels
+  // reach the peers themselves, or the memory space has no kernels).
+  virtual DeviceNetRing device_ring() { return DeviceNetRing{}; }
+  // Throws, once, the failure of work done for this rank with no caller waiting to be told
+  // (a job of a stream, an operation a kernel handed over).
+  virtual void raise_failure() {}
   // Handles, on the calling thread, what has arrived for this rank, where that takes no wait
   // (another thread handling it already: nothing). A host-space wait on a word that a peer's
   // message sets calls it as it spins, so the message is applied by the thread that waits
@@ -143,6 +151,8 @@ class Transports {
   void progress();
   // Transport::single_writer_words of each open transport.
   void single_writer_words(const void* base, size_t bytes);
+  // Transport::raise_failure of each open transport.
+  void raise_failure();
 
  private:
   std::vector<std::unique_ptr<Transport>> open_;

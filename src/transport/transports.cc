@@ -74,6 +74,10 @@ void Transports::progress() {
   for (auto& t : open_) t->progress();
 }
 
+void Transports::raise_failure() {
+  for (auto& t : open_) t->raise_failure();
+}
+
 void Transports::single_writer_words(const void* base, size_t bytes) {
   for (auto& t : open_) t->single_writer_words(base, bytes);
 }

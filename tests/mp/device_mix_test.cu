@@ -77,7 +77,9 @@ __global__ void round_kernel(DeviceComm c, const DevStep* steps, const int* firs
           symcomm::fence(c);
           break;
         case Kind::Signal:
-          if (s.atomic) symcomm::atomic_fetch_add(c, s.sig, s.value, s.pe);
+          // (Atomics need the member mapped: to one on another node, the same add by signal.)
+          if (s.atomic && symcomm::ptr(c, s.sig, s.pe) != nullptr)
+            symcomm::atomic_fetch_add(c, s.sig, s.value, s.pe);
           else symcomm::signal_op(c, s.sig, s.value, s.op, s.pe);
           break;
         case Kind::Wait:

@@ -68,7 +68,9 @@ TEST_F(Device, PtrMatchesSymcommPtr) {
     EXPECT_EQ(got_ints[2 + pe], pe);
     for (int j = 0; j < 4; ++j) {
       void* want = symcommPtr(comm_, p + offset_at(j), pe);
-      EXPECT_NE(want, nullptr) << symcommGetLastError();
+      // NULL only where a member is on another node (reached through the ring: the handle
+      // has one); ptr() says the same.
+      if (h_.net.slots == nullptr || pe == me_) EXPECT_NE(want, nullptr) << symcommGetLastError();
       EXPECT_EQ(got[pe * 4 + j], want) << "pe " << pe << " offset " << offset_at(j);
     }
   }

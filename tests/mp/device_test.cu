@@ -3,6 +3,7 @@
 // (put_round, get_round, run_barriers). Signals, teams and timeouts are in
 // device_signal_test.cu, device_team_test.cu and device_timeout_test.cu; the fixture is in
 // device_fixture.cuh. Outputs are poisoned before and checked byte by byte after.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -70,17 +71,19 @@ size_t check_slot(const uint8_t* slot, const Case& k, int who, uint64_t what, si
 // ---------------------------------------------------------------------------------------
 constexpr int kBarriers = 1000;
 
-// Before barrier k each rank adds 1 to the counter of its right neighbour and stores k in
-// its mailbox. After barrier k, my left neighbour has done k adds and k stores, and cannot
-// do its (k + 2)-th before I enter barrier k + 1: counter and mailbox are k or k + 1. The
-// check runs on the block's last thread, not the one that wrote.
+// Before barrier k each rank adds 1 to the counter of its right neighbour (a relaxed signal)
+// and puts k into its mailbox (from `scratch`, plain memory). After barrier k, my left
+// neighbour has done k adds and k puts, and cannot do its (k + 2)-th before I enter barrier
+// k + 1: counter and mailbox are k or k + 1. The check runs on the block's last thread, not
+// the one that wrote. Signals and puts reach a neighbour on another node too (the ring).
 __global__ void barrier_kernel(DeviceComm c, int barriers, uint64_t* counter, uint64_t* mailbox,
-                               int* rc_out, ull* bad, uint64_t* first_bad) {
+                               uint64_t* scratch, int* rc_out, ull* bad, uint64_t* first_bad) {
   const int me = symcomm::team_rank(c), n = symcomm::team_size(c), right = (me + 1) % n;
   for (uint64_t k = 1; k <= static_cast<uint64_t>(barriers); ++k) {
     if (threadIdx.x == 0) {
-      symcomm::atomic_fetch_add(c, counter, 1, right);
-      *static_cast<volatile uint64_t*>(symcomm::ptr(c, mailbox, right)) = k;
+      symcomm::signal_op(c, counter, 1, symcommSignalAdd, right);
+      *scratch = k;
+      symcomm::put(c, mailbox, scratch, sizeof k, right);
     }
     const int rc = symcomm::barrier_block(c);
     if (rc != 0) {
@@ -216,7 +219,8 @@ void Device::run_barriers(const DeviceComm* c, unsigned threads, int barriers) {
   int* rc = plain<int>(1);
   ull* bad = plain<ull>(1);
   uint64_t* first_bad = plain<uint64_t>(3);
-  ASSERT_TRUE(words && rc && bad && first_bad);
+  uint64_t* scratch = plain<uint64_t>(1);
+  ASSERT_TRUE(words && rc && bad && first_bad && scratch);
   CUDA_OK(cudaMemset(words, 0, 2 * sizeof(uint64_t)));
   CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
   CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
@@ -224,7 +228,7 @@ void Device::run_barriers(const DeviceComm* c, unsigned threads, int barriers) {
   CUDA_OK(cudaDeviceSynchronize());
   SC_OK(symcommHostBarrier(comm_));
   if (c != nullptr) {
-    barrier_kernel<<<1, threads>>>(*c, barriers, words, words + 1, rc, bad, first_bad);
+    barrier_kernel<<<1, threads>>>(*c, barriers, words, words + 1, scratch, rc, bad, first_bad);
     LAUNCH_OK();
   }
   SC_OK(symcommHostBarrier(comm_));
@@ -249,7 +253,11 @@ TEST_F(Device, BarrierBlockOrdersEveryRound) {
     ASSERT_NO_FATAL_FAILURE(run_barriers(&h_, threads, kBarriers));
 }
 
+// Whether every member of the handle's team is mapped here (no rank of another node).
+bool all_mapped(const DeviceComm& c) { return c.net.slots == nullptr; }
+
 TEST_F(Device, AtomicsAreExact) {
+  if (!all_mapped(h_)) GTEST_SKIP() << "atomics need every member mapped (ranks on other nodes)";
   uint64_t* words = symmetric<uint64_t>(4);  // total (rank 0), each, lock, value (rank 0)
   uint64_t* olds = plain<uint64_t>(kAddThreads * kAddIters);
   ull* failures = plain<ull>(1);
@@ -289,6 +297,61 @@ TEST_F(Device, AtomicsAreExact) {
     else seen[v] = 1;
   }
   EXPECT_EQ(wrong, 0u) << "fetch_add results out of range or returned twice";
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Members on other nodes: what the ring cannot take is refused, done nowhere, reported
+// ---------------------------------------------------------------------------------------
+__global__ void refused_kernel(DeviceComm c, int what, uint64_t* word, char* sym, int pe,
+                               uint64_t* got) {
+  __shared__ char staged[64];
+  if (threadIdx.x != 0) return;
+  for (int i = 0; i < 64; ++i) staged[i] = static_cast<char>(i);
+  if (what == 0) *got = symcomm::atomic_fetch_add(c, word, 5, pe);
+  else symcomm::put(c, sym, staged, sizeof staged, pe);  // from shared memory
+}
+
+TEST_F(Device, AtomicsAndSharedMemoryToAMemberOnAnotherNodeAreRefused) {
+  if (all_mapped(h_)) GTEST_SKIP() << "needs a member on another node";
+  uint64_t* word = symmetric<uint64_t>(1);
+  char* sym = symmetric<char>(64);
+  uint64_t* got = plain<uint64_t>(1);
+  ASSERT_TRUE(word && sym && got);
+  int other = -1;  // the first member that is not mapped here
+  for (int pe = 0; pe < n_ && other < 0; ++pe)
+    if (symcommPtr(comm_, word, pe) == nullptr) other = pe;
+  ASSERT_GE(other, 0);
+  CUDA_OK(cudaMemset(word, 0, sizeof(uint64_t)));
+  CUDA_OK(cudaMemset(sym, kPoison, 64));
+  CUDA_OK(cudaMemset(got, 0xFF, sizeof(uint64_t)));
+  CUDA_OK(cudaDeviceSynchronize());
+  SC_OK(symcommHostBarrier(comm_));
+  struct Case {
+    int what;
+    symcommResult_t code;
+    const char* says;
+  };
+  for (const Case& k : {Case{0, symcommNotSupported, "atomics need the member mapped"},
+                        Case{1, symcommInvalidArgument, "not global memory"}}) {
+    SCOPED_TRACE(k.says);
+    refused_kernel<<<1, 32>>>(h_, k.what, word, sym, other, got);
+    LAUNCH_OK();
+    const symcommResult_t rc = symcommQuietOnStream(comm_, nullptr);
+    const std::string why = symcommGetLastError();
+    EXPECT_EQ(rc, k.code) << why;
+    EXPECT_NE(why.find(k.says), std::string::npos) << why;
+    EXPECT_EQ(symcommQuietOnStream(comm_, nullptr), symcommSuccess) << "reported once";
+  }
+  uint64_t got_host = 1;
+  CUDA_OK(cudaMemcpy(&got_host, got, sizeof got_host, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got_host, 0u) << "a refused atomic returns 0";
+  SC_OK(symcommHostBarrier(comm_));  // every rank's refused calls are behind it
+  uint64_t word_host = 1;
+  std::vector<uint8_t> sym_host(64);
+  CUDA_OK(cudaMemcpy(&word_host, word, sizeof word_host, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(sym_host.data(), sym, 64, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(word_host, 0u) << "no atomic was applied here";
+  EXPECT_EQ(std::count(sym_host.begin(), sym_host.end(), kPoison), 64) << "nothing landed here";
 }
 
 }  // namespace device_test

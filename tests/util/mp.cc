@@ -58,6 +58,11 @@ symcommComm_t new_two_node_comm() {
   return new_comm();
 }
 
+FinalizeAtEnd::~FinalizeAtEnd() {
+  if (comm_ == nullptr) return;
+  EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
+}
+
 ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
   const char* old = std::getenv(name);
   had_ = old != nullptr;

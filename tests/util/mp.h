@@ -36,6 +36,20 @@ symcommUniqueId shared_uid();
 // load/store. For the host space: GPUs of one machine stay reachable whatever the names say.
 symcommComm_t new_two_node_comm();
 
+// Finalizes a communicator that a test made when the scope ends, however the test leaves it
+// (a skip, a failed ASSERT). A communicator left alive at exit sees the other ranks' exits as
+// lost peers and aborts its NCCL communicators while the process exits (a crash in NCCL).
+class FinalizeAtEnd {
+ public:
+  explicit FinalizeAtEnd(symcommComm_t comm) : comm_(comm) {}
+  ~FinalizeAtEnd();
+  FinalizeAtEnd(const FinalizeAtEnd&) = delete;
+  FinalizeAtEnd& operator=(const FinalizeAtEnd&) = delete;
+
+ private:
+  symcommComm_t comm_;
+};
+
 // Sets an environment variable for the scope's life, then restores it.
 class ScopedEnv {
  public:

@@ -208,7 +208,7 @@ __device__ __forceinline__ bool allowed(const DeviceComm& c, const void* p, uint
   if (bytes == 0) return true;
   const uint64_t left = bytes_left(c, p);
   if (bytes <= left) return true;
-  record_error(c, symcommInvalidArgument, p, static_cast<symcommCmp_t>(-1), bytes, left,
+  record_error(c, symcommInvalidArgument, p, static_cast<symcommCmp_t>(kRefusedBounds), bytes, left,
                c.team_start + pe * c.team_stride);
   return false;
 #else
@@ -218,6 +218,13 @@ __device__ __forceinline__ bool allowed(const DeviceComm& c, const void* p, uint
 }
 
 }  // namespace detail
+SYMCOMM_DEVICE_NS_END
+}  // namespace symcomm
+
+#include "symcomm/detail/device_ring.cuh"
+
+namespace symcomm {
+SYMCOMM_DEVICE_NS_BEGIN
 
 // --- The team and addresses -------------------------------------------------------------------
 
@@ -274,43 +281,77 @@ __device__ __forceinline__ T* ptr(const DeviceComm& c, T* p, int pe) {
 
 // --- Data movement ----------------------------------------------------------------------------
 
+// A member that is not mapped here (another node) is reached through the ring
+// (detail/device_ring.cuh): one thread of the group hands the operation over, after the
+// group's synchronisation (the group's writes to a put's source precede it) and before the
+// group's last one (a get's data is there for the group).
 __device__ __forceinline__ void put(const DeviceComm& c, void* dst, const void* src,
                                     size_t bytes, int pe) {
-  if (detail::allowed(c, dst, bytes, pe)) detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
+  if (!detail::allowed(c, dst, bytes, pe)) return;
+  if (detail::window(c, pe) == nullptr)
+    return detail::ring_transfer(c, kDeviceNetPut, dst, src, bytes, pe);
+  detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
 }
 
 __device__ __forceinline__ void put_warp(const DeviceComm& c, void* dst, const void* src,
                                          size_t bytes, int pe) {
-  if (detail::allowed(c, dst, bytes, pe))
-    detail::copy(detail::remote(c, dst, pe), src, bytes, detail::lane_id(), 32);
+  if (detail::allowed(c, dst, bytes, pe)) {
+    if (detail::window(c, pe) == nullptr) {
+      __syncwarp();
+      if (detail::lane_id() == 0) detail::ring_transfer(c, kDeviceNetPut, dst, src, bytes, pe);
+    } else {
+      detail::copy(detail::remote(c, dst, pe), src, bytes, detail::lane_id(), 32);
+    }
+  }
   __syncwarp();
 }
 
 __device__ __forceinline__ void put_block(const DeviceComm& c, void* dst, const void* src,
                                           size_t bytes, int pe) {
-  if (detail::allowed(c, dst, bytes, pe))
-    detail::copy(detail::remote(c, dst, pe), src, bytes, detail::block_thread(),
-                 detail::block_threads());
+  if (detail::allowed(c, dst, bytes, pe)) {
+    if (detail::window(c, pe) == nullptr) {
+      __syncthreads();
+      if (detail::block_thread() == 0)
+        detail::ring_transfer(c, kDeviceNetPut, dst, src, bytes, pe);
+    } else {
+      detail::copy(detail::remote(c, dst, pe), src, bytes, detail::block_thread(),
+                   detail::block_threads());
+    }
+  }
   __syncthreads();
 }
 
 __device__ __forceinline__ void get(const DeviceComm& c, void* dst, const void* src,
                                     size_t bytes, int pe) {
-  if (detail::allowed(c, src, bytes, pe)) detail::copy(dst, detail::remote(c, src, pe), bytes, 0, 1);
+  if (!detail::allowed(c, src, bytes, pe)) return;
+  if (detail::window(c, pe) == nullptr)
+    return detail::ring_transfer(c, kDeviceNetGet, src, dst, bytes, pe);
+  detail::copy(dst, detail::remote(c, src, pe), bytes, 0, 1);
 }
 
 __device__ __forceinline__ void get_warp(const DeviceComm& c, void* dst, const void* src,
                                          size_t bytes, int pe) {
-  if (detail::allowed(c, src, bytes, pe))
-    detail::copy(dst, detail::remote(c, src, pe), bytes, detail::lane_id(), 32);
+  if (detail::allowed(c, src, bytes, pe)) {
+    if (detail::window(c, pe) == nullptr) {
+      if (detail::lane_id() == 0) detail::ring_transfer(c, kDeviceNetGet, src, dst, bytes, pe);
+    } else {
+      detail::copy(dst, detail::remote(c, src, pe), bytes, detail::lane_id(), 32);
+    }
+  }
   __syncwarp();
 }
 
 __device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const void* src,
                                           size_t bytes, int pe) {
-  if (detail::allowed(c, src, bytes, pe))
-    detail::copy(dst, detail::remote(c, src, pe), bytes, detail::block_thread(),
-                 detail::block_threads());
+  if (detail::allowed(c, src, bytes, pe)) {
+    if (detail::window(c, pe) == nullptr) {
+      if (detail::block_thread() == 0)
+        detail::ring_transfer(c, kDeviceNetGet, src, dst, bytes, pe);
+    } else {
+      detail::copy(dst, detail::remote(c, src, pe), bytes, detail::block_thread(),
+                   detail::block_threads());
+    }
+  }
   __syncthreads();
 }
 
@@ -318,13 +359,18 @@ __device__ __forceinline__ void get_block(const DeviceComm& c, void* dst, const 
 
 __device__ __forceinline__ void signal_op(const DeviceComm& c, uint64_t* sig, uint64_t value,
                                           symcommSignalOp_t op, int pe) {
-  if (detail::allowed(c, sig, 8, pe)) detail::signal_update(detail::remote(c, sig, pe), value, op);
+  if (!detail::allowed(c, sig, 8, pe)) return;
+  if (detail::window(c, pe) == nullptr)
+    return detail::ring_signal(c, nullptr, nullptr, 0, sig, value, op, pe);
+  detail::signal_update(detail::remote(c, sig, pe), value, op);
 }
 
 __device__ __forceinline__ void put_signal(const DeviceComm& c, void* dst, const void* src,
                                            size_t bytes, uint64_t* sig, uint64_t value,
                                            symcommSignalOp_t op, int pe) {
   if (!detail::allowed(c, dst, bytes, pe) || !detail::allowed(c, sig, 8, pe)) return;
+  if (detail::window(c, pe) == nullptr)
+    return detail::ring_signal(c, dst, src, bytes, sig, value, op, pe);
   detail::copy(detail::remote(c, dst, pe), src, bytes, 0, 1);
   __threadfence_system();
   detail::signal_update(detail::remote(c, sig, pe), value, op);
@@ -335,6 +381,12 @@ __device__ __forceinline__ void put_signal_warp(const DeviceComm& c, void* dst, 
                                                 symcommSignalOp_t op, int pe) {
   const unsigned lane = detail::lane_id();
   const bool ok = detail::allowed(c, dst, bytes, pe) && detail::allowed(c, sig, 8, pe);
+  if (ok && detail::window(c, pe) == nullptr) {
+    __syncwarp();  // every lane's writes to the source precede lane 0's hand-over
+    if (lane == 0) detail::ring_signal(c, dst, src, bytes, sig, value, op, pe);
+    __syncwarp();
+    return;
+  }
   if (ok) detail::copy(detail::remote(c, dst, pe), src, bytes, lane, 32);
   __syncwarp();  // every lane's stores happen before lane 0's fence
   if (ok && lane == 0) {
@@ -349,6 +401,12 @@ __device__ __forceinline__ void put_signal_block(const DeviceComm& c, void* dst,
                                                  uint64_t value, symcommSignalOp_t op, int pe) {
   const unsigned tid = detail::block_thread();
   const bool ok = detail::allowed(c, dst, bytes, pe) && detail::allowed(c, sig, 8, pe);
+  if (ok && detail::window(c, pe) == nullptr) {
+    __syncthreads();  // every thread's writes to the source precede thread 0's hand-over
+    if (tid == 0) detail::ring_signal(c, dst, src, bytes, sig, value, op, pe);
+    __syncthreads();
+    return;
+  }
   if (ok) detail::copy(detail::remote(c, dst, pe), src, bytes, tid, detail::block_threads());
   __syncthreads();  // every thread's stores happen before thread 0's fence
   if (ok && tid == 0) {
@@ -377,19 +435,27 @@ __device__ __forceinline__ int signal_wait_until_block(const DeviceComm& c, uint
 
 // --- Ordering and completion ------------------------------------------------------------------
 
-__device__ __forceinline__ void fence(const DeviceComm&) { __threadfence_system(); }
-__device__ __forceinline__ void quiet(const DeviceComm&) { __threadfence_system(); }
+// With members through the ring, a fence is a quiet there: its messages are applied before
+// anything after the fence goes out, by either path.
+__device__ __forceinline__ void fence(const DeviceComm& c) {
+  __threadfence_system();
+  if (detail::has_ring(c)) detail::ring_quiet(c);
+}
+__device__ __forceinline__ void quiet(const DeviceComm& c) {
+  __threadfence_system();
+  if (detail::has_ring(c)) detail::ring_quiet(c);
+}
 
 // As quiet_block, at warp scope: __syncwarp also orders memory among the lanes.
-__device__ __forceinline__ void quiet_warp(const DeviceComm&) {
+__device__ __forceinline__ void quiet_warp(const DeviceComm& c) {
   __syncwarp();
-  if (detail::lane_id() == 0) __threadfence_system();
+  if (detail::lane_id() == 0) quiet(c);
   __syncwarp();
 }
 
-__device__ __forceinline__ void quiet_block(const DeviceComm&) {
+__device__ __forceinline__ void quiet_block(const DeviceComm& c) {
   __syncthreads();
-  if (detail::block_thread() == 0) __threadfence_system();
+  if (detail::block_thread() == 0) quiet(c);
   __syncthreads();
 }
 
@@ -407,10 +473,11 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
   // memory reads overlap. (Every thread read `epoch` before the previous call's last bar.sync.)
   if (tid == 0) epoch = ++*c.barrier_epoch;  // only this thread of this rank touches it
   char* mine = nullptr;  // member tid's window, kept for the store below
-  int missing = 0;
+  int missing = 0;  // a member neither mapped nor reached through the ring
+  const bool ring = detail::has_ring(c);
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
     char* w = detail::window(c, t);
-    missing |= w == nullptr;
+    missing |= w == nullptr && !ring;
     if (t == static_cast<int>(tid)) mine = w;
   }
   // Also the entry barrier: nobody reads `result` from the previous call any more.
@@ -418,7 +485,13 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
     if (tid == 0) --*c.barrier_epoch;  // this barrier did not happen
     return symcommNotSupported;
   }
-  if (tid == 0) result = 0;
+  // Members through the ring: what the block handed over before is applied first (after
+  // the bar.sync above, every thread's hand-overs are in), and the arrivals go as signals
+  // that set the slot.
+  if (tid == 0) {
+    result = 0;
+    if (ring) detail::ring_quiet(c);
+  }
   // The block's earlier writes precede, through this bar.sync, the fence of each signalling
   // thread (bar.sync then fence.sc.sys then the store: cooperative groups' grid-barrier
   // pattern). With up to 32 members they are all in warp 0, whose fences run together.
@@ -428,7 +501,10 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
   if (static_cast<int>(tid) < n) __threadfence_system();
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
     char* w = t == static_cast<int>(tid) ? mine : detail::window(c, t);
-    detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), e);
+    if (w == nullptr)
+      detail::ring_signal(c, nullptr, nullptr, 0, c.barrier_slots + c.rank, e, symcommSignalSet, t);
+    else
+      detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), e);
   }
   for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
     // Member t's slot shows its arrival: a failure records t's world rank as the pe.
@@ -440,16 +516,32 @@ __device__ __forceinline__ int barrier_block(const DeviceComm& c) {
   // The barrier failed here: take the arrival back (every epoch is at least 1), so that a
   // member that comes late waits until its own bound instead of passing on it.
   if (result != 0)
-    for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt))
-      detail::store_relaxed(reinterpret_cast<uint64_t*>(detail::window(c, t) + slot), 0);
+    for (int t = static_cast<int>(tid); t < n; t += static_cast<int>(nt)) {
+      if (char* w = detail::window(c, t))
+        detail::store_relaxed(reinterpret_cast<uint64_t*>(w + slot), 0);
+      else
+        detail::ring_signal(c, nullptr, nullptr, 0, c.barrier_slots + c.rank, 0,
+                            symcommSignalSet, t);
+    }
   return result;
 }
 
 // --- Atomics ----------------------------------------------------------------------------------
 
+namespace detail {
+// Atomics need the member mapped (atomic with its GPU's own); elsewhere the call is refused
+// and recorded (code symcommNotSupported).
+__device__ __forceinline__ bool atomic_reach(const DeviceComm& c, const void* p, int pe) {
+  if (window(c, pe) != nullptr) return true;
+  record_error(c, symcommNotSupported, p, static_cast<symcommCmp_t>(kRefusedAtomic), 8, 0,
+               world_of(c, pe));
+  return false;
+}
+}  // namespace detail
+
 __device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64_t* p,
                                                      uint64_t value, int pe) {
-  if (!detail::allowed(c, p, 8, pe)) return 0;
+  if (!detail::allowed(c, p, 8, pe) || !detail::atomic_reach(c, p, pe)) return 0;
   return atomicAdd_system(reinterpret_cast<unsigned long long*>(detail::remote(c, p, pe)),
                           static_cast<unsigned long long>(value));
 }
@@ -457,14 +549,14 @@ __device__ __forceinline__ uint64_t atomic_fetch_add(const DeviceComm& c, uint64
 __device__ __forceinline__ uint64_t atomic_compare_swap(const DeviceComm& c, uint64_t* p,
                                                         uint64_t expected, uint64_t desired,
                                                         int pe) {
-  if (!detail::allowed(c, p, 8, pe)) return 0;
+  if (!detail::allowed(c, p, 8, pe) || !detail::atomic_reach(c, p, pe)) return 0;
   return atomicCAS_system(reinterpret_cast<unsigned long long*>(detail::remote(c, p, pe)),
                           static_cast<unsigned long long>(expected),
                           static_cast<unsigned long long>(desired));
 }
 
 __device__ __forceinline__ uint64_t atomic_fetch(const DeviceComm& c, const uint64_t* p, int pe) {
-  if (!detail::allowed(c, p, 8, pe)) return 0;
+  if (!detail::allowed(c, p, 8, pe) || !detail::atomic_reach(c, p, pe)) return 0;
   return detail::load_acquire(detail::remote(c, p, pe));
 }
 

@@ -24,6 +24,7 @@
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "rma/wait.h"
+#include "transport/device_ring.h"
 #include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
@@ -131,7 +132,8 @@ class Net final : public Transport {
     lanes_.resize(rails_.size());
   }
   ~Net() override {
-    // Jobs first (they use the proxies); then the threads end, then the endpoints close
+    // Jobs first (they use the proxies, and the ring's operations run there); then the
+    // threads end, then the endpoints close
     // (nothing lands in the proxies' receive buffers or the staging inbox after that), then
     // the buffers go.
     jobs_.reset();
@@ -214,12 +216,7 @@ class Net final : public Transport {
     h.word = heap_.offset_of(sig);
     h.a = value;
     h.op = static_cast<uint32_t>(op);
-    if (cuda_)
-      return jobs_->enqueue(stream, [=, this] {
-        std::vector<uint8_t> payload(bytes);
-        memory_->read_message(payload.data(), src, bytes);  // wherever src is, as the GPU sees it
-        send(pe, h, payload.data(), "a put-signal");
-      });
+    if (cuda_) return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, src); });
     send(pe, h, src, "a put-signal");
   }
   uint64_t fetch_add(int pe, uint64_t* word, uint64_t value) override {
@@ -243,6 +240,25 @@ class Net final : public Transport {
   }
   void single_writer_words(const void* base, size_t bytes) override {
     memory_->single_writer_words(base, bytes);
+  }
+
+  DeviceNetRing device_ring() override {
+    if (!cuda_) return DeviceNetRing{};
+    std::lock_guard<std::mutex> lock(ring_mutex_);
+    if (!ring_) {
+      ring_ = std::make_unique<DeviceRing>(device_);
+      jobs_->add_source([this] {
+        return ring_->reader().poll([this](const DeviceNetOp& op) { run_device_op(op); });
+      });
+    }
+    return ring_->view();
+  }
+  void raise_failure() override {
+    if (jobs_) jobs_->raise_failure();
+  }
+  // The peers this transport serves (the others are mapped, or this rank).
+  void serve(const std::vector<int>& peers) {
+    for (int pe : peers) serves_[static_cast<size_t>(pe)] = true;
   }
 
   void progress() override {
@@ -277,6 +293,52 @@ class Net final : public Transport {
     for (size_t pe = 0; pe < dirty_.size(); ++pe)
       if (dirty_[pe].exchange(false))
         send(static_cast<int>(pe), header(wire::Kind::Flush), nullptr, "a quiet", true);
+  }
+
+  // The cuda space: a put-signal of up to SYMCOMM_NET_EAGER_MAX bytes as one message, its
+  // payload read from `src` wherever it is, as the GPU sees it.
+  void send_put_signal(int pe, const wire::Header& h, const void* src) {
+    std::vector<uint8_t> payload(h.bytes);
+    memory_->read_message(payload.data(), src, h.bytes);
+    send(pe, h, payload.data(), "a put-signal");
+  }
+
+  // An operation that a kernel handed over through the ring, on the stream worker (which
+  // owns the staging slots): carried out when it returns.
+  void run_device_op(const DeviceNetOp& op) {
+    trace::Scope t("device op");
+    if (op.kind == kDeviceNetQuiet) return flush();
+    const int pe = op.pe;
+    SYMCOMM_REQUIRE(pe >= 0 && static_cast<size_t>(pe) < serves_.size() &&
+                        serves_[static_cast<size_t>(pe)],
+                    symcommInvalidArgument, "a kernel handed the net transport of rank %d an "
+                    "operation for rank %d, which it does not serve", rank_, pe);
+    void* local = reinterpret_cast<void*>(static_cast<uintptr_t>(op.local));
+    wire::Header h = header(wire::Kind::Signal);
+    h.word = op.signal;
+    h.a = op.value;
+    h.op = op.op;
+    switch (op.kind) {
+      case kDeviceNetPut:
+        return staging_->put(*proxy_, pe, op.offset, local, op.bytes);
+      case kDeviceNetGet:
+        return staging_->get(*proxy_, pe, local, op.offset, op.bytes);
+      case kDeviceNetPutSignal:
+        if (op.bytes <= eager_max_) {
+          h.kind = wire::Kind::PutSignal;
+          h.offset = op.offset;
+          h.bytes = static_cast<uint32_t>(op.bytes);
+          return send_put_signal(pe, h, local);
+        }
+        staging_->put(*proxy_, pe, op.offset, local, op.bytes);
+        [[fallthrough]];
+      case kDeviceNetSignal:
+        send(pe, h, nullptr, "a signal");
+        return;
+      default:
+        SYMCOMM_THROW(symcommInternalError, "a kernel handed over an operation of kind %u",
+                      op.kind);
+    }
   }
 
   wire::Header header(wire::Kind kind) const {
@@ -428,6 +490,9 @@ class Net final : public Transport {
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
+  std::vector<bool> serves_ = std::vector<bool>(dirty_.size(), false);  // [pe]: a peer of ours
+  std::mutex ring_mutex_;
+  std::unique_ptr<DeviceRing> ring_;   // the cuda space's, from the first device handle
 };
 
 class NetKind final : public TransportKind {
@@ -437,6 +502,7 @@ class NetKind final : public TransportKind {
   std::unique_ptr<Transport> open(TransportContext& ctx,
                                   const std::vector<int>& peers) const override {
     auto net = std::make_unique<Net>(ctx);
+    net->serve(peers);
     if (kConnectAtInit.get()) net->connect(peers);
     return net;
   }
