@@ -61,8 +61,13 @@ RawFabric::RawFabric(const Context& ctx, size_t bytes, int contexts)
   // choose the same provider and domain (bound to the same interface), with the same
   // completion semantics (delivery complete: a write completes once its data is at the
   // target).
+  const char* progress = getenv("SYMCOMM_NET_PROGRESS");
+  std::vector<fi_progress> modes = symcomm::net_progress_modes(progress ? progress : "manual");
+  if (modes.empty()) die("SYMCOMM_NET_PROGRESS", "none of manual, auto, auto-or-manual", __FILE__,
+                         __LINE__);
+  fi_progress chosen = FI_PROGRESS_UNSPEC;
   BENCH_FI(symcomm::net_fabric_info(*lib_, env("SYMCOMM_NET_PROVIDER"), env("SYMCOMM_NET_DOMAIN"),
-                                    &info_));
+                                    &info_, modes, &chosen));
   provider_ = info_->fabric_attr->prov_name;
   domain_name_ = info_->domain_attr->name;
   max_write_ = std::max<size_t>(info_->ep_attr->max_msg_size, 4096);

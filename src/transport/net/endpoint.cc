@@ -26,6 +26,12 @@ static const StringParam kRails(
     "comma-separated libfabric domains (for tcp, interfaces) of the net transport's rails: "
     "an endpoint on each, large transfers striped over them (SYMCOMM_NET_DOMAIN is then "
     "not used); empty: one rail, SYMCOMM_NET_DOMAIN's");
+static const EnumParam kProgress(
+    "SYMCOMM_NET_PROGRESS", "manual", "manual|auto|auto-or-manual",
+    "the data progress the net transport asks libfabric for: manual (its proxy's polls move "
+    "the data), auto (the provider moves it; tcp's rxm runs a thread of its own per endpoint), "
+    "auto-or-manual (auto where the provider offers it, else manual)");
+
 static const IntParam kMaxRails("SYMCOMM_NET_MAX_RAILS", "4",
                                 "the most rails of SYMCOMM_NET_RAILS the net transport uses",
                                 1, 16);
@@ -57,14 +63,17 @@ struct Name {
 };
 
 fi_info* choose(const FabricLib& lib, const std::string& provider, const std::string& domain) {
+  const std::string progress = kProgress.get();
+  const std::vector<fi_progress> modes = net_progress_modes(progress);  // (get() checked it)
   fi_info* found = nullptr;
-  const int rc = net_fabric_info(lib, provider, domain, &found);
+  fi_progress chosen = FI_PROGRESS_UNSPEC;
+  const int rc = net_fabric_info(lib, provider, domain, &found, modes, &chosen);
   SYMCOMM_REQUIRE(rc == 0 && found, symcommNotSupported,
                   "no libfabric provider offers what the net transport needs (RMA and messages "
-                  "on a reliable-datagram endpoint, delivery-complete writes) with "
-                  "SYMCOMM_NET_PROVIDER='%s' and domain '%s' (SYMCOMM_NET_DOMAIN or "
-                  "SYMCOMM_NET_RAILS): %s (fi_info -l lists the providers)",
-                  provider.c_str(), domain.c_str(),
+                  "on a reliable-datagram endpoint, delivery-complete writes, %s data progress "
+                  "(SYMCOMM_NET_PROGRESS)) with SYMCOMM_NET_PROVIDER='%s' and domain '%s' "
+                  "(SYMCOMM_NET_DOMAIN or SYMCOMM_NET_RAILS): %s (fi_info -l lists the "
+                  "providers)", progress.c_str(), provider.c_str(), domain.c_str(),
                   rc ? lib.fi_strerror(-rc) : "no match");
   // The first match; the rest are alternatives we do not use.
   fi_info* mine = lib.fi_dupinfo(found);
@@ -138,8 +147,10 @@ void FabricEndpoint::close_all() {
 
 std::string FabricEndpoint::describe() const {
   if (!info_) return "not open";
-  return format("provider %s, domain %s, libfabric %s", info_->fabric_attr->prov_name,
-                info_->domain_attr->name, lib_.version_text().c_str());
+  return format("provider %s, domain %s, %s data progress, libfabric %s",
+                info_->fabric_attr->prov_name, info_->domain_attr->name,
+                net_progress_name(info_->domain_attr->data_progress),
+                lib_.version_text().c_str());
 }
 
 void FabricEndpoint::register_heap_range(char* base, size_t offset, size_t bytes) {

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "transport/net/fabric_lib.h"
 
@@ -33,16 +34,33 @@ inline std::string interface_address(const std::string& name) {
   return found;
 }
 
+// The data progress modes to ask libfabric for, in turn, for SYMCOMM_NET_PROGRESS's value:
+// "manual" (the proxy's polls move the data), "auto" (the provider moves it itself; tcp's
+// rxm with a thread of its own per endpoint), "auto-or-manual" (auto where the provider
+// offers it, else manual: NVSHMEM's rule). Empty for any other value.
+inline std::vector<fi_progress> net_progress_modes(const std::string& name) {
+  if (name == "manual") return {FI_PROGRESS_MANUAL};
+  if (name == "auto") return {FI_PROGRESS_AUTO};
+  if (name == "auto-or-manual") return {FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL};
+  return {};
+}
+
+inline const char* net_progress_name(fi_progress p) {
+  return p == FI_PROGRESS_AUTO ? "auto" : p == FI_PROGRESS_MANUAL ? "manual" : "unspecified";
+}
+
 // fi_getinfo for the net transport's endpoint: reliable datagrams with messages and RMA,
 // delivery-complete writes, the registration modes the transport handles (virtual
 // addresses, provider keys, allocated memory; not FI_MR_LOCAL), `provider` and `domain`
 // where not empty. A domain that names an interface (tcp's domains do) is also where the
 // endpoint binds: otherwise tcp listens on every address and peers connect to the host's
 // first one, not to the interface asked for (lo: traffic must stay on loopback). Only
-// entries of `domain` are kept. Returns fi_getinfo's code (0, or negative; -FI_ENODATA where
-// none is left); *info is the list on success (fi_freeinfo it).
+// entries of `domain` are kept. `progress`: the data progress mode asked for. Returns
+// fi_getinfo's code (0, or negative; -FI_ENODATA where none is left); *info is the list on
+// success (fi_freeinfo it).
 inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
-                           const std::string& domain, fi_info** info) {
+                           const std::string& domain, fi_info** info,
+                           fi_progress progress = FI_PROGRESS_MANUAL) {
   fi_info* hints = lib.fi_dupinfo(nullptr);
   if (!hints) return -FI_ENOMEM;
   hints->ep_attr->type = FI_EP_RDM;
@@ -51,7 +69,7 @@ inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+  hints->domain_attr->data_progress = progress;
   hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   if (!domain.empty()) hints->domain_attr->name = strdup(domain.c_str());
@@ -75,6 +93,22 @@ inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
     lib.fi_freeinfo(entry);
   }
   return *info ? 0 : -FI_ENODATA;
+}
+
+// net_fabric_info with the first of `modes` that some provider offers; *chosen says which.
+inline int net_fabric_info(const FabricLib& lib, const std::string& provider,
+                           const std::string& domain, fi_info** info,
+                           const std::vector<fi_progress>& modes, fi_progress* chosen) {
+  int rc = -FI_ENODATA;
+  for (fi_progress mode : modes) {
+    rc = net_fabric_info(lib, provider, domain, info, mode);
+    if (rc == 0 && *info) {
+      *chosen = mode;
+      return 0;
+    }
+    if (rc != -FI_ENODATA) return rc;
+  }
+  return rc;
 }
 
 }  // namespace symcomm
