@@ -31,9 +31,11 @@ struct symcommComm {
   std::unique_ptr<symcomm::NcclComms> nccl;
   std::unique_ptr<symcomm::CollContext> coll;
 
-  // Objects built on this communicator (decompositions) that must let go of it when it is
-  // finalized first: called then, before the layers go.
+  // Objects built on this communicator (decompositions, fused plans) that must let go of it
+  // when it is finalized first: called then, before the layers go.
   std::map<const void*, std::function<void()>> dependents;
+  // Fused plans made per team id: numbers the plans' agreements (capi/fused.cc).
+  std::map<symcommTeam_t, uint64_t> fused_plans;
 
   // The communicator is usable: no peer lost, no device-side wait failure pending.
   void check_live() {
