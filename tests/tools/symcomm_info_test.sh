@@ -77,6 +77,7 @@ assert rows and all("runs" in r for r in rows), rows
 assert all(r["runs"] or r["why_not"] for r in rows), rows
 assert any(p["name"] == "SYMCOMM_NODE_NAME" and p["set"] for p in d["parameters"])
 assert all(m["transports"] == ["lsa", "lsa"] for m in c["members"]), c["members"]
+assert "reference" in d["fused_implementations"], d["fused_implementations"]
 PY
 }
 

@@ -10,6 +10,7 @@
 
 #include "info.h"
 #include "symcomm/decomp.h"
+#include "symcomm/fused.h"
 #include "symcomm/symcomm.h"
 
 namespace symcomm_info {
@@ -181,6 +182,8 @@ void collect_static(Info* info) {
   }
   for (int i = 0; i < symcommDecompBackendCount(); ++i)
     info->backends.emplace_back(symcommDecompBackendName(i));
+  for (int i = 0; i < symcommFusedImplementationCount(); ++i)
+    info->fused.emplace_back(symcommFusedImplementationName(i));
   for (const std::string& line : lines_of(symcommCollSelectionTable()))
     info->selection.push_back(parse_row(line));
 }

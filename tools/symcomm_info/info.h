@@ -100,6 +100,7 @@ struct Info {
   std::vector<Param> params;
   std::vector<Algorithm> algorithms;
   std::vector<std::string> backends;
+  std::vector<std::string> fused;  // fused implementations, preferred first
   std::vector<SelectionRow> selection;
   Communicator comm;
 };

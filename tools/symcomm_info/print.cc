@@ -241,6 +241,9 @@ void print_text(const Info& info) {
   std::printf("\nDecomposition backends (each runs transposes and halo exchanges, as the "
               "config's backend and halo_backend say; preferred first)\n");
   for (const std::string& b : info.backends) std::printf("  %s\n", b.c_str());
+  std::printf("\nFused implementations (all-gather + GEMM, GEMM + reduce-scatter, transpose + "
+              "accumulate; preferred first)\n");
+  for (const std::string& f : info.fused) std::printf("  %s\n", f.c_str());
   std::printf("\nCollective selection table%s\n",
               joined ? " (yes/no: whether the row's algorithm can run in this communicator)" : "");
   for (const SelectionRow& row : info.selection) {
@@ -329,6 +332,10 @@ void print_json(const Info& info) {
   j.key("decomposition_backends");
   j.begin_array();
   for (const std::string& b : info.backends) j.value(b);
+  j.end_array();
+  j.key("fused_implementations");
+  j.begin_array();
+  for (const std::string& f : info.fused) j.value(f);
   j.end_array();
   j.key("selection_table");
   j.begin_array();
