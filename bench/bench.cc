@@ -3,6 +3,7 @@
 //   symrun -n 8 symcomm-bench coll [common options] [--ops LIST] [--step F] [--plain] ...
 //   symrun -n 8 symcomm-bench decomp [common options] [--sizes LIST] [--max-n N] ...
 //   symrun -n 2 --nodes 2 symcomm-bench net [common options] [--sizes LIST] ... (either space)
+//   symrun -n 2 symcomm-bench fused [common options] [--shapes LIST] [--llm] ...
 #include "bench.h"
 #include "net_nccl.h"
 
@@ -213,6 +214,7 @@ const Subcommand kSubcommands[] = {
     {"decomp", bench::kDecompUsage, bench::decomp_option, bench::run_decomp},
     {"net", bench::kNetUsage, bench::net_option, bench::run_net,
      (1u << symcommSpaceCuda) | (1u << symcommSpaceHost), "", bench::net::set_nccl_environment},
+    {"fused", bench::kFusedUsage, bench::fused_option, bench::run_fused},
 };
 
 void usage(FILE* f, const Subcommand* only) {

@@ -76,6 +76,13 @@ struct NetOptions {
   double idle_s = 3;              // --idle-s: seconds of idle CPU measured (0: skipped)
 };
 
+// Options of `symcomm-bench fused` (fused_bench.cu; --help lists them).
+struct FusedOptions {
+  std::vector<int64_t> cubes{1024, 2048, 4096, 8192, 16384};  // --shapes: M = N = K
+  bool llm = false;               // --llm: also M = K = 8192, N 1024, 3584, 28672
+  std::vector<std::string> ops;   // --fused-ops: ag_gemm, gemm_rs; empty for both
+};
+
 struct Options {
   std::string json;       // --json FILE: JSON Lines, appended
   std::string machine;    // --machine NAME; default machine_name() of this GPU (record.h)
@@ -86,6 +93,7 @@ struct Options {
   CollOptions coll;
   DecompOptions decomp;
   NetOptions net;
+  FusedOptions fused;
 };
 
 struct Context {
@@ -190,5 +198,11 @@ int run_decomp(Context& ctx);
 extern const char* const kNetUsage;
 bool net_option(Options& opt, int argc, char** argv, int& i);
 int run_net(Context& ctx);
+
+// symcomm-bench fused: all-gather + GEMM and GEMM + reduce-scatter against the GEMM alone and
+// NCCL + cuBLASLt (fused_bench.cu); options parsed like coll's.
+extern const char* const kFusedUsage;
+bool fused_option(Options& opt, int argc, char** argv, int& i);
+int run_fused(Context& ctx);
 
 }  // namespace bench
