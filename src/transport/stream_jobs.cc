@@ -322,6 +322,8 @@ void StreamJobs::run() {
       fail(symcommInternalError, e.what());
     }
     complete(job);
+    // Then the sources, once: streams that keep jobs ready do not hold kernels' work back.
+    poll_sources();
   }
 }
 
