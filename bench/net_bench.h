@@ -44,6 +44,7 @@ struct Setup {
   std::string provider, domain;  // the raw endpoint's (the transport's, as chosen alike)
   uint64_t point = 0;  // points so far: each point's data pattern differs
   uint64_t round = 0;  // the ping-pongs' running value (signal value, raw round word)
+  double target_raw_us = 0;  // raw fi_write's one-way time of the 8-byte target
   uint64_t control = 0;  // the raw bandwidth's end-of-repetition word
   std::vector<std::string> targets;  // the bandwidth targets' verdicts, printed at the end
 };
@@ -66,6 +67,10 @@ bool both(const Context& ctx, bool ok);
 void barrier(const Context& ctx);
 // Seconds on a steady clock.
 double now_s();
+// Cuda space (net_device_latency.cu): the 8-byte put-signal's one-way time in microseconds
+// from kernels, through the GPU-to-proxy ring: --rounds round trips a kernel, the median over
+// --iters kernels; *ok where every wait succeeded on both ranks.
+double device_pingpong_us(Setup& s, int rounds, bool* ok);
 
 // Rank 0's median times of the implementations at one point: repetitions (--warmup untimed,
 // then --iters) alternate between them, raw first, then symcomm, then NCCL (where `nccl` is

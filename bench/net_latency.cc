@@ -110,6 +110,7 @@ const char* verdict(bool met) { return met ? "true" : "false"; }
 int target(Setup& s) {
   const int rounds = 5 * s.ctx.opt.net.rounds;
   const Pingpong p = pingpong(s, 8, rounds);
+  s.target_raw_us = p.us.raw_us;
   const double to_raw = p.us.raw_us > 0 ? p.us.symcomm_us / p.us.raw_us : 0;
   const bool raw_met = to_raw > 0 && to_raw <= kTargetRatio;
   const double to_nccl = p.us.nccl_us > 0 ? p.us.symcomm_us / p.us.nccl_us : 0;
@@ -142,6 +143,26 @@ int target(Setup& s) {
   return !p.raw_ok + !p.ok + (s.nccl && !p.nccl_ok);
 }
 
+// The same 8-byte put-signal from kernels (the device API through the GPU-to-proxy ring),
+// against the raw round trip of target().
+int device_target(Setup& s) {
+  const int rounds = 5 * s.ctx.opt.net.rounds;
+  bool ok = false;
+  const double us = device_pingpong_us(s, rounds, &ok);
+  const double to_raw = s.target_raw_us > 0 ? us / s.target_raw_us : 0;
+  Record r = latency_record(s, "latency_device", "symcomm:device_put_signal", 8, us, ok, rounds);
+  r.extra.emplace_back("raw_us", number(s.target_raw_us));
+  r.extra.emplace_back("ratio_to_raw", number(to_raw));
+  r.extra.emplace_back("meets_raw_target", verdict(to_raw > 0 && to_raw <= kTargetRatio));
+  report(s, r, ratio(s.target_raw_us, us), 0);
+  if (s.ctx.rank == 0) {
+    std::printf("8-byte put-signal one way from kernels (GPU-to-proxy ring): %.2f us, ratio "
+                "%.2f to raw fi_write RTT/2\n", us, to_raw);
+    std::fflush(stdout);
+  }
+  return !ok;
+}
+
 }  // namespace
 
 int latency(Setup& s) {
@@ -157,7 +178,9 @@ int latency(Setup& s) {
            ratio(p.us.raw_us, p.us.symcomm_us), s.nccl ? ratio(p.us.nccl_us, p.us.symcomm_us) : 0);
     failed += !p.raw_ok + !p.ok + (s.nccl && !p.nccl_ok);
   }
-  return failed + target(s);
+  failed += target(s);
+  if (s.cuda) failed += device_target(s);
+  return failed;
 }
 
 }  // namespace bench::net
