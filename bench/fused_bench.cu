@@ -63,7 +63,8 @@ namespace {
 #define BENCH_LT(call)                                                                 \
   do {                                                                                 \
     cublasStatus_t s_ = (call);                                                        \
-    if (s_ != CUBLAS_STATUS_SUCCESS) die(#call, "cuBLAS status not success", __FILE__, __LINE__); \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                   \
+      die(#call, "cuBLAS status not success", __FILE__, __LINE__);                     \
   } while (0)
 
 // x in [-1, 1) from an index: the same data wherever it is made.
@@ -224,7 +225,8 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
     std::vector<int> all(static_cast<size_t>(p));
     BENCH_SC(symcommHostAllgather(ctx.comm, &everywhere, all.data(), sizeof everywhere));
     if (std::count(all.begin(), all.end(), 1) != p) {
-      if (ctx.rank == 0) std::printf("%-8s symcomm:%-14s cannot run: %s\n", op, cfg.implementation, why);
+      if (ctx.rank == 0)
+        std::printf("%-8s symcomm:%-14s cannot run: %s\n", op, cfg.implementation, why);
       continue;
     }
     symcommFusedPlan_t plan;
