@@ -16,6 +16,12 @@
 //                      the put (ss -K): each put either completes or fails with
 //                      symcommPeerLost, none hangs, every put that reported success has
 //                      landed (rank 1 checks each), and later puts work again.
+// rail-cut             (two rails or more, SYMCOMM_NET_RAILS; needs ss; exit code 77 without
+//                      either) rank 0 puts 64 MiB to rank 1, striped over the rails, round
+//                      after round, and in some rounds destroys its connections on the second
+//                      rail (ss -K src ADDRESS) under the put: every put completes (the pieces
+//                      on the cut rail go again on the others), each landed, and the transport
+//                      said so (its warning naming the failed rail).
 // no-libfabric         SYMCOMM_FABRIC_LIBRARY names no library: init fails on every rank with
 //                      symcommNotSupported naming it, where a peer needs the network; on one
 //                      node (no such peer) init succeeds.
@@ -26,9 +32,15 @@
 //
 // The victim of the dies-* scenarios forks: its child plays the victim and the parent exits
 // 0 once the child is gone, so that symrun's exit code says whether the survivors passed.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include <chrono>
 #include <cstdio>
@@ -221,6 +233,103 @@ int connection_cut(int rank) {
   return 0;
 }
 
+// The IPv4 address of interface `name` in this namespace ("" where none).
+std::string address_of(const std::string& name) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || name != i->ifa_name) continue;
+    char text[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+              sizeof text);
+    found = text;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+int rail_cut(int rank) {
+  const std::string s = "rail-cut";
+  const char* rails = std::getenv("SYMCOMM_NET_RAILS");
+  const std::string list = rails ? rails : "";
+  const size_t comma = list.find(',');
+  if (comma == std::string::npos) {
+    std::printf("SKIP: rail-cut needs two rails or more (SYMCOMM_NET_RAILS)\n");
+    return 77;
+  }
+  const std::string second = list.substr(comma + 1, list.find(',', comma + 1) - comma - 1);
+  const std::string address = address_of(second);
+  if (address.empty()) return fail(s, rank, "rail " + second + " has no IPv4 address here");
+  // The transport's warnings go to stderr: rank 0 keeps them in a file to count them.
+  const std::string log = "/tmp/symcomm_rail_cut_" + std::to_string(getpid()) + ".log";
+  int saved = -1;
+  if (rank == 0) {
+    std::fflush(stderr);
+    saved = dup(2);
+    if (!std::freopen(log.c_str(), "w", stderr)) return fail(s, rank, "cannot redirect stderr");
+  }
+  symcommResult_t rc;
+  symcommComm_t comm = init(&rc);
+  if (!comm) return fail(s, rank, symcommGetLastError());
+  constexpr int kRounds = 8;
+  constexpr size_t kBytes = 64 << 20;  // striped over the rails; shaped, it takes long enough
+  char* slot = nullptr;
+  if (symcommMalloc(comm, kBytes, reinterpret_cast<void**>(&slot)) != symcommSuccess)
+    return fail(s, rank, symcommGetLastError());
+  std::vector<char> src(kBytes);
+  int cuts = 0;
+  for (int k = 0; k < kRounds; ++k) {
+    std::memset(slot, 0, kBytes);
+    if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+    if (rank == 0) {
+      for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>(byte_of(k + 1, i));
+      std::thread cutter;
+      if (k % 2 == 1) {
+        ++cuts;
+        const std::string cmd = "sleep 0.05; ss -K src " + address + " >/dev/null 2>&1";
+        cutter = std::thread([cmd] {
+          if (std::system(cmd.c_str()) != 0) std::fprintf(stdout, "ss -K failed\n");
+        });
+      }
+      const auto start = Clock::now();
+      rc = symcommPutOnStream(comm, slot, src.data(), kBytes, 1, symcommEngineAuto, nullptr);
+      if (cutter.joinable()) cutter.join();
+      if (since(start) > 60) return fail(s, rank, "a put took longer than 60 s");
+      if (rc != symcommSuccess)
+        return fail(s, rank, "put " + std::to_string(k) + " failed: " + symcommGetLastError());
+    }
+    if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+    if (rank == 1)
+      for (size_t i = 0; i < kBytes; ++i)
+        if (static_cast<uint8_t>(slot[i]) != byte_of(k + 1, i))
+          return fail(s, rank, "put " + std::to_string(k) + " did not land whole");
+    if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  }
+  symcommFinalize(comm);
+  if (rank == 0) {
+    std::fflush(stderr);
+    dup2(saved, 2);
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::remove(log.c_str());
+    const std::string said = text.str();
+    int replays = 0;
+    for (size_t at = said.find("goes again on the other rails"); at != std::string::npos;
+         at = said.find("goes again on the other rails", at + 1))
+      ++replays;
+    std::printf("rail-cut: %d of %d puts under a cut of rail %s (%s), every put landed; %d "
+                "pieces went again on the other rails\n", cuts, kRounds, second.c_str(),
+                address.c_str(), replays);
+    if (replays == 0) {
+      std::fprintf(stderr, "%s", said.c_str());
+      return fail(s, rank, "no piece went again: the cuts hit no transfer");
+    }
+  }
+  return 0;
+}
+
 int init_fails(const std::string& scenario, int rank, int nranks) {
   if (scenario == "no-libfabric") setenv("SYMCOMM_FABRIC_LIBRARY", "/nonexistent/libfabric.so.1", 1);
   else if (scenario == "unequal-rails") setenv("SYMCOMM_NET_RAILS", rank == 0 ? "lo,lo" : "lo", 1);
@@ -274,10 +383,17 @@ int main(int argc, char** argv) {
     }
     return connection_cut(rank);
   }
+  if (scenario == "rail-cut") {
+    if (std::system("ss -V >/dev/null 2>&1") != 0) {
+      std::printf("SKIP: rail-cut needs ss (iproute2) to destroy connections\n");
+      return 77;
+    }
+    return rail_cut(rank);
+  }
   if (scenario == "no-libfabric" || scenario == "unknown-provider" ||
       scenario == "unequal-rails")
     return init_fails(scenario, rank, nranks);
   std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|dies-during-coll|"
-                       "connection-cut|no-libfabric|unknown-provider|unequal-rails\n");
+                       "connection-cut|rail-cut|no-libfabric|unknown-provider|unequal-rails\n");
   return 2;
 }

@@ -130,6 +130,7 @@ class Net final : public Transport {
     loop_->start();
     proxy_ = rails_[0].proxy.get();
     lanes_.resize(rails_.size());
+    down_until_.resize(rails_.size());
   }
   ~Net() override {
     // Jobs first (they use the proxies, and the ring's operations run there); then the
@@ -275,6 +276,7 @@ class Net final : public Transport {
       for (size_t i = 1; i < rails_.size(); ++i) rails_[i].proxy->progress();
   }
   void abort() override {
+    aborted_.store(true);
     const char* why = "the communicator was aborted (a peer was lost)";
     if (jobs_) jobs_->abort(why);
     for (Rail& r : rails_) r.proxy->abort(why);
@@ -357,6 +359,7 @@ class Net final : public Transport {
     std::vector<rails::Piece> pieces{rails::Piece{0, 0, bytes}};
     if (rails_.size() > 1) {
       std::lock_guard<std::mutex> lock(stripe_mutex_);
+      bring_back_rails();
       pieces = striper_.plan(bytes, lanes_);
     }
     std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
@@ -368,17 +371,80 @@ class Net final : public Transport {
       rail.proxy->submit(ops.back().second);
     }
     // A small transfer is a round trip: the caller drives it (Proxy::wait).
-    for (auto& [proxy, op] : ops)
-      proxy->wait(*op, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get",
-                  /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
+    const char* what = type == NetOp::Type::Write ? "a put" : "a get";
+    for (size_t k = 0; k < ops.size(); ++k) {
+      auto& [proxy, op] = ops[k];
+      try {
+        proxy->wait(*op, timeout_ms_, what,
+                    /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
+      } catch (const Error& e) {
+        // A rail's connection failed under the piece (an error completion): the piece goes
+        // again on the other rails (fail_over), each in turn, until one carries it.
+        if (e.code() != symcommPeerLost || rails_.size() == 1 || aborted_.load()) throw;
+        fail_over(type, pe, offset, local, pieces[k], e.what(), &ops[k]);
+      }
+    }
     if (rails_.size() > 1) {
-      // Each rail's rate, from the time its piece took: the next stripes weigh by it.
+      // Each rail's rate, from the time its piece took: the next stripes weigh by it (not
+      // where another rail carried the piece).
       std::lock_guard<std::mutex> lock(stripe_mutex_);
-      for (size_t k = 0; k < pieces.size(); ++k)
-        rails::observe_rate(lanes_[static_cast<size_t>(pieces[k].lane)], pieces[k].bytes,
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        const size_t lane = static_cast<size_t>(pieces[k].lane);
+        if (ops[k].first != rails_[lane].proxy.get()) continue;
+        rails::observe_rate(lanes_[lane], pieces[k].bytes,
                             std::chrono::duration<double>(ops[k].second->done_at - start).count());
+      }
     }
   }
+  // Rails marked down by fail_over come back (are tried again) this long after.
+  static constexpr auto kRailRetry = std::chrono::seconds(1);
+
+  // Under stripe_mutex_: rails whose time down has passed are up again (the next transfer
+  // that uses them probes them; where they fail again they go down again).
+  void bring_back_rails() {
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < lanes_.size(); ++i)
+      if (!lanes_[i].up && now >= down_until_[i]) {
+        lanes_[i].up = true;
+        SYMCOMM_INFO("net transport: rail %zu is tried again", i);
+      }
+  }
+
+  // The piece `p` of a transfer failed on its rail (`why`): that rail is down for
+  // kRailRetry, and the piece is posted again on each other rail in turn until one carries
+  // it (*op then holds that rail's operation). A write lands the same bytes again where
+  // part of it had landed (the source has not changed: the caller waits); the failed
+  // rail's connection is gone, so nothing of it lands later. Throws symcommPeerLost where
+  // every rail fails.
+  void fail_over(NetOp::Type type, int pe, size_t offset, void* local, const rails::Piece& p,
+                 const std::string& why, std::pair<Proxy*, std::shared_ptr<NetOp>>* op) {
+    {
+      std::lock_guard<std::mutex> lock(stripe_mutex_);
+      lanes_[static_cast<size_t>(p.lane)].up = false;
+      down_until_[static_cast<size_t>(p.lane)] = std::chrono::steady_clock::now() + kRailRetry;
+    }
+    SYMCOMM_WARN("net transport: rail %d to rank %d failed under a transfer (%s): its piece of "
+                 "%zu bytes goes again on the other rails", p.lane, pe, why.c_str(), p.bytes);
+    std::string last = why;
+    for (size_t i = 1; i < rails_.size(); ++i) {
+      const size_t lane = (static_cast<size_t>(p.lane) + i) % rails_.size();
+      Rail& rail = rails_[lane];
+      auto again = op_of(*rail.endpoint, type, pe, offset + p.offset,
+                         static_cast<char*>(local) + p.offset, p.bytes);
+      rail.proxy->submit(again);
+      try {
+        rail.proxy->wait(*again, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get");
+        *op = {rail.proxy.get(), again};
+        return;
+      } catch (const Error& e) {
+        if (e.code() != symcommPeerLost || aborted_.load()) throw;
+        last = e.what();
+      }
+    }
+    SYMCOMM_THROW(symcommPeerLost, "every rail to rank %d failed under a transfer: %s", pe,
+                  last.c_str());
+  }
+
   // One rail's operation: the range split at registered regions and at the chunk size.
   std::shared_ptr<NetOp> op_of(const FabricEndpoint& ep, NetOp::Type type, int pe,
                                size_t offset, char* at, size_t bytes) const {
@@ -486,6 +552,8 @@ class Net final : public Transport {
   rails::Striper striper_{rails::StripePolicy{kStripeMin.get(), 128,
                                               static_cast<double>(kSlowRail.get())}};
   std::vector<rails::LaneState> lanes_;  // [rail], under stripe_mutex_: up, measured rate
+  std::vector<std::chrono::steady_clock::time_point> down_until_;  // [rail], stripe_mutex_
+  std::atomic<bool> aborted_{false};
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
