@@ -19,9 +19,10 @@
 // rail-cut             (two rails or more, SYMCOMM_NET_RAILS; needs ss; exit code 77 without
 //                      either) rank 0 puts 64 MiB to rank 1, striped over the rails, round
 //                      after round, and in some rounds destroys its connections on the second
-//                      rail (ss -K src ADDRESS) under the put: every put completes (the pieces
-//                      on the cut rail go again on the others), each landed, and the transport
-//                      said so (its warning naming the failed rail).
+//                      rail (ss -K src ADDRESS) under the put, then likewise under a get of
+//                      64 MiB from rank 1: every put and get completes (the pieces on the cut
+//                      rail go again on the others), each landed whole, and the transport said
+//                      so (its warning naming the failed rail).
 // no-libfabric         SYMCOMM_FABRIC_LIBRARY names no library: init fails on every rank with
 //                      symcommNotSupported naming it, where a peer needs the network; on one
 //                      node (no such peer) init succeeds.
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <chrono>
@@ -275,35 +277,56 @@ int rail_cut(int rank) {
   constexpr int kRounds = 8;
   constexpr size_t kBytes = 64 << 20;  // striped over the rails; shaped, it takes long enough
   char* slot = nullptr;
-  if (symcommMalloc(comm, kBytes, reinterpret_cast<void**>(&slot)) != symcommSuccess)
+  char* source = nullptr;  // rank 1's: what rank 0 gets
+  if (symcommMalloc(comm, kBytes, reinterpret_cast<void**>(&slot)) != symcommSuccess ||
+      symcommMalloc(comm, kBytes, reinterpret_cast<void**>(&source)) != symcommSuccess)
     return fail(s, rank, symcommGetLastError());
-  std::vector<char> src(kBytes);
+  std::vector<char> src(kBytes), got(kBytes);
   int cuts = 0;
+  // `call` on rank 0 while, in odd rounds, a thread cuts the second rail's connections.
+  auto under_cut = [&](int k, const std::function<symcommResult_t()>& call) {
+    std::thread cutter;
+    if (k % 2 == 1) {
+      ++cuts;
+      const std::string cmd = "sleep 0.05; ss -K src " + address + " >/dev/null 2>&1";
+      cutter = std::thread([cmd] {
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stdout, "ss -K failed\n");
+      });
+    }
+    const auto start = Clock::now();
+    const symcommResult_t r = call();
+    if (cutter.joinable()) cutter.join();
+    if (since(start) > 60) return std::string("a call took longer than 60 s");
+    return r == symcommSuccess ? std::string() : std::string(symcommGetLastError());
+  };
   for (int k = 0; k < kRounds; ++k) {
     std::memset(slot, 0, kBytes);
     if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+    if (rank == 1)
+      for (size_t i = 0; i < kBytes; ++i) source[i] = static_cast<char>(byte_of(k + 101, i));
     if (rank == 0) {
       for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>(byte_of(k + 1, i));
-      std::thread cutter;
-      if (k % 2 == 1) {
-        ++cuts;
-        const std::string cmd = "sleep 0.05; ss -K src " + address + " >/dev/null 2>&1";
-        cutter = std::thread([cmd] {
-          if (std::system(cmd.c_str()) != 0) std::fprintf(stdout, "ss -K failed\n");
-        });
-      }
-      const auto start = Clock::now();
-      rc = symcommPutOnStream(comm, slot, src.data(), kBytes, 1, symcommEngineAuto, nullptr);
-      if (cutter.joinable()) cutter.join();
-      if (since(start) > 60) return fail(s, rank, "a put took longer than 60 s");
-      if (rc != symcommSuccess)
-        return fail(s, rank, "put " + std::to_string(k) + " failed: " + symcommGetLastError());
+      const std::string why = under_cut(k, [&] {
+        return symcommPutOnStream(comm, slot, src.data(), kBytes, 1, symcommEngineAuto, nullptr);
+      });
+      if (!why.empty()) return fail(s, rank, "put " + std::to_string(k) + " failed: " + why);
     }
     if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
     if (rank == 1)
       for (size_t i = 0; i < kBytes; ++i)
         if (static_cast<uint8_t>(slot[i]) != byte_of(k + 1, i))
           return fail(s, rank, "put " + std::to_string(k) + " did not land whole");
+    if (rank == 0) {
+      std::memset(got.data(), 0, kBytes);
+      const std::string why = under_cut(k, [&] {
+        return symcommGetOnStream(comm, got.data(), source, kBytes, 1, symcommEngineAuto,
+                                  nullptr);
+      });
+      if (!why.empty()) return fail(s, rank, "get " + std::to_string(k) + " failed: " + why);
+      for (size_t i = 0; i < kBytes; ++i)
+        if (static_cast<uint8_t>(got[i]) != byte_of(k + 101, i))
+          return fail(s, rank, "get " + std::to_string(k) + " did not arrive whole");
+    }
     if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   }
   symcommFinalize(comm);
@@ -319,9 +342,9 @@ int rail_cut(int rank) {
     for (size_t at = said.find("goes again on the other rails"); at != std::string::npos;
          at = said.find("goes again on the other rails", at + 1))
       ++replays;
-    std::printf("rail-cut: %d of %d puts under a cut of rail %s (%s), every put landed; %d "
-                "pieces went again on the other rails\n", cuts, kRounds, second.c_str(),
-                address.c_str(), replays);
+    std::printf("rail-cut: %d of %d puts and gets under a cut of rail %s (%s), every one "
+                "whole; %d pieces went again on the other rails\n", cuts, 2 * kRounds,
+                second.c_str(), address.c_str(), replays);
     if (replays == 0) {
       std::fprintf(stderr, "%s", said.c_str());
       return fail(s, rank, "no piece went again: the cuts hit no transfer");
