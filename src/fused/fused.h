@@ -49,6 +49,13 @@ struct FusedContext {
   int me;  // this rank's team rank
 };
 
+class Transport;
+
+// The team's barrier on `stream` (every member's earlier work on the team is done, as its
+// transports and the space order it), and the transport that reaches team member `member`.
+void team_barrier(FusedContext& ctx, symcommStream_t stream);
+Transport& member_transport(FusedContext& ctx, int member);
+
 // A run's buffers (fused.h, symcommFusedRun), checked.
 struct FusedBuffers {
   const void* a;

@@ -47,12 +47,6 @@ class Reference final : public FusedImplementation {
   }
 
  private:
-  static void barrier(FusedContext& ctx, symcommStream_t stream) {
-    ctx.rma.backend().barrier(ctx.rma.barrier_args(ctx.team_id), stream);
-  }
-  static Transport& to(FusedContext& ctx, int member) {
-    return ctx.rma.transports().to(ctx.team.world_of(member));
-  }
 
   // B[kk][j] of a [K, N] matrix, or of its transpose given as [N, K].
   static float b_at(const FusedShape& s, const void* b, int64_t kk, int64_t j, int64_t k) {
@@ -82,10 +76,12 @@ class Reference final : public FusedImplementation {
     char* gathered = static_cast<char*>(b.workspace);
     const size_t mine = static_cast<size_t>(s.rows[static_cast<size_t>(ctx.me)]) * row_bytes;
     char* at = gathered + static_cast<size_t>(s.row_start[static_cast<size_t>(ctx.me)]) * row_bytes;
-    barrier(ctx, stream);
+    team_barrier(ctx, stream);
     for (int t = 0; t < ctx.team.size; ++t)
-      if (mine) to(ctx, t).put(ctx.team.world_of(t), at, b.a, mine, symcommEngineAuto, stream);
-    barrier(ctx, stream);
+      if (mine)
+        member_transport(ctx, t).put(ctx.team.world_of(t), at, b.a, mine, symcommEngineAuto,
+                                     stream);
+    team_barrier(ctx, stream);
     std::vector<float> c;
     gemm(s, gathered, b.b, s.m, s.k, &c);
     for (size_t i = 0; i < c.size(); ++i) store(s.c_type, b.c, i, c[i]);
@@ -101,17 +97,17 @@ class Reference final : public FusedImplementation {
     gemm(s, b.a, b.b, s.m, s.cols[me], &partial);
     float* mine = static_cast<float*>(b.workspace);
     std::memcpy(mine, partial.data(), partial.size() * sizeof(float));
-    barrier(ctx, stream);
+    team_barrier(ctx, stream);
     const size_t row_floats = static_cast<size_t>(s.n);
     const size_t rows = static_cast<size_t>(s.rows[me]);
     float* block = mine + static_cast<size_t>(s.row_start[me]) * row_floats;
     std::vector<float> sum(rows * row_floats, 0.0f), got(rows * row_floats);
     for (int t = 0; t < ctx.team.size && rows; ++t) {
-      to(ctx, t).get(ctx.team.world_of(t), got.data(), block, got.size() * sizeof(float),
-                     symcommEngineAuto, stream);
+      member_transport(ctx, t).get(ctx.team.world_of(t), got.data(), block,
+                                   got.size() * sizeof(float), symcommEngineAuto, stream);
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += got[i];
     }
-    barrier(ctx, stream);  // every member read its rows of the partials here
+    team_barrier(ctx, stream);  // every member read its rows of the partials here
     for (size_t i = 0; i < sum.size(); ++i) store(s.c_type, b.c, i, sum[i]);
   }
 
@@ -121,7 +117,7 @@ class Reference final : public FusedImplementation {
                                    symcommStream_t stream) {
     const size_t me = static_cast<size_t>(ctx.me), elem = fused_element_bytes(s.a_type);
     const int64_t w = s.cols[me];
-    barrier(ctx, stream);  // every member's X is written
+    team_barrier(ctx, stream);  // every member's X is written
     std::vector<char> block;
     for (int t = 0; t < ctx.team.size && w; ++t) {
       const int64_t wt = s.cols[static_cast<size_t>(t)];
@@ -129,8 +125,8 @@ class Reference final : public FusedImplementation {
       block.resize(static_cast<size_t>(w * wt) * elem);
       const char* from =
           static_cast<const char*>(b.a) + static_cast<size_t>(s.col_start[me] * wt) * elem;
-      to(ctx, t).get(ctx.team.world_of(t), block.data(), from, block.size(),
-                     symcommEngineAuto, stream);
+      member_transport(ctx, t).get(ctx.team.world_of(t), block.data(), from, block.size(),
+                                   symcommEngineAuto, stream);
       // block[j][i] = X[col_start[me] + j][col_start[t] + i] -> out[col_start[t] + i][j].
       const int64_t first = s.col_start[static_cast<size_t>(t)];
       for (int64_t j = 0; j < w; ++j)
@@ -140,7 +136,7 @@ class Reference final : public FusedImplementation {
           store(s.c_type, b.c, o, load(s.c_type, b.c, o) + x);
         }
     }
-    barrier(ctx, stream);  // nobody changes X before every member read it
+    team_barrier(ctx, stream);  // nobody changes X before every member read it
   }
 };
 

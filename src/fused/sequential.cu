@@ -199,12 +199,6 @@ class Sequential final : public FusedImplementation {
   }
 
  private:
-  static void barrier(FusedContext& ctx, symcommStream_t stream) {
-    ctx.rma.backend().barrier(ctx.rma.barrier_args(ctx.team_id), stream);
-  }
-  static Transport& to(FusedContext& ctx, int member) {
-    return ctx.rma.transports().to(ctx.team.world_of(member));
-  }
   static cudaStream_t cuda(symcommStream_t s) { return static_cast<cudaStream_t>(s); }
 
   static void all_gather_gemm(const FusedShape& s, FusedContext& ctx, const FusedBuffers& b,
@@ -214,10 +208,12 @@ class Sequential final : public FusedImplementation {
     char* gathered = static_cast<char*>(b.workspace);
     const size_t mine = static_cast<size_t>(s.rows[me]) * row_bytes;
     char* at = gathered + static_cast<size_t>(s.row_start[me]) * row_bytes;
-    barrier(ctx, stream);  // nobody still multiplies the last run's gathered A
+    team_barrier(ctx, stream);  // nobody still multiplies the last run's gathered A
     for (int t = 0; t < ctx.team.size; ++t)
-      if (mine) to(ctx, t).put(ctx.team.world_of(t), at, b.a, mine, symcommEngineAuto, stream);
-    barrier(ctx, stream);
+      if (mine)
+        member_transport(ctx, t).put(ctx.team.world_of(t), at, b.a, mine, symcommEngineAuto,
+                                     stream);
+    team_barrier(ctx, stream);
     gemm(ctx.topology.device, cuda(stream), s.m, s.n, s.k, s.a_type, gathered, b.b,
          s.b_transposed, s.c_type, b.c);
     if (b.gathered)
@@ -234,12 +230,13 @@ class Sequential final : public FusedImplementation {
     float* received = partial + static_cast<size_t>(s.m * s.n);
     gemm(ctx.topology.device, cuda(stream), s.m, s.n, s.cols[me], s.a_type, b.a, b.b,
          s.b_transposed, symcommFloat32, partial);
-    barrier(ctx, stream);
+    team_barrier(ctx, stream);
     const size_t count = static_cast<size_t>(s.rows[me] * s.n);
     float* mine = partial + static_cast<size_t>(s.row_start[me] * s.n);
     for (int t = 0; t < ctx.team.size && count; ++t)
-      to(ctx, t).get(ctx.team.world_of(t), received + static_cast<size_t>(t) * stride, mine,
-                     count * sizeof(float), symcommEngineAuto, stream);
+      member_transport(ctx, t).get(ctx.team.world_of(t),
+                                   received + static_cast<size_t>(t) * stride, mine,
+                                   count * sizeof(float), symcommEngineAuto, stream);
     if (count) {
       const int members = ctx.team.size;
       if (s.c_type == symcommFloat32)
@@ -253,7 +250,7 @@ class Sequential final : public FusedImplementation {
                       received, stride, members, count, static_cast<__nv_bfloat16*>(b.c));
       SYMCOMM_CUDART(cudaGetLastError());
     }
-    barrier(ctx, stream);  // every member read its rows of the partials here
+    team_barrier(ctx, stream);  // every member read its rows of the partials here
   }
 
   template <typename T>
@@ -277,22 +274,23 @@ class Sequential final : public FusedImplementation {
     const size_t me = static_cast<size_t>(ctx.me), elem = fused_element_bytes(s.a_type);
     const int64_t w = s.cols[me];
     char* staged = static_cast<char*>(b.workspace);
-    barrier(ctx, stream);  // every member's X is written
+    team_barrier(ctx, stream);  // every member's X is written
     for (int t = 0; t < ctx.team.size && w; ++t) {
       const int64_t wt = s.cols[static_cast<size_t>(t)];
       if (!wt) continue;
       const char* from =
           static_cast<const char*>(b.a) + static_cast<size_t>(s.col_start[me] * wt) * elem;
-      to(ctx, t).get(ctx.team.world_of(t),
-                     staged + static_cast<size_t>(s.col_start[static_cast<size_t>(t)] * w) * elem,
-                     from, static_cast<size_t>(w * wt) * elem, symcommEngineAuto, stream);
+      member_transport(ctx, t).get(
+          ctx.team.world_of(t),
+          staged + static_cast<size_t>(s.col_start[static_cast<size_t>(t)] * w) * elem, from,
+          static_cast<size_t>(w * wt) * elem, symcommEngineAuto, stream);
     }
     if (w) {
       if (s.a_type == symcommFloat32) accumulate<float>(s, ctx, staged, b.c, cuda(stream));
       else if (s.a_type == symcommFloat16) accumulate<__half>(s, ctx, staged, b.c, cuda(stream));
       else accumulate<__nv_bfloat16>(s, ctx, staged, b.c, cuda(stream));
     }
-    barrier(ctx, stream);  // nobody changes X before every member read it
+    team_barrier(ctx, stream);  // nobody changes X before every member read it
   }
 };
 
