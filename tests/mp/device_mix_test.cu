@@ -108,6 +108,11 @@ class DeviceMix : public Device {
     teams_.make(comm_);
     for (int k = 0; k < 3; ++k) SC_OK(symcommGetDeviceComm(comm_, teams_.id[k], &team_[k]));
     plan_ = std::make_unique<rma_mix::Plan>(mp::mix_seed(), teams_, true, true, kBlocks, kWarps);
+    // Said before anything runs: a plan that hangs (past a long SYMCOMM_WAIT_TIMEOUT) is
+    // then known by its seed too, not only one that fails.
+    if (me_ == 0)
+      std::printf("DeviceMix plan: SYMCOMM_TEST_MIX_SEED=%llu\n",
+                  static_cast<unsigned long long>(plan_->seed()));
     sym_ = symmetric<char>(plan_->bytes());
     loc_ = plain<char>(plan_->bytes());
     sigs_ = symmetric<uint64_t>(static_cast<size_t>(plan_->words()));
