@@ -22,7 +22,8 @@
 //                      rail (ss -K src ADDRESS) under the put, then likewise under a get of
 //                      64 MiB from rank 1: every put and get completes (the pieces on the cut
 //                      rail go again on the others), each landed whole, and the transport said
-//                      so (its warning naming the failed rail).
+//                      so (its warning naming the failed rail); a second later the rail is
+//                      tried again, and a last put lands whole.
 // no-libfabric         SYMCOMM_FABRIC_LIBRARY names no library: init fails on every rank with
 //                      symcommNotSupported naming it, where a peer needs the network; on one
 //                      node (no such peer) init succeeds.
@@ -267,6 +268,7 @@ int rail_cut(int rank) {
   const std::string log = "/tmp/symcomm_rail_cut_" + std::to_string(getpid()) + ".log";
   int saved = -1;
   if (rank == 0) {
+    setenv("SYMCOMM_LOG_LEVEL", "info", 1);  // "rail N is tried again" is an info line
     std::fflush(stderr);
     saved = dup(2);
     if (!std::freopen(log.c_str(), "w", stderr)) return fail(s, rank, "cannot redirect stderr");
@@ -329,6 +331,22 @@ int rail_cut(int rank) {
     }
     if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   }
+  // A second after the last cut the rail is tried again: one more put, uncut, striped over
+  // both rails again, lands whole.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::memset(slot, 0, kBytes);
+  if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  if (rank == 0) {
+    for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<char>(byte_of(99, i));
+    if (symcommPutOnStream(comm, slot, src.data(), kBytes, 1, symcommEngineAuto, nullptr) !=
+        symcommSuccess)
+      return fail(s, rank, std::string("the put after the cuts: ") + symcommGetLastError());
+  }
+  if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
+  if (rank == 1)
+    for (size_t i = 0; i < kBytes; ++i)
+      if (static_cast<uint8_t>(slot[i]) != byte_of(99, i))
+        return fail(s, rank, "the put after the cuts did not land whole");
   symcommFinalize(comm);
   if (rank == 0) {
     std::fflush(stderr);
@@ -348,6 +366,10 @@ int rail_cut(int rank) {
     if (replays == 0) {
       std::fprintf(stderr, "%s", said.c_str());
       return fail(s, rank, "no piece went again: the cuts hit no transfer");
+    }
+    if (said.find("is tried again") == std::string::npos) {
+      std::fprintf(stderr, "%s", said.c_str());
+      return fail(s, rank, "the failed rail was not tried again a second later");
     }
   }
   return 0;
