@@ -176,8 +176,12 @@ void StreamJobs::enqueue_captured(symcommStream_t stream, std::function<void()> 
 }
 
 void StreamJobs::raise_failure() {
+  // Called by every call on the communicator (check_live) and every enqueue: the lock only
+  // where something failed.
+  if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(failure_mutex_);
   if (failure_code_ == symcommSuccess) return;
+  failed_.store(false, std::memory_order_relaxed);
   const symcommResult_t code = failure_code_;
   const std::string why = failure_;
   failure_code_ = symcommSuccess;
@@ -227,6 +231,7 @@ void StreamJobs::fail(symcommResult_t code, const std::string& why) {
   std::lock_guard<std::mutex> lock(failure_mutex_);
   if (failure_code_ != symcommSuccess) return;  // the first failure is the one to report
   failure_code_ = code;
+  failed_.store(true, std::memory_order_release);
   failure_ = why;
 }
 

@@ -113,6 +113,7 @@ class StreamJobs {
 
   std::mutex failure_mutex_;
   symcommResult_t failure_code_ = symcommSuccess;  // under failure_mutex_
+  std::atomic<bool> failed_{false};  // failure_code_ is set: raise_failure looks without the lock
   std::string failure_;
   std::thread thread_;
 };

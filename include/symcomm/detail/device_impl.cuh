@@ -534,7 +534,7 @@ namespace detail {
 __device__ __forceinline__ bool atomic_reach(const DeviceComm& c, const void* p, int pe) {
   if (window(c, pe) != nullptr) return true;
   record_error(c, symcommNotSupported, p, static_cast<symcommCmp_t>(kRefusedAtomic), 8, 0,
-               world_of(c, pe));
+               world_rank(c, pe));
   return false;
 }
 }  // namespace detail

@@ -21,10 +21,6 @@ namespace detail {
 
 __device__ __forceinline__ bool has_ring(const DeviceComm& c) { return c.net.slots != nullptr; }
 
-__device__ __forceinline__ int world_of(const DeviceComm& c, int pe) {
-  return c.team_start + pe * c.team_stride;
-}
-
 // What the ring's out-of-line functions take of the handle, through a pointer to a copy the
 // caller makes on its slow path. They are out of line so that the callers' registers stay
 // as they were (put_signal_block in a ring test kernel of 1024 threads needed 72 registers
@@ -129,7 +125,7 @@ __device__ __forceinline__ bool ring_ok(const DeviceComm& c, const void* sym, in
 __device__ __forceinline__ void ring_transfer(const DeviceComm& c, uint32_t kind,
                                               const void* sym, const void* local, size_t bytes,
                                               int pe) {
-  const int world = world_of(c, pe);
+  const int world = world_rank(c, pe);
   if (bytes == 0 || !ring_ok(c, sym, world) || !ring_local_ok(c, local, bytes, world)) return;
   DeviceNetOp op{};
   op.kind = kind;
@@ -146,7 +142,7 @@ __device__ __forceinline__ void ring_transfer(const DeviceComm& c, uint32_t kind
 __device__ __forceinline__ void ring_signal(const DeviceComm& c, const void* dst,
                                             const void* src, size_t bytes, const uint64_t* sig,
                                             uint64_t value, symcommSignalOp_t op, int pe) {
-  const int world = world_of(c, pe);
+  const int world = world_rank(c, pe);
   if (!ring_ok(c, sig, world) || (bytes && !ring_local_ok(c, src, bytes, world))) return;
   DeviceNetOp d{};
   d.kind = bytes ? kDeviceNetPutSignal : kDeviceNetSignal;

@@ -181,19 +181,13 @@ class Net final : public Transport {
   }
   void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
               symcommStream_t stream) override {
-    wire::Header h = header(wire::Kind::Signal);
-    h.word = heap_.offset_of(sig);
-    h.a = value;
-    h.op = static_cast<uint32_t>(op);
+    const wire::Header h = signal_header(heap_.offset_of(sig), value, op);
     if (cuda_) return jobs_->enqueue(stream, [=, this] { send(pe, h, nullptr, "a signal"); });
     send(pe, h, nullptr, "a signal");
   }
   void signal_if(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
                  const uint64_t* condition, uint64_t when, symcommStream_t stream) override {
-    wire::Header h = header(wire::Kind::Signal);
-    h.word = heap_.offset_of(sig);
-    h.a = value;
-    h.op = static_cast<uint32_t>(op);
+    const wire::Header h = signal_header(heap_.offset_of(sig), value, op);
     auto job = [=, this] {
       if (__atomic_load_n(condition, __ATOMIC_ACQUIRE) != when) return;
       send(pe, h, nullptr, "a signal");
@@ -316,10 +310,7 @@ class Net final : public Transport {
                     symcommInvalidArgument, "a kernel handed the net transport of rank %d an "
                     "operation for rank %d, which it does not serve", rank_, pe);
     void* local = reinterpret_cast<void*>(static_cast<uintptr_t>(op.local));
-    wire::Header h = header(wire::Kind::Signal);
-    h.word = op.signal;
-    h.a = op.value;
-    h.op = op.op;
+    wire::Header h = signal_header(op.signal, op.value, op.op);
     switch (op.kind) {
       case kDeviceNetPut:
         return staging_->put(*proxy_, pe, op.offset, local, op.bytes);
@@ -347,6 +338,15 @@ class Net final : public Transport {
     wire::Header h{};
     h.kind = kind;
     h.from = rank_;
+    return h;
+  }
+  // A signal's message: `op` (symcommSignalOp_t) with `value` on the word at heap offset
+  // `word` of the target.
+  wire::Header signal_header(uint64_t word, uint64_t value, uint32_t op) const {
+    wire::Header h = header(wire::Kind::Signal);
+    h.word = word;
+    h.a = value;
+    h.op = op;
     return h;
   }
 
