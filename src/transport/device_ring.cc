@@ -5,6 +5,7 @@
 #include <cstring>
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
+#include "base/log.h"
 
 namespace symcomm {
 
@@ -28,6 +29,12 @@ bool RingReader::poll(const std::function<void(const DeviceNetOp&)>& run) {
     uint64_t value;
     ~Count() { __atomic_store_n(done, value, __ATOMIC_RELEASE); }
   } count{done_, ticket + 1};
+  SYMCOMM_TRACE("ring ticket %llu: kind %u to rank %d, offset %llu, %llu bytes, signal word %llu "
+                "%s %llu", static_cast<unsigned long long>(ticket), op.kind, op.pe,
+                static_cast<unsigned long long>(op.offset),
+                static_cast<unsigned long long>(op.bytes),
+                static_cast<unsigned long long>(op.signal), op.op == 0 ? "set" : "add",
+                static_cast<unsigned long long>(op.value));
   run(op);
   return true;
 }

@@ -8,6 +8,8 @@
 // kernel whose one block calls barrier_block over the round's team. Every rank simulates
 // every rank's memory and checks its own at the end; the same kernels are then captured
 // in a CUDA graph and replayed with fresh data.
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -118,6 +120,16 @@ class DeviceMix : public Device {
     sigs_ = symmetric<uint64_t>(static_cast<size_t>(plan_->words()));
     failed_ = plain<int>(1);
     ASSERT_TRUE(sym_ && loc_ && sigs_ && failed_);
+    // SYMCOMM_TEST_MIX_PRINT=1: every step of the plan (rank 0), and where each rank's
+    // buffers are, to read a failure's addresses and a transport's trace by.
+    if (const char* print = std::getenv("SYMCOMM_TEST_MIX_PRINT"); print && *print == '1') {
+      std::printf("rank %d: symmetric at %p, signal words at %p\n", me_,
+                  static_cast<void*>(sym_), static_cast<void*>(sigs_));
+      if (me_ == 0)
+        for (const rma_mix::Step& s : plan_->steps())
+          std::printf("  %s\n", plan_->describe(s).c_str());
+      std::fflush(stdout);
+    }
     upload();
     stream_ = mp::new_stream();
   }

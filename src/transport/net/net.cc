@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/cuda_runtime_check.h"
+#include "base/log.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "rma/wait.h"
@@ -505,6 +506,11 @@ class Net final : public Transport {
         memory_->write_message(heap_.base() + h.offset, payload, h.bytes);
         [[fallthrough]];
       case wire::Kind::Signal:
+        SYMCOMM_TRACE("applies rank %d's signal: word %llu %s %llu (after %u bytes at %llu)",
+                      h.from, static_cast<unsigned long long>(h.word), h.op == 0 ? "set" : "add",
+                      static_cast<unsigned long long>(h.a),
+                      h.kind == wire::Kind::PutSignal ? h.bytes : 0u,
+                      static_cast<unsigned long long>(h.offset));
         if (uint64_t* w = word()) memory_->signal(w, h.a, static_cast<symcommSignalOp_t>(h.op));
         trace::mark("signal applied");
         return 0;
