@@ -3,6 +3,8 @@
 //   gemm:cublaslt   the GEMM alone, on the whole shape (all-gather + GEMM: [M, K] x [K, N];
 //                   GEMM + reduce-scatter: this rank's [M, K/p] x [K/p, N]): the floor
 //   nccl+cublaslt   ncclAllGather then the GEMM; the GEMM then ncclReduceScatter
+//   symcomm:allgather, symcomm:reducescatter_f32   the communication alone (symcomm's
+//                   collective on the gathered A, or on the fp32 partial product)
 //   symcomm:NAME    symcommFusedRun of a plan of every fused implementation that can run here
 // Each symcomm line is checked against the NCCL line's result (relative to the largest
 // magnitude, within bfloat16's rounding of the sums). Records: bench "fused", op ag_gemm or
@@ -205,6 +207,31 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
   };
   const double nccl_us = max_over_ranks(ctx, time_stream_us(s, w, it, 1, nccl));
   report(ctx, op, "nccl+cublaslt", sh, nccl_us, floor_us, -1);
+  // symcomm's collective alone (the algorithm it chooses), on the data the fused operation
+  // moves: the gathered A (bfloat16), or the reduce-scatter of the fp32 partial product. With
+  // the GEMM alone, the floor of an operation that overlaps both.
+  {
+    const size_t send_bytes = ag ? a_elems * 2 : full_elems * 4;
+    const size_t recv_bytes = ag ? full_elems * 2 : c_elems * 4;
+    void *send = nullptr, *recv = nullptr;
+    BENCH_SC(symcommMalloc(ctx.comm, send_bytes, &send));
+    BENCH_SC(symcommMalloc(ctx.comm, recv_bytes, &recv));
+    BENCH_CUDA(cudaMemsetAsync(send, 0, send_bytes, s));
+    const double comm_us = max_over_ranks(ctx, time_stream_us(s, w, it, 1, [&] {
+      if (ag)
+        BENCH_SC(symcommAllGatherOnStream(ctx.comm, SYMCOMM_TEAM_WORLD, send, recv, a_elems,
+                                          symcommBfloat16, nullptr, s));
+      else
+        BENCH_SC(symcommReduceScatterOnStream(ctx.comm, SYMCOMM_TEAM_WORLD, send, recv, c_elems,
+                                              symcommFloat32, symcommSum, nullptr, s));
+    }));
+    report(ctx, op, ag ? "symcomm:allgather" : "symcomm:reducescatter_f32", sh, comm_us,
+           floor_us, -1);
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    BENCH_SC(symcommHostBarrier(ctx.comm));
+    BENCH_SC(symcommFree(ctx.comm, recv));
+    BENCH_SC(symcommFree(ctx.comm, send));
+  }
   // symcomm's implementations.
   symcommFusedConfig_t cfg;
   BENCH_SC(symcommFusedConfigInit(&cfg));

@@ -71,6 +71,14 @@ class FusedImplementation {
   virtual const char* name() const = 0;
   // Whether it can run `shape` here; the same answer on every member of the team.
   virtual Verdict can_implement(const FusedShape& shape, const FusedContext& ctx) const = 0;
+  // Whether the automatic choice should take it for `shape` (where it can implement it): a
+  // pipeline that splits the GEMM pays off only where the GEMM is long. The same answer on
+  // every member.
+  virtual bool suits(const FusedShape& shape, const FusedContext& ctx) const {
+    static_cast<void>(shape);
+    static_cast<void>(ctx);
+    return true;
+  }
   // Bytes of symmetric workspace a run needs (the same on every member).
   virtual size_t workspace_bytes(const FusedShape& shape, const FusedContext& ctx) const = 0;
   // Collective over the team.
@@ -78,7 +86,8 @@ class FusedImplementation {
                    symcommStream_t stream) const = 0;
 };
 
-// The implementation `shape` names, or the first registered that can implement it; throws
+// The implementation `shape` names, or the first registered that can implement it and suits
+// it (else the first that can implement it); throws
 // symcommInvalidArgument for a name that is not registered, symcommNotSupported with every
 // reason where none can.
 const FusedImplementation& choose_fused(const FusedShape& shape, const FusedContext& ctx);

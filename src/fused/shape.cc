@@ -119,12 +119,17 @@ const FusedImplementation& choose_fused(const FusedShape& shape, const FusedCont
                     named->name(), v.reason().c_str());
     return *named;
   }
+  // The first (by preference) that can implement the shape and suits it; else the first that
+  // can implement it.
   std::string why;
+  const FusedImplementation* able = nullptr;
   for (const FusedImplementation* f : all) {
     const Verdict v = f->can_implement(shape, ctx);
-    if (v) return *f;
-    why += format("\n  %s: %s", f->name(), v.reason().c_str());
+    if (v && f->suits(shape, ctx)) return *f;
+    if (v && !able) able = f;
+    if (!v) why += format("\n  %s: %s", f->name(), v.reason().c_str());
   }
+  if (able) return *able;
   SYMCOMM_THROW(symcommNotSupported, "no fused implementation can run here:%s", why.c_str());
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -180,6 +181,10 @@ symcommFusedConfig_t gemm_config(symcommFusedOp_t op, const Gemm& g) {
   c.c_type = g.c;
   c.b_transposed = g.bt;
   c.gather_a = g.gather;
+  // SYMCOMM_TEST_FUSED_IMPL names the implementation every GEMM case runs (default: the
+  // plan's choice), so that each one is checked against the reference.
+  if (const char* impl = std::getenv("SYMCOMM_TEST_FUSED_IMPL"))
+    std::snprintf(c.implementation, sizeof c.implementation, "%s", impl);
   return c;
 }
 
@@ -290,6 +295,23 @@ void gemm_cases(symcommFusedOp_t op) {
 TEST(Fused, AllGatherGemm) { gemm_cases(symcommFusedAllGatherGemm); }
 
 TEST(Fused, GemmReduceScatter) { gemm_cases(symcommFusedGemmReduceScatter); }
+
+// Blocks of thousands of rows: pipelined pushes each owner's block of the partial product in
+// pieces of rows (up to 4, of at least 1024 rows and 4 Mi elements), each setting the owner's
+// flag one higher.
+TEST(Fused, GemmReduceScatterInPieces) {
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  const int n = mp::nranks();
+  Gemm g{symcommBfloat16, symcommFloat32, 0, 0, 2048, 0, {}, {}, false};
+  for (int r = 0; r < n; ++r) {
+    g.rows.push_back(r == 0 ? 4100 : 2050 + r);  // 4 pieces, then 2
+    g.cols.push_back(6 + r);
+  }
+  std::string skip;
+  if (!run_gemm(symcommFusedGemmReduceScatter, SYMCOMM_TEAM_WORLD, g, seed, &skip))
+    GTEST_SKIP() << skip;
+}
 
 // On a team split from the world, of world ranks 1 .. n-1 (team rank = world rank - 1;
 // rank 0 is not a member and only joins the world's allocations): blocks by team rank.
