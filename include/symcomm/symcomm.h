@@ -222,6 +222,21 @@ symcommResult_t symcommPeerAccessible(symcommComm_t comm, int pe, int* accessibl
  * for the others, in the host space) or "none" (none reaches it: operations on it fail,
  * saying why). */
 symcommResult_t symcommPeerTransport(symcommComm_t comm, int pe, const char** name);
+/* One lane of the "net" transport between this rank and a peer: this rank's rail
+ * `local_rail` (its index in SYMCOMM_NET_RAILS) to the peer's rail `remote_rail`. `up` is 0
+ * while the lane is down after a failure (it is tried again a second later);
+ * `bytes_per_second` is its measured rate (0 until a transfer of 64 KiB or more used it). */
+typedef struct {
+  int local_rail;
+  int remote_rail;
+  int up;
+  double bytes_per_second;
+} symcommNetLane_t;
+/* The lanes between this rank and `pe`: the first `max` of them into `lanes` (which may be
+ * NULL where max is 0), their number into *count; 0 lanes where "net" does not carry `pe`
+ * (docs/transport.md, "Multi-rail"). */
+symcommResult_t symcommPeerNetLanes(symcommComm_t comm, int pe, symcommNetLane_t* lanes, int max,
+                                    int* count);
 
 /* ------------------------------------------------------------------------------------ */
 /* Host-side collectives over the bootstrap network (for setup, not for data)           */

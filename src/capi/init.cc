@@ -303,3 +303,20 @@ extern "C" symcommResult_t symcommPeerTransport(symcommComm_t comm, int pe, cons
     *name = c.rma->transports().name_of(pe);
   });
 }
+
+extern "C" symcommResult_t symcommPeerNetLanes(symcommComm_t comm, int pe, symcommNetLane_t* lanes,
+                                               int max, int* count) {
+  return guarded([&] { return format("symcommPeerNetLanes(pe=%d, max=%d)", pe, max); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(count);
+    SYMCOMM_REQUIRE(pe >= 0 && pe < c.topology.nranks, symcommInvalidArgument,
+                    "pe %d is out of range [0, %d)", pe, c.topology.nranks);
+    SYMCOMM_REQUIRE(max >= 0 && (max == 0 || lanes), symcommInvalidArgument,
+                    "max %d lanes into %p", max, static_cast<void*>(lanes));
+    const Transports& t = c.rma->transports();
+    std::vector<symcommNetLane_t> all;
+    if (t.connected(pe)) all = t.to(pe).net_lanes(pe);
+    for (size_t i = 0; i < all.size() && static_cast<int>(i) < max; ++i) lanes[i] = all[i];
+    *count = static_cast<int>(all.size());
+  });
+}

@@ -106,6 +106,12 @@ class Transport {
   // API; transport/device_ring.h), made at the first call; zeros where there is none (kernels
   // reach the peers themselves, or the memory space has no kernels).
   virtual DeviceNetRing device_ring() { return DeviceNetRing{}; }
+  // The lanes that carry this rank's operations to `pe` (symcommPeerNetLanes); none for a
+  // transport without rails.
+  virtual std::vector<symcommNetLane_t> net_lanes(int pe) const {
+    static_cast<void>(pe);
+    return {};
+  }
   // Throws, once, the failure of work done for this rank with no caller waiting to be told
   // (a job of a stream, an operation a kernel handed over).
   virtual void raise_failure() {}

@@ -29,8 +29,6 @@
 //                      node (no such peer) init succeeds.
 // unknown-provider     SYMCOMM_NET_PROVIDER names no provider: init fails on every rank,
 //                      naming it.
-// unequal-rails        rank 0 has two rails (SYMCOMM_NET_RAILS=lo,lo), the others one: init
-//                      fails on every rank with symcommNotSupported naming both counts.
 //
 // The victim of the dies-* scenarios forks: its child plays the victim and the parent exits
 // 0 once the child is gone, so that symrun's exit code says whether the survivors passed.
@@ -268,7 +266,7 @@ int rail_cut(int rank) {
   const std::string log = "/tmp/symcomm_rail_cut_" + std::to_string(getpid()) + ".log";
   int saved = -1;
   if (rank == 0) {
-    setenv("SYMCOMM_LOG_LEVEL", "info", 1);  // "rail N is tried again" is an info line
+    setenv("SYMCOMM_LOG_LEVEL", "info", 1);  // "lane N to rank R (...) is tried again" is an info line
     std::fflush(stderr);
     saved = dup(2);
     if (!std::freopen(log.c_str(), "w", stderr)) return fail(s, rank, "cannot redirect stderr");
@@ -357,8 +355,8 @@ int rail_cut(int rank) {
     std::remove(log.c_str());
     const std::string said = text.str();
     int replays = 0;
-    for (size_t at = said.find("goes again on the other rails"); at != std::string::npos;
-         at = said.find("goes again on the other rails", at + 1))
+    for (size_t at = said.find("goes again on the other lanes"); at != std::string::npos;
+         at = said.find("goes again on the other lanes", at + 1))
       ++replays;
     std::printf("rail-cut: %d of %d puts and gets under a cut of rail %s (%s), every one "
                 "whole; %d pieces went again on the other rails\n", cuts, 2 * kRounds,
@@ -377,7 +375,6 @@ int rail_cut(int rank) {
 
 int init_fails(const std::string& scenario, int rank, int nranks) {
   if (scenario == "no-libfabric") setenv("SYMCOMM_FABRIC_LIBRARY", "/nonexistent/libfabric.so.1", 1);
-  else if (scenario == "unequal-rails") setenv("SYMCOMM_NET_RAILS", rank == 0 ? "lo,lo" : "lo", 1);
   else setenv("SYMCOMM_NET_PROVIDER", "no-such-provider", 1);
   symcommResult_t rc;
   symcommComm_t comm = init(&rc);
@@ -393,14 +390,6 @@ int init_fails(const std::string& scenario, int rank, int nranks) {
     return 0;
   }
   if (comm) return fail(scenario, rank, "init succeeded");
-  if (scenario == "unequal-rails") {
-    if (rc != symcommNotSupported) return fail(scenario, rank, "expected symcommNotSupported");
-    const std::string counts = rank == 0 ? "2 rails here and 1 on rank 1"
-                                         : "1 rails here and 2 on rank 0";
-    if (said.find(counts) == std::string::npos)
-      return fail(scenario, rank, "the error does not say '" + counts + "'");
-    return 0;
-  }
   const std::string named = scenario == "no-libfabric" ? "/nonexistent/libfabric.so.1"
                                                        : "no-such-provider";
   if (said.find(named) == std::string::npos) return fail(scenario, rank, "the error does not name " + named);
@@ -435,10 +424,9 @@ int main(int argc, char** argv) {
     }
     return rail_cut(rank);
   }
-  if (scenario == "no-libfabric" || scenario == "unknown-provider" ||
-      scenario == "unequal-rails")
+  if (scenario == "no-libfabric" || scenario == "unknown-provider")
     return init_fails(scenario, rank, nranks);
   std::fprintf(stderr, "usage: mp_net_fault dies-during-put|dies-during-barrier|dies-during-coll|"
-                       "connection-cut|rail-cut|no-libfabric|unknown-provider|unequal-rails\n");
+                       "connection-cut|rail-cut|no-libfabric|unknown-provider\n");
   return 2;
 }

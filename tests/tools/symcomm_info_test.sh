@@ -7,11 +7,13 @@
 # - the network transport's section: libfabric's version, the providers and domains that fit,
 #   the one SYMCOMM_NET_PROVIDER and SYMCOMM_NET_DOMAIN select; where libfabric does not load,
 #   why, naming the library (and symcomm-info still succeeds);
-# - each member's transport to each rank: lsa on its node, net to the other node's ranks.
+# - each member's transport to each rank: lsa on its node, net to the other node's ranks; the
+#   net transport's lanes to each, with 1 rail each and with 2 against 1.
 #
 #   symcomm_info_test.sh SYMRUN SYMCOMM_INFO PYTHON3
 set -uo pipefail
 symrun=$1 info=$2 python=$3
+rails_by_rank=$(cd "$(dirname "$0")/../util" && pwd)/rails_by_rank.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export SYMCOMM_MEMORY_SPACE=host SYMCOMM_NODE_NAME=info-test-node
@@ -154,7 +156,20 @@ c = json.load(open(sys.argv[1]))["communicator"]
 assert c["nodes"] == 2, c
 assert [m["transports"] for m in c["members"]] == [["lsa", "net"], ["net", "lsa"]], c["members"]
 assert [m["reach"] for m in c["members"]] == ["Y.", ".Y"], c["members"]
+# One lane each way (one rail each), up, its rate measured by the 8 MiB put.
+lanes = {(s["from"], s["to"]): s["lanes"] for s in c["net_lanes"]}
+assert sorted(lanes) == [(0, 1), (1, 0)], c["net_lanes"]
+for l in lanes.values():
+    assert len(l) == 1 and l[0]["up"] and l[0]["bytes_per_second"] > 0, l
 PY
+  # Rank 0 with 2 rails, rank 1 with 1: 2 lanes each way, from rank 1's one rail to both of
+  # rank 0's (rails_by_rank.sh sets each rank's SYMCOMM_NET_RAILS), in the text.
+  env -u SYMCOMM_NODE_NAME SYMCOMM_NET_PROVIDER=tcp SYMCOMM_TEST_RAILS_BY_RANK="lo,lo lo" \
+    "$symrun" -n 2 --nodes 2 --timeout 60 "$rails_by_rank" "$info" --comm \
+    >"$work/lanes.text" 2>&1 || fail "lanes: exit code $?: $(head -c 300 "$work/lanes.text")"
+  grep -q '^\[0\]     0 -> 1  :  rail 0->0 up [0-9.]* GB/s  rail 1->0 up [0-9.]* GB/s$' \
+    "$work/lanes.text" && grep -q '^\[0\]     1 -> 0  :  rail 0->1 up .*  rail 0->0 up ' \
+    "$work/lanes.text" || fail "lanes: $(grep -A3 'Net lanes' "$work/lanes.text")"
 }
 
 for name in text json net net_unavailable nodes; do

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -85,6 +86,67 @@ void ask_all(symcommComm_t comm, Info* info) {
   }
 }
 
+// The lanes of every member to every peer that "net" carries, gathered on rank 0. In the host
+// space (where transfers stripe over the lanes) each member first puts kProbeBytes to each
+// such peer, so that the lanes have measured rates.
+constexpr size_t kProbeBytes = size_t{8} << 20;
+constexpr int kLanesMax = 16;
+
+std::string collect_lanes(symcommComm_t comm, int rank, int size, symcommMemorySpace_t space,
+                          Info* info) {
+  const size_t n = static_cast<size_t>(size);
+  std::vector<int> net(n, 0);
+  int any = 0;
+  for (int pe = 0; pe < size; ++pe) {
+    const char* t = "";
+    if (symcommPeerTransport(comm, pe, &t) != symcommSuccess) return symcommGetLastError();
+    net[static_cast<size_t>(pe)] = std::strcmp(t, "net") == 0;
+    any |= net[static_cast<size_t>(pe)];
+  }
+  std::vector<int> anywhere(n);
+  if (symcommHostAllgather(comm, &any, anywhere.data(), sizeof any) != symcommSuccess)
+    return symcommGetLastError();
+  if (std::count(anywhere.begin(), anywhere.end(), 0) == size) return "";  // one node
+  if (space == symcommSpaceHost) {
+    void* probe = nullptr;
+    if (symcommMalloc(comm, kProbeBytes, &probe) != symcommSuccess) return symcommGetLastError();
+    std::vector<char> from(kProbeBytes, 1);
+    for (int pe = 0; pe < size; ++pe)
+      if (net[static_cast<size_t>(pe)] &&
+          symcommPutOnStream(comm, probe, from.data(), kProbeBytes, pe, symcommEngineAuto,
+                             nullptr) != symcommSuccess)
+        return symcommGetLastError();
+    if (symcommHostBarrier(comm) != symcommSuccess || symcommFree(comm, probe) != symcommSuccess)
+      return symcommGetLastError();
+  }
+  // Per peer: the number of lanes, then up to kLanesMax of them.
+  struct PeerLanes {
+    int count;
+    symcommNetLane_t lanes[kLanesMax];
+  };
+  std::vector<PeerLanes> mine(n), all(n * n);
+  for (int pe = 0; pe < size; ++pe) {
+    PeerLanes& p = mine[static_cast<size_t>(pe)];
+    p.count = 0;
+    if (net[static_cast<size_t>(pe)] &&
+        symcommPeerNetLanes(comm, pe, p.lanes, kLanesMax, &p.count) != symcommSuccess)
+      return symcommGetLastError();
+  }
+  if (symcommHostAllgather(comm, mine.data(), all.data(), n * sizeof(PeerLanes)) !=
+      symcommSuccess)
+    return symcommGetLastError();
+  if (rank != 0) return "";
+  for (int from = 0; from < size; ++from)
+    for (int to = 0; to < size; ++to) {
+      const PeerLanes& p = all[static_cast<size_t>(from) * n + static_cast<size_t>(to)];
+      if (p.count == 0) continue;
+      LaneSet set{from, to, {}};
+      set.lanes.assign(p.lanes, p.lanes + std::min(p.count, kLanesMax));
+      info->comm.lanes.push_back(std::move(set));
+    }
+  return "";
+}
+
 }  // namespace
 
 std::string collect_comm(Info* info, int* rank) {
@@ -140,6 +202,7 @@ std::string collect_comm(Info* info, int* rank) {
     }
     ask_all(comm, info);
   }
+  if (error.empty()) error = collect_lanes(comm, *rank, size, space, info);
   if (symcommFinalize(comm) != symcommSuccess && error.empty()) error = symcommGetLastError();
   return error;
 }

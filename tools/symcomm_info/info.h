@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "symcomm/symcomm.h"
+
 namespace symcomm_info {
 
 struct Device {
@@ -85,11 +87,18 @@ struct Member {
   std::vector<std::string> transports;  // [rank]: the transport that reaches it from this member
 };
 
+// The net transport's lanes from one member to one peer (symcommPeerNetLanes).
+struct LaneSet {
+  int from = 0, to = 0;
+  std::vector<symcommNetLane_t> lanes;
+};
+
 struct Communicator {
   bool joined = false;
   int nranks = 0, nnodes = 0;
   std::string space;
   std::vector<Member> members;
+  std::vector<LaneSet> lanes;  // every member to every peer that "net" carries
 };
 
 struct Info {

@@ -216,6 +216,18 @@ void json_devices(Json& j, const Devices& d) {
   j.end_object();
 }
 
+// " rail 0->1 up 1.18 GB/s" (a rate of 0: "not measured").
+std::string format_lane(const symcommNetLane_t& l) {
+  char buf[96];
+  if (l.bytes_per_second > 0)
+    std::snprintf(buf, sizeof buf, "  rail %d->%d %s %.2f GB/s", l.local_rail, l.remote_rail,
+                  l.up ? "up" : "down", l.bytes_per_second / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "  rail %d->%d %s not measured", l.local_rail, l.remote_rail,
+                  l.up ? "up" : "down");
+  return buf;
+}
+
 }  // namespace
 
 void print_text(const Info& info) {
@@ -262,6 +274,15 @@ void print_text(const Info& info) {
                 "transports %s\n", m.rank, m.node, m.node_name.c_str(), m.local_rank,
                 m.local_size, m.space.c_str(), m.device, m.reach.c_str(),
                 transports_text(m.transports).c_str());
+  if (info.comm.lanes.empty()) return;
+  std::printf("\nNet lanes (rank -> peer: this rank's rail -> the peer's rail, state, measured "
+              "rate after an 8 MiB put in the host space)\n");
+  for (const LaneSet& set : info.comm.lanes) {
+    std::string text;
+    for (const symcommNetLane_t& l : set.lanes)
+      text += format_lane(l);
+    std::printf("  %3d -> %-3d:%s\n", set.from, set.to, text.c_str());
+  }
 }
 
 void print_json(const Info& info) {
@@ -373,6 +394,26 @@ void print_json(const Info& info) {
       j.key("transports");
       j.begin_array();
       for (const std::string& t : m.transports) j.value(t);
+      j.end_array();
+      j.end_object();
+    }
+    j.end_array();
+    j.key("net_lanes");
+    j.begin_array();
+    for (const LaneSet& set : info.comm.lanes) {
+      j.begin_object();
+      j.member("from", set.from);
+      j.member("to", set.to);
+      j.key("lanes");
+      j.begin_array();
+      for (const symcommNetLane_t& l : set.lanes) {
+        j.begin_object();
+        j.member("local_rail", l.local_rail);
+        j.member("remote_rail", l.remote_rail);
+        j.member("up", l.up != 0);
+        j.member("bytes_per_second", l.bytes_per_second);
+        j.end_object();
+      }
       j.end_array();
       j.end_object();
     }

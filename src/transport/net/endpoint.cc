@@ -55,13 +55,6 @@ std::vector<std::string> net_rail_domains() {
 
 namespace {
 
-constexpr size_t kMaxName = 256;  // bytes of an endpoint's address (tcp: a sockaddr)
-
-struct Name {
-  uint64_t bytes;
-  uint8_t data[kMaxName];
-};
-
 fi_info* choose(const FabricLib& lib, const std::string& provider, const std::string& domain) {
   const std::string progress = kProgress.get();
   const std::vector<fi_progress> modes = net_progress_modes(progress);  // (get() checked it)
@@ -84,57 +77,35 @@ fi_info* choose(const FabricLib& lib, const std::string& provider, const std::st
 
 }  // namespace
 
-FabricEndpoint::FabricEndpoint(Bootstrap& bootstrap, int rank, int nranks,
-                               const std::string& domain)
-    : lib_(fabric_lib()), rank_(rank), nranks_(nranks), bootstrap_(bootstrap) {
-  Name mine{};
-  bootstrap.agree_on([&] {
-    try {
-      info_ = choose(lib_, kProvider.get(), domain);
-      virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
-      SYMCOMM_FI(lib_.fi_fabric(info_->fabric_attr, &fabric_, nullptr));
-      SYMCOMM_FI(fi_domain(fabric_, info_, &domain_, nullptr));
-      fi_cq_attr cq_attr{};
-      cq_attr.format = FI_CQ_FORMAT_DATA;
-      cq_attr.size = 4096;
-      cq_attr.wait_obj = FI_WAIT_NONE;  // the proxy polls (proxy.cc says why)
-      SYMCOMM_FI(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
-      fi_av_attr av_attr{};
-      av_attr.type = FI_AV_TABLE;
-      av_attr.count = static_cast<size_t>(nranks);
-      SYMCOMM_FI(fi_av_open(domain_, &av_attr, &av_, nullptr));
-      SYMCOMM_FI(fi_endpoint(domain_, info_, &ep_, nullptr));
-      SYMCOMM_FI(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
-      SYMCOMM_FI(fi_ep_bind(ep_, &av_->fid, 0));
-      SYMCOMM_FI(fi_enable(ep_));
-      size_t len = kMaxName;
-      SYMCOMM_FI(fi_getname(&ep_->fid, mine.data, &len));
-      mine.bytes = len;
-    } catch (...) {
-      close_all();
-      throw;
-    }
-  });
-  std::vector<Name> names(static_cast<size_t>(nranks));
-  bootstrap.allgather(&mine, sizeof mine, names.data());
-  addrs_.assign(static_cast<size_t>(nranks), FI_ADDR_UNSPEC);
-  bootstrap.agree_on([&] {
-    for (int pe = 0; pe < nranks; ++pe) {
-      int n = fi_av_insert(av_, names[static_cast<size_t>(pe)].data, 1, &addrs_[static_cast<size_t>(pe)],
-                           0, nullptr);
-      SYMCOMM_REQUIRE(n == 1, symcommSystemError,
-                      "fi_av_insert of rank %d's endpoint address failed (%d)", pe, n);
-    }
-  });
-  SYMCOMM_DEBUG("net transport: %s", describe().c_str());
+FabricEndpoint::FabricEndpoint(const std::string& domain) : lib_(fabric_lib()) {
+  try {
+    info_ = choose(lib_, kProvider.get(), domain);
+    virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+    SYMCOMM_FI(lib_.fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+    SYMCOMM_FI(fi_domain(fabric_, info_, &domain_, nullptr));
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.size = 4096;
+    cq_attr.wait_obj = FI_WAIT_NONE;  // the proxy polls (proxy.cc says why)
+    SYMCOMM_FI(fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    SYMCOMM_FI(fi_av_open(domain_, &av_attr, &av_, nullptr));
+    SYMCOMM_FI(fi_endpoint(domain_, info_, &ep_, nullptr));
+    SYMCOMM_FI(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+    SYMCOMM_FI(fi_ep_bind(ep_, &av_->fid, 0));
+    SYMCOMM_FI(fi_enable(ep_));
+  } catch (...) {
+    close_all();
+    throw;
+  }
 }
 
 FabricEndpoint::~FabricEndpoint() { close_all(); }
 
 void FabricEndpoint::close_all() {
-  for (Region& r : regions_)
-    if (r.mr) fi_close(&r.mr->fid);
-  regions_.clear();
+  for (fid_mr* mr : mrs_) fi_close(&mr->fid);
+  mrs_.clear();
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -145,6 +116,26 @@ void FabricEndpoint::close_all() {
   info_ = nullptr;
 }
 
+std::vector<uint8_t> FabricEndpoint::name() const {
+  std::vector<uint8_t> out(kMaxNameBytes);
+  size_t len = out.size();
+  SYMCOMM_FI(fi_getname(&ep_->fid, out.data(), &len));
+  out.resize(len);
+  return out;
+}
+
+void FabricEndpoint::insert(const std::vector<std::vector<std::vector<uint8_t>>>& names) {
+  addrs_.assign(names.size(), {});
+  for (size_t pe = 0; pe < names.size(); ++pe)
+    for (size_t rail = 0; rail < names[pe].size(); ++rail) {
+      fi_addr_t a = FI_ADDR_UNSPEC;
+      const int n = fi_av_insert(av_, names[pe][rail].data(), 1, &a, 0, nullptr);
+      SYMCOMM_REQUIRE(n == 1, symcommSystemError,
+                      "fi_av_insert of rank %zu's rail %zu address failed (%d)", pe, rail, n);
+      addrs_[pe].push_back(a);
+    }
+}
+
 std::string FabricEndpoint::describe() const {
   if (!info_) return "not open";
   return format("provider %s, domain %s, %s data progress, libfabric %s",
@@ -153,45 +144,14 @@ std::string FabricEndpoint::describe() const {
                 lib_.version_text().c_str());
 }
 
-void FabricEndpoint::register_heap_range(char* base, size_t offset, size_t bytes) {
-  struct Key {
-    uint64_t base, key;
-  } mine{};
+FabricEndpoint::Registration FabricEndpoint::register_range(char* base, size_t bytes,
+                                                            uint64_t requested_key) {
   fid_mr* mr = nullptr;
-  bootstrap_.agree_on([&] {
-    // Keys the provider does not choose are ours: the region's index, alike on every rank.
-    const uint64_t requested = regions_.size() + 1;
-    SYMCOMM_FI(fi_mr_reg(domain_, base, bytes,
-                         FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, requested, 0,
-                         &mr, nullptr));
-    mine = {virt_addr_ ? reinterpret_cast<uint64_t>(base) : 0, fi_mr_key(mr)};
-  });
-  std::vector<Key> all(static_cast<size_t>(nranks_));
-  try {
-    bootstrap_.allgather(&mine, sizeof mine, all.data());
-  } catch (...) {
-    fi_close(&mr->fid);
-    throw;
-  }
-  Region r{offset, bytes, mr, {}, {}};
-  for (const Key& k : all) {
-    r.base.push_back(k.base);
-    r.key.push_back(k.key);
-  }
-  std::lock_guard<std::mutex> lock(regions_mutex_);
-  regions_.push_back(std::move(r));
-}
-
-RemoteRange FabricEndpoint::remote(int pe, size_t offset, size_t bytes) const {
-  std::lock_guard<std::mutex> lock(regions_mutex_);
-  for (const Region& r : regions_) {
-    if (offset < r.offset || offset >= r.offset + r.bytes) continue;
-    const size_t in = offset - r.offset;
-    return RemoteRange{r.base[static_cast<size_t>(pe)] + in, r.key[static_cast<size_t>(pe)],
-                       std::min(bytes, r.bytes - in)};
-  }
-  SYMCOMM_THROW(symcommInternalError, "heap offset %zu is not registered with the network",
-                offset);
+  SYMCOMM_FI(fi_mr_reg(domain_, base, bytes, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
+                       0, requested_key, 0, &mr, nullptr));
+  std::lock_guard<std::mutex> lock(mrs_mutex_);
+  mrs_.push_back(mr);
+  return Registration{virt_addr_ ? reinterpret_cast<uint64_t>(base) : 0, fi_mr_key(mr)};
 }
 
 }  // namespace symcomm

@@ -29,6 +29,7 @@
 #include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
+#include "transport/net/rail_set.h"
 #include "transport/net/rails/stripes.h"
 #include "transport/net/staging.h"
 #include "transport/stream_jobs.h"
@@ -90,37 +91,35 @@ class Net final : public Transport {
                    domains.size(), domains[0].c_str());
       domains.resize(1);
     }
-    agree_rail_count(ctx.bootstrap, static_cast<int>(domains.size()), ctx.topology.nranks);
-    for (const std::string& d : domains) {
-      rails_.emplace_back();
-      rails_.back().endpoint =
-          std::make_unique<FabricEndpoint>(ctx.bootstrap, rank_, ctx.topology.nranks, d);
-    }
-    endpoint_ = rails_[0].endpoint.get();
+    // Ranks may have different rail counts (lanes between them: rail_set.h).
+    rail_set_ = std::make_unique<RailSet>(ctx.bootstrap, rank_, ctx.topology.nranks, domains);
+    rails_.resize(rail_set_->size());
+    for (size_t i = 0; i < rails_.size(); ++i) rails_[i].endpoint = &rail_set_->rail(i);
+    endpoint_ = rails_[0].endpoint;
     end_.store(heap_.mapped());
     if (cuda_) {
       // GPU memory stays unregistered: peers' data comes through the staging inbox.
       copy_context_ = std::make_unique<CopyContext>(device_);
       memory_ = make_cuda_memory(*copy_context_, ctx.mover);
-      staging_ = std::make_unique<Staging>(*endpoint_, ctx.topology, *copy_context_, chunk_,
+      staging_ = std::make_unique<Staging>(*rail_set_, ctx.topology, *copy_context_, chunk_,
                                            timeout_ms_);
       staging_->set_heap(heap_.base(), &end_);
       jobs_ = std::make_unique<StreamJobs>(device_, "net");
     } else {
       memory_ = make_host_memory();
-      for (Rail& r : rails_) r.endpoint->register_heap_range(heap_.base(), 0, heap_.mapped());
+      rail_set_->register_heap_range(heap_.base(), 0, heap_.mapped());
     }
     ctx.heap.on_grow([this](char* base, size_t offset, size_t bytes) {
       // Mapped already: peers may write there as soon as any rank's malloc returns, which is
       // after every rank registered it (the registration's exchange).
-      if (!cuda_)
-        for (Rail& r : rails_) r.endpoint->register_heap_range(base, offset, bytes);
+      if (!cuda_) rail_set_->register_heap_range(base, offset, bytes);
       end_.store(offset + bytes);
     });
     loop_ = std::make_unique<ProxyLoop>(cuda_ ? kBusyCuda : kBusyHost);
-    for (Rail& r : rails_) {
+    for (size_t i = 0; i < rails_.size(); ++i) {
+      Rail& r = rails_[i];
       r.proxy = std::make_unique<Proxy>(
-          *r.endpoint, rank_,
+          *r.endpoint, rank_, static_cast<int>(i),
           [this](const wire::Header& h, const uint8_t* payload) { return apply(h, payload); },
           [this](Proxy& proxy, uint64_t data) {
             if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
@@ -130,8 +129,11 @@ class Net final : public Transport {
     }
     loop_->start();
     proxy_ = rails_[0].proxy.get();
-    lanes_.resize(rails_.size());
-    down_until_.resize(rails_.size());
+    for (int pe = 0; pe < ctx.topology.nranks; ++pe) {
+      const size_t n = rail_set_->lanes(pe).size();
+      peer_lanes_.push_back(PeerLanes{std::vector<rails::LaneState>(n),
+                                      std::vector<std::chrono::steady_clock::time_point>(n)});
+    }
   }
   ~Net() override {
     // Jobs first (they use the proxies, and the ring's operations run there); then the
@@ -141,14 +143,14 @@ class Net final : public Transport {
     jobs_.reset();
     loop_->stop();
     for (Rail& r : rails_) r.proxy->stop();
-    for (Rail& r : rails_) r.endpoint.reset();
+    rail_set_->close();
     staging_.reset();
     rails_.clear();
   }
 
   const char* name() const override { return "net"; }
 
-  // Collective (every rank opens its net transport): a flush to every peer on every rail,
+  // Collective (every rank opens its net transport): a flush to every peer on every lane,
   // answered. The provider connects to a peer at the first message (tcp;ofi_rxm), which
   // takes both ranks' progress; made here, within the init's bound
   // (SYMCOMM_BOOTSTRAP_TIMEOUT), it no longer falls into a call's wait bounded by
@@ -156,13 +158,15 @@ class Net final : public Transport {
   // a bound of 150 ms (Rma.EveryComparisonAtItsEdges).
   void connect(const std::vector<int>& peers) {
     std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
-    for (Rail& rail : rails_)
-      for (int pe : peers) {
-        if (pe == rank_) continue;
-        ops.emplace_back(rail.proxy.get(),
-                         Proxy::message(pe, header(wire::Kind::Flush), nullptr, true));
-        rail.proxy->submit(ops.back().second);
+    for (int pe : peers) {
+      if (pe == rank_) continue;
+      for (const rails::Lane& lane : rail_set_->lanes(pe)) {
+        Proxy* proxy = rails_[static_cast<size_t>(lane.local_rail)].proxy.get();
+        ops.emplace_back(proxy, Proxy::message(pe, header(wire::Kind::Flush), nullptr, true,
+                                               lane.remote_rail));
+        proxy->submit(ops.back().second);
       }
+    }
     for (auto& [proxy, op] : ops) proxy->wait(*op, bootstrap_timeout_ms(), "connecting");
   }
 
@@ -248,6 +252,16 @@ class Net final : public Transport {
       });
     }
     return ring_->view();
+  }
+  std::vector<symcommNetLane_t> net_lanes(int pe) const override {
+    const std::vector<rails::Lane>& lanes = rail_set_->lanes(pe);
+    std::vector<symcommNetLane_t> out;
+    std::lock_guard<std::mutex> lock(stripe_mutex_);
+    const PeerLanes& l = peer_lanes_[static_cast<size_t>(pe)];
+    for (size_t i = 0; i < lanes.size(); ++i)
+      out.push_back(symcommNetLane_t{lanes[i].local_rail, lanes[i].remote_rail,
+                                     l.state[i].up ? 1 : 0, l.state[i].rate});
+    return out;
   }
   void raise_failure() override {
     if (jobs_) jobs_->raise_failure();
@@ -357,19 +371,21 @@ class Net final : public Transport {
   // sent after it (a signal) finds every piece landed, whichever rail it goes by.
   void transfer(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes) {
     if (!bytes) return;
+    const std::vector<rails::Lane>& lanes = rail_set_->lanes(pe);
     std::vector<rails::Piece> pieces{rails::Piece{0, 0, bytes}};
-    if (rails_.size() > 1) {
+    if (lanes.size() > 1) {
       std::lock_guard<std::mutex> lock(stripe_mutex_);
-      bring_back_rails();
-      pieces = striper_.plan(bytes, lanes_);
+      bring_back_lanes(pe);
+      pieces = striper_.plan(bytes, peer_lanes_[static_cast<size_t>(pe)].state);
     }
     std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
     const auto start = std::chrono::steady_clock::now();
     for (const rails::Piece& p : pieces) {
-      Rail& rail = rails_[static_cast<size_t>(p.lane)];
-      ops.emplace_back(rail.proxy.get(), op_of(*rail.endpoint, type, pe, offset + p.offset,
-                                               static_cast<char*>(local) + p.offset, p.bytes));
-      rail.proxy->submit(ops.back().second);
+      const rails::Lane& lane = lanes[static_cast<size_t>(p.lane)];
+      Proxy* proxy = rails_[static_cast<size_t>(lane.local_rail)].proxy.get();
+      ops.emplace_back(proxy, op_of(lane, type, pe, offset + p.offset,
+                                    static_cast<char*>(local) + p.offset, p.bytes));
+      proxy->submit(ops.back().second);
     }
     // A small transfer is a round trip: the caller drives it (Proxy::wait).
     const char* what = type == NetOp::Type::Write ? "a put" : "a get";
@@ -381,79 +397,90 @@ class Net final : public Transport {
       } catch (const Error& e) {
         // A rail's connection failed under the piece (an error completion): the piece goes
         // again on the other rails (fail_over), each in turn, until one carries it.
-        if (e.code() != symcommPeerLost || rails_.size() == 1 || aborted_.load()) throw;
+        if (e.code() != symcommPeerLost || lanes.size() == 1 || aborted_.load()) throw;
         fail_over(type, pe, offset, local, pieces[k], e.what(), &ops[k]);
       }
     }
-    if (rails_.size() > 1) {
-      // Each rail's rate, from the time its piece took: the next stripes weigh by it (not
-      // where another rail carried the piece).
+    {
+      // Each lane's rate, from the time its piece took: the next stripes weigh by it (not
+      // where another lane carried the piece); symcommPeerNetLanes reports it.
       std::lock_guard<std::mutex> lock(stripe_mutex_);
+      std::vector<rails::LaneState>& state = peer_lanes_[static_cast<size_t>(pe)].state;
       for (size_t k = 0; k < pieces.size(); ++k) {
         const size_t lane = static_cast<size_t>(pieces[k].lane);
-        if (ops[k].first != rails_[lane].proxy.get()) continue;
-        rails::observe_rate(lanes_[lane], pieces[k].bytes,
+        if (ops[k].first != rails_[static_cast<size_t>(lanes[lane].local_rail)].proxy.get() ||
+            ops[k].second->rail != lanes[lane].remote_rail)
+          continue;
+        rails::observe_rate(state[lane], pieces[k].bytes,
                             std::chrono::duration<double>(ops[k].second->done_at - start).count());
       }
     }
   }
-  // Rails marked down by fail_over come back (are tried again) this long after.
+  // Lanes marked down by fail_over come back (are tried again) this long after.
   static constexpr auto kRailRetry = std::chrono::seconds(1);
 
-  // Under stripe_mutex_: rails whose time down has passed are up again (the next transfer
-  // that uses them probes them; where they fail again they go down again).
-  void bring_back_rails() {
+  // Under stripe_mutex_: lanes to `pe` whose time down has passed are up again (the next
+  // transfer that uses them probes them; where they fail again they go down again).
+  void bring_back_lanes(int pe) {
     const auto now = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < lanes_.size(); ++i)
-      if (!lanes_[i].up && now >= down_until_[i]) {
-        lanes_[i].up = true;
-        SYMCOMM_INFO("net transport: rail %zu is tried again", i);
+    PeerLanes& l = peer_lanes_[static_cast<size_t>(pe)];
+    for (size_t i = 0; i < l.state.size(); ++i)
+      if (!l.state[i].up && now >= l.down_until[i]) {
+        l.state[i].up = true;
+        const rails::Lane& lane = rail_set_->lanes(pe)[i];
+        SYMCOMM_INFO("net transport: lane %zu to rank %d (rail %d to its rail %d) is tried "
+                     "again", i, pe, lane.local_rail, lane.remote_rail);
       }
   }
 
-  // The piece `p` of a transfer failed on its rail (`why`): that rail is down for
-  // kRailRetry, and the piece is posted again on each other rail in turn until one carries
-  // it (*op then holds that rail's operation). A write lands the same bytes again where
+  // The piece `p` of a transfer failed on its lane (`why`): that lane is down for
+  // kRailRetry, and the piece is posted again on each other lane in turn until one carries
+  // it (*op then holds that lane's operation). A write lands the same bytes again where
   // part of it had landed (the source has not changed: the caller waits); the failed
-  // rail's connection is gone, so nothing of it lands later. Throws symcommPeerLost where
-  // every rail fails.
+  // lane's connection is gone, so nothing of it lands later. Throws symcommPeerLost where
+  // every lane fails.
   void fail_over(NetOp::Type type, int pe, size_t offset, void* local, const rails::Piece& p,
                  const std::string& why, std::pair<Proxy*, std::shared_ptr<NetOp>>* op) {
+    const std::vector<rails::Lane>& lanes = rail_set_->lanes(pe);
     {
       std::lock_guard<std::mutex> lock(stripe_mutex_);
-      lanes_[static_cast<size_t>(p.lane)].up = false;
-      down_until_[static_cast<size_t>(p.lane)] = std::chrono::steady_clock::now() + kRailRetry;
+      PeerLanes& l = peer_lanes_[static_cast<size_t>(pe)];
+      l.state[static_cast<size_t>(p.lane)].up = false;
+      l.down_until[static_cast<size_t>(p.lane)] = std::chrono::steady_clock::now() + kRailRetry;
     }
-    SYMCOMM_WARN("net transport: rail %d to rank %d failed under a transfer (%s): its piece of "
-                 "%zu bytes goes again on the other rails", p.lane, pe, why.c_str(), p.bytes);
+    const rails::Lane& failed = lanes[static_cast<size_t>(p.lane)];
+    SYMCOMM_WARN("net transport: lane %d to rank %d (rail %d to its rail %d) failed under a "
+                 "transfer (%s): its piece of %zu bytes goes again on the other lanes", p.lane,
+                 pe, failed.local_rail, failed.remote_rail, why.c_str(), p.bytes);
     std::string last = why;
-    for (size_t i = 1; i < rails_.size(); ++i) {
-      const size_t lane = (static_cast<size_t>(p.lane) + i) % rails_.size();
-      Rail& rail = rails_[lane];
-      auto again = op_of(*rail.endpoint, type, pe, offset + p.offset,
-                         static_cast<char*>(local) + p.offset, p.bytes);
-      rail.proxy->submit(again);
+    for (size_t i = 1; i < lanes.size(); ++i) {
+      const rails::Lane& lane = lanes[(static_cast<size_t>(p.lane) + i) % lanes.size()];
+      Proxy* proxy = rails_[static_cast<size_t>(lane.local_rail)].proxy.get();
+      auto again = op_of(lane, type, pe, offset + p.offset, static_cast<char*>(local) + p.offset,
+                         p.bytes);
+      proxy->submit(again);
       try {
-        rail.proxy->wait(*again, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get");
-        *op = {rail.proxy.get(), again};
+        proxy->wait(*again, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get");
+        *op = {proxy, again};
         return;
       } catch (const Error& e) {
         if (e.code() != symcommPeerLost || aborted_.load()) throw;
         last = e.what();
       }
     }
-    SYMCOMM_THROW(symcommPeerLost, "every rail to rank %d failed under a transfer: %s", pe,
+    SYMCOMM_THROW(symcommPeerLost, "every lane to rank %d failed under a transfer: %s", pe,
                   last.c_str());
   }
 
-  // One rail's operation: the range split at registered regions and at the chunk size.
-  std::shared_ptr<NetOp> op_of(const FabricEndpoint& ep, NetOp::Type type, int pe,
-                               size_t offset, char* at, size_t bytes) const {
+  // One lane's operation: the range split at registered regions and at the chunk size.
+  std::shared_ptr<NetOp> op_of(const rails::Lane& lane, NetOp::Type type, int pe, size_t offset,
+                               char* at, size_t bytes) const {
     auto op = std::make_shared<NetOp>();
     op->type = type;
     op->pe = pe;
+    op->rail = lane.remote_rail;
     while (bytes) {
-      RemoteRange r = ep.remote(pe, offset, bytes);
+      RemoteRange r = rail_set_->remote(pe, lane.remote_rail, offset, bytes);
       for (size_t done = 0; done < r.bytes;) {
         const size_t piece = std::min(chunk_, r.bytes - done);
         op->parts.push_back(Posted{{}, op.get(), at + done, piece, r.addr + done, r.key, 0});
@@ -464,16 +491,9 @@ class Net final : public Transport {
     op->outstanding = static_cast<int>(op->parts.size());
     return op;
   }
-  // Every rank must open as many rails: their endpoints' exchanges are collective.
-  static void agree_rail_count(Bootstrap& bootstrap, int mine, int nranks) {
-    std::vector<int> all(static_cast<size_t>(nranks));
-    bootstrap.allgather(&mine, sizeof mine, all.data());
-    for (int r = 0; r < nranks; ++r)
-      SYMCOMM_REQUIRE(all[static_cast<size_t>(r)] == mine, symcommNotSupported,
-                      "the net transport has %d rails here and %d on rank %d "
-                      "(SYMCOMM_NET_RAILS): ranks with unequal rail counts are not supported "
-                      "yet", mine, all[static_cast<size_t>(r)], r);
-  }
+  // Messages go on lane 0 of a peer: this rank's rail 0 (proxy_) to this rail of pe's, so
+  // that the ranks sending to one rank spread over its rails; its replies come back to rail 0.
+  int message_rail(int pe) const { return rail_set_->lanes(pe)[0].remote_rail; }
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
@@ -484,9 +504,9 @@ class Net final : public Transport {
       std::memcpy(small.data(), &h, sizeof h);
       if (h.bytes) std::memcpy(small.data() + sizeof h, payload, h.bytes);
       dirty_[static_cast<size_t>(pe)].store(true);
-      if (proxy_->try_inject(pe, small.data(), sizeof h + h.bytes)) return 0;
+      if (proxy_->try_inject(pe, message_rail(pe), small.data(), sizeof h + h.bytes)) return 0;
     }
-    std::shared_ptr<NetOp> op = Proxy::message(pe, h, payload, reply);
+    std::shared_ptr<NetOp> op = Proxy::message(pe, h, payload, reply, message_rail(pe));
     if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
     proxy_->submit(op);
     proxy_->wait(*op, timeout_ms_, what, /*drive=*/!cuda_);
@@ -543,22 +563,26 @@ class Net final : public Transport {
   size_t eager_max_;  // SYMCOMM_NET_EAGER_MAX
   std::atomic<size_t> end_{0};  // of the heap as registered: what peers may address
   std::vector<std::atomic<bool>> dirty_;  // [pe]: a message went there since the last quiet
-  struct Rail {  // the endpoint closes before its proxy goes (Proxy::stop)
+  struct Rail {  // the endpoint (rail_set_'s) closes before its proxy goes (Proxy::stop)
     std::unique_ptr<Proxy> proxy;
-    std::unique_ptr<FabricEndpoint> endpoint;
+    FabricEndpoint* endpoint = nullptr;
   };
+  std::unique_ptr<RailSet> rail_set_;  // this rank's endpoints, every rank's rails and keys
   std::vector<Rail> rails_;       // one endpoint and proxy a rail (net_rail_domains())
   std::unique_ptr<ProxyLoop> loop_;  // the thread that drives every rail's proxy
   FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
   Proxy* proxy_ = nullptr;              // rail 0's
-  std::mutex stripe_mutex_;
+  mutable std::mutex stripe_mutex_;
   // Transfers from 1 MiB on are striped; smaller ones go whole, on the rails in turn. On 2
   // rails shaped to 1 Gbit/s, 64 KiB puts striped in halves ran at 0.34x one rail (two
   // proxies and the caller contending for 2 cores), whole in turn at 1.9x.
   rails::Striper striper_{rails::StripePolicy{kStripeMin.get(), 128,
                                               static_cast<double>(kSlowRail.get())}};
-  std::vector<rails::LaneState> lanes_;  // [rail], under stripe_mutex_: up, measured rate
-  std::vector<std::chrono::steady_clock::time_point> down_until_;  // [rail], stripe_mutex_
+  struct PeerLanes {  // the lanes to one peer (rail_set_->lanes), under stripe_mutex_
+    std::vector<rails::LaneState> state;  // [lane]: up, measured rate
+    std::vector<std::chrono::steady_clock::time_point> down_until;  // [lane]
+  };
+  std::vector<PeerLanes> peer_lanes_;  // [pe]
   std::atomic<bool> aborted_{false};
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;

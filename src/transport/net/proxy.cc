@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "base/log.h"
@@ -28,9 +29,10 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Proxy::Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed, ProxyLoop& loop)
-    : ep_(endpoint), rank_(rank), apply_(std::move(apply)), landed_(std::move(landed)),
-      loop_(loop) {
+Proxy::Proxy(FabricEndpoint& endpoint, int rank, int rail, Apply apply, Landed landed,
+             ProxyLoop& loop)
+    : ep_(endpoint), rank_(rank), rail_(rail), apply_(std::move(apply)),
+      landed_(std::move(landed)), loop_(loop) {
   for (int i = 0; i < kReceives; ++i) {
     auto r = std::make_unique<Receive>();
     r->buffer.resize(wire::kBufferBytes);
@@ -70,6 +72,11 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
     finish(*op, symcommPeerLost, abort_reason_);
     return;
   }
+  if (op->type == NetOp::Type::Send && op->expects_reply) {
+    // The reply comes back to this proxy's rail: only its proxy knows the request.
+    const int32_t rail = rail_;
+    std::memcpy(op->message.data() + offsetof(wire::Header, rail), &rail, sizeof rail);
+  }
   {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     submitted_.push_back(std::move(op));
@@ -77,10 +84,10 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
   loop_.wake();
 }
 
-bool Proxy::try_inject(int pe, const void* message, size_t bytes) {
+bool Proxy::try_inject(int pe, int rail, const void* message, size_t bytes) {
   if (bytes > ep_.inject_size() || aborted_.load()) return false;
   std::lock_guard<std::mutex> lock(ep_mutex_);
-  const ssize_t rc = fi_inject(ep_.ep(), message, bytes, ep_.addr(pe));
+  const ssize_t rc = fi_inject(ep_.ep(), message, bytes, ep_.addr(pe, rail));
   if (rc == -FI_EAGAIN) return false;
   if (rc) throw_fabric_error(static_cast<int>(rc), "fi_inject", __FILE__, __LINE__);
   return true;
@@ -139,7 +146,7 @@ bool Proxy::post(NetOp& op) {
   if (op.type == NetOp::Type::Send) {
     if (op.next == 1) return true;
     Posted& p = op.parts[0];
-    ssize_t rc = fi_send(ep, op.message.data(), op.message.size(), nullptr, ep_.addr(op.pe),
+    ssize_t rc = fi_send(ep, op.message.data(), op.message.size(), nullptr, ep_.addr(op.pe, op.rail),
                          &p.context);
     if (rc == -FI_EAGAIN) return false;
     if (rc) throw_fabric_error(static_cast<int>(rc), "fi_send", __FILE__, __LINE__);
@@ -151,9 +158,9 @@ bool Proxy::post(NetOp& op) {
     ssize_t rc = op.type == NetOp::Type::Write
                      // With immediate data: the write completes at the target too, which
                      // keeps the target's proxy polling while a long transfer comes in.
-                     ? fi_writedata(ep, p.local, p.bytes, nullptr, p.data, ep_.addr(op.pe), p.addr,
+                     ? fi_writedata(ep, p.local, p.bytes, nullptr, p.data, ep_.addr(op.pe, op.rail), p.addr,
                                     p.key, &p.context)
-                     : fi_read(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe), p.addr, p.key,
+                     : fi_read(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe, op.rail), p.addr, p.key,
                                &p.context);
     if (rc == -FI_EAGAIN) return false;
     if (rc)
@@ -188,14 +195,15 @@ void Proxy::on_message(Receive& r, size_t bytes) {
   const uint64_t value = apply_(h, r.buffer.data() + sizeof h);
   if (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
       h.kind == wire::Kind::Flush || h.kind == wire::Kind::Stage)
-    reply(h.from, h.ticket, value);
+    reply(h.from, h.rail, h.ticket, value);
 }
 
 std::shared_ptr<NetOp> Proxy::message(int pe, const wire::Header& h, const void* payload,
-                                      bool reply) {
+                                      bool reply, int rail) {
   auto op = std::make_shared<NetOp>();
   op->type = NetOp::Type::Send;
   op->pe = pe;
+  op->rail = rail;
   wire::Header with = h;
   if (reply) with.ticket = reinterpret_cast<uint64_t>(op.get());
   op->message.resize(sizeof with + h.bytes);
@@ -208,13 +216,13 @@ std::shared_ptr<NetOp> Proxy::message(int pe, const wire::Header& h, const void*
   return op;
 }
 
-void Proxy::reply(int to, uint64_t ticket, uint64_t value) {
+void Proxy::reply(int to, int rail, uint64_t ticket, uint64_t value) {
   wire::Header out{};
   out.kind = wire::Kind::Reply;
   out.from = rank_;
   out.a = value;
   out.ticket = ticket;
-  std::shared_ptr<NetOp> reply = message(to, out, nullptr, false);
+  std::shared_ptr<NetOp> reply = message(to, out, nullptr, false, rail);
   in_flight_.push_back(reply);
   unposted_.push_back(std::move(reply));
 }

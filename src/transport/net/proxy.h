@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "symcomm/symcomm.h"
 #include "transport/net/endpoint.h"
 #include "transport/net/proxy_loop.h"
 #include "transport/net/wire.h"
@@ -43,6 +44,7 @@ struct NetOp {
   enum class Type { Write, Read, Send };
   Type type = Type::Send;
   int pe = -1;
+  int rail = 0;                     // pe's rail it goes to (rail_set.h: the lane's remote rail)
   std::vector<Posted> parts;        // Write / Read: one per chunk
   std::vector<uint8_t> message;     // Send: header and payload
   bool expects_reply = false;       // an atomic or a flush: done when the reply arrives
@@ -67,14 +69,17 @@ class Proxy {
   // What to do when a peer's write with nonzero immediate data landed here (the transport's;
   // runs on the proxy thread).
   using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
-  // `loop`: the thread that drives it (add it there, then start the loop).
-  Proxy(FabricEndpoint& endpoint, int rank, Apply apply, Landed landed, ProxyLoop& loop);
+  // `loop`: the thread that drives it (add it there, then start the loop). `rail`: this
+  // rank's rail whose endpoint it drives (a request's replies come back to it).
+  Proxy(FabricEndpoint& endpoint, int rank, int rail, Apply apply, Landed landed,
+        ProxyLoop& loop);
   ~Proxy();
 
-  // The message `h` (and its h.bytes of payload) to `pe` as an operation to hand over; with
-  // `reply`, its ticket is the operation itself, which the answer completes.
+  // The message `h` (and its h.bytes of payload) to `pe`'s rail `rail` as an operation to
+  // hand over; with `reply`, its ticket is the operation itself, which the answer completes
+  // (at the proxy it is submitted to).
   static std::shared_ptr<NetOp> message(int pe, const wire::Header& h, const void* payload,
-                                        bool reply);
+                                        bool reply, int rail = 0);
   // Hands `op` over; the caller then waits with wait().
   void submit(std::shared_ptr<NetOp> op);
   // Sends a message of `bytes` (up to the provider's inject size) to `pe` from the calling
@@ -82,7 +87,7 @@ class Proxy {
   // it returns. Saves a small message the hand-over to the proxy thread and the wait for its
   // completion. False where it cannot now (too long, no room: the provider said try again,
   // aborted): then submit it. Messages to one peer stay in order either way (FI_ORDER_SAS).
-  bool try_inject(int pe, const void* message, size_t bytes);
+  bool try_inject(int pe, int rail, const void* message, size_t bytes);
   // Waits until `op` completes; throws its error (symcommPeerLost where the connection
   // failed or the communicator was aborted; symcommTimeout after `timeout_ms`, 0: none).
   // `drive`: while it spins, the caller also drives the endpoint (progress()), for small
@@ -93,8 +98,9 @@ class Proxy {
   // Handles what has arrived and posts what waits, on the calling thread, where the proxy
   // thread is not at it (Transport::progress); the proxy thread goes on as before.
   void progress();
-  // Sends rank `to` the reply to its request `ticket`. Inside a pass only (Landed, Apply).
-  void reply(int to, uint64_t ticket, uint64_t value);
+  // Sends rank `to` (its rail `rail`) the reply to its request `ticket`. Inside a pass only
+  // (Landed, Apply).
+  void reply(int to, int rail, uint64_t ticket, uint64_t value);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
   // After the loop stopped, before the endpoint closes: failed receives are not posted again.
@@ -130,6 +136,7 @@ class Proxy {
 
   FabricEndpoint& ep_;
   int rank_;
+  int rail_;
   Apply apply_;
   Landed landed_;
   ProxyLoop& loop_;

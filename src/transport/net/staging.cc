@@ -18,9 +18,9 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
 
-Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, const CopyContext& context,
+Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& context,
                  size_t chunk, int64_t timeout_ms)
-    : ep_(endpoint), topology_(topology), rank_(topology.rank), context_(context),
+    : rails_(rails), ep_(rails.rail(0)), topology_(topology), rank_(topology.rank), context_(context),
       device_(context.device()), chunk_(chunk),
       timeout_ms_(timeout_ms) {
   SYMCOMM_REQUIRE(ep_.cq_data_size() >= 4, symcommNotSupported,
@@ -44,7 +44,7 @@ Staging::Staging(FabricEndpoint& endpoint, const Topology& topology, const CopyC
     stream_ = s;
     start_on_copy_engine(stream_);
   }
-  ep_.register_heap_range(inbox_, kStagingOffset, inbox_bytes);
+  rails_.register_heap_range(inbox_, kStagingOffset, inbox_bytes);
 }
 
 Staging::~Staging() {
@@ -107,7 +107,8 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
       SYMCOMM_CUDART(cudaMemcpyAsync(slot + kHeader, static_cast<const char*>(src) + done, piece,
                                      cudaMemcpyDefault, as_stream(stream_)));
       SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(stream_)));
-      RemoteRange r = ep_.remote(pe, kStagingOffset + inbox_offset(pe, rank_, s), kHeader + piece);
+      RemoteRange r =
+          rails_.remote(pe, 0, kStagingOffset + inbox_offset(pe, rank_, s), kHeader + piece);
       const uint64_t data = kStagedFlag | (static_cast<uint64_t>(rank_) << 4) | static_cast<uint64_t>(s);
       op->parts.push_back(Posted{{}, op.get(), slot, kHeader + piece, r.addr, r.key, data});
       op->outstanding = 2;  // the write, and the target's reply once it copied the chunk
@@ -165,8 +166,8 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         SYMCOMM_REQUIRE(op->reply == 0, symcommInternalError,
                         "rank %d refused to stage a chunk of a get (heap offset out of range)", pe);
         // The staged chunk, read into the outbox slot of the same number.
-        RemoteRange r = ep_.remote(pe, kStagingOffset + inbox_offset(pe, rank_, s) + kHeader,
-                                   pieces[s]);
+        RemoteRange r = rails_.remote(
+            pe, 0, kStagingOffset + inbox_offset(pe, rank_, s) + kHeader, pieces[s]);
         auto read = std::make_shared<NetOp>();
         read->type = NetOp::Type::Read;
         read->pe = pe;
@@ -217,7 +218,7 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
                  "of range; refused", source, static_cast<unsigned long long>(h.bytes),
                  static_cast<unsigned long long>(h.offset));
   }
-  proxy.reply(source, h.ticket, refused);
+  proxy.reply(source, 0, h.ticket, refused);  // the cuda space stages on one rail
 }
 
 uint64_t Staging::on_stage(const wire::Header& h, LocalMemory& memory) {

@@ -16,8 +16,8 @@
 
 #include <atomic>
 #include <cstddef>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "topology/topology.h"
@@ -25,6 +25,7 @@
 #include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
+#include "transport/net/rail_set.h"
 #include "transport/net/wire.h"
 
 namespace symcomm {
@@ -34,7 +35,7 @@ class Staging {
   static constexpr int kSlots = 4;
   // Collective (registers the inbox). `chunk`: payload bytes of a slot.
   // `context`: where its copies run (copy_context.h).
-  Staging(FabricEndpoint& endpoint, const Topology& topology, const CopyContext& context,
+  Staging(RailSet& rails, const Topology& topology, const CopyContext& context,
           size_t chunk, int64_t timeout_ms);
   ~Staging();
 
@@ -69,6 +70,7 @@ class Staging {
   // Waits for the ops in flight before an error leaves (the slots are not reused under them).
   void drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops);
 
+  RailSet& rails_;  // one rail (the cuda space has one)
   FabricEndpoint& ep_;
   const Topology& topology_;
   int rank_;

@@ -27,6 +27,8 @@ struct Header {
   uint64_t word;    // heap offset of the 64-bit word a signal or an atomic updates
   uint64_t a, b;    // signal value; atomic operands; a reply's value
   uint64_t ticket;  // an atomic's request, echoed in its reply
+  int32_t rail;     // a request's: the sender's rail whose proxy waits for the reply
+  uint32_t reserved;
 };
 
 // Receive buffers hold a header and up to this many payload bytes: larger put-signals go as
