@@ -261,6 +261,16 @@ symcommResult_t symcommHostBarrier(symcommComm_t comm);
  * symcommInvalidArgument for bytes == 0, symcommInvalidUsage if ranks pass different sizes,
  * symcommOutOfMemory (with requested, used and maximum sizes in the message). */
 symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void** ptr);
+/* As symcommMalloc, at an address that is a multiple of `alignment`: a power of two up to the
+ * heap's granularity (the page size in the host space, the CUDA allocation granularity,
+ * typically 2 MiB, in the cuda space); below 256 it changes nothing. Every rank passes the
+ * same alignment (symcommInvalidUsage otherwise); a bad one is symcommInvalidArgument. */
+symcommResult_t symcommMallocAligned(symcommComm_t comm, size_t alignment, size_t bytes,
+                                     void** ptr);
+/* As symcommMalloc for `count` elements of `size` bytes (their product > 0, no overflow:
+ * symcommInvalidArgument), cleared to zero on every rank before any rank returns: a peer's
+ * put that follows its call is not overwritten by the clearing. */
+symcommResult_t symcommCalloc(symcommComm_t comm, size_t count, size_t size, void** ptr);
 
 /* Collective: frees a pointer returned by symcommMalloc; every rank passes its own pointer
  * to the same allocation. A pointer not from the heap, a pointer inside an allocation, a

@@ -1,4 +1,6 @@
 // The symmetric heap and the host-side collectives.
+#include <cstdint>
+
 #include "capi/guard.h"
 #include "memory/peer_address.h"
 
@@ -11,6 +13,49 @@ extern "C" symcommResult_t symcommMalloc(symcommComm_t comm, size_t bytes, void*
     *ptr = nullptr;
     *ptr = c.heap->malloc(bytes);
     c.rma->backend().publish_allocations(c.heap->user_allocations());
+  });
+}
+
+extern "C" symcommResult_t symcommMallocAligned(symcommComm_t comm, size_t alignment,
+                                                size_t bytes, void** ptr) {
+  return guarded(
+      [&] { return format("symcommMallocAligned(alignment=%zu, bytes=%zu)", alignment, bytes); },
+      [&] {
+        symcommComm& c = checked(comm);
+        SYMCOMM_REQUIRE_ARG(ptr);
+        *ptr = nullptr;
+        *ptr = c.heap->malloc(bytes, alignment);
+        c.rma->backend().publish_allocations(c.heap->user_allocations());
+      });
+}
+
+extern "C" symcommResult_t symcommCalloc(symcommComm_t comm, size_t count, size_t size,
+                                         void** ptr) {
+  return guarded([&] { return format("symcommCalloc(count=%zu, size=%zu)", count, size); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(ptr);
+    *ptr = nullptr;
+    // An overflowing product (on any rank) is refused on every rank: none then allocates.
+    c.bootstrap->agree_on([&] {
+      SYMCOMM_REQUIRE(size == 0 || count <= SIZE_MAX / size, symcommInvalidArgument,
+                      "%zu elements of %zu bytes overflow size_t", count, size);
+    });
+    const size_t bytes = count * size;
+    void* p = c.heap->malloc(bytes);
+    c.rma->backend().publish_allocations(c.heap->user_allocations());
+    try {
+      // Agreed on: no rank returns (and puts into it) before every rank cleared its copy, and
+      // where one rank could not, every rank frees it again.
+      c.bootstrap->agree_on([&] { c.rma->backend().clear(p, bytes); });
+    } catch (...) {
+      try {
+        c.heap->free(p);
+        c.rma->backend().publish_allocations(c.heap->user_allocations());
+      } catch (const Error&) {  // the communicator failed: the first error is the one to report
+      }
+      throw;
+    }
+    *ptr = p;
   });
 }
 

@@ -4,13 +4,18 @@
 
 namespace symcomm {
 
-std::optional<size_t> Allocator::allocate(size_t bytes) {
+std::optional<size_t> Allocator::allocate(size_t bytes, size_t alignment) {
   if (bytes == 0 || bytes > capacity_) return std::nullopt;
+  alignment = std::max(alignment, kAlignment);
   size_t need = round_up(bytes, kAlignment);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < need) continue;
-    size_t offset = it->first, left = it->second - need;
+    // The first aligned offset in the range; the bytes before it stay free.
+    const size_t start = it->first, size = it->second;
+    const size_t offset = round_up(start, alignment), skip = offset - start;
+    if (size < skip || size - skip < need) continue;
+    const size_t left = size - skip - need;
     free_.erase(it);
+    if (skip) free_[start] = skip;
     if (left) free_[offset + need] = left;
     live_[offset] = need;
     requested_[offset] = bytes;
@@ -20,14 +25,17 @@ std::optional<size_t> Allocator::allocate(size_t bytes) {
   return std::nullopt;
 }
 
-size_t Allocator::growth_needed(size_t bytes) const {
+size_t Allocator::growth_needed(size_t bytes, size_t alignment) const {
+  alignment = std::max(alignment, kAlignment);
   size_t need = round_up(bytes, kAlignment);
-  size_t tail = 0;
+  // The free range at the end, from its first aligned offset (or from the capacity, aligned).
+  size_t tail_start = round_up(capacity_, alignment);
   if (!free_.empty()) {
     auto last = std::prev(free_.end());
-    if (last->first + last->second == capacity_) tail = last->second;
+    if (last->first + last->second == capacity_) tail_start = round_up(last->first, alignment);
   }
-  return need > tail ? need - tail : 0;
+  const size_t end = tail_start + need;
+  return end > capacity_ ? end - capacity_ : 0;
 }
 
 void Allocator::grow_to(size_t capacity) {

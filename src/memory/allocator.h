@@ -14,10 +14,12 @@ class Allocator {
  public:
   static constexpr size_t kAlignment = 256;
 
-  // An offset for `bytes` (> 0), or nothing if no free range fits.
-  std::optional<size_t> allocate(size_t bytes);
-  // How much capacity must be added so that `bytes` fits (the free range at the end counts).
-  size_t growth_needed(size_t bytes) const;
+  // An offset for `bytes` (> 0), a multiple of `alignment` (a power of two; at least
+  // kAlignment whatever is asked), or nothing if no free range fits.
+  std::optional<size_t> allocate(size_t bytes, size_t alignment = kAlignment);
+  // How much capacity must be added so that `bytes` fits at such an offset (the free range at
+  // the end counts).
+  size_t growth_needed(size_t bytes, size_t alignment = kAlignment) const;
   void grow_to(size_t capacity);
 
   enum class FreeStatus { Ok, NotInHeap, Interior, NotAllocated };

@@ -76,17 +76,31 @@ Heap::~Heap() {
     if (w) space_.unreserve(w, max_);
 }
 
-void* Heap::malloc(size_t bytes) {
-  uint64_t mine = bytes;
-  std::vector<uint64_t> all(static_cast<size_t>(topology_.nranks));
+void* Heap::malloc(size_t bytes, size_t alignment) {
+  struct Ask {
+    uint64_t bytes, alignment;
+  } mine{bytes, alignment};
+  std::vector<Ask> all(static_cast<size_t>(topology_.nranks));
   bootstrap_.allgather(&mine, sizeof mine, all.data());
-  for (int r = 0; r < topology_.nranks; ++r)
-    SYMCOMM_REQUIRE(all[static_cast<size_t>(r)] == mine, symcommInvalidUsage,
+  for (int r = 0; r < topology_.nranks; ++r) {
+    const Ask& a = all[static_cast<size_t>(r)];
+    SYMCOMM_REQUIRE(a.bytes == mine.bytes, symcommInvalidUsage,
                     "symcommMalloc is collective and needs the same size on every rank: rank %d "
                     "asked for %llu bytes, rank %d for %llu",
-                    topology_.rank, static_cast<unsigned long long>(mine), r,
-                    static_cast<unsigned long long>(all[static_cast<size_t>(r)]));
+                    topology_.rank, static_cast<unsigned long long>(mine.bytes), r,
+                    static_cast<unsigned long long>(a.bytes));
+    SYMCOMM_REQUIRE(a.alignment == mine.alignment, symcommInvalidUsage,
+                    "a symmetric allocation needs the same alignment on every rank: rank %d "
+                    "asked for %llu, rank %d for %llu", topology_.rank,
+                    static_cast<unsigned long long>(mine.alignment), r,
+                    static_cast<unsigned long long>(a.alignment));
+  }
   SYMCOMM_REQUIRE(bytes > 0, symcommInvalidArgument, "bytes is 0");
+  SYMCOMM_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0 &&
+                      alignment <= space_.granularity(),
+                  symcommInvalidArgument,
+                  "alignment %zu: a power of two up to the heap's granularity (%zu here)",
+                  alignment, space_.granularity());
   auto out_of_memory = [&] {
     SYMCOMM_THROW(symcommOutOfMemory,
                   "the symmetric heap cannot fit %s: used %s in %zu allocations, mapped %s, "
@@ -96,13 +110,13 @@ void* Heap::malloc(size_t bytes) {
                   format_bytes(max_).c_str(), format_bytes(allocator_.largest_free()).c_str());
   };
   if (bytes > max_) out_of_memory();
-  std::optional<size_t> offset = allocator_.allocate(bytes);
+  std::optional<size_t> offset = allocator_.allocate(bytes, alignment);
   if (!offset) {
     size_t g = space_.granularity();
-    size_t least = Allocator::round_up(allocator_.growth_needed(bytes), g);
+    size_t least = Allocator::round_up(allocator_.growth_needed(bytes, alignment), g);
     if (least > max_ - mapped()) out_of_memory();
     grow(std::min(std::max(least, chunk_), max_ - mapped()));
-    offset = allocator_.allocate(bytes);
+    offset = allocator_.allocate(bytes, alignment);
     SYMCOMM_REQUIRE(offset, symcommInternalError, "no fit for %zu bytes after growing", bytes);
   }
   SYMCOMM_DEBUG("symcommMalloc(%zu) = offset %zu", bytes, *offset);

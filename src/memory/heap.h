@@ -26,7 +26,9 @@ class Heap {
   Heap(Bootstrap& bootstrap, const Topology& topology, Space& space);
   ~Heap();
 
-  void* malloc(size_t bytes);  // collective
+  // Collective; at an offset that is a multiple of `alignment` (a power of two up to the
+  // space's granularity; the heap's base is aligned to that).
+  void* malloc(size_t bytes, size_t alignment = 256);
   // Collective like malloc, for symcomm's own use: not counted in used().
   void* malloc_internal(size_t bytes);
   void free(void* ptr);        // collective

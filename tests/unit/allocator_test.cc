@@ -108,5 +108,36 @@ TEST(Allocator, RandomOperationsNeverOverlap) {
   EXPECT_EQ(a.used(), used);
 }
 
+// Larger alignments: the offset is a multiple; the bytes skipped before it stay free (a
+// smaller allocation fills them); growth counts what the alignment skips at the tail.
+TEST(Allocator, AlignsToWhatIsAsked) {
+  Allocator a;
+  a.grow_to(1 << 20);
+  ASSERT_EQ(a.allocate(100), std::optional<size_t>(0));
+  const auto big = a.allocate(1000, 64 << 10);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(*big, size_t{64} << 10);
+  EXPECT_EQ(a.allocate(300), std::optional<size_t>(256));  // in the skipped bytes
+  EXPECT_EQ(a.used(), 256u + 1024u + 512u);
+  // Below kAlignment the alignment is kAlignment's.
+  const auto small = a.allocate(10, 16);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(*small % Allocator::kAlignment, 0u);
+  // 1 MiB of capacity: an aligned 512 KiB fits only at 512 KiB, an aligned 256 KiB then at
+  // 256 KiB (inside a range that starts unaligned); no third is left, and growth must cover
+  // the tail from an aligned offset.
+  EXPECT_EQ(a.allocate(size_t{512} << 10, size_t{512} << 10), std::optional<size_t>(512 << 10));
+  EXPECT_EQ(a.allocate(size_t{256} << 10, size_t{256} << 10), std::optional<size_t>(256 << 10));
+  EXPECT_FALSE(a.allocate(size_t{256} << 10, size_t{256} << 10));
+  EXPECT_EQ(a.growth_needed(size_t{256} << 10, size_t{256} << 10), size_t{256} << 10);
+  a.grow_to(size_t{5} << 18);  // 1.25 MiB: the tail from 1 MiB
+  EXPECT_EQ(a.allocate(size_t{256} << 10, size_t{256} << 10), std::optional<size_t>(1 << 20));
+  // A free range not at an aligned start: growth counts the skip.
+  Allocator b;
+  b.grow_to(4096);
+  ASSERT_EQ(b.allocate(256), std::optional<size_t>(0));  // the tail starts at 256
+  EXPECT_EQ(b.growth_needed(100, 8192), 8192u + 256u - 4096u);
+}
+
 }  // namespace
 }  // namespace symcomm
