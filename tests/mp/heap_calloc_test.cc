@@ -6,30 +6,20 @@
 #include <cstring>
 #include <vector>
 
+#include "heap_fixture.h"
 #include "mp.h"
 
 namespace {
 
-class HeapAlloc : public ::testing::Test {
- protected:
-  void SetUp() override {
-    comm_ = mp::new_comm();
-    ASSERT_NE(comm_, nullptr);
-  }
-  void TearDown() override {
-    if (comm_) {
-      EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
-    }
-  }
-  size_t used() {
-    size_t u = 0;
-    EXPECT_EQ(symcommHeapInfo(comm_, &u, nullptr, nullptr), symcommSuccess);
-    return u;
-  }
-  symcommComm_t comm_ = nullptr;
-};
+using heap_test::Heap;
 
-TEST_F(HeapAlloc, AlignedAtTheSameOffsetEverywhere) {
+size_t used(symcommComm_t comm) {
+  size_t u = 0;
+  EXPECT_EQ(symcommHeapInfo(comm, &u, nullptr, nullptr), symcommSuccess);
+  return u;
+}
+
+TEST_F(Heap, AlignedAtTheSameOffsetEverywhere) {
   // The heap's granularity: the page size on the host, the CUDA allocation granularity on
   // GPUs (both divide the heap's base); the largest alignment allowed.
   const size_t most = mp::space() == symcommSpaceHost ? 4096 : size_t{2} << 20;
@@ -66,10 +56,10 @@ TEST_F(HeapAlloc, AlignedAtTheSameOffsetEverywhere) {
   SC_FAILS(symcommMallocAligned(comm_, mp::rank() == 0 ? 512 : 1024, 1000, &p),
            symcommInvalidUsage);
   EXPECT_NE(std::strstr(symcommGetLastError(), "same alignment on every rank"), nullptr);
-  EXPECT_EQ(used(), 0u);
+  EXPECT_EQ(used(comm_), 0u);
 }
 
-TEST_F(HeapAlloc, CallocClearsEveryRanksCopy) {
+TEST_F(Heap, CallocClearsEveryRanksCopy) {
   constexpr size_t kCount = 3000, kSize = 12, kBytes = kCount * kSize;
   // Data where the allocation will be: the freed range is taken again.
   void* dirty = nullptr;
@@ -108,7 +98,7 @@ TEST_F(HeapAlloc, CallocClearsEveryRanksCopy) {
   EXPECT_NE(std::strstr(symcommGetLastError(), "overflow"), nullptr);
   SC_FAILS(symcommCalloc(comm_, mp::rank() == 0 ? SIZE_MAX : 4, 16, &p), symcommInvalidArgument);
   SC_FAILS(symcommCalloc(comm_, 4, 4, nullptr), symcommInvalidArgument);
-  EXPECT_EQ(used(), 0u);
+  EXPECT_EQ(used(comm_), 0u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 
+#include "heap_fixture.h"
 #include "mp.h"
 
 namespace {
@@ -82,19 +83,7 @@ size_t reserved_bytes() {
   return total;
 }
 
-class Heap : public ::testing::Test {
- protected:
-  void SetUp() override {
-    comm_ = mp::new_comm();
-    ASSERT_NE(comm_, nullptr);
-  }
-  void TearDown() override {
-    if (comm_) {
-      EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
-    }
-  }
-  symcommComm_t comm_ = nullptr;
-};
+using heap_test::Heap;
 
 TEST_F(Heap, ManySizes) {
   SC_OK(symcommHeapInfo(comm_, nullptr, nullptr, nullptr));  // every output is optional
