@@ -204,6 +204,24 @@ symcommResult_t symcommInitFromEnv(symcommComm_t* comm, const symcommConfig_t* c
  * must not be launched after it. */
 symcommResult_t symcommFinalize(symcommComm_t comm);
 
+/* Ends the communicator's work on this rank and tells the others, without waiting for any
+ * of them; callable from any thread, also while another thread of this rank waits in a call
+ * of the communicator. Every wait of this rank's (host, stream and device waits, barriers,
+ * transfers on the network) ends; the liveness connections close, so that the other ranks'
+ * waits end with symcommPeerLost within moments, whatever SYMCOMM_PEER_TIMEOUT is. Kernels
+ * and copies already running finish. Afterwards this rank's calls on the communicator fail
+ * with symcommInvalidUsage naming the abort, except symcommCommGetAsyncError, the queries,
+ * and symcommFinalize, which frees it without waiting for the lost ranks. Aborting twice
+ * does nothing more. */
+symcommResult_t symcommCommAbort(symcommComm_t comm);
+/* The communicator's failure, if any, without a call having to fail first: symcommSuccess,
+ * or the code a call would fail with (symcommPeerLost where a rank was lost,
+ * symcommInvalidUsage after symcommCommAbort, the code a kernel's failed device wait
+ * recorded, ...), into *result; symcommGetLastError then says what. Non-blocking, from any
+ * thread (a watchdog's), and changes nothing: the failure is reported again by the next call
+ * it concerns. */
+symcommResult_t symcommCommGetAsyncError(symcommComm_t comm, symcommResult_t* result);
+
 symcommResult_t symcommCommRank(symcommComm_t comm, int* rank);
 symcommResult_t symcommCommSize(symcommComm_t comm, int* nranks);
 /* Rank among the ranks of this node and their number. */

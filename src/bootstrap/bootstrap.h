@@ -83,6 +83,9 @@ class Bootstrap {
   // "rank R (pid P on HOST) was lost: WHY" once the monitor has seen a rank die or go
   // silent, else "".
   std::string lost_summary() const;
+  // What check_alive would throw, without throwing: symcommSuccess, or the code and (in
+  // *why) the message. From any thread.
+  symcommResult_t failure(std::string* why) const;
   // How long the peer monitor sleeps between looks, for heartbeats every `heartbeat_ms`: at
   // most one interval (beats go out on time however short it is), and at most 100 ms.
   static int monitor_wake_ms(int64_t heartbeat_ms) {

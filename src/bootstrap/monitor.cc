@@ -24,6 +24,16 @@ void Bootstrap::check_alive() const {
                 lost_summary().c_str());
 }
 
+symcommResult_t Bootstrap::failure(std::string* why) const {
+  try {
+    check_alive();
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+  return symcommSuccess;
+}
+
 std::string Bootstrap::lost_summary() const {
   const int lost = lost_rank_.load();
   if (lost < 0) return "";

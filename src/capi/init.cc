@@ -257,6 +257,35 @@ extern "C" symcommResult_t symcommFinalize(symcommComm_t comm) {
   });
 }
 
+extern "C" symcommResult_t symcommCommAbort(symcommComm_t comm) {
+  return guarded([] { return std::string("symcommCommAbort"); }, [&] {
+    symcommComm& c = checked(comm);
+    // fail() runs the waits' ends (the on_lost callbacks) and shuts the liveness connections:
+    // the peers lose this rank at once. A second abort, or one after a lost rank, adds
+    // nothing.
+    c.bootstrap->fail(symcommInvalidUsage,
+                      format("the communicator was aborted on rank %d (symcommCommAbort)",
+                             c.topology.rank));
+  });
+}
+
+extern "C" symcommResult_t symcommCommGetAsyncError(symcommComm_t comm, symcommResult_t* result) {
+  return guarded([] { return std::string("symcommCommGetAsyncError"); }, [&] {
+    symcommComm& c = checked(comm);
+    SYMCOMM_REQUIRE_ARG(result);
+    std::string why;
+    symcommResult_t code = c.bootstrap->failure(&why);
+    if (code == symcommSuccess) {
+      code = c.rma->backend().pending_error();
+      if (code != symcommSuccess)
+        why = format("a kernel's device call recorded %s (the next call on the communicator "
+                     "reports it)", symcommGetErrorString(code));
+    }
+    *result = code;
+    if (code != symcommSuccess) set_last_error(why);
+  });
+}
+
 #define SYMCOMM_GETTER(fn, type, arg, expr)                                  \
   extern "C" symcommResult_t fn(symcommComm_t comm, type* arg) {            \
     return guarded([] { return std::string(#fn); }, [&] {                   \

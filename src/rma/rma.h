@@ -57,6 +57,9 @@ class RmaBackend : public LoadStoreMover {
   virtual void reset_epoch(symcommTeam_t id) = 0;
   // Throws, once, what a device-side wait recorded (timeout, abort), and clears it.
   virtual void raise_recorded_error() = 0;
+  // The code of what a device-side wait or a refused device call recorded and no call has
+  // raised yet (symcommSuccess: nothing); changes nothing. From any thread.
+  virtual symcommResult_t pending_error() const { return symcommSuccess; }
   // Whether a device-side wait failed and was raised, ever: what keeps counters with its
   // peers cannot trust them any more. Any wait, not only those on a collective's own words:
   // the record holds one failure, so a kernel queued behind the one that failed may have

@@ -336,6 +336,10 @@ class CudaRma final : public RmaBackend {
                      barrier ? copy.pe : -1);
   }
 
+  symcommResult_t pending_error() const override {
+    return static_cast<symcommResult_t>(__atomic_load_n(&mapped_->error.code, __ATOMIC_ACQUIRE));
+  }
+
   bool any_wait_failed() const override { return failed_.load(std::memory_order_acquire); }
   bool barrier_failed() const override { return barrier_failed_.load(std::memory_order_acquire); }
 
