@@ -204,6 +204,15 @@ symcommResult_t symcommInitFromEnv(symcommComm_t* comm, const symcommConfig_t* c
  * must not be launched after it. */
 symcommResult_t symcommFinalize(symcommComm_t comm);
 
+/* Collective over `comm`: every rank of one `color` (>= 0) joins a new communicator of its
+ * own, its ranks ordered by `key`, then by rank in `comm`, with the same memory space and
+ * device, and a heap of its own; a rank that passes SYMCOMM_COMM_SPLIT_NOCOLOR gets NULL.
+ * Each new communicator is made as symcommInit makes one (its own bootstrap root, on its
+ * first rank) and is finalized on its own. */
+#define SYMCOMM_COMM_SPLIT_NOCOLOR (-1)
+symcommResult_t symcommCommSplit(symcommComm_t comm, int color, int key,
+                                 symcommComm_t* newcomm);
+
 /* Ends the communicator's work on this rank and tells the others, without waiting for any
  * of them; callable from any thread, also while another thread of this rank waits in a call
  * of the communicator. Every wait of this rank's (host, stream and device waits, barriers,
