@@ -215,7 +215,7 @@ class Net final : public Transport {
     h.bytes = static_cast<uint32_t>(bytes);
     h.word = heap_.offset_of(sig);
     h.a = value;
-    h.op = static_cast<uint32_t>(op);
+    h.op = static_cast<uint16_t>(op);
     if (cuda_) return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, src); });
     send(pe, h, src, "a put-signal");
   }
@@ -361,7 +361,7 @@ class Net final : public Transport {
     wire::Header h = header(wire::Kind::Signal);
     h.word = word;
     h.a = value;
-    h.op = op;
+    h.op = static_cast<uint16_t>(op);
     return h;
   }
 

@@ -74,7 +74,7 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
   }
   if (op->type == NetOp::Type::Send && op->expects_reply) {
     // The reply comes back to this proxy's rail: only its proxy knows the request.
-    const int32_t rail = rail_;
+    const int16_t rail = static_cast<int16_t>(rail_);
     std::memcpy(op->message.data() + offsetof(wire::Header, rail), &rail, sizeof rail);
   }
   {
