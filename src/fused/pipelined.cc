@@ -207,8 +207,9 @@ class Pipelined final : public FusedImplementation {
     if (!rows_of(me)) return;
     fused_gemm(ctx.topology.device, main, rows_of(me), s.n, k, s.a_type, a + start_of(me) * a_row,
                b.b, s.b_transposed, symcommFloat32, slots + static_cast<size_t>(me) * stride);
+    const uint64_t pieces = static_cast<uint64_t>(pieces_of(rows_of(me), s.n));
     for (int t = 0; t < n; ++t)
-      if (t != me) wait_flag(ctx, flags, t, static_cast<uint64_t>(pieces_of(rows_of(me), s.n)), main);
+      if (t != me) wait_flag(ctx, flags, t, pieces, main);
     sum_blocks(slots, stride, n, static_cast<size_t>(rows_of(me) * s.n), s.c_type, b.c, main);
   }
 };

@@ -20,9 +20,8 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& context,
                  size_t chunk, int64_t timeout_ms)
-    : rails_(rails), ep_(rails.rail(0)), topology_(topology), rank_(topology.rank), context_(context),
-      device_(context.device()), chunk_(chunk),
-      timeout_ms_(timeout_ms) {
+    : rails_(rails), ep_(rails.rail(0)), topology_(topology), rank_(topology.rank),
+      context_(context), device_(context.device()), chunk_(chunk), timeout_ms_(timeout_ms) {
   SYMCOMM_REQUIRE(ep_.cq_data_size() >= 4, symcommNotSupported,
                   "the net transport stages GPU memory with writes that carry 4 bytes of "
                   "immediate data; this provider carries %zu", ep_.cq_data_size());
