@@ -1,8 +1,9 @@
 // The net transport's lanes as symcommPeerNetLanes reports them: max(L_me, L_peer) lanes to
 // each peer the transport carries (each rank's L from its SYMCOMM_NET_RAILS; one rail in the
 // cuda space), lane i from this rank's rail i mod L_me to the peer's rail (i + me) mod
-// L_peer; none to a peer on this node; measured rates after a striped put (host space); and
-// the arguments it refuses. Run with unequal rail counts by mp_rma_*_rails_unequal.
+// L_peer; none to a peer on this node; measured rates after a striped put (host space), a
+// slow rail's lanes measured slow (SYMCOMM_TEST_SLOW_RAIL); and the arguments it refuses.
+// Run with unequal rail counts by mp_rma_*_rails_unequal.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -66,6 +67,17 @@ TEST_F(Rma, NetLanesToEachPeer) {
       if (mp::space() == symcommSpaceHost && count > 1) {
         EXPECT_GT(l.bytes_per_second, 0.0);
       }
+    }
+    // SYMCOMM_TEST_SLOW_RAIL=R: the peer's rail R is shaped slower than the others (a put's
+    // data goes by its target's rail): lanes to it measure below half the fastest.
+    if (const char* slow = std::getenv("SYMCOMM_TEST_SLOW_RAIL");
+        slow && mp::space() == symcommSpaceHost && count > 1) {
+      double fastest = 0;
+      for (const symcommNetLane_t& l : lanes) fastest = std::max(fastest, l.bytes_per_second);
+      for (const symcommNetLane_t& l : lanes)
+        if (l.remote_rail == std::atoi(slow)) {
+          EXPECT_LT(l.bytes_per_second, fastest / 2) << "lane to the slow rail " << slow;
+        }
     }
     // Fewer than there are: the first ones, and the count of all.
     if (count > 1) {
