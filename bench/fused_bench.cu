@@ -10,6 +10,9 @@
 // magnitude, within bfloat16's rounding of the sums). Records: bench "fused", op ag_gemm or
 // gemm_rs, shape "MxNxK", TFLOP/s of the whole problem (2 M N K over the time), and the ratio
 // to the GEMM alone.
+// Transpose + accumulate of an N x N bfloat16 matrix (op transpose, shape "NxN"): the baseline
+// alltoall+transpose (symcomm's all-to-all of the blocks, then a tiled kernel), and every
+// fused implementation, checked against it; GB/s of the matrix, the speedup over the baseline.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
@@ -27,7 +30,8 @@ namespace bench {
 const char* const kFusedUsage =
     "  --shapes LIST     M=N=K of cubes (default 1024,2048,4096,8192,16384)\n"
     "  --llm             also M=K=8192 with N 1024, 3584, 28672\n"
-    "  --fused-ops LIST  ag_gemm, gemm_rs (default both)\n";
+    "  --fused-ops LIST  ag_gemm, gemm_rs, transpose (default all three; the transpose's\n"
+    "                    N is each --shapes value)\n";
 
 bool fused_option(Options& opt, int argc, char** argv, int& i) {
   auto value = [&]() -> const char* {
@@ -50,8 +54,9 @@ bool fused_option(Options& opt, int argc, char** argv, int& i) {
   if (!std::strcmp(argv[i], "--fused-ops")) {
     opt.fused.ops = split_list(value());
     for (const std::string& o : opt.fused.ops)
-      if (o != "ag_gemm" && o != "gemm_rs") {
-        std::fprintf(stderr, "symcomm-bench fused: --fused-ops %s: ag_gemm or gemm_rs\n",
+      if (o != "ag_gemm" && o != "gemm_rs" && o != "transpose") {
+        std::fprintf(stderr,
+                     "symcomm-bench fused: --fused-ops %s: ag_gemm, gemm_rs or transpose\n",
                      o.c_str());
         std::exit(2);
       }
@@ -152,17 +157,30 @@ void report(const Context& ctx, const char* op, const std::string& impl, const S
   r.bytes = static_cast<size_t>(sh.m * sh.n) * 2;
   r.ranks = ctx.nranks;
   r.time_us = us;
-  r.tflops = 2.0 * static_cast<double>(sh.m) * static_cast<double>(sh.n) *
-             static_cast<double>(sh.k) / (us * 1e6);
+  if (sh.k > 0) {
+    r.tflops = 2.0 * static_cast<double>(sh.m) * static_cast<double>(sh.n) *
+               static_cast<double>(sh.k) / (us * 1e6);
+  } else {  // the transpose: the whole N x N matrix of bfloat16 moved and added, per second
+    r.shape = std::to_string(sh.m) + "x" + std::to_string(sh.n);
+    r.algbw_gbs = static_cast<double>(r.bytes) / (us * 1e3);
+  }
   r.iters = ctx.opt.iters;
   r.warmup = ctx.opt.warmup;
-  if (floor_us > 0) r.extra.emplace_back("ratio_to_gemm_alone", std::to_string(us / floor_us));
+  if (floor_us > 0 && sh.k > 0)
+    r.extra.emplace_back("ratio_to_gemm_alone", std::to_string(us / floor_us));
+  if (floor_us > 0 && sh.k == 0)  // above 1: faster than the baseline
+    r.extra.emplace_back("speedup_vs_alltoall_then_transpose", std::to_string(floor_us / us));
   if (verified >= 0) r.extra.emplace_back("verified", verified ? "true" : "false");
-  if (ctx.rank == 0)
+  if (ctx.rank == 0 && sh.k > 0)
     std::printf("%-8s %-22s %-18s %10.1f us %8.1f TFLOP/s%s\n", op, impl.c_str(),
                 r.shape.c_str(), us, r.tflops,
                 floor_us > 0 ? (" " + std::to_string(us / floor_us).substr(0, 5) + "x GEMM")
                                    .c_str() : "");
+  if (ctx.rank == 0 && sh.k == 0)
+    std::printf("%-9s %-22s %-12s %10.1f us %8.1f GB/s%s\n", op, impl.c_str(),
+                r.shape.c_str(), us, r.algbw_gbs,
+                floor_us > 0 ? (" " + std::to_string(floor_us / us).substr(0, 5) +
+                                "x all-to-all then transpose").c_str() : "");
   write_json(ctx, r);
 }
 
@@ -285,6 +303,108 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
   for (void* q : {b, c, c_nccl, full}) BENCH_CUDA(cudaFree(q));
 }
 
+// out [N, w] (this rank's block, N = p w) += the transpose of what every rank holds for it:
+// recv's block t, [w, w], is rank t's X rows of this block (its columns t w .. t w + w), so
+// out[t w + i][j] += block_t[j][i]. 32 x 32 tiles through shared memory: reads and writes
+// coalesced, as a tuned baseline's would be.
+__global__ void transpose_accumulate_tiles(const __nv_bfloat16* recv, int64_t w, int p,
+                                           __nv_bfloat16* out) {
+  __shared__ float tile[32][33];
+  const int64_t tiles = (w + 31) / 32;
+  for (int64_t b = blockIdx.x; b < static_cast<int64_t>(p) * tiles * tiles; b += gridDim.x) {
+    const int64_t t = b / (tiles * tiles), ti = (b / tiles) % tiles, tj = b % tiles;
+    const __nv_bfloat16* block = recv + t * w * w;
+    // Read block rows tj*32.., columns ti*32.. (coalesced along the columns).
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+      const int64_t row = tj * 32 + r, col = ti * 32 + threadIdx.x;
+      tile[r][threadIdx.x] = row < w && col < w ? __bfloat162float(block[row * w + col]) : 0.f;
+    }
+    __syncthreads();
+    // out row t w + (ti*32 + r), column tj*32 + x: block[tj*32 + x][ti*32 + r].
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+      const int64_t i = ti * 32 + r, j = tj * 32 + threadIdx.x;
+      if (i < w && j < w) {
+        __nv_bfloat16* o = out + (t * w + i) * w + j;
+        *o = __float2bfloat16(__bfloat162float(*o) + tile[threadIdx.x][r]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Transpose + accumulate of an N x N bfloat16 matrix held by column blocks (fused.h): the
+// baseline is symcomm's all-to-all of the blocks then the tiled kernel above; every fused
+// implementation that can run is checked against it (the same initial out) and timed.
+void run_transpose(Context& ctx, int64_t n) {
+  const int p = ctx.nranks;
+  if (n % p) return;
+  const int64_t w = n / p;
+  const size_t elems = static_cast<size_t>(n * w);  // X_r, out_r, the received blocks
+  cudaStream_t s = ctx.stream;
+  void *x, *recv, *out, *ref, *init;
+  BENCH_SC(symcommMalloc(ctx.comm, elems * 2, &x));
+  BENCH_SC(symcommMalloc(ctx.comm, elems * 2, &recv));
+  BENCH_CUDA(cudaMalloc(&out, elems * 2));
+  BENCH_CUDA(cudaMalloc(&ref, elems * 2));
+  BENCH_CUDA(cudaMalloc(&init, elems * 2));
+  fill(static_cast<__nv_bfloat16*>(x), elems, 31 + ctx.rank, s);
+  fill(static_cast<__nv_bfloat16*>(init), elems, 41 + ctx.rank, s);
+  const Shape sh{n, n, 0};
+  const int wu = ctx.opt.warmup, it = ctx.opt.iters;
+  auto baseline = [&](void* into) {
+    BENCH_SC(symcommAllToAllOnStream(ctx.comm, SYMCOMM_TEAM_WORLD, x, recv,
+                                     static_cast<size_t>(w * w), symcommBfloat16, nullptr, s));
+    transpose_accumulate_tiles<<<1024, dim3(32, 8), 0, s>>>(
+        static_cast<const __nv_bfloat16*>(recv), w, p, static_cast<__nv_bfloat16*>(into));
+    BENCH_CUDA(cudaGetLastError());
+  };
+  BENCH_CUDA(cudaMemcpyAsync(ref, init, elems * 2, cudaMemcpyDeviceToDevice, s));
+  baseline(ref);  // the reference result
+  const double base_us = max_over_ranks(ctx, time_stream_us(s, wu, it, 1, [&] { baseline(out); }));
+  report(ctx, "transpose", "alltoall+transpose", sh, base_us, base_us, -1);
+  symcommFusedConfig_t cfg;
+  BENCH_SC(symcommFusedConfigInit(&cfg));
+  cfg.op = symcommFusedTransposeAccumulate;
+  cfg.n = n;
+  for (int r = 0; r < p; ++r) cfg.cols[r] = w;
+  cfg.a_type = cfg.b_type = cfg.c_type = symcommBfloat16;
+  for (int i = 0; i < symcommFusedImplementationCount(); ++i) {
+    std::snprintf(cfg.implementation, sizeof cfg.implementation, "%s",
+                  symcommFusedImplementationName(i));
+    int can = symcommFusedCanImplement(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, nullptr, 0) ==
+              symcommSuccess;
+    std::vector<int> all(static_cast<size_t>(p));
+    BENCH_SC(symcommHostAllgather(ctx.comm, &can, all.data(), sizeof can));
+    if (std::count(all.begin(), all.end(), 1) != p) continue;
+    symcommFusedPlan_t plan;
+    BENCH_SC(symcommFusedPlanCreate(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, &plan));
+    size_t ws_bytes = 0;
+    BENCH_SC(symcommFusedWorkspaceSize(plan, &ws_bytes));
+    void* ws = nullptr;
+    if (ws_bytes) BENCH_SC(symcommMalloc(ctx.comm, ws_bytes, &ws));
+    BENCH_CUDA(cudaMemcpyAsync(out, init, elems * 2, cudaMemcpyDeviceToDevice, s));
+    BENCH_SC(symcommFusedRun(plan, x, nullptr, out, nullptr, ws, s));
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    const double diff = relative_difference(out, ref, elems);
+    const int ok = diff <= 1e-2;  // one bfloat16 rounding of each sum
+    const double us = max_over_ranks(ctx, time_stream_us(s, wu, it, 1, [&] {
+      BENCH_SC(symcommFusedRun(plan, x, nullptr, out, nullptr, ws, s));
+    }));
+    report(ctx, "transpose", std::string("symcomm:") + cfg.implementation, sh, us, base_us, ok);
+    if (!ok && ctx.rank == 0)
+      std::printf("  differs from alltoall+transpose by %.3g of the largest magnitude\n", diff);
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    BENCH_SC(symcommHostBarrier(ctx.comm));
+    if (ws) BENCH_SC(symcommFree(ctx.comm, ws));
+    BENCH_SC(symcommFusedPlanDestroy(plan));
+  }
+  BENCH_CUDA(cudaStreamSynchronize(s));
+  BENCH_SC(symcommHostBarrier(ctx.comm));
+  BENCH_SC(symcommFree(ctx.comm, recv));
+  BENCH_SC(symcommFree(ctx.comm, x));
+  for (void* q : {out, ref, init}) BENCH_CUDA(cudaFree(q));
+}
+
 }  // namespace
 
 int run_fused(Context& ctx) {
@@ -300,6 +420,12 @@ int run_fused(Context& ctx) {
     if (ctx.rank == 0) std::printf("\n%s, bfloat16, %d ranks (median of %d)\n", op, ctx.nranks,
                                    ctx.opt.iters);
     for (const Shape& sh : shapes) run_shape(ctx, gemm, op, sh);
+  }
+  if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), "transpose") != o.ops.end()) {
+    if (ctx.rank == 0)
+      std::printf("\ntranspose + accumulate, bfloat16, %d ranks (median of %d)\n", ctx.nranks,
+                  ctx.opt.iters);
+    for (int64_t n : o.cubes) run_transpose(ctx, n);
   }
   return 0;
 }
