@@ -60,6 +60,7 @@ symcommFusedPlan& checked_plan(symcommFusedPlan_t plan) {
                   static_cast<void*>(plan));
   SYMCOMM_REQUIRE(plan->comm != nullptr, symcommInvalidUsage,
                   "the plan's communicator was finalized: destroy the plan");
+  checked(plan->comm);  // its rank in the log; a lost rank named in the call's error
   return *plan;
 }
 

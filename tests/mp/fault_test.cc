@@ -10,6 +10,8 @@
 // NCCL's kernels, host waits) wait for a rank that is gone: the loss must end them and the
 // call must report symcommPeerLost, long before SYMCOMM_WAIT_TIMEOUT.
 //
+// dies-during-fused NAME: the same with an all-gather + GEMM by fused implementation NAME.
+//
 // list-coll SPACE NRANKS: the registered collective algorithms that run in memory space SPACE
 // (host or cuda) on NRANKS ranks, as their descriptors say, one per line: ctest's list of
 // dies-during-coll tests (tests/CMakeLists.txt). list-transpose SPACE: the registered
@@ -32,6 +34,7 @@
 
 #include "coll_caps.h"
 #include "symcomm/decomp.h"
+#include "symcomm/fused.h"
 #include "symcomm/symcomm.h"
 
 namespace {
@@ -64,13 +67,15 @@ int fail(const char* scenario, int rank, const std::string& why) {
   return 1;
 }
 
-// The call of dies-during-coll (a collective by one algorithm) or dies-during-transpose (a
+// The call of dies-during-coll (a collective by one algorithm), dies-during-transpose (a
 // Y->Z transpose on a 1 x N grid, so that every rank exchanges with every other, by one
-// backend), on symmetric buffers, on a stream of its own in the cuda space.
+// backend) or dies-during-fused (an all-gather + GEMM by one implementation), on symmetric
+// buffers, on a stream of its own in the cuda space.
 class Workload {
  public:
   Workload(std::string scenario, std::string name)
-      : transpose_(scenario == "dies-during-transpose"), name_(std::move(name)) {}
+      : transpose_(scenario == "dies-during-transpose"),
+        fused_(scenario == "dies-during-fused"), name_(std::move(name)) {}
   Workload(const Workload&) = delete;
   Workload& operator=(const Workload&) = delete;
 
@@ -96,6 +101,22 @@ class Workload {
         return symcommGetLastError();
       bytes = kPoints * kPoints * kPoints * sizeof(double);  // the grid: room for any pencil
     }
+    if (fused_) {
+      // C [16 n, 8] = the gathered A [16 n, 8] x B [8, 8], bfloat16 (A and B of zeros).
+      symcommFusedConfig_t c;
+      symcommFusedConfigInit(&c);
+      c.n = c.k = 8;
+      for (int r = 0; r < n_; ++r) c.rows[r] = 16;
+      std::snprintf(c.implementation, sizeof c.implementation, "%s", name_.c_str());
+      size_t ws = 0;
+      if (symcommFusedPlanCreate(comm, SYMCOMM_TEAM_WORLD, &c, &plan_) != symcommSuccess ||
+          symcommFusedWorkspaceSize(plan_, &ws) != symcommSuccess ||
+          (ws && symcommMalloc(comm, ws, &workspace_) != symcommSuccess) ||
+          symcommMalloc(comm, 8 * 8 * 2, &b_) != symcommSuccess)
+        return symcommGetLastError();
+      if (!cuda_space()) std::memset(b_, 0, 8 * 8 * 2);
+      else if (cudaMemset(b_, 0, 8 * 8 * 2) != cudaSuccess) return "cudaMemset failed";
+    }
     if (symcommMalloc(comm, bytes, &send_) != symcommSuccess ||
         symcommMalloc(comm, bytes, &recv_) != symcommSuccess)
       return symcommGetLastError();
@@ -114,6 +135,7 @@ class Workload {
     if (transpose_)
       return symcommDecompTranspose(decomp_, 1, 2, send_, recv_, workspace_, symcommR64, nullptr,
                                     nullptr, nullptr, nullptr, stream_);
+    if (fused_) return symcommFusedRun(plan_, send_, b_, recv_, nullptr, workspace_, stream_);
     // An operation the algorithm does (its descriptor), in which every member waits for
     // every other: all-to-all where it does it, else all-gather, all-reduce, broadcast.
     const coll_caps::Caps caps = coll_caps::of(name_);
@@ -146,19 +168,22 @@ class Workload {
  private:
   static constexpr size_t kCount = 4096;  // elements per member
   static constexpr int64_t kPoints = 24;  // grid points per axis (divisible by 2, 3, 4, 8)
-  const bool transpose_;
+  const bool transpose_, fused_;
   const std::string name_;
   symcommComm_t comm_ = nullptr;
   int n_ = 0;
   cudaStream_t stream_ = nullptr;
   symcommDecomp_t decomp_ = nullptr;
+  symcommFusedPlan_t plan_ = nullptr;
+  void* b_ = nullptr;
   void* workspace_ = nullptr;
   void* send_ = nullptr;
   void* recv_ = nullptr;
 };
 
 bool during_call(const std::string& scenario) {
-  return scenario == "dies-during-coll" || scenario == "dies-during-transpose";
+  return scenario == "dies-during-coll" || scenario == "dies-during-transpose" ||
+         scenario == "dies-during-fused";
 }
 
 // The victim's child: joins (or not) and then dies or stops, as the scenario says.
@@ -382,7 +407,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
                  "hub-dies-after-init|stops-after-init|dies-during-wait\n"
-                 "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND\n"
+                 "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND |\n"
+                 "                dies-during-fused IMPLEMENTATION\n"
                  "       mp_fault list-coll host|cuda NRANKS | list-transpose host|cuda\n");
     return 2;
   }
