@@ -17,6 +17,9 @@ namespace {
 
 constexpr size_t kGatesPerPage = 512;
 constexpr auto kPoll = std::chrono::milliseconds(50);
+// After this long with only sources to poll, naps grow to kQuietNap.
+constexpr auto kQuiet = std::chrono::seconds(1);
+constexpr auto kQuietNap = std::chrono::microseconds(4000);
 using Clock = std::chrono::steady_clock;
 
 uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
@@ -306,8 +309,16 @@ void StreamJobs::run() {
         std::this_thread::yield();
       } else {
         std::unique_lock<std::mutex> lock(mutex_);
+        // Nothing but the sources (a kernel's ring) to watch, for a while: longer naps, so
+        // that an idle communicator whose kernels made a ring costs little CPU (polling it
+        // every millisecond took 2% of a core); the first operation after the quiet waits
+        // for the nap's end. Jobs that wait for their streams keep the short naps.
+        const bool sources_only = jobs_.empty() && captured_.empty();
+        const auto most = sources_only && Clock::now() - polling_since > kQuiet
+                              ? kQuietNap
+                              : std::chrono::microseconds(1000);
         wake_.wait_for(lock, nap);  // a new job wakes it
-        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+        nap = std::min<std::chrono::microseconds>(nap * 2, most);
       }
       continue;
     }
