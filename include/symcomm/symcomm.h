@@ -434,6 +434,17 @@ symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_t* sig, sym
 /* Every put, get and signal this rank issued on `stream` is complete and visible to its
  * target once the stream reaches this point. */
 symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStream_t stream);
+/* Host-side atomics on rank `pe`'s copy of the 8-byte-aligned symmetric word `word`, atomic
+ * with each other from every rank (on this node by the processor's atomics, across nodes by
+ * the target's proxy): *result = the value before; the word += `value`, or becomes `desired`
+ * where it held `expected`. The host space only, for now, with `stream` NULL: the call
+ * returns with the result; in the cuda space they fail with symcommNotSupported (kernels use
+ * the device API's atomic_fetch_add and atomic_compare_swap). */
+symcommResult_t symcommAtomicFetchAddOnStream(symcommComm_t comm, uint64_t* word, uint64_t value,
+                                              int pe, uint64_t* result, symcommStream_t stream);
+symcommResult_t symcommAtomicCompareSwapOnStream(symcommComm_t comm, uint64_t* word,
+                                                 uint64_t expected, uint64_t desired, int pe,
+                                                 uint64_t* result, symcommStream_t stream);
 /* A barrier over `team` in stream order: no member's stream passes it before every member's
  * stream reached it, and every put issued before it is visible after it. */
 symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTeam_t team,

@@ -142,6 +142,49 @@ extern "C" symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStrea
   });
 }
 
+namespace {
+
+// The word of an atomic, checked; the call refused in the cuda space (not built there yet).
+uint64_t* atomic_word(const symcommComm& c, uint64_t* word, uint64_t* result) {
+  SYMCOMM_REQUIRE_ARG(result);
+  SYMCOMM_REQUIRE(c.space_kind == symcommSpaceHost, symcommNotSupported,
+                  "host-side atomics run in the host memory space only so far (in the cuda "
+                  "space, kernels use the device API's atomic_fetch_add and "
+                  "atomic_compare_swap)");
+  SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(word) % 8 == 0, symcommInvalidArgument,
+                  "word %p is not 8-byte aligned", static_cast<void*>(word));
+  return static_cast<uint64_t*>(symmetric(c, word, 8, "word"));
+}
+
+}  // namespace
+
+extern "C" symcommResult_t symcommAtomicFetchAddOnStream(symcommComm_t comm, uint64_t* word,
+                                                         uint64_t value, int pe,
+                                                         uint64_t* result,
+                                                         symcommStream_t stream) {
+  return guarded([&] { return format("symcommAtomicFetchAddOnStream(word=%p, value=%llu, pe=%d)",
+                                     static_cast<void*>(word),
+                                     static_cast<unsigned long long>(value), pe); }, [&] {
+    symcommComm& c = live(comm, stream);
+    uint64_t* w = atomic_word(c, word, result);
+    *result = transport(c, pe).fetch_add(pe, w, value);
+  });
+}
+
+extern "C" symcommResult_t symcommAtomicCompareSwapOnStream(symcommComm_t comm, uint64_t* word,
+                                                            uint64_t expected, uint64_t desired,
+                                                            int pe, uint64_t* result,
+                                                            symcommStream_t stream) {
+  return guarded([&] {
+    return format("symcommAtomicCompareSwapOnStream(word=%p, expected=%llu, desired=%llu, pe=%d)",
+                  static_cast<void*>(word), static_cast<unsigned long long>(expected),
+                  static_cast<unsigned long long>(desired), pe); }, [&] {
+    symcommComm& c = live(comm, stream);
+    uint64_t* w = atomic_word(c, word, result);
+    *result = transport(c, pe).compare_swap(pe, w, expected, desired);
+  });
+}
+
 extern "C" symcommResult_t symcommBarrierOnStream(symcommComm_t comm, symcommTeam_t team,
                                                   symcommStream_t stream) {
   return guarded([&] { return format("symcommBarrierOnStream(team=%d)", team); }, [&] {
