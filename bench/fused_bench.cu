@@ -184,6 +184,39 @@ void report(const Context& ctx, const char* op, const std::string& impl, const S
   write_json(ctx, r);
 }
 
+// A plan of `cfg` (its implementation named) with its workspace, made where every rank can
+// implement it (they agree first: the create is collective); else says why (as `op`'s line)
+// and returns false.
+struct BenchPlan {
+  symcommFusedPlan_t plan = nullptr;
+  void* ws = nullptr;
+};
+bool make_plan(Context& ctx, const symcommFusedConfig_t& cfg, const char* op, BenchPlan* out) {
+  char why[512];
+  int can = symcommFusedCanImplement(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, why, sizeof why) ==
+            symcommSuccess;
+  std::vector<int> all(static_cast<size_t>(ctx.nranks));
+  BENCH_SC(symcommHostAllgather(ctx.comm, &can, all.data(), sizeof can));
+  if (std::count(all.begin(), all.end(), 1) != ctx.nranks) {
+    if (ctx.rank == 0)
+      std::printf("%-8s symcomm:%-14s cannot run: %s\n", op, cfg.implementation,
+                  can ? "not on every rank" : why);
+    return false;
+  }
+  BENCH_SC(symcommFusedPlanCreate(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, &out->plan));
+  size_t ws_bytes = 0;
+  BENCH_SC(symcommFusedWorkspaceSize(out->plan, &ws_bytes));
+  if (ws_bytes) BENCH_SC(symcommMalloc(ctx.comm, ws_bytes, &out->ws));
+  return true;
+}
+// Collective: after the stream's work, on every rank.
+void destroy_plan(Context& ctx, BenchPlan& b) {
+  BENCH_CUDA(cudaStreamSynchronize(ctx.stream));
+  BENCH_SC(symcommHostBarrier(ctx.comm));
+  if (b.ws) BENCH_SC(symcommFree(ctx.comm, b.ws));
+  BENCH_SC(symcommFusedPlanDestroy(b.plan));
+}
+
 // One shape of one operation: the floor, NCCL's baseline, every symcomm implementation.
 void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
   const bool ag = !std::strcmp(op, "ag_gemm");
@@ -263,23 +296,10 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
   for (int i = 0; i < symcommFusedImplementationCount(); ++i) {
     std::snprintf(cfg.implementation, sizeof cfg.implementation, "%s",
                   symcommFusedImplementationName(i));
-    char why[512];
-    const int can = symcommFusedCanImplement(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, why, sizeof why)
-                    == symcommSuccess;
-    int everywhere = can;  // every rank must agree before the collective create
-    std::vector<int> all(static_cast<size_t>(p));
-    BENCH_SC(symcommHostAllgather(ctx.comm, &everywhere, all.data(), sizeof everywhere));
-    if (std::count(all.begin(), all.end(), 1) != p) {
-      if (ctx.rank == 0)
-        std::printf("%-8s symcomm:%-14s cannot run: %s\n", op, cfg.implementation, why);
-      continue;
-    }
-    symcommFusedPlan_t plan;
-    BENCH_SC(symcommFusedPlanCreate(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, &plan));
-    size_t ws_bytes = 0;
-    BENCH_SC(symcommFusedWorkspaceSize(plan, &ws_bytes));
-    void* ws = nullptr;
-    if (ws_bytes) BENCH_SC(symcommMalloc(ctx.comm, ws_bytes, &ws));
+    BenchPlan bp;
+    if (!make_plan(ctx, cfg, op, &bp)) continue;
+    symcommFusedPlan_t plan = bp.plan;
+    void* ws = bp.ws;
     BENCH_CUDA(cudaMemsetAsync(c, 0xff, c_elems * 2, s));
     nccl();
     BENCH_SC(symcommFusedRun(plan, a, b, c, nullptr, ws, s));
@@ -293,10 +313,7 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
     report(ctx, op, std::string("symcomm:") + cfg.implementation, sh, us, floor_us, ok);
     if (!ok && ctx.rank == 0)
       std::printf("  differs from nccl+cublaslt by %.3g of the largest magnitude\n", diff);
-    BENCH_CUDA(cudaStreamSynchronize(s));
-    BENCH_SC(symcommHostBarrier(ctx.comm));
-    if (ws) BENCH_SC(symcommFree(ctx.comm, ws));
-    BENCH_SC(symcommFusedPlanDestroy(plan));
+    destroy_plan(ctx, bp);
   }
   BENCH_SC(symcommHostBarrier(ctx.comm));
   BENCH_SC(symcommFree(ctx.comm, a));
@@ -371,17 +388,10 @@ void run_transpose(Context& ctx, int64_t n) {
   for (int i = 0; i < symcommFusedImplementationCount(); ++i) {
     std::snprintf(cfg.implementation, sizeof cfg.implementation, "%s",
                   symcommFusedImplementationName(i));
-    int can = symcommFusedCanImplement(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, nullptr, 0) ==
-              symcommSuccess;
-    std::vector<int> all(static_cast<size_t>(p));
-    BENCH_SC(symcommHostAllgather(ctx.comm, &can, all.data(), sizeof can));
-    if (std::count(all.begin(), all.end(), 1) != p) continue;
-    symcommFusedPlan_t plan;
-    BENCH_SC(symcommFusedPlanCreate(ctx.comm, SYMCOMM_TEAM_WORLD, &cfg, &plan));
-    size_t ws_bytes = 0;
-    BENCH_SC(symcommFusedWorkspaceSize(plan, &ws_bytes));
-    void* ws = nullptr;
-    if (ws_bytes) BENCH_SC(symcommMalloc(ctx.comm, ws_bytes, &ws));
+    BenchPlan bp;
+    if (!make_plan(ctx, cfg, "transpose", &bp)) continue;
+    symcommFusedPlan_t plan = bp.plan;
+    void* ws = bp.ws;
     BENCH_CUDA(cudaMemcpyAsync(out, init, elems * 2, cudaMemcpyDeviceToDevice, s));
     BENCH_SC(symcommFusedRun(plan, x, nullptr, out, nullptr, ws, s));
     BENCH_CUDA(cudaStreamSynchronize(s));
@@ -393,10 +403,7 @@ void run_transpose(Context& ctx, int64_t n) {
     report(ctx, "transpose", std::string("symcomm:") + cfg.implementation, sh, us, base_us, ok);
     if (!ok && ctx.rank == 0)
       std::printf("  differs from alltoall+transpose by %.3g of the largest magnitude\n", diff);
-    BENCH_CUDA(cudaStreamSynchronize(s));
-    BENCH_SC(symcommHostBarrier(ctx.comm));
-    if (ws) BENCH_SC(symcommFree(ctx.comm, ws));
-    BENCH_SC(symcommFusedPlanDestroy(plan));
+    destroy_plan(ctx, bp);
   }
   BENCH_CUDA(cudaStreamSynchronize(s));
   BENCH_SC(symcommHostBarrier(ctx.comm));
