@@ -94,6 +94,11 @@ class Net final : public Transport {
     // Ranks may have different rail counts (lanes between them: rail_set.h).
     rail_set_ = std::make_unique<RailSet>(ctx.bootstrap, rank_, ctx.topology.nranks, domains);
     rails_.resize(rail_set_->size());
+    // A peer's messages arrive on its lane 0: on this rank's rail pe mod L (rails/lanes.h).
+    message_rails_.assign(rails_.size(), false);
+    for (int pe = 0; pe < ctx.topology.nranks; ++pe)
+      if (!ctx.topology.same_node(pe))
+        message_rails_[static_cast<size_t>(pe) % rails_.size()] = true;
     for (size_t i = 0; i < rails_.size(); ++i) rails_[i].endpoint = &rail_set_->rail(i);
     endpoint_ = rails_[0].endpoint;
     end_.store(heap_.mapped());
@@ -125,7 +130,7 @@ class Net final : public Transport {
             if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
           },
           *loop_);
-      loop_->add(r.proxy.get());
+      loop_->add(r.proxy.get(), message_rails_[i]);
     }
     loop_->start();
     proxy_ = rails_[0].proxy.get();
@@ -276,13 +281,13 @@ class Net final : public Transport {
     // sender once this side's endpoint has progressed (tcp's progress is manual), and a rail's
     // proxy thread may be napping; on 2 rails, 64 KiB puts striped in halves took 3x longer
     // than on one while only the first rail was driven by the waiting thread.
-    // The first rail, which carries the messages a wait is for, every call; the others every
-    // fourth (each is a pass over a completion queue, a system call for tcp).
+    // The rails on which peers' messages (what a wait is for) arrive, every call; the others
+    // every fourth (each is a pass over a completion queue, a system call for tcp).
     if (cuda_) return;
-    rails_[0].proxy->progress();
     thread_local unsigned calls = 0;
-    if (rails_.size() > 1 && ++calls % 4 == 0)
-      for (size_t i = 1; i < rails_.size(); ++i) rails_[i].proxy->progress();
+    const bool all = ++calls % 4 == 0;
+    for (size_t i = 0; i < rails_.size(); ++i)
+      if (all || message_rails_[i]) rails_[i].proxy->progress();
   }
   void abort() override {
     aborted_.store(true);
@@ -569,6 +574,7 @@ class Net final : public Transport {
   };
   std::unique_ptr<RailSet> rail_set_;  // this rank's endpoints, every rank's rails and keys
   std::vector<Rail> rails_;       // one endpoint and proxy a rail (net_rail_domains())
+  std::vector<bool> message_rails_;  // [rail]: a peer's messages arrive there
   std::unique_ptr<ProxyLoop> loop_;  // the thread that drives every rail's proxy
   FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
   Proxy* proxy_ = nullptr;              // rail 0's

@@ -13,9 +13,9 @@ namespace {
 
 constexpr auto kFirstNap = std::chrono::microseconds(20);
 constexpr auto kLongestNap = std::chrono::microseconds(4000);
-// While it polls, a rail other than the first with nothing to do is passed over on all but
-// every this-many passes: a pass over 4 rails' completion queues made an 8-byte put-signal,
-// whose messages go on the first rail, 1.17-1.30x slower than on one rail. Idle, every rail is
+// While it polls, a rail that no peer's messages arrive on, with nothing to do, is passed over
+// on all but every this-many passes: a pass over 4 rails' completion queues made an 8-byte
+// put-signal 1.17-1.30x slower than on one rail. Idle, every rail is
 // passed after every second nap (a peer's transfer on any rail starts within two naps, 8 ms),
 // or at once where a caller handed work over: every rail after every nap cost an idle rank on
 // 4 rails 2.0-2.2% of a core, against 1.7-1.8% with every fourth pass.
@@ -27,7 +27,10 @@ ProxyLoop::ProxyLoop(std::chrono::microseconds busy) : busy_(busy) {}
 
 ProxyLoop::~ProxyLoop() { stop(); }
 
-void ProxyLoop::add(Proxy* proxy) { proxies_.push_back(proxy); }
+void ProxyLoop::add(Proxy* proxy, bool messages) {
+  proxies_.push_back(proxy);
+  messages_.push_back(messages);
+}
 
 void ProxyLoop::start() {
   thread_ = std::thread([this] {
@@ -69,9 +72,9 @@ void ProxyLoop::run() {
     const bool all = passes % kQuietRailEvery == 0 || napped;
     napped = false;
     for (size_t i = 0; i < proxies_.size(); ++i) {
-      // The first rail carries the messages (signals, put-signals): every pass. The others
+      // Rails that peers' messages (signals, put-signals) arrive on: every pass. The others
       // carry bulk data: every pass while they have work, else every kQuietRailEvery-th.
-      if (i > 0 && !rail_busy[i] && !all) continue;
+      if (!messages_[i] && !rail_busy[i] && !all) continue;
       const Proxy::Pass r = proxies_[i]->step();
       rail_busy[i] = r.active || r.busy;
       active |= r.active;

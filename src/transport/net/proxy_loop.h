@@ -26,7 +26,8 @@ class ProxyLoop {
   ProxyLoop& operator=(const ProxyLoop&) = delete;
 
   // Before start(): the proxies it drives (they outlive the thread: stop() first).
-  void add(Proxy* proxy);
+  // `messages`: peers' messages arrive on its rail, so that it is passed over every time.
+  void add(Proxy* proxy, bool messages);
   void start();
   // Work was handed over (or an abort): the next pass comes at once.
   void wake();
@@ -39,6 +40,7 @@ class ProxyLoop {
 
   std::chrono::microseconds busy_;
   std::vector<Proxy*> proxies_;
+  std::vector<char> messages_;  // [proxy]: add()'s `messages`
   std::mutex mutex_;
   std::condition_variable cv_;
   bool woken_ = false;  // under mutex_

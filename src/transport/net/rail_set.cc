@@ -20,7 +20,7 @@ struct Name {
 
 RailSet::RailSet(Bootstrap& bootstrap, int rank, int nranks,
                  const std::vector<std::string>& domains)
-    : bootstrap_(bootstrap), rank_(rank), nranks_(nranks) {
+    : bootstrap_(bootstrap), nranks_(nranks) {
   SYMCOMM_REQUIRE(!domains.empty(), symcommInternalError, "a net transport without rails");
   const int mine = static_cast<int>(domains.size());
   counts_.resize(static_cast<size_t>(nranks));

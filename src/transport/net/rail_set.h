@@ -47,7 +47,7 @@ class RailSet {
   };
 
   Bootstrap& bootstrap_;
-  int rank_, nranks_;
+  int nranks_;
   int most_ = 1;  // the most rails of any rank
   std::vector<std::unique_ptr<FabricEndpoint>> rails_;
   std::vector<int> counts_;                       // [pe]
