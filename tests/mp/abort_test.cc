@@ -89,6 +89,8 @@ TEST(Abort, AHealthyCommunicatorHasNoAsyncError) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
+  // On a loaded machine the thread may start late: the work begins once it has polled.
+  while (polls.load() == 0) std::this_thread::yield();
   void* p = nullptr;
   for (int i = 0; i < 20; ++i) {
     SC_OK(symcommMalloc(comm, 4096, &p));
@@ -98,7 +100,6 @@ TEST(Abort, AHealthyCommunicatorHasNoAsyncError) {
   done = true;
   watchdog.join();
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_GT(polls.load(), 0);
   symcommResult_t r = symcommInternalError;
   SC_OK(symcommCommGetAsyncError(comm, &r));
   EXPECT_EQ(r, symcommSuccess);
