@@ -53,31 +53,12 @@
 #include <vector>
 
 #include "coll_caps.h"
+#include "net_fault_helpers.h"
 #include "symcomm/symcomm.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-int fail(const std::string& scenario, int rank, const std::string& why) {
-  std::fprintf(stderr, "FAIL %s rank %d: %s\n", scenario.c_str(), rank, why.c_str());
-  return 1;
-}
-
-symcommComm_t init(symcommResult_t* rc) {
-  symcommConfig_t cfg;
-  symcommConfigInit(&cfg);
-  cfg.space = symcommSpaceHost;
-  symcommComm_t comm = nullptr;
-  *rc = symcommInitFromEnv(&comm, &cfg);
-  return comm;
-}
-
-uint8_t byte_of(uint64_t what, size_t i) { return static_cast<uint8_t>((what * 131 + i * 7) >> 2); }
+using namespace net_fault;
 
 // The process's TCP connections to loopback, as "local port" numbers (ss, this pid).
 std::set<std::string> my_connections() {

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "transport/net/fabric_choice.h"
+#include "transport/net/tcp_abort.h"
 
 namespace symcomm {
 
@@ -125,6 +126,7 @@ std::vector<uint8_t> FabricEndpoint::name() const {
 }
 
 void FabricEndpoint::insert(const std::vector<std::vector<std::vector<uint8_t>>>& names) {
+  names_ = names;
   addrs_.assign(names.size(), {});
   for (size_t pe = 0; pe < names.size(); ++pe)
     for (size_t rail = 0; rail < names[pe].size(); ++rail) {
@@ -134,6 +136,31 @@ void FabricEndpoint::insert(const std::vector<std::vector<std::vector<uint8_t>>>
                       "fi_av_insert of rank %zu's rail %zu address failed (%d)", pe, rail, n);
       addrs_[pe].push_back(a);
     }
+}
+
+bool FabricEndpoint::abortable() const {
+  return std::strstr(info_->fabric_attr->prov_name, "tcp") != nullptr;
+}
+
+int FabricEndpoint::abort_connection(int pe, int rail) {
+  if (!abortable()) return -1;
+  const std::vector<uint8_t>& peer = names_[static_cast<size_t>(pe)][static_cast<size_t>(rail)];
+  const int aborted = abort_tcp_connections(name(), peer);
+  if (aborted == 0) return 0;
+  // rxm keeps a connection whose socket was reset as it was (its sends fail with ENOTCONN):
+  // removing the peer's address closes it (FI_AV_REMOVE_CLEANUP, fabric_lib.cc), and the
+  // address goes in again. Only after a socket was found: rxm crashes removing a connection
+  // that has none (one whose connect failed).
+  fi_addr_t& a = addrs_[static_cast<size_t>(pe)][static_cast<size_t>(rail)];
+  const int rc = fi_av_remove(av_, &a, 1, 0);
+  SYMCOMM_REQUIRE(rc == 0, symcommSystemError, "fi_av_remove of rank %d's rail %d failed: %s",
+                  pe, rail, lib_.fi_strerror(-rc));
+  fi_addr_t again = FI_ADDR_UNSPEC;
+  const int n = fi_av_insert(av_, peer.data(), 1, &again, 0, nullptr);
+  SYMCOMM_REQUIRE(n == 1, symcommSystemError,
+                  "fi_av_insert of rank %d's rail %d address failed (%d)", pe, rail, n);
+  a = again;
+  return aborted;
 }
 
 std::string FabricEndpoint::describe() const {

@@ -45,6 +45,11 @@ class FabricEndpoint {
   std::vector<uint8_t> name() const;
   // Every rank's rails' addresses: names[pe][rail] (as many rails as pe has).
   void insert(const std::vector<std::vector<std::vector<uint8_t>>>& names);
+  // Aborts the connection to `pe`'s rail `rail` (tcp_abort.h): both of its kernel queues
+  // dropped; libfabric connects anew at the next operation. Returns the connections aborted,
+  // -1 where the provider is not tcp (nothing done).
+  int abort_connection(int pe, int rail);
+  bool abortable() const;  // the provider is tcp
   // Registers [base, base + bytes) with the domain: what a peer's write or read names.
   struct Registration {
     uint64_t base;  // the remote address of `base` (0 where the provider takes offsets)
@@ -75,6 +80,7 @@ class FabricEndpoint {
   fid_av* av_ = nullptr;
   fid_ep* ep_ = nullptr;
   std::vector<std::vector<fi_addr_t>> addrs_;  // [pe][rail]
+  std::vector<std::vector<std::vector<uint8_t>>> names_;  // [pe][rail]
   bool virt_addr_ = false;
   std::mutex mrs_mutex_;
   std::vector<fid_mr*> mrs_;  // closed before the domain

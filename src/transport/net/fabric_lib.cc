@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include "base/error.h"
 #include "base/param.h"
 
@@ -21,6 +23,10 @@ struct Loaded {
 Loaded load() {
   Loaded l;
   const std::string path = kLibrary.get();
+  // Before libfabric reads its parameters (at its first call): removing a peer's address
+  // closes the connection to it (rxm's hidden connections), as the net transport's failover
+  // needs (FabricEndpoint::abort_connection). A value the user set stands.
+  setenv("FI_AV_REMOVE_CLEANUP", "1", 0);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = dlerror();

@@ -30,7 +30,7 @@
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
 #include "transport/net/rail_set.h"
-#include "transport/net/rails/stripes.h"
+#include "transport/net/rail_transfer.h"
 #include "transport/net/staging.h"
 #include "transport/stream_jobs.h"
 #include "transport/trace.h"
@@ -48,17 +48,6 @@ static const SizeParam kEagerMax(
     "put-signals up to this size go to a peer on another node as one message that its proxy "
     "applies; larger ones (all, at 0) as a put and a signal", 0, wire::kEagerMax);
 
-static const SizeParam kStripeMin(
-    "SYMCOMM_NET_STRIPE_MIN", "1M",
-    "with several rails (SYMCOMM_NET_RAILS), transfers from this size on are striped over the "
-    "rails, weighted by each rail's measured rate; smaller ones go whole, on the rails in turn "
-    "(above the largest transfer: every one whole, NVSHMEM's rule)", 4096);
-
-static const IntParam kSlowRail(
-    "SYMCOMM_NET_SLOW_RAIL", "4",
-    "a rail this many times slower than the fastest (as measured) leaves the stripe set", 1,
-    1000000);
-
 static const BoolParam kConnectAtInit(
     "SYMCOMM_NET_CONNECT_AT_INIT", "1",
     "1: the net transport connects to every peer of another node when the communicator is "
@@ -66,8 +55,6 @@ static const BoolParam kConnectAtInit(
 
 namespace {
 
-// Host space: transfers up to this size are driven by the calling thread (Proxy::wait).
-constexpr size_t kDriveMax = 64 << 10;
 // How long the proxy polls without sleeping after its last activity (Proxy). In the host
 // space a thread that waits for a peer drives the endpoint itself. In the cuda space the
 // GPU waits, and nobody but the proxy receives: a proxy that napped (up to 4 ms) between a
@@ -125,7 +112,9 @@ class Net final : public Transport {
       Rail& r = rails_[i];
       r.proxy = std::make_unique<Proxy>(
           *r.endpoint, rank_, static_cast<int>(i),
-          [this](const wire::Header& h, const uint8_t* payload) { return apply(h, payload); },
+          [this](Proxy& via, const wire::Header& h, const uint8_t* payload) {
+            return apply(via, h, payload);
+          },
           [this](Proxy& proxy, uint64_t data) {
             if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
           },
@@ -134,11 +123,9 @@ class Net final : public Transport {
     }
     loop_->start();
     proxy_ = rails_[0].proxy.get();
-    for (int pe = 0; pe < ctx.topology.nranks; ++pe) {
-      const size_t n = rail_set_->lanes(pe).size();
-      peer_lanes_.push_back(PeerLanes{std::vector<rails::LaneState>(n),
-                                      std::vector<std::chrono::steady_clock::time_point>(n)});
-    }
+    std::vector<Proxy*> proxies;
+    for (Rail& r : rails_) proxies.push_back(r.proxy.get());
+    transfers_ = std::make_unique<LaneTransfers>(*rail_set_, proxies, rank_, chunk_, timeout_ms_);
   }
   ~Net() override {
     // Jobs first (they use the proxies, and the ring's operations run there); then the
@@ -180,14 +167,14 @@ class Net final : public Transport {
     const size_t offset = heap_.offset_of(dst);
     if (cuda_)
       return jobs_->enqueue(stream, [=, this] { staging_->put(*proxy_, pe, offset, src, bytes); });
-    transfer(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
+    transfers_->run(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
   }
   void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
            symcommStream_t stream) override {
     const size_t offset = heap_.offset_of(src);
     if (cuda_)
       return jobs_->enqueue(stream, [=, this] { staging_->get(*proxy_, pe, dst, offset, bytes); });
-    transfer(NetOp::Type::Read, pe, offset, dst, bytes);
+    transfers_->run(NetOp::Type::Read, pe, offset, dst, bytes);
   }
   void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
               symcommStream_t stream) override {
@@ -259,14 +246,7 @@ class Net final : public Transport {
     return ring_->view();
   }
   std::vector<symcommNetLane_t> net_lanes(int pe) const override {
-    const std::vector<rails::Lane>& lanes = rail_set_->lanes(pe);
-    std::vector<symcommNetLane_t> out;
-    std::lock_guard<std::mutex> lock(stripe_mutex_);
-    const PeerLanes& l = peer_lanes_[static_cast<size_t>(pe)];
-    for (size_t i = 0; i < lanes.size(); ++i)
-      out.push_back(symcommNetLane_t{lanes[i].local_rail, lanes[i].remote_rail,
-                                     l.state[i].up ? 1 : 0, l.state[i].rate});
-    return out;
+    return transfers_->lanes(pe);
   }
   void raise_failure() override {
     if (jobs_) jobs_->raise_failure();
@@ -290,7 +270,7 @@ class Net final : public Transport {
       if (all || message_rails_[i]) rails_[i].proxy->progress();
   }
   void abort() override {
-    aborted_.store(true);
+    transfers_->abort();
     const char* why = "the communicator was aborted (a peer was lost)";
     if (jobs_) jobs_->abort(why);
     for (Rail& r : rails_) r.proxy->abort(why);
@@ -370,132 +350,6 @@ class Net final : public Transport {
     return h;
   }
 
-  // Host space: a write or read of `bytes` between `local` and heap offset `offset` of `pe`,
-  // complete when it returns. With several rails, striped over them (rails/stripes.h): each
-  // rail's piece is an operation of its rail's proxy, and all are waited for, so a message
-  // sent after it (a signal) finds every piece landed, whichever rail it goes by.
-  void transfer(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes) {
-    if (!bytes) return;
-    const std::vector<rails::Lane>& lanes = rail_set_->lanes(pe);
-    std::vector<rails::Piece> pieces{rails::Piece{0, 0, bytes}};
-    if (lanes.size() > 1) {
-      std::lock_guard<std::mutex> lock(stripe_mutex_);
-      bring_back_lanes(pe);
-      pieces = striper_.plan(bytes, peer_lanes_[static_cast<size_t>(pe)].state);
-    }
-    std::vector<std::pair<Proxy*, std::shared_ptr<NetOp>>> ops;
-    const auto start = std::chrono::steady_clock::now();
-    for (const rails::Piece& p : pieces) {
-      const rails::Lane& lane = lanes[static_cast<size_t>(p.lane)];
-      Proxy* proxy = rails_[static_cast<size_t>(lane.local_rail)].proxy.get();
-      ops.emplace_back(proxy, op_of(lane, type, pe, offset + p.offset,
-                                    static_cast<char*>(local) + p.offset, p.bytes));
-      proxy->submit(ops.back().second);
-    }
-    // A small transfer is a round trip: the caller drives it (Proxy::wait).
-    const char* what = type == NetOp::Type::Write ? "a put" : "a get";
-    for (size_t k = 0; k < ops.size(); ++k) {
-      auto& [proxy, op] = ops[k];
-      try {
-        proxy->wait(*op, timeout_ms_, what,
-                    /*drive=*/op->parts.size() == 1 && op->parts[0].bytes <= kDriveMax);
-      } catch (const Error& e) {
-        // A rail's connection failed under the piece (an error completion): the piece goes
-        // again on the other rails (fail_over), each in turn, until one carries it.
-        if (e.code() != symcommPeerLost || lanes.size() == 1 || aborted_.load()) throw;
-        fail_over(type, pe, offset, local, pieces[k], e.what(), &ops[k]);
-      }
-    }
-    {
-      // Each lane's rate, from the time its piece took: the next stripes weigh by it (not
-      // where another lane carried the piece); symcommPeerNetLanes reports it.
-      std::lock_guard<std::mutex> lock(stripe_mutex_);
-      std::vector<rails::LaneState>& state = peer_lanes_[static_cast<size_t>(pe)].state;
-      for (size_t k = 0; k < pieces.size(); ++k) {
-        const size_t lane = static_cast<size_t>(pieces[k].lane);
-        if (ops[k].first != rails_[static_cast<size_t>(lanes[lane].local_rail)].proxy.get() ||
-            ops[k].second->rail != lanes[lane].remote_rail)
-          continue;
-        rails::observe_rate(state[lane], pieces[k].bytes,
-                            std::chrono::duration<double>(ops[k].second->done_at - start).count());
-      }
-    }
-  }
-  // Lanes marked down by fail_over come back (are tried again) this long after.
-  static constexpr auto kRailRetry = std::chrono::seconds(1);
-
-  // Under stripe_mutex_: lanes to `pe` whose time down has passed are up again (the next
-  // transfer that uses them probes them; where they fail again they go down again).
-  void bring_back_lanes(int pe) {
-    const auto now = std::chrono::steady_clock::now();
-    PeerLanes& l = peer_lanes_[static_cast<size_t>(pe)];
-    for (size_t i = 0; i < l.state.size(); ++i)
-      if (!l.state[i].up && now >= l.down_until[i]) {
-        l.state[i].up = true;
-        const rails::Lane& lane = rail_set_->lanes(pe)[i];
-        SYMCOMM_INFO("net transport: lane %zu to rank %d (rail %d to its rail %d) is tried "
-                     "again", i, pe, lane.local_rail, lane.remote_rail);
-      }
-  }
-
-  // The piece `p` of a transfer failed on its lane (`why`): that lane is down for
-  // kRailRetry, and the piece is posted again on each other lane in turn until one carries
-  // it (*op then holds that lane's operation). A write lands the same bytes again where
-  // part of it had landed (the source has not changed: the caller waits); the failed
-  // lane's connection is gone, so nothing of it lands later. Throws symcommPeerLost where
-  // every lane fails.
-  void fail_over(NetOp::Type type, int pe, size_t offset, void* local, const rails::Piece& p,
-                 const std::string& why, std::pair<Proxy*, std::shared_ptr<NetOp>>* op) {
-    const std::vector<rails::Lane>& lanes = rail_set_->lanes(pe);
-    {
-      std::lock_guard<std::mutex> lock(stripe_mutex_);
-      PeerLanes& l = peer_lanes_[static_cast<size_t>(pe)];
-      l.state[static_cast<size_t>(p.lane)].up = false;
-      l.down_until[static_cast<size_t>(p.lane)] = std::chrono::steady_clock::now() + kRailRetry;
-    }
-    const rails::Lane& failed = lanes[static_cast<size_t>(p.lane)];
-    SYMCOMM_WARN("net transport: lane %d to rank %d (rail %d to its rail %d) failed under a "
-                 "transfer (%s): its piece of %zu bytes goes again on the other lanes", p.lane,
-                 pe, failed.local_rail, failed.remote_rail, why.c_str(), p.bytes);
-    std::string last = why;
-    for (size_t i = 1; i < lanes.size(); ++i) {
-      const rails::Lane& lane = lanes[(static_cast<size_t>(p.lane) + i) % lanes.size()];
-      Proxy* proxy = rails_[static_cast<size_t>(lane.local_rail)].proxy.get();
-      auto again = op_of(lane, type, pe, offset + p.offset, static_cast<char*>(local) + p.offset,
-                         p.bytes);
-      proxy->submit(again);
-      try {
-        proxy->wait(*again, timeout_ms_, type == NetOp::Type::Write ? "a put" : "a get");
-        *op = {proxy, again};
-        return;
-      } catch (const Error& e) {
-        if (e.code() != symcommPeerLost || aborted_.load()) throw;
-        last = e.what();
-      }
-    }
-    SYMCOMM_THROW(symcommPeerLost, "every lane to rank %d failed under a transfer: %s", pe,
-                  last.c_str());
-  }
-
-  // One lane's operation: the range split at registered regions and at the chunk size.
-  std::shared_ptr<NetOp> op_of(const rails::Lane& lane, NetOp::Type type, int pe, size_t offset,
-                               char* at, size_t bytes) const {
-    auto op = std::make_shared<NetOp>();
-    op->type = type;
-    op->pe = pe;
-    op->rail = lane.remote_rail;
-    while (bytes) {
-      RemoteRange r = rail_set_->remote(pe, lane.remote_rail, offset, bytes);
-      for (size_t done = 0; done < r.bytes;) {
-        const size_t piece = std::min(chunk_, r.bytes - done);
-        op->parts.push_back(Posted{{}, op.get(), at + done, piece, r.addr + done, r.key, 0});
-        done += piece;
-      }
-      at += r.bytes, offset += r.bytes, bytes -= r.bytes;
-    }
-    op->outstanding = static_cast<int>(op->parts.size());
-    return op;
-  }
   // Messages go on lane 0 of a peer: this rank's rail 0 (proxy_) to this rail of pe's, so
   // that the ranks sending to one rank spread over its rails; its replies come back to rail 0.
   int message_rail(int pe) const { return rail_set_->lanes(pe)[0].remote_rail; }
@@ -519,7 +373,7 @@ class Net final : public Transport {
   }
 
   // A peer's message, on the proxy thread: applies it to this rank's memory.
-  uint64_t apply(const wire::Header& h, const uint8_t* payload) {
+  uint64_t apply(Proxy& via, const wire::Header& h, const uint8_t* payload) {
     const size_t mapped = end_.load();
     auto word = [&]() -> uint64_t* {
       if (h.word % 8 || h.word + 8 > mapped) return nullptr;
@@ -541,6 +395,9 @@ class Net final : public Transport {
         return 0;
       case wire::Kind::Stage:
         return staging_ ? staging_->on_stage(h, *memory_) : 1;
+      case wire::Kind::Disconnect:  // answered once closed
+        transfers_->on_disconnect(via, h);
+        return 0;
       case wire::Kind::FetchAdd:
         if (!memory_->atomics()) return 0;
         if (uint64_t* w = word()) return __atomic_fetch_add(w, h.a, __ATOMIC_SEQ_CST);
@@ -578,18 +435,7 @@ class Net final : public Transport {
   std::unique_ptr<ProxyLoop> loop_;  // the thread that drives every rail's proxy
   FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
   Proxy* proxy_ = nullptr;              // rail 0's
-  mutable std::mutex stripe_mutex_;
-  // Transfers from 1 MiB on are striped; smaller ones go whole, on the rails in turn. On 2
-  // rails shaped to 1 Gbit/s, 64 KiB puts striped in halves ran at 0.34x one rail (two
-  // proxies and the caller contending for 2 cores), whole in turn at 1.9x.
-  rails::Striper striper_{rails::StripePolicy{kStripeMin.get(), 128,
-                                              static_cast<double>(kSlowRail.get())}};
-  struct PeerLanes {  // the lanes to one peer (rail_set_->lanes), under stripe_mutex_
-    std::vector<rails::LaneState> state;  // [lane]: up, measured rate
-    std::vector<std::chrono::steady_clock::time_point> down_until;  // [lane]
-  };
-  std::vector<PeerLanes> peer_lanes_;  // [pe]
-  std::atomic<bool> aborted_{false};
+  std::unique_ptr<LaneTransfers> transfers_;  // host-space writes and reads over the lanes
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's

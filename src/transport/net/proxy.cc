@@ -93,8 +93,26 @@ bool Proxy::try_inject(int pe, int rail, const void* message, size_t bytes) {
   return true;
 }
 
-void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive) {
+std::atomic<int64_t>& Proxy::last_done(int pe, int rail) {
+  const size_t at = static_cast<size_t>(pe) * kMaxRails + static_cast<size_t>(rail);
+  std::lock_guard<std::mutex> lock(done_mutex_);
+  while (last_done_.size() <= at) last_done_.push_back(std::make_unique<std::atomic<int64_t>>(0));
+  return *last_done_[at];
+}
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive,
+                 int64_t stall_ms) {
   const auto start = Clock::now();
+  std::atomic<int64_t>* done = stall_ms > 0 ? &last_done(op.pe, op.rail) : nullptr;
+  const int64_t stall_ns = stall_ms * 1000000;
+  const int64_t start_ns = now_ns();
   // A short spin first (driving the endpoint itself where asked and the proxy thread is not
   // at it: asleep, or waiting for a core): small operations complete in microseconds.
   const auto spin = drive ? kCallerDriveSpin : kCallerSpin;
@@ -104,6 +122,15 @@ void Proxy::wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive) {
   while (op.state.load(std::memory_order_acquire) == 0) {
     op.done_cv.wait_for(lock, std::chrono::milliseconds(10));
     if (op.state.load() != 0) break;
+    if (done) {
+      const int64_t now = now_ns();
+      if (now - std::max(start_ns, done->load()) > stall_ns)
+        throw RailStalled(symcommTimeout,
+                          format("%s to rank %d (its rail %d, from rail %d) stalled: nothing "
+                                 "completed on that connection for SYMCOMM_NET_RAIL_TIMEOUT "
+                                 "(%lld ms)", what, op.pe, op.rail, rail_,
+                                 static_cast<long long>(stall_ms)));
+    }
     if (timeout_ms > 0 && Clock::now() - start > std::chrono::milliseconds(timeout_ms))
       SYMCOMM_THROW(symcommTimeout,
                     "%s to rank %d did not complete within SYMCOMM_WAIT_TIMEOUT (%lld ms)", what,
@@ -155,13 +182,14 @@ bool Proxy::post(NetOp& op) {
   }
   while (op.next < op.parts.size()) {
     Posted& p = op.parts[op.next];
-    ssize_t rc = op.type == NetOp::Type::Write
-                     // With immediate data: the write completes at the target too, which
-                     // keeps the target's proxy polling while a long transfer comes in.
-                     ? fi_writedata(ep, p.local, p.bytes, nullptr, p.data, ep_.addr(op.pe, op.rail), p.addr,
-                                    p.key, &p.context)
-                     : fi_read(ep, p.local, p.bytes, nullptr, ep_.addr(op.pe, op.rail), p.addr, p.key,
-                               &p.context);
+    const fi_addr_t to = ep_.addr(op.pe, op.rail);
+    ssize_t rc;
+    if (op.type == NetOp::Type::Read)
+      rc = fi_read(ep, p.local, p.bytes, nullptr, to, p.addr, p.key, &p.context);
+    else if (op.remote_completion)
+      rc = fi_writedata(ep, p.local, p.bytes, nullptr, p.data, to, p.addr, p.key, &p.context);
+    else
+      rc = fi_write(ep, p.local, p.bytes, nullptr, to, p.addr, p.key, &p.context);
     if (rc == -FI_EAGAIN) return false;
     if (rc)
       throw_fabric_error(static_cast<int>(rc), op.type == NetOp::Type::Write ? "fi_write" : "fi_read",
@@ -172,7 +200,44 @@ bool Proxy::post(NetOp& op) {
 }
 
 void Proxy::complete_part(NetOp& op) {
+  if (op.type != NetOp::Type::Reconnect) last_done(op.pe, op.rail).store(now_ns());
   if (--op.outstanding == 0) finish(op, symcommSuccess, "");
+}
+
+std::shared_ptr<NetOp> Proxy::reconnect(int pe, int rail, std::shared_ptr<NetOp> abandon,
+                                        std::function<void(bool)> then) {
+  auto op = std::make_shared<NetOp>();
+  op->type = NetOp::Type::Reconnect;
+  op->pe = pe;
+  op->rail = rail;
+  op->abandon = std::move(abandon);
+  op->then = std::move(then);
+  return op;
+}
+
+void Proxy::give_up(const std::shared_ptr<NetOp>& op, const std::string& why) {
+  finish(*op, symcommPeerLost, why);
+  op->outstanding = -1000000;  // never completes now
+  unposted_.erase(std::remove(unposted_.begin(), unposted_.end(), op), unposted_.end());
+  auto at = std::find(in_flight_.begin(), in_flight_.end(), op);
+  if (at != in_flight_.end()) {
+    in_flight_.erase(at);
+    orphans_.push_back(op);
+  }
+}
+
+void Proxy::run_reconnect(NetOp& op) {
+  if (op.abandon)
+    give_up(op.abandon, format("given up: the connection to rank %d's rail %d was closed",
+                               op.pe, op.rail));
+  const int aborted = ep_.abort_connection(op.pe, op.rail);
+  const bool ok = aborted >= 0;
+  if (ok)
+    SYMCOMM_INFO("net transport: rail %d aborted %d connection(s) to rank %d's rail %d", rail_,
+                 aborted, op.pe, op.rail);
+  finish(op, ok ? symcommSuccess : symcommNotSupported,
+         ok ? "" : "the provider's connections cannot be closed one by one (only tcp's)");
+  if (op.then) op.then(ok);
 }
 
 void Proxy::on_message(Receive& r, size_t bytes) {
@@ -192,7 +257,7 @@ void Proxy::on_message(Receive& r, size_t bytes) {
     SYMCOMM_WARN("net transport: a reply from rank %d matches no request; dropped", h.from);
     return;
   }
-  const uint64_t value = apply_(h, r.buffer.data() + sizeof h);
+  const uint64_t value = apply_(*this, h, r.buffer.data() + sizeof h);
   if (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
       h.kind == wire::Kind::Flush || h.kind == wire::Kind::Stage)
     reply(h.from, h.rail, h.ticket, value);
@@ -263,13 +328,15 @@ void Proxy::on_error() {
       if (!stop_.load()) post_receive(*r);
       return;
     }
-  NetOp& op = *static_cast<Posted*>(err.op_context)->op;
-  finish(op, symcommPeerLost, why);
-  op.outstanding = -1000000;  // never completes now; dropped below
+  NetOp* failed = static_cast<Posted*>(err.op_context)->op;
+  for (auto& op : in_flight_)
+    if (op.get() == failed) return give_up(op, why);
+  finish(*failed, symcommPeerLost, why);  // given up before (an orphan)
 }
 
 bool Proxy::pass() {
   bool active = false;
+  std::vector<std::shared_ptr<NetOp>> reconnects;  // run outside submit_mutex_ (`then` submits)
   if (aborted_.load() && (!unposted_.empty() || !in_flight_.empty() || !submitted_.empty())) {
     fail_all(abort_reason_);
     unposted_.clear();
@@ -277,16 +344,33 @@ bool Proxy::pass() {
   {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     while (!submitted_.empty()) {
+      if (submitted_.front()->type == NetOp::Type::Reconnect) {
+        reconnects.push_back(std::move(submitted_.front()));
+        submitted_.pop_front();
+        continue;
+      }
       in_flight_.push_back(submitted_.front());
       unposted_.push_back(std::move(submitted_.front()));
       submitted_.pop_front();
       active = true;
     }
   }
+  for (auto& op : reconnects) run_reconnect(*op);
+  active |= !reconnects.empty();
   auto post_all = [&] {
     while (!unposted_.empty()) {
-      auto& op = unposted_.front();
-      if (!post(*op)) break;
+      std::shared_ptr<NetOp> op = unposted_.front();
+      bool posted;
+      try {
+        posted = post(*op);
+      } catch (const Error& e) {
+        // This operation cannot go (a connection to a link that is down is refused at
+        // once): it fails; the others, and the thread, go on.
+        give_up(op, e.what());  // (out of unposted_)
+        active = true;
+        continue;
+      }
+      if (!posted) break;
       unposted_.pop_front();
       active = true;
     }
@@ -304,7 +388,8 @@ bool Proxy::pass() {
     throw_fabric_error(static_cast<int>(n), "fi_cq_read", __FILE__, __LINE__);
   }
   post_all();  // the replies those messages asked for
-  // Done operations leave; failed ones whose parts may still be posted stay until closing.
+  // Done operations leave (failed ones went to orphans_, where the provider may still hold
+  // their contexts).
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
                                   [](const std::shared_ptr<NetOp>& op) {
                                     return op->outstanding == 0;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "symcomm/symcomm.h"
 #include "transport/net/endpoint.h"
 #include "transport/net/proxy_loop.h"
@@ -41,16 +42,26 @@ struct Posted {
 
 // What a caller waits for: every Posted of it completed (and, for an atomic, the reply came).
 struct NetOp {
-  enum class Type { Write, Read, Send };
+  // Reconnect: a control operation, carried out by the proxy thread when it takes it in
+  // (Proxy::reconnect).
+  enum class Type { Write, Read, Send, Reconnect };
   Type type = Type::Send;
   int pe = -1;
   int rail = 0;                     // pe's rail it goes to (rail_set.h: the lane's remote rail)
   std::vector<Posted> parts;        // Write / Read: one per chunk
   std::vector<uint8_t> message;     // Send: header and payload
+  // Write: completes at the target too (immediate data), which keeps the target's proxy
+  // polling while a long transfer comes in. Off where a lane may be closed at the target under
+  // the write (rail_transfer.h): rxm (libfabric 1.17 to 1.21) crashes closing a connection
+  // in the middle of receiving such a write (a cancelled completion without a context).
+  bool remote_completion = true;
   bool expects_reply = false;       // an atomic or a flush: done when the reply arrives
   uint64_t reply = 0;               // the reply's value
   int outstanding = 0;              // parts (or the send) not completed, plus the reply
   size_t next = 0;                  // parts posted so far (the proxy's)
+  // Reconnect: the operation given up (left to the closed connection), what runs after.
+  std::shared_ptr<NetOp> abandon;
+  std::function<void(bool closed)> then;
 
   // Completion, as the caller sees it.
   std::mutex mutex;
@@ -61,11 +72,21 @@ struct NetOp {
   std::string error;
 };
 
+// Proxy::wait's stall: nothing completed on the operation's connection for the rail timeout.
+class RailStalled : public Error {
+ public:
+  using Error::Error;
+};
+
 class Proxy {
  public:
+  static constexpr int kMaxRails = 16;  // SYMCOMM_NET_MAX_RAILS' largest
+
   // `apply`: what to do with a message from a peer (the transport's; runs on the proxy
   // thread); returns the reply value for messages that expect one.
-  using Apply = std::function<uint64_t(const wire::Header&, const uint8_t* payload)>;
+  // `via`: the proxy the message arrived at.
+  using Apply =
+      std::function<uint64_t(Proxy& via, const wire::Header&, const uint8_t* payload)>;
   // What to do when a peer's write with nonzero immediate data landed here (the transport's;
   // runs on the proxy thread).
   using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
@@ -94,7 +115,17 @@ class Proxy {
   // messages whose latency a hand-over to a sleeping or descheduled proxy thread would
   // dominate; bulk transfers leave the endpoint to the proxy thread (two threads contending
   // for it halved a 1 MiB put's bandwidth on 2 cores).
-  void wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive = false);
+  // `stall_ms` (0: none): throws RailStalled where neither `op` nor anything else to its
+  // peer's rail on this proxy completed for that long (SYMCOMM_NET_RAIL_TIMEOUT: a tcp
+  // connection over a link that went down stalls without an error).
+  void wait(NetOp& op, int64_t timeout_ms, const char* what, bool drive = false,
+            int64_t stall_ms = 0);
+  // A control operation: aborts this endpoint's connection to `pe`'s rail `rail`
+  // (FabricEndpoint::abort_connection; the next operation connects anew), after giving up
+  // `abandon` (its caller released with symcommPeerLost; its contexts kept until the endpoint
+  // closes), then runs `then` (whether it could) on the proxy thread. Submit it, then wait.
+  static std::shared_ptr<NetOp> reconnect(int pe, int rail, std::shared_ptr<NetOp> abandon,
+                                          std::function<void(bool closed)> then = {});
   // Handles what has arrived and posts what waits, on the calling thread, where the proxy
   // thread is not at it (Transport::progress); the proxy thread goes on as before.
   void progress();
@@ -133,6 +164,12 @@ class Proxy {
   void on_message(Receive& r, size_t bytes);
   void on_error();
   void fail_all(const std::string& why);
+  void run_reconnect(NetOp& op);
+  // Stops waiting for `op`: it leaves the queues for orphans_ (what the provider may still
+  // report stays owned), its caller gets `why`.
+  void give_up(const std::shared_ptr<NetOp>& op, const std::string& why);
+  // The last completion here of an operation to `pe`'s rail `rail`, in steady-clock ns.
+  std::atomic<int64_t>& last_done(int pe, int rail);
 
   FabricEndpoint& ep_;
   int rank_;
@@ -149,6 +186,11 @@ class Proxy {
   std::deque<std::shared_ptr<NetOp>> submitted_;  // under submit_mutex_
   std::deque<std::shared_ptr<NetOp>> unposted_;   // under ep_mutex_: waiting for room
   std::vector<std::shared_ptr<NetOp>> in_flight_;  // under ep_mutex_
+  // Failed or given up, parts perhaps still with the provider: kept, not waited for (under
+  // ep_mutex_).
+  std::vector<std::shared_ptr<NetOp>> orphans_;
+  std::mutex done_mutex_;
+  std::vector<std::unique_ptr<std::atomic<int64_t>>> last_done_;  // [pe * kMaxRails + rail]
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // set before aborted_

@@ -81,4 +81,6 @@ RemoteRange RailSet::remote(int pe, int rail, size_t offset, size_t bytes) const
                 offset);
 }
 
+bool RailSet::tcp() const { return rails_[0]->abortable(); }
+
 }  // namespace symcomm

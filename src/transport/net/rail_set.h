@@ -24,6 +24,9 @@ class RailSet {
   RailSet(Bootstrap& bootstrap, int rank, int nranks, const std::vector<std::string>& domains);
 
   size_t size() const { return rails_.size(); }  // this rank's rails
+  int nranks() const { return nranks_; }
+  // The provider is tcp (its connections can be aborted one by one: tcp_abort.h).
+  bool tcp() const;
   FabricEndpoint& rail(size_t i) { return *rails_[i]; }
   int rails_of(int pe) const { return counts_[static_cast<size_t>(pe)]; }
   // The lanes to `pe`: max(size(), rails_of(pe)) of them; lane 0 carries the messages.

@@ -16,6 +16,8 @@ enum class Kind : uint32_t {
   Flush = 6,      // reply once everything the sender sent before it is applied
   Stage = 7,      // copy `bytes` at heap `offset` into the sender's staging slot `a` here
                   // (staging.h), then reply: the sender reads it from there
+  Disconnect = 8,  // close this rank's rail `b` connection to the sender's rail `a`, then
+                   // reply (1: closed): a stalled lane's far end (rail_transfer.h)
 };
 
 struct Header {
