@@ -215,7 +215,7 @@ std::shared_ptr<NetOp> Proxy::reconnect(int pe, int rail, std::shared_ptr<NetOp>
   return op;
 }
 
-void Proxy::give_up(const std::shared_ptr<NetOp>& op, const std::string& why) {
+void Proxy::give_up(std::shared_ptr<NetOp> op, const std::string& why) {
   finish(*op, symcommPeerLost, why);
   op->outstanding = -1000000;  // never completes now
   unposted_.erase(std::remove(unposted_.begin(), unposted_.end(), op), unposted_.end());

@@ -166,8 +166,9 @@ class Proxy {
   void fail_all(const std::string& why);
   void run_reconnect(NetOp& op);
   // Stops waiting for `op`: it leaves the queues for orphans_ (what the provider may still
-  // report stays owned), its caller gets `why`.
-  void give_up(const std::shared_ptr<NetOp>& op, const std::string& why);
+  // report stays owned), its caller gets `why`. By value: callers pass elements of the queues
+  // it erases from.
+  void give_up(std::shared_ptr<NetOp> op, const std::string& why);
   // The last completion here of an operation to `pe`'s rail `rail`, in steady-clock ns.
   std::atomic<int64_t>& last_done(int pe, int rail);
 
