@@ -244,14 +244,9 @@ int rail_cut(int rank) {
   const std::string address = address_of(second);
   if (address.empty()) return fail(s, rank, "rail " + second + " has no IPv4 address here");
   // The transport's warnings go to stderr: rank 0 keeps them in a file to count them.
-  const std::string log = "/tmp/symcomm_rail_cut_" + std::to_string(getpid()) + ".log";
-  int saved = -1;
-  if (rank == 0) {
-    setenv("SYMCOMM_LOG_LEVEL", "info", 1);  // "lane N to rank R (...) is tried again" is an info line
-    std::fflush(stderr);
-    saved = dup(2);
-    if (!std::freopen(log.c_str(), "w", stderr)) return fail(s, rank, "cannot redirect stderr");
-  }
+  // ("lane N to rank R (...) is tried again" is an info line.)
+  LogCapture capture;
+  if (rank == 0 && !capture.start("rail_cut")) return fail(s, rank, "cannot redirect stderr");
   symcommResult_t rc;
   symcommComm_t comm = init(&rc);
   if (!comm) return fail(s, rank, symcommGetLastError());
@@ -328,17 +323,8 @@ int rail_cut(int rank) {
         return fail(s, rank, "the put after the cuts did not land whole");
   symcommFinalize(comm);
   if (rank == 0) {
-    std::fflush(stderr);
-    dup2(saved, 2);
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::remove(log.c_str());
-    const std::string said = text.str();
-    int replays = 0;
-    for (size_t at = said.find("goes again on the other lanes"); at != std::string::npos;
-         at = said.find("goes again on the other lanes", at + 1))
-      ++replays;
+    const std::string said = capture.finish();
+    const int replays = occurrences(said, "goes again on the other lanes");
     std::printf("rail-cut: %d of %d puts and gets under a cut of rail %s (%s), every one "
                 "whole; %d pieces went again on the other rails\n", cuts, 2 * kRounds,
                 second.c_str(), address.c_str(), replays);

@@ -4,7 +4,8 @@
 // some rounds it sets the last rail's link down in its namespace under the call
 // (`ip link set DEV down`): tcp then stalls without an error, so the transport must notice
 // the stall (SYMCOMM_NET_RAIL_TIMEOUT), close both ends of the stalled connections and send
-// their pieces again on the other rails. Run under
+// their pieces again on the other rails. (messages-down and messages-flap, the same under
+// the messages: net_message_fault_test.cc.) Run under
 // `symrun --keep-going -n 2 --nodes 2 --netns A,B mp_net_link_fault SCENARIO`:
 //
 // link-down   the link goes down in round 1 and stays down: every put and get completes,
@@ -52,11 +53,6 @@ long mismatch(const char* p, size_t bytes, uint64_t what) {
   return -1;
 }
 
-bool link(const std::string& dev, bool up) {
-  const std::string cmd = "ip link set " + dev + (up ? " up" : " down");
-  return std::system(cmd.c_str()) == 0;
-}
-
 int run(const std::string& s, int rank) {
   const char* env = std::getenv("SYMCOMM_NET_RAILS");
   const std::string list = env ? env : "";
@@ -77,29 +73,13 @@ int run(const std::string& s, int rank) {
     std::ofstream retries("/proc/sys/net/ipv4/tcp_retries2");
     retries << "5\n";
   }
-  // Rank 0 keeps the transport's warnings in a file, to count them.
-  const std::string log = "/tmp/symcomm_link_fault_" + std::to_string(getpid()) + ".log";
-  int saved = -1;
-  if (rank == 0) {
-    setenv("SYMCOMM_LOG_LEVEL", "info", 1);
-    std::fflush(stderr);
-    saved = dup(2);
-    if (!std::freopen(log.c_str(), "w", stderr)) return fail(s, rank, "cannot redirect stderr");
-  }
-  auto restore = [&]() -> std::string {
-    if (rank != 0) return "";
-    std::fflush(stderr);
-    dup2(saved, 2);
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::remove(log.c_str());
-    return text.str();
-  };
+  // Rank 0 keeps the transport's log in a file, to count its lines.
+  LogCapture capture;
+  if (rank == 0 && !capture.start("link_fault")) return fail(s, rank, "cannot redirect stderr");
   std::thread flapper;  // sets the link down (and, flapping, up again)
   auto failing = [&](const std::string& why) {
     if (flapper.joinable()) flapper.join();
-    const std::string said = restore();
+    const std::string said = capture.finish();
     if (!said.empty()) std::fprintf(stderr, "%s", said.c_str());
     link(dev, true);
     return fail(s, rank, why);
@@ -231,12 +211,9 @@ int run(const std::string& s, int rank) {
   }
   symcommFinalize(comm);
   link(dev, true);
-  const std::string said = restore();
+  const std::string said = capture.finish();
   if (rank == 0) {
-    int failed = 0;
-    for (size_t at = said.find("goes again on the other lanes"); at != std::string::npos;
-         at = said.find("goes again on the other lanes", at + 1))
-      ++failed;
+    const int failed = occurrences(said, "goes again on the other lanes");
     const bool stalled = said.find("stalled") != std::string::npos;
     std::printf("%s: %d pieces went again on the other rails (%s); slowest call after the "
                 "failure %.2f s; the lane came back: %s\n", s.c_str(), failed,
@@ -256,13 +233,15 @@ int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const char* r = std::getenv("SYMCOMM_RANK");
   if (!r) return fail(scenario, -1, "run under symrun");
-  if (scenario != "link-down" && scenario != "link-flap") {
-    std::fprintf(stderr, "usage: mp_net_link_fault link-down|link-flap\n");
+  const bool messages = scenario == "messages-down" || scenario == "messages-flap";
+  if (scenario != "link-down" && scenario != "link-flap" && !messages) {
+    std::fprintf(stderr, "usage: mp_net_link_fault "
+                         "link-down|link-flap|messages-down|messages-flap\n");
     return 2;
   }
   if (std::system("ip -V >/dev/null 2>&1") != 0) {
     std::printf("SKIP: %s needs ip (iproute2) to set a link down\n", scenario.c_str());
     return 77;
   }
-  return run(scenario, std::atoi(r));
+  return messages ? run_messages(scenario, std::atoi(r)) : run(scenario, std::atoi(r));
 }

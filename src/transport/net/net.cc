@@ -27,6 +27,7 @@
 #include "rma/wait.h"
 #include "transport/device_ring.h"
 #include "transport/net/copy_context.h"
+#include "transport/net/lane_messages.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
 #include "transport/net/rail_set.h"
@@ -113,7 +114,10 @@ class Net final : public Transport {
       r.proxy = std::make_unique<Proxy>(
           *r.endpoint, rank_, static_cast<int>(i),
           [this](Proxy& via, const wire::Header& h, const uint8_t* payload) {
-            return apply(via, h, payload);
+            return messages_->receive(
+                via, h, payload, [&](const wire::Header& e, const uint8_t* p) {
+                  return apply(via, e, p);
+                });
           },
           [this](Proxy& proxy, uint64_t data) {
             if (staging_ && Staging::is_staged(data)) staging_->on_landed(proxy, data, *memory_);
@@ -121,11 +125,13 @@ class Net final : public Transport {
           *loop_);
       loop_->add(r.proxy.get(), message_rails_[i]);
     }
-    loop_->start();
     proxy_ = rails_[0].proxy.get();
     std::vector<Proxy*> proxies;
     for (Rail& r : rails_) proxies.push_back(r.proxy.get());
     transfers_ = std::make_unique<LaneTransfers>(*rail_set_, proxies, rank_, chunk_, timeout_ms_);
+    messages_ = std::make_unique<LaneMessages>(*transfers_, *rail_set_, proxies, rank_,
+                                               ctx.topology.nranks, timeout_ms_);
+    loop_->start();  // what arrives is applied through messages_
   }
   ~Net() override {
     // Jobs first (they use the proxies, and the ring's operations run there); then the
@@ -207,7 +213,7 @@ class Net final : public Transport {
     h.bytes = static_cast<uint32_t>(bytes);
     h.word = heap_.offset_of(sig);
     h.a = value;
-    h.op = static_cast<uint16_t>(op);
+    h.op = static_cast<uint8_t>(op);
     if (cuda_) return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, src); });
     send(pe, h, src, "a put-signal");
   }
@@ -287,8 +293,12 @@ class Net final : public Transport {
     // Writes completed in their calls; messages are delivered but perhaps not yet applied:
     // each peer sent one since the last quiet answers a flush once it applied them.
     for (size_t pe = 0; pe < dirty_.size(); ++pe)
-      if (dirty_[pe].exchange(false))
-        send(static_cast<int>(pe), header(wire::Kind::Flush), nullptr, "a quiet", true);
+      if (dirty_[pe].exchange(false)) {
+        if (lanes_fail_over(static_cast<int>(pe)))
+          messages_->quiet(static_cast<int>(pe), header(wire::Kind::Flush));
+        else
+          send(static_cast<int>(pe), header(wire::Kind::Flush), nullptr, "a quiet", true);
+      }
   }
 
   // The cuda space: a put-signal of up to SYMCOMM_NET_EAGER_MAX bytes as one message, its
@@ -346,7 +356,7 @@ class Net final : public Transport {
     wire::Header h = header(wire::Kind::Signal);
     h.word = word;
     h.a = value;
-    h.op = static_cast<uint16_t>(op);
+    h.op = static_cast<uint8_t>(op);
     return h;
   }
 
@@ -354,8 +364,16 @@ class Net final : public Transport {
   // that the ranks sending to one rank spread over its rails; its replies come back to rail 0.
   int message_rail(int pe) const { return rail_set_->lanes(pe)[0].remote_rail; }
 
+  // Messages to `pe` go through messages_ (numbered, failed over): the host space, with
+  // several lanes to it.
+  bool lanes_fail_over(int pe) const { return !cuda_ && rail_set_->lanes(pe).size() > 1; }
+
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
+    if (lanes_fail_over(pe)) {
+      if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
+      return messages_->send(pe, h, payload, what, reply);
+    }
     if (!reply && !cuda_ && sizeof h + h.bytes <= endpoint_->inject_size()) {
       // A small message without a reply goes from this thread (the host space completes
       // each call before it returns; nothing of this thread's is queued at the proxy).
@@ -436,6 +454,7 @@ class Net final : public Transport {
   FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
   Proxy* proxy_ = nullptr;              // rail 0's
   std::unique_ptr<LaneTransfers> transfers_;  // host-space writes and reads over the lanes
+  std::unique_ptr<LaneMessages> messages_;  // messages over the lanes; what arrives
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's

@@ -74,7 +74,7 @@ void Proxy::submit(std::shared_ptr<NetOp> op) {
   }
   if (op->type == NetOp::Type::Send && op->expects_reply) {
     // The reply comes back to this proxy's rail: only its proxy knows the request.
-    const int16_t rail = static_cast<int16_t>(rail_);
+    const int8_t rail = static_cast<int8_t>(rail_);
     std::memcpy(op->message.data() + offsetof(wire::Header, rail), &rail, sizeof rail);
   }
   {
@@ -251,16 +251,18 @@ void Proxy::on_message(Receive& r, size_t bytes) {
     for (auto& op : in_flight_)
       if (reinterpret_cast<uint64_t>(op.get()) == h.ticket && op->expects_reply) {
         op->reply = h.a;
+        op->knows_applied = (h.flags & wire::kNext) != 0;
+        op->applied_next = static_cast<uint32_t>(h.b);
         complete_part(*op);
         return;
       }
     SYMCOMM_WARN("net transport: a reply from rank %d matches no request; dropped", h.from);
     return;
   }
-  const uint64_t value = apply_(*this, h, r.buffer.data() + sizeof h);
-  if (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
-      h.kind == wire::Kind::Flush || h.kind == wire::Kind::Stage)
-    reply(h.from, h.rail, h.ticket, value);
+  const Answer answer = apply_(*this, h, r.buffer.data() + sizeof h);
+  if (!answer.later && (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
+                        h.kind == wire::Kind::Flush || h.kind == wire::Kind::Stage))
+    reply(h.from, h.rail, h.ticket, answer);
 }
 
 std::shared_ptr<NetOp> Proxy::message(int pe, const wire::Header& h, const void* payload,
@@ -281,11 +283,27 @@ std::shared_ptr<NetOp> Proxy::message(int pe, const wire::Header& h, const void*
   return op;
 }
 
-void Proxy::reply(int to, int rail, uint64_t ticket, uint64_t value) {
+std::shared_ptr<NetOp> Proxy::message(int pe, std::vector<uint8_t> composed, int rail) {
+  auto op = std::make_shared<NetOp>();
+  op->type = NetOp::Type::Send;
+  op->pe = pe;
+  op->rail = rail;
+  op->message = std::move(composed);
+  op->parts.resize(1);
+  op->parts[0].op = op.get();
+  op->outstanding = 1;
+  return op;
+}
+
+void Proxy::reply(int to, int rail, uint64_t ticket, const Answer& answer) {
   wire::Header out{};
   out.kind = wire::Kind::Reply;
   out.from = rank_;
-  out.a = value;
+  out.a = answer.value;
+  if (answer.knows_applied) {
+    out.flags = wire::kNext;
+    out.b = answer.applied_next;
+  }
   out.ticket = ticket;
   std::shared_ptr<NetOp> reply = message(to, out, nullptr, false, rail);
   in_flight_.push_back(reply);

@@ -57,6 +57,10 @@ struct NetOp {
   bool remote_completion = true;
   bool expects_reply = false;       // an atomic or a flush: done when the reply arrives
   uint64_t reply = 0;               // the reply's value
+  // The reply's kNext (wire.h): the target applied every numbered message of this rank's
+  // before `applied_next`.
+  bool knows_applied = false;
+  uint32_t applied_next = 0;
   int outstanding = 0;              // parts (or the send) not completed, plus the reply
   size_t next = 0;                  // parts posted so far (the proxy's)
   // Reconnect: the operation given up (left to the closed connection), what runs after.
@@ -82,11 +86,18 @@ class Proxy {
  public:
   static constexpr int kMaxRails = 16;  // SYMCOMM_NET_MAX_RAILS' largest
 
+  // What `apply` answers a message that expects a reply with.
+  struct Answer {
+    uint64_t value = 0;
+    bool knows_applied = false;  // the reply carries applied_next (wire::kNext)
+    uint32_t applied_next = 0;
+    bool later = false;          // no reply now: the transport replies itself (reply())
+  };
   // `apply`: what to do with a message from a peer (the transport's; runs on the proxy
-  // thread); returns the reply value for messages that expect one.
+  // thread); returns the reply for messages that expect one.
   // `via`: the proxy the message arrived at.
   using Apply =
-      std::function<uint64_t(Proxy& via, const wire::Header&, const uint8_t* payload)>;
+      std::function<Answer(Proxy& via, const wire::Header&, const uint8_t* payload)>;
   // What to do when a peer's write with nonzero immediate data landed here (the transport's;
   // runs on the proxy thread).
   using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
@@ -101,6 +112,8 @@ class Proxy {
   // (at the proxy it is submitted to).
   static std::shared_ptr<NetOp> message(int pe, const wire::Header& h, const void* payload,
                                         bool reply, int rail = 0);
+  // A message already composed (header and payload), without a reply, to `pe`'s rail `rail`.
+  static std::shared_ptr<NetOp> message(int pe, std::vector<uint8_t> composed, int rail);
   // Hands `op` over; the caller then waits with wait().
   void submit(std::shared_ptr<NetOp> op);
   // Sends a message of `bytes` (up to the provider's inject size) to `pe` from the calling
@@ -131,7 +144,7 @@ class Proxy {
   void progress();
   // Sends rank `to` (its rail `rail`) the reply to its request `ticket`. Inside a pass only
   // (Landed, Apply).
-  void reply(int to, int rail, uint64_t ticket, uint64_t value);
+  void reply(int to, int rail, uint64_t ticket, const Answer& answer);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
   // After the loop stopped, before the endpoint closes: failed receives are not posted again.

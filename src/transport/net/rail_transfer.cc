@@ -150,6 +150,21 @@ void LaneTransfers::bring_back(int pe) {
   }
 }
 
+bool LaneTransfers::up(int pe, size_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bring_back(pe);
+  return peers_[static_cast<size_t>(pe)].state[lane].up;
+}
+
+void LaneTransfers::lane_failed(int pe, size_t lane, const std::shared_ptr<NetOp>& abandon,
+                                const std::string& why) {
+  const rails::Lane& failed = rails_.lanes(pe)[lane];
+  SYMCOMM_WARN("net transport: lane %zu to rank %d (rail %d to its rail %d) failed under its "
+               "messages (%s): they go again on another lane", lane, pe, failed.local_rail,
+               failed.remote_rail, why.c_str());
+  close_both_ends(pe, static_cast<int>(lane), abandon);
+}
+
 void LaneTransfers::fail_over(NetOp::Type type, int pe, size_t offset, void* local,
                               const rails::Piece& p, const std::string& why, Op* op) {
   const std::vector<rails::Lane>& lanes = rails_.lanes(pe);
@@ -187,17 +202,19 @@ void LaneTransfers::fail_over(NetOp::Type type, int pe, size_t offset, void* loc
                 last.c_str());
 }
 
+void LaneTransfers::mark_down(int pe, size_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PeerLanes& peer = peers_[static_cast<size_t>(pe)];
+  LaneHealth& h = peer.health[lane];
+  peer.state[lane].up = false;
+  h.backoff = h.backoff.count() ? std::min(h.backoff * 2, kLongestDown) : kFirstDown;
+  h.down_until = Clock::now() + h.backoff;
+}
+
 void LaneTransfers::close_both_ends(int pe, int index, const std::shared_ptr<NetOp>& abandon) {
   const std::vector<rails::Lane>& lanes = rails_.lanes(pe);
   const rails::Lane& failed = lanes[static_cast<size_t>(index)];
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    PeerLanes& peer = peers_[static_cast<size_t>(pe)];
-    LaneHealth& h = peer.health[static_cast<size_t>(index)];
-    peer.state[static_cast<size_t>(index)].up = false;
-    h.backoff = h.backoff.count() ? std::min(h.backoff * 2, kLongestDown) : kFirstDown;
-    h.down_until = Clock::now() + h.backoff;
-  }
+  mark_down(pe, static_cast<size_t>(index));
   // This end: the connection closes, the operation is given up (its pieces go elsewhere).
   std::shared_ptr<NetOp> here = Proxy::reconnect(pe, failed.remote_rail, abandon);
   proxy_of(failed)->submit(here);
@@ -230,7 +247,13 @@ void LaneTransfers::close_both_ends(int pe, int index, const std::shared_ptr<Net
       const bool stalled = dynamic_cast<const RailStalled*>(&e) != nullptr;
       if ((e.code() != symcommPeerLost && !stalled) || aborted_.load()) throw;
       last = e.what();
+      // That lane failed too (it carried only the request: nothing of it can land late):
+      // its connection closes here, and it is down like any failed lane.
+      SYMCOMM_WARN("net transport: lane %zu to rank %d (rail %d to its rail %d) failed under "
+                   "a request to close another (%s)", i, pe, lanes[i].local_rail,
+                   lanes[i].remote_rail, last.c_str());
       ask.first->submit(Proxy::reconnect(pe, lanes[i].remote_rail, ask.second));
+      mark_down(pe, i);
     }
   }
   SYMCOMM_THROW(symcommPeerLost, "lane %d to rank %d (rail %d to its rail %d) failed, and its "
@@ -247,7 +270,7 @@ void LaneTransfers::on_disconnect(Proxy& via, const wire::Header& h) {
       theirs >= rails_.rails_of(to)) {
     SYMCOMM_WARN("net transport: rank %d asked to close a connection of rail %d to its rail "
                  "%d, which do not exist", to, mine, theirs);
-    return via.reply(to, reply_rail, ticket, 0);
+    return via.reply(to, reply_rail, ticket, Proxy::Answer{});
   }
   SYMCOMM_WARN("net transport: rank %d's rail %d failed towards this rank's rail %d: that "
                "connection closes here too", to, theirs, mine);

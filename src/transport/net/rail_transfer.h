@@ -47,6 +47,18 @@ class LaneTransfers {
   // A peer's Disconnect (wire.h), arrived at `via`: closes this rank's end, then answers.
   void on_disconnect(Proxy& via, const wire::Header& h);
   void abort() { aborted_.store(true); }
+  bool aborted() const { return aborted_.load(); }
+
+  // For the messages over the same lanes (lane_messages.h):
+  // Whether lane `lane` to `pe` is up; down lanes are probed first, and are back where their
+  // probe was answered.
+  bool up(int pe, size_t lane);
+  // The lane failed under `abandon` (`why`): it goes down and both ends of its connection
+  // close (close_both_ends).
+  void lane_failed(int pe, size_t lane, const std::shared_ptr<NetOp>& abandon,
+                   const std::string& why);
+  // SYMCOMM_NET_RAIL_TIMEOUT where a stall fails a lane (tcp), else 0.
+  int64_t rail_timeout_ms() const { return rail_timeout_ms_; }
 
  private:
   struct LaneHealth {
@@ -75,6 +87,9 @@ class LaneTransfers {
   // `abandon` given up at this end first). Throws symcommPeerLost where no other lane can
   // carry the request to close the far end.
   void close_both_ends(int pe, int lane, const std::shared_ptr<NetOp>& abandon);
+  // Lane `lane` to `pe` is down, for 1 s at its first failure in a row, twice as long at each
+  // further one (up to 32 s).
+  void mark_down(int pe, size_t lane);
   // Waits for a lane's operation, bounded by the rail timeout where other lanes could take
   // over.
   void wait(const Op& op, bool drive, bool stall_bound, const char* what) const;

@@ -217,7 +217,7 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
                  "of range; refused", source, static_cast<unsigned long long>(h.bytes),
                  static_cast<unsigned long long>(h.offset));
   }
-  proxy.reply(source, 0, h.ticket, refused);  // the cuda space stages on one rail
+  proxy.reply(source, 0, h.ticket, Proxy::Answer{refused});  // the cuda space stages on one rail
 }
 
 uint64_t Staging::on_stage(const wire::Header& h, LocalMemory& memory) {

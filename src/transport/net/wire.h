@@ -7,7 +7,7 @@
 
 namespace symcomm::wire {
 
-enum class Kind : uint32_t {
+enum class Kind : uint8_t {
   Signal = 1,     // apply op to the word at `word`
   PutSignal = 2,  // `bytes` of payload to `offset`, then the signal
   FetchAdd = 3,   // word += a; reply with the value before
@@ -20,19 +20,34 @@ enum class Kind : uint32_t {
                    // reply (1: closed): a stalled lane's far end (rail_transfer.h)
 };
 
+// The messages that change the target's memory: numbered where lanes to the target can fail
+// over (lane_messages.h), so that one sent again is not applied twice.
+inline bool changes_memory(Kind k) {
+  return k == Kind::Signal || k == Kind::PutSignal || k == Kind::FetchAdd ||
+         k == Kind::CompareSwap;
+}
+
+// Header::flags.
+constexpr uint8_t kNumbered = 1;  // `seq` numbers the message (rails/sequence.h): applied once,
+                                  // in order, however many times it arrives
+constexpr uint8_t kNext = 2;      // a reply's `b`: the next numbered message its sender's window
+                                  // waits for from the requester (all before it applied)
+
 struct Header {
   Kind kind;
+  uint8_t op;       // symcommSignalOp_t of a signal
+  int8_t rail;      // a request's: the sender's rail whose proxy waits for the reply
+  uint8_t flags;    // kNumbered, kNext
   int32_t from;     // world rank of the sender
-  uint16_t op;      // symcommSignalOp_t of a signal
-  int16_t rail;     // a request's: the sender's rail whose proxy waits for the reply
   uint32_t bytes;   // payload bytes (PutSignal); bytes to stage (Stage)
+  uint32_t seq;     // with kNumbered: the message's number among the sender's to this rank
   uint64_t offset;  // heap offset of the payload's destination (PutSignal), of the source (Stage)
   uint64_t word;    // heap offset of the 64-bit word a signal or an atomic updates
-  uint64_t a, b;    // signal value; atomic operands; a reply's value
+  uint64_t a, b;    // signal value; atomic operands; a reply's value (a) and next (b)
   uint64_t ticket;  // an atomic's request, echoed in its reply
 };
-// 56 bytes, as before the rail field was added: the messages that fit the provider's inject
-// size, and so go from the calling thread (net.cc, send), stay the ones that did.
+// 56 bytes, as before the rail and seq fields were added: the messages that fit the provider's
+// inject size, and so go from the calling thread (net.cc, send), stay the ones that did.
 static_assert(sizeof(Header) == 56, "the wire header's size");
 
 // Receive buffers hold a header and up to this many payload bytes: larger put-signals go as
