@@ -27,6 +27,11 @@ const char* const kNetUsage =
     "  --rep-bytes B     bytes put per timed bandwidth repetition (default 64M; at least one\n"
     "                    put, at most 1000)\n"
     "  --idle-s S        seconds over which the idle CPU is measured (default 3; 0: skipped)\n"
+    "  --kill-rail DEV   instead: a stream of puts over the rails (host space), the link DEV\n"
+    "                    set down under it (ip, as root, in rank 0's network namespace:\n"
+    "                    scripts/netns-rails); the rates before and after and the time to\n"
+    "                    recover (net_failover.cc). --kill-at-s S (default 2) into the stream,\n"
+    "                    which goes on --after-kill-s S (4) more; puts of --stream-bytes B (8M)\n"
     "  Run under symrun -n 2 --nodes 2 with SYMCOMM_MEMORY_SPACE=host, or =cuda with one GPU\n"
     "  per rank (symrun --gpus 0,1): GPU buffers, on-stream calls, and NCCL's socket path as a\n"
     "  second baseline (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket\n"
@@ -85,6 +90,10 @@ bool net_option(Options& opt, int argc, char** argv, int& i) {
   else if (!std::strcmp(name, "--rounds")) o.rounds = static_cast<int>(number_arg(name, arg(), 1, 1e6));
   else if (!std::strcmp(name, "--rep-bytes")) o.rep_bytes = size_list(name, arg(), 1)[0];
   else if (!std::strcmp(name, "--idle-s")) o.idle_s = number_arg(name, arg(), 0, 3600);
+  else if (!std::strcmp(name, "--kill-rail")) o.kill_rail = arg();
+  else if (!std::strcmp(name, "--kill-at-s")) o.kill_at_s = number_arg(name, arg(), 0.5, 3600);
+  else if (!std::strcmp(name, "--after-kill-s")) o.after_kill_s = number_arg(name, arg(), 1, 3600);
+  else if (!std::strcmp(name, "--stream-bytes")) o.stream_bytes = size_list(name, arg(), 1)[0];
   else return false;
   return true;
 }
@@ -320,6 +329,14 @@ int run_net(Context& ctx) {
     std::printf("%-14s %-20s %12s %12s %10s %8s %8s %s\n", "op", "impl", "bytes", "time us",
                 "GB/s", "vs_raw", "vs_nccl", "data");
     std::fflush(stdout);
+  }
+  if (!o.kill_rail.empty()) {
+    const int failed = failover(s);
+    BENCH_SC(symcommFree(ctx.comm, sig));
+    BENCH_SC(symcommFree(ctx.comm, dst));
+    std::free(host_src);
+    std::free(raw_src);
+    return failed;
   }
   int failed = bandwidth(s);
   failed += latency(s);

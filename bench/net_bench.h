@@ -2,7 +2,7 @@
 // table and records, idle CPU), net_memory.cc (patterns, poison and checks in either memory
 // space), net_bandwidth.cc (put bandwidth) and net_latency.cc (ping-pong latencies and the
 // 8-byte target), each against raw libfabric (net_raw.h) and, in the cuda space, NCCL's own
-// network path (net_nccl.h).
+// network path (net_nccl.h); net_failover.cc (a rail killed under a stream of puts).
 #pragma once
 
 #include <cstddef>
@@ -102,5 +102,7 @@ constexpr const char* kNccl = "nccl";
 // Each returns the number of points whose check failed (their records say so).
 int bandwidth(Setup& s);
 int latency(Setup& s);
+// --kill-rail: a stream of puts with a rail's link set down under it (host space).
+int failover(Setup& s);
 
 }  // namespace bench::net

@@ -5,6 +5,7 @@
 // slow rail's lanes measured slow (SYMCOMM_TEST_SLOW_RAIL); and the arguments it refuses.
 // Run with unequal rail counts by mp_rma_*_rails_unequal.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -69,15 +70,26 @@ TEST_F(Rma, NetLanesToEachPeer) {
       }
     }
     // SYMCOMM_TEST_SLOW_RAIL=R: the peer's rail R is shaped slower than the others (a put's
-    // data goes by its target's rail): lanes to it measure below half the fastest.
+    // data goes by its target's rail), to SYMCOMM_TEST_SLOW_RAIL_RATE bytes/s: lanes to it
+    // measure below half the fastest. Compared only where the fastest lane ran at 2.5x that
+    // rate or more: on a loaded machine the cores, not the links, bound every lane (all
+    // measured 20-22 MB/s against a slow rail of 25 MB/s with two busy loops on 2 cores).
     if (const char* slow = std::getenv("SYMCOMM_TEST_SLOW_RAIL");
         slow && mp::space() == symcommSpaceHost && count > 1) {
+      const char* rate = std::getenv("SYMCOMM_TEST_SLOW_RAIL_RATE");
+      const double slow_rate = rate ? std::atof(rate) : 0;
       double fastest = 0;
       for (const symcommNetLane_t& l : lanes) fastest = std::max(fastest, l.bytes_per_second);
-      for (const symcommNetLane_t& l : lanes)
-        if (l.remote_rail == std::atoi(slow)) {
-          EXPECT_LT(l.bytes_per_second, fastest / 2) << "lane to the slow rail " << slow;
-        }
+      if (fastest < 2.5 * slow_rate) {
+        std::printf("rank %d: lanes to rank %d not compared: the fastest ran at %.3g B/s, under "
+                    "2.5x the slow rail's %.3g (the machine's cores bound them)\n", me, pe,
+                    fastest, slow_rate);
+      } else {
+        for (const symcommNetLane_t& l : lanes)
+          if (l.remote_rail == std::atoi(slow)) {
+            EXPECT_LT(l.bytes_per_second, fastest / 2) << "lane to the slow rail " << slow;
+          }
+      }
     }
     // Fewer than there are: the first ones, and the count of all.
     if (count > 1) {
