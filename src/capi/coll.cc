@@ -35,8 +35,8 @@ CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
   SYMCOMM_REQUIRE(a.me >= 0, symcommInvalidArgument, "rank %d is not a member of team %d",
                   c.topology.rank, team);
   a.elem = type_size(type);
-  SYMCOMM_REQUIRE(redop == symcommSum || redop == symcommMin || redop == symcommMax,
-                  symcommInvalidArgument, "op %d is not a symcommRedOp_t", static_cast<int>(redop));
+  SYMCOMM_REQUIRE(redop >= 0 && redop < symcommNumRedOps, symcommInvalidArgument,
+                  "op %d is not a symcommRedOp_t", static_cast<int>(redop));
   SYMCOMM_REQUIRE(root >= 0 && root < a.team.size, symcommInvalidArgument,
                   "root %d is out of range [0, %d) of team %d", root, a.team.size, team);
   SYMCOMM_REQUIRE(count <= max_elems(a.elem) / static_cast<size_t>(a.team.size),
@@ -145,7 +145,11 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
     agreed(c, team, a, prepare);
   else
     prepare();
+  if (a.redop != symcommAvg) return chosen->run(a, *c.coll);
+  // The average: the sum, then this rank's result divided by the team's size.
+  a.redop = symcommSum;
   chosen->run(a, *c.coll);
+  c.coll->copies().divide(a.recv, a.recv_bytes / a.elem, a.type, a.team.size, a.stream);
 }
 
 // Host all-to-all-v: every count and extent fits (no overflow, in elements and in bytes), no

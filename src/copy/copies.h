@@ -27,6 +27,10 @@ class Copies {
   // (copy/reduce.h says how), in stream order.
   virtual void reduce(void* dst, const void* src, size_t stride, int n, size_t count,
                       symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) = 0;
+  // v[i] /= n for i < count (copy/reduce.h's divide_one: symcommAvg's last step), in stream
+  // order.
+  virtual void divide(void* v, size_t count, symcommDataType_t type, int n,
+                      symcommStream_t stream) = 0;
   // The elements of the box [lo, hi) (global indices) from src to dst, each array described
   // by its layout; `elem` bytes per element; in stream order.
   virtual void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,

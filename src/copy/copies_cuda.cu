@@ -62,6 +62,14 @@ __global__ void reduce_kernel(T* dst, const char* src, size_t stride, int n, siz
     reduce_one(dst, src, stride, n, i, op);
 }
 
+template <typename T>
+__global__ void divide_kernel(T* v, size_t count, int n) {
+  pdl_begin();
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x)
+    divide_one(v, i, n);
+}
+
 class CudaCopies final : public Copies {
  public:
   CudaCopies(const Topology& topology, RmaBackend& rma, const std::vector<char*>& windows)
@@ -93,6 +101,19 @@ class CudaCopies final : public Copies {
       using T = decltype(zero);
       launch_kernel(reduce_kernel<T>, blocks, 256, stream, static_cast<T*>(dst),
              static_cast<const char*>(src), stride, n, count, op);
+    });
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void divide(void* v, size_t count, symcommDataType_t type, int n,
+              symcommStream_t stream) override {
+    if (count == 0) return;
+    DeviceScope guard(device_);
+    const size_t want = (count + 255) / 256;
+    const unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
+    with_type(type, [&](auto zero) {
+      using T = decltype(zero);
+      launch_kernel(divide_kernel<T>, blocks, 256, stream, static_cast<T*>(v), count, n);
     });
     SYMCOMM_CUDART(cudaGetLastError());
   }

@@ -22,6 +22,13 @@ class HostCopies final : public Copies {
     });
   }
 
+  void divide(void* v, size_t count, symcommDataType_t type, int n, symcommStream_t) override {
+    with_type(type, [&](auto zero) {
+      using T = decltype(zero);
+      for (size_t i = 0; i < count; ++i) divide_one(static_cast<T*>(v), i, n);
+    });
+  }
+
   bool copy_box_ce(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                    const int64_t lo[3], const int64_t hi[3], size_t elem,
                    symcommStream_t stream) override {

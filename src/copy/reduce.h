@@ -52,16 +52,23 @@ template <typename A> SYMCOMM_RHD A pick_float(bool min, A a, A b) {
   if (a == b) return sign_bit(a) == min ? a : b;  // equal, or zeros of either sign
   return pick(min, a, b);
 }
+// Integers: in the unsigned type of their width, so that an overflow wraps around (two's
+// complement) rather than being undefined.
 template <typename A> SYMCOMM_RHD A combine(symcommRedOp_t op, A a, A b) {
-  if (op == symcommSum) return a + b;
+  using U = typename std::make_unsigned<A>::type;
+  const U x = static_cast<U>(a), y = static_cast<U>(b);
+  if (op == symcommSum || op == symcommAvg) return static_cast<A>(static_cast<U>(x + y));
+  if (op == symcommProd) return static_cast<A>(static_cast<U>(x * y));
   return pick(op == symcommMin, a, b);
 }
 template <> SYMCOMM_RHD float combine<float>(symcommRedOp_t op, float a, float b) {
-  if (op == symcommSum) return a + b;
+  if (op == symcommSum || op == symcommAvg) return a + b;
+  if (op == symcommProd) return a * b;
   return pick_float(op == symcommMin, a, b);
 }
 template <> SYMCOMM_RHD double combine<double>(symcommRedOp_t op, double a, double b) {
-  if (op == symcommSum) return a + b;
+  if (op == symcommSum || op == symcommAvg) return a + b;
+  if (op == symcommProd) return a * b;
   return pick_float(op == symcommMin, a, b);
 }
 
@@ -73,6 +80,11 @@ SYMCOMM_RHD void reduce_one(T* dst, const char* src, size_t stride, int n, size_
   for (int k = 1; k < n; ++k)
     acc = combine(op, acc, widen(reinterpret_cast<const T*>(src + static_cast<size_t>(k) * stride)[i]));
   dst[i] = narrow<T>(acc);
+}
+
+// v[i] /= n: the last step of symcommAvg (symcomm/coll.h says in which type).
+template <typename T> SYMCOMM_RHD void divide_one(T* v, size_t i, int n) {
+  v[i] = narrow<T>(widen(v[i]) / static_cast<typename Accum<T>::type>(n));
 }
 
 // Calls f(T{}) with the C++ type T of `type` (on the host, to pick a kernel or a loop).

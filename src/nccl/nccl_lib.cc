@@ -197,6 +197,9 @@ ncclRedOp_t nccl_op(symcommRedOp_t op) {
     case symcommSum: return ncclSum;
     case symcommMin: return ncclMin;
     case symcommMax: return ncclMax;
+    case symcommProd: return ncclProd;
+    case symcommAvg: return ncclAvg;
+    case symcommNumRedOps: break;
   }
   SYMCOMM_THROW(symcommInvalidArgument, "op %d is not a symcommRedOp_t", static_cast<int>(op));
 }

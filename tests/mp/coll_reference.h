@@ -84,20 +84,51 @@ inline double combine(symcommRedOp_t op, double a, double b);
 
 // Elements [first, first + n) of make()'s data combined by `op` over ranks 0, step, 2 step,
 // ... below `nranks`, in that order.
+// Integers wrap around in their width (a product of int8s); an average is the sum divided by
+// the members, with C's integer division for integers and in float (double for float64) for
+// floats, as symcomm/coll.h says. The data are small integers: sums and products of floats
+// are exact in double and in float (at most 8 ranks of |v| <= 16: below 2^32, and 2^24 for
+// the signed values floats hold).
 inline std::vector<uint8_t> reduced(const Type& t, symcommRedOp_t op, uint64_t seed, int nranks,
                              size_t first, size_t n, int step = 1) {
   std::vector<uint8_t> out(n * t.size);
+  const bool integer = t.id != symcommFloat16 && t.id != symcommBfloat16 &&
+                       t.id != symcommFloat32 && t.id != symcommFloat64;
+  const int members = (nranks + step - 1) / step;
   for (size_t i = 0; i < n; ++i) {
     double acc = value(seed, 0, first + i, t.is_signed);
-    for (int r = step; r < nranks; r += step)
-      acc = combine(op, acc, value(seed, r, first + i, t.is_signed));
+    uint64_t bits = static_cast<uint64_t>(static_cast<int64_t>(acc));  // integers, wrapping
+    for (int r = step; r < nranks; r += step) {
+      const double v = value(seed, r, first + i, t.is_signed);
+      acc = combine(op, acc, v);
+      const uint64_t w = static_cast<uint64_t>(static_cast<int64_t>(v));
+      bits = op == symcommProd ? bits * w : bits + w;
+    }
+    if (integer && op == symcommProd) {
+      std::memcpy(&out[i * t.size], &bits, t.size);  // the low bytes (little-endian)
+      continue;
+    }
+    if (op == symcommAvg) {
+      if (integer)
+        acc = t.is_signed ? static_cast<double>(static_cast<int64_t>(acc) / members)
+                          : static_cast<double>(static_cast<uint64_t>(acc) / static_cast<uint64_t>(members));
+      else if (t.size == 8)
+        acc = acc / members;
+      else
+        acc = static_cast<double>(static_cast<float>(acc) / static_cast<float>(members));
+    }
     store(t, &out[i * t.size], acc);
   }
   return out;
 }
 
 inline double combine(symcommRedOp_t op, double a, double b) {
-  return op == symcommSum ? a + b : op == symcommMin ? std::min(a, b) : std::max(a, b);
+  switch (op) {
+    case symcommMin: return std::min(a, b);
+    case symcommMax: return std::max(a, b);
+    case symcommProd: return a * b;
+    default: return a + b;  // sum, and the average's sum
+  }
 }
 
 // "auto" (the selection) and every registered algorithm.

@@ -313,7 +313,7 @@ std::unique_ptr<Call> random_call(std::mt19937_64& rng, Team team, CollOp op) {
     const symcommDataType_t types[] = {symcommUint8, symcommInt8, symcommInt32, symcommFloat16,
                                        symcommBfloat16, symcommFloat64, symcommInt64};
     c->type = types[rng() % 7];
-    c->redop = static_cast<symcommRedOp_t>(rng() % 3);
+    c->redop = static_cast<symcommRedOp_t>(rng() % 4);  // sum, min, max, prod
   } else {
     c->type = rng() % 4 == 0 ? symcommFloat16 : symcommInt8;
   }

@@ -77,6 +77,9 @@ TEST(Nccl, MapsReductions) {
   EXPECT_EQ(nccl_op(symcommSum), ncclSum);
   EXPECT_EQ(nccl_op(symcommMin), ncclMin);
   EXPECT_EQ(nccl_op(symcommMax), ncclMax);
+  EXPECT_EQ(nccl_op(symcommProd), ncclProd);
+  EXPECT_EQ(nccl_op(symcommAvg), ncclAvg);
+  EXPECT_THROW(nccl_op(symcommNumRedOps), Error);
   EXPECT_THROW(nccl_op(static_cast<symcommRedOp_t>(7)), Error);
 }
 
