@@ -1,6 +1,6 @@
 /*
  * symcomm: collectives on a stream: all-gather, all-to-all(-v), reduce-scatter, all-reduce,
- * broadcast, and the registered algorithms that run them. Part of the C host API:
+ * broadcast, reduce, gather, scatter, and the registered algorithms that run them. Part of the C host API:
  * symcomm/symcomm.h includes it (and it includes symcomm/symcomm.h), so either may be included.
  */
 #ifndef SYMCOMM_COLL_H_
@@ -123,10 +123,32 @@ symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommTeam_t team,
 symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                          void* recv, size_t count, symcommDataType_t type,
                                          int root, const char* algorithm, symcommStream_t stream);
+/* Reduce, gather and scatter take a `root` (a team rank, the same on every member). Their
+ * buffers need not be of one kind on every member (symmetric on some, plain on others): each
+ * member's are its own. */
+/* recv (count) of member `root` = op over members of their send (count). recv is written on
+ * the root only (the others may pass NULL); send == recv is allowed there. */
+symcommResult_t symcommReduceOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                      void* recv, size_t count, symcommDataType_t type,
+                                      symcommRedOp_t op, int root, const char* algorithm,
+                                      symcommStream_t stream);
+/* recv (team_size * count) of member `root` = every member's send (count), in team-rank
+ * order. recv is written on the root only (the others may pass NULL); it must not overlap
+ * send. */
+symcommResult_t symcommGatherOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                      void* recv, size_t count, symcommDataType_t type,
+                                      int root, const char* algorithm, symcommStream_t stream);
+/* recv (count) of member j = block j (count elements) of the root's send (team_size *
+ * count). send is read on the root only (the others may pass NULL); it must not overlap
+ * recv. */
+symcommResult_t symcommScatterOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                       void* recv, size_t count, symcommDataType_t type,
+                                       int root, const char* algorithm, symcommStream_t stream);
 /* The collectives, for symcommCollAlgorithm. */
 typedef enum {
   symcommCollAllGather = 0, symcommCollAllToAll = 1, symcommCollAllToAllv = 2,
-  symcommCollReduceScatter = 3, symcommCollAllReduce = 4, symcommCollBroadcast = 5
+  symcommCollReduceScatter = 3, symcommCollAllReduce = 4, symcommCollBroadcast = 5,
+  symcommCollReduce = 6, symcommCollGather = 7, symcommCollScatter = 8
 } symcommCollOp_t;
 /* The algorithm (static storage) that a call of `op` over `team` with algorithm NULL or
  * "auto" and on a stream not being captured would run, as chosen now: SYMCOMM_COLL_ALGO's

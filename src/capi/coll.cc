@@ -49,6 +49,12 @@ CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
   return a;
 }
 
+// Whether this rank is member `root` of `team` (once base_args has checked both).
+bool is_root(symcommComm_t comm, symcommTeam_t team, int root) {
+  symcommComm& c = checked(comm);
+  return c.rma->teams().get(team).index_of(c.topology.rank) == root;
+}
+
 // Fills in a's buffers after checking them (see run()).
 void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, size_t send_elems,
                    size_t recv_elems, bool exact_in_place, const size_t* const* v,
@@ -56,7 +62,10 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   const CollOp op = a.op;
   const int root = a.root;
   const size_t sb = send_elems * a.elem, rb = recv_elems * a.elem;
-  const bool reads_send = op != CollOp::Broadcast || a.me == root;
+  // The root's alone: a broadcast's and a scatter's send (reduce's and gather's recv: the
+  // others pass an empty one, recv_elems 0).
+  const bool root_send = op == CollOp::Broadcast || op == CollOp::Scatter;
+  const bool reads_send = !root_send || a.me == root;
   // A symmetric buffer must lie inside its allocation: past its end are other allocations.
   if (sb && reads_send) {
     SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
@@ -81,7 +90,7 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   // the root's alone, read by the root only, so only recv counts: were the root's send to
   // count, a root with a plain send would choose from other rows of the table than its
   // members (a relay on the members, sm on the root) and the call would hang.
-  const bool send_counts = reads_send && op != CollOp::Broadcast && sb != 0;
+  const bool send_counts = reads_send && !root_send && sb != 0;
   a.symmetric = (!send_counts || c.coll->addressable(send, sb)) &&
                 (rb == 0 || c.coll->addressable(recv, rb));
   if (v) {  // all-to-all-v: send counts, send displacements, receive counts and displacements
@@ -341,6 +350,47 @@ extern "C" symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommT
   });
 }
 
+extern "C" symcommResult_t symcommReduceOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                 const void* send, void* recv, size_t count,
+                                                 symcommDataType_t type, symcommRedOp_t op,
+                                                 int root, const char* algorithm,
+                                                 symcommStream_t stream) {
+  return guarded([&] { return describe("symcommReduceOnStream", team, count, type, algorithm) +
+                              format(" root=%d", root); }, [&] {
+    run(comm, CollOp::Reduce, team, send, recv, count, type, op, root, algorithm, stream,
+        [&] { return std::pair<size_t, size_t>{count, is_root(comm, team, root) ? count : 0}; },
+        true);
+  });
+}
+
+extern "C" symcommResult_t symcommGatherOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                 const void* send, void* recv, size_t count,
+                                                 symcommDataType_t type, int root,
+                                                 const char* algorithm, symcommStream_t stream) {
+  return guarded([&] { return describe("symcommGatherOnStream", team, count, type, algorithm) +
+                              format(" root=%d", root); }, [&] {
+    run(comm, CollOp::Gather, team, send, recv, count, type, symcommSum, root, algorithm, stream,
+        [&] {
+          const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
+          return std::pair<size_t, size_t>{count, is_root(comm, team, root) ? count * n : 0};
+        }, false);
+  });
+}
+
+extern "C" symcommResult_t symcommScatterOnStream(symcommComm_t comm, symcommTeam_t team,
+                                                  const void* send, void* recv, size_t count,
+                                                  symcommDataType_t type, int root,
+                                                  const char* algorithm, symcommStream_t stream) {
+  return guarded([&] { return describe("symcommScatterOnStream", team, count, type, algorithm) +
+                              format(" root=%d", root); }, [&] {
+    run(comm, CollOp::Scatter, team, send, recv, count, type, symcommSum, root, algorithm,
+        stream, [&] {
+          const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
+          return std::pair<size_t, size_t>{is_root(comm, team, root) ? count * n : 0, count};
+        }, false);
+  });
+}
+
 extern "C" int symcommCollAlgorithmCount(void) {
   return static_cast<int>(coll_algorithms().size());
 }
@@ -372,6 +422,9 @@ CollArgs query_args(symcommComm& c, symcommTeam_t team, symcommCollOp_t op, size
     case symcommCollReduceScatter: coll_op = CollOp::ReduceScatter; break;
     case symcommCollAllReduce: coll_op = CollOp::AllReduce; break;
     case symcommCollBroadcast: coll_op = CollOp::Broadcast; break;
+    case symcommCollReduce: coll_op = CollOp::Reduce; break;
+    case symcommCollGather: coll_op = CollOp::Gather; break;
+    case symcommCollScatter: coll_op = CollOp::Scatter; break;
     default: SYMCOMM_THROW(symcommInvalidArgument, "op %d is not a symcommCollOp_t",
                            static_cast<int>(op));
   }

@@ -176,9 +176,18 @@ std::string compare(const Parsed& zero, const Parsed& mine, int m, Who who) {
                   x.counts_on_device ? "on the device" : "on the host");
   if (op != CollOp::AllToAllv && y.count != x.count)
     return differ("count", num(static_cast<long long>(y.count)), num(static_cast<long long>(x.count)));
-  if ((op == CollOp::AllReduce || op == CollOp::ReduceScatter) && y.redop != x.redop)
+  if ((op == CollOp::AllReduce || op == CollOp::ReduceScatter || op == CollOp::Reduce) &&
+      y.redop != x.redop)
     return differ("reduction", num(y.redop), num(x.redop));
-  if (op == CollOp::Broadcast && y.root != x.root) return differ("root", num(y.root), num(x.root));
+  const bool rooted = op == CollOp::Broadcast || op == CollOp::Reduce ||
+                      op == CollOp::Gather || op == CollOp::Scatter;
+  if (rooted && y.root != x.root) return differ("root", num(y.root), num(x.root));
+  // Reduce, gather and scatter read and write only their own member's buffers (the root's
+  // receive or send buffer is its alone): their kinds need not agree.
+  if (op == CollOp::Reduce || op == CollOp::Gather || op == CollOp::Scatter) {
+    if (mine.text != zero.text) return differ("algorithm", mine.text, zero.text);
+    return "";
+  }
   // Each buffer is symmetric (or registered) on every member or on none; an empty one
   // agrees with either (its member cannot tell which kind the call is, and capi/coll.cc's
   // whole-call flag guesses). Where a buffer is symmetric, peers address it: the same object

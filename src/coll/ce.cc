@@ -53,6 +53,9 @@ class CeAlgorithm final : public CollAlgorithm {
       case CollOp::Broadcast: return broadcast(a, ctx, rounds, block);
       case CollOp::ReduceScatter: return reduce(a, ctx, rounds, block, true);
       case CollOp::AllReduce: return reduce(a, ctx, rounds, block, false);
+      case CollOp::Reduce: case CollOp::Gather: case CollOp::Scatter:
+        SYMCOMM_THROW(symcommInternalError, "ce runs a %s its descriptor does not declare",
+                      coll_op_name(a.op));
     }
   }
 };

@@ -21,9 +21,9 @@ static const StringParam kCollAlgo(
     "collective algorithm to use instead of the selection table: a name for every operation, "
     "or op=name pairs (allgather=copy,allreduce=copy); auto (or op=auto): the table");
 
-static const CollOp kAllOps[] = {CollOp::AllGather,     CollOp::AllToAll,
-                                 CollOp::AllToAllv,     CollOp::ReduceScatter,
-                                 CollOp::AllReduce,     CollOp::Broadcast};
+static const CollOp kAllOps[] = {CollOp::AllGather, CollOp::AllToAll,  CollOp::AllToAllv,
+                                 CollOp::ReduceScatter, CollOp::AllReduce, CollOp::Broadcast,
+                                 CollOp::Reduce,    CollOp::Gather,    CollOp::Scatter};
 
 const char* coll_op_name(CollOp op) {
   switch (op) {
@@ -33,6 +33,9 @@ const char* coll_op_name(CollOp op) {
     case CollOp::ReduceScatter: return "reducescatter";
     case CollOp::AllReduce: return "allreduce";
     case CollOp::Broadcast: return "broadcast";
+    case CollOp::Reduce: return "reduce";
+    case CollOp::Gather: return "gather";
+    case CollOp::Scatter: return "scatter";
   }
   return "?";
 }
@@ -58,6 +61,7 @@ size_t CollArgs::bytes_per_rank() const {
       return total * elem;
     }
     case CollOp::ReduceScatter: return count * elem * static_cast<size_t>(team.size);
+    case CollOp::Scatter: return count * elem * static_cast<size_t>(team.size);  // the root's
     default: return count * elem;
   }
 }
@@ -188,6 +192,9 @@ const char* op_words(CollOp op) {
     case CollOp::ReduceScatter: return "reduce-scatter";
     case CollOp::AllReduce: return "all-reduce";
     case CollOp::Broadcast: return "broadcast";
+    case CollOp::Reduce: return "reduce";
+    case CollOp::Gather: return "gather";
+    case CollOp::Scatter: return "scatter";
   }
   return "?";
 }
@@ -312,7 +319,7 @@ static std::string parameter_choice(CollOp op) {
     for (CollOp o : kAllOps) known |= key == coll_op_name(o);
     SYMCOMM_REQUIRE(known, symcommInvalidArgument,
                     "SYMCOMM_COLL_ALGO=%s: '%s' is no collective operation (allgather, alltoall, "
-                    "alltoallv, reducescatter, allreduce, broadcast)", v.c_str(), key.c_str());
+                    "alltoallv, reducescatter, allreduce, broadcast, reduce, gather, scatter)", v.c_str(), key.c_str());
     if (key == coll_op_name(op)) mine = name;
   }
   return mine;

@@ -20,7 +20,10 @@
 
 namespace symcomm {
 
-enum class CollOp { AllGather, AllToAll, AllToAllv, ReduceScatter, AllReduce, Broadcast };
+enum class CollOp {
+  AllGather, AllToAll, AllToAllv, ReduceScatter, AllReduce, Broadcast,
+  Reduce, Gather, Scatter  // to or from a root: few algorithms do them (kCoreOps)
+};
 const char* coll_op_name(CollOp op);
 size_t type_size(symcommDataType_t type);  // throws for an unknown type
 
@@ -35,7 +38,7 @@ struct CollArgs {
   symcommDataType_t type;
   size_t elem;               // bytes per element
   symcommRedOp_t redop;
-  int root;                  // team rank (broadcast)
+  int root;                  // team rank (broadcast, reduce, gather, scatter)
   // All-to-all-v: arrays of team-size entries, in elements (count is unused), on the host;
   // or, with counts_on_device, in device memory, with recv_counts and recv_displs written by
   // the collective and count the capacity of recv in elements.
@@ -226,13 +229,15 @@ enum class CollState {
 };
 constexpr unsigned op_bit(CollOp op) { return 1u << static_cast<int>(op); }
 constexpr unsigned space_bit(symcommMemorySpace_t s) { return 1u << static_cast<int>(s); }
-constexpr unsigned kEveryOp = (1u << 6) - 1;
+// The operations an algorithm does unless its descriptor says otherwise: every one but
+// reduce, gather and scatter, which an algorithm claims one by one.
+constexpr unsigned kCoreOps = (1u << 6) - 1;
 constexpr unsigned kCudaSpace = 1u << symcommSpaceCuda, kHostSpace = 1u << symcommSpaceHost;
 
 struct CollDescriptor {
   const char* name;
   const char* summary;             // how it works, in a few words
-  unsigned ops = kEveryOp;         // op_bit of each operation it does
+  unsigned ops = kCoreOps;         // op_bit of each operation it does
   unsigned spaces = kCudaSpace;    // space_bit of each memory space it runs in
   unsigned device_counts = 0;      // ... in which it runs all-to-all-v with counts on the device
   bool in_place_recv = false;      // receive buffers must be symmetric or registered

@@ -1,4 +1,4 @@
-// The "copy" algorithm: every collective as puts (copy engines on GPUs, memcpy on the host)
+// The "copy" algorithm: every collective (reduce, gather and scatter included) as puts (copy engines on GPUs, memcpy on the host)
 // into the members' memory, through each member's transport (so it also runs on teams that
 // span nodes: load/store on the node, the network beyond), with team barriers around them. Symmetric receive buffers are
 // written in place (and registered ones, symcommRegister); otherwise data goes through the workspace in pieces, one slot per
@@ -22,6 +22,7 @@ namespace {
 // asked for by name it refuses before it enqueues anything (the capture stays usable).
 constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"copy", "puts between team barriers"};
+  d.ops = kCoreOps | op_bit(CollOp::Reduce) | op_bit(CollOp::Gather) | op_bit(CollOp::Scatter);
   d.spaces = kCudaSpace | kHostSpace;
   d.device_counts = kHostSpace;
   d.load_store = false;  // every member needs a transport (own_conditions)
@@ -56,6 +57,9 @@ class CopyAlgorithm final : public CollAlgorithm {
       case CollOp::Broadcast: return broadcast(a, ctx, block);
       case CollOp::ReduceScatter: return reduce(a, ctx, block, true);
       case CollOp::AllReduce: return reduce(a, ctx, block, false);
+      case CollOp::Reduce: return to_root(a, ctx, block, true);
+      case CollOp::Gather: return to_root(a, ctx, block, false);
+      case CollOp::Scatter: return scatter_from_root(a, ctx, block);
     }
   }
 
@@ -216,6 +220,45 @@ class CopyAlgorithm final : public CollAlgorithm {
       }
       ctx.barrier(a);
       ctx.copies().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
+    }
+  }
+
+  // Reduce, gather and scatter go through the workspace, whatever the buffers: only the
+  // root knows its receive buffer (the others pass none), and a member its own.
+  // Reduce and gather: my send to the root's slot `me`; then the root reduces its slots
+  // into recv (reduce), or copies slot j to block j of recv (gather).
+  void to_root(const CollArgs& a, CollContext& ctx, size_t block, bool reduce) {
+    const int n = a.team.size;
+    const size_t slot = ctx.workspace_slot(n, a.team.size);
+    char* ws = ctx.workspace();
+    for (size_t off = 0; off < block; off += slot) {
+      const size_t len = std::min(slot, block - off);
+      ctx.barrier(a);
+      ctx.put_to(a, a.root, ws + static_cast<size_t>(a.me) * slot, a.send + off, len);
+      ctx.barrier(a);
+      if (a.me != a.root) continue;
+      if (reduce) {
+        ctx.copies().reduce(a.recv + off, ws, slot, n, len / a.elem, a.type, a.redop, a.stream);
+        continue;
+      }
+      for (int j = 0; j < n; ++j)
+        put(a, ctx, a.recv + static_cast<size_t>(j) * block + off,
+            ws + static_cast<size_t>(j) * slot, len);
+    }
+  }
+
+  // Scatter: the root's block j to member j's workspace, which it copies to its recv.
+  void scatter_from_root(const CollArgs& a, CollContext& ctx, size_t block) {
+    const size_t slot = ctx.workspace_slot(1, a.team.size);
+    char* ws = ctx.workspace();
+    for (size_t off = 0; off < block; off += slot) {
+      const size_t len = std::min(slot, block - off);
+      ctx.barrier(a);
+      if (a.me == a.root)
+        for (int j = 0; j < a.team.size; ++j)
+          ctx.put_to(a, j, ws, a.send + static_cast<size_t>(j) * block + off, len);
+      ctx.barrier(a);
+      put(a, ctx, a.recv + off, ws, len);
     }
   }
 };

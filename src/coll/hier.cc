@@ -68,6 +68,9 @@ class HierAlgorithm final : public CollAlgorithm {
         case CollOp::Broadcast: return hier::broadcast(call);
         case CollOp::AllToAll: return hier::all_to_all(call);
         case CollOp::AllToAllv: return hier::all_to_all_v(call);
+        case CollOp::Reduce: case CollOp::Gather: case CollOp::Scatter:
+          SYMCOMM_THROW(symcommInternalError, "hier runs a %s its descriptor does not declare",
+                        coll_op_name(a.op));
       }
     } catch (...) {
       // Before its first sync a call fails alike on every member (a workspace too small,

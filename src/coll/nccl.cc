@@ -19,6 +19,7 @@ namespace {
 // communicators are the communicator's (CollContext::nccl).
 constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"nccl", "NCCL's collectives"};
+  d.ops = kCoreOps | op_bit(CollOp::Reduce) | op_bit(CollOp::Gather) | op_bit(CollOp::Scatter);
   d.load_store = false;
   d.library = "NCCL";
   return d;
@@ -104,6 +105,30 @@ class NcclAlgorithm final : public CollAlgorithm {
         case CollOp::Broadcast:
           SYMCOMM_NCCL(lib, ncclBroadcast(a.send, a.recv, a.count, type, a.root, comm, a.stream));
           break;
+        case CollOp::Reduce:
+          SYMCOMM_NCCL(lib, ncclReduce(a.send, a.recv, a.count, type, nccl_op(a.redop), a.root,
+                                       comm, a.stream));
+          break;
+        case CollOp::Gather:  // (NCCL has neither: sends and receives in a group)
+        case CollOp::Scatter: {
+          // The root's side: one block each way with every member (itself included).
+          const bool gather = a.op == CollOp::Gather;
+          nccl_group(lib, [&] {
+            if (a.me == a.root)
+              for (int j = 0; j < a.team.size; ++j) {
+                const size_t at = static_cast<size_t>(j) * block;
+                if (gather)
+                  SYMCOMM_NCCL(lib, ncclRecv(a.recv + at, a.count, type, j, comm, a.stream));
+                else
+                  SYMCOMM_NCCL(lib, ncclSend(a.send + at, a.count, type, j, comm, a.stream));
+              }
+            if (gather)
+              SYMCOMM_NCCL(lib, ncclSend(a.send, a.count, type, a.root, comm, a.stream));
+            else
+              SYMCOMM_NCCL(lib, ncclRecv(a.recv, a.count, type, a.root, comm, a.stream));
+          });
+          break;
+        }
       }
     });
   }

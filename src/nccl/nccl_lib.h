@@ -39,8 +39,8 @@ void keep_nccl_safe_once();
 #define SYMCOMM_NCCL_FUNCTIONS(X)                                                        \
   X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank)        \
   X(ncclCommDestroy) X(ncclCommAbort) X(ncclAllGather) X(ncclAllReduce)                 \
-  X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv) X(ncclGroupStart)       \
-  X(ncclGroupEnd)
+  X(ncclReduceScatter) X(ncclBroadcast) X(ncclReduce) X(ncclSend) X(ncclRecv)           \
+  X(ncclGroupStart) X(ncclGroupEnd)
 
 struct NcclLib {
 #define SYMCOMM_DECLARE_NCCL_PFN(fn) decltype(&::fn) fn = nullptr;
@@ -80,7 +80,7 @@ symcommResult_t nccl_result_code(ncclResult_t result);
 // symcommNotSupported (bfloat16 on an older NCCL) or symcommInvalidArgument (not a type).
 bool nccl_has_type(symcommDataType_t type, int version);
 ncclDataType_t nccl_type(symcommDataType_t type, int version);
-// The NCCL reduction of a symcomm one (sum, min, max); throws symcommInvalidArgument.
+// The NCCL reduction of a symcomm one; throws symcommInvalidArgument.
 ncclRedOp_t nccl_op(symcommRedOp_t op);
 
 // Runs `body` between ncclGroupStart and ncclGroupEnd (the group is ended if it throws).

@@ -15,7 +15,44 @@ namespace coll_caps {
 
 constexpr symcommCollOp_t kOps[] = {symcommCollAllGather,     symcommCollAllToAll,
                                     symcommCollAllToAllv,     symcommCollReduceScatter,
-                                    symcommCollAllReduce,     symcommCollBroadcast};
+                                    symcommCollAllReduce,     symcommCollBroadcast,
+                                    symcommCollReduce,        symcommCollGather,
+                                    symcommCollScatter};
+
+// One call of `op` over `team` (of `n` members), `count` elements a member (all-to-all-v:
+// `count` to each member, and reduce-scatter's block), root 0, sum. send and recv hold
+// n * count elements.
+inline symcommResult_t call_op(symcommComm_t comm, symcommTeam_t team, symcommCollOp_t op,
+                               const void* send, void* recv, size_t count, int n,
+                               symcommDataType_t type, const char* algo,
+                               symcommStream_t stream) {
+  std::vector<size_t> counts(static_cast<size_t>(n), count), displs(static_cast<size_t>(n));
+  for (size_t j = 0; j < displs.size(); ++j) displs[j] = j * count;
+  switch (op) {
+    case symcommCollAllGather:
+      return symcommAllGatherOnStream(comm, team, send, recv, count, type, algo, stream);
+    case symcommCollAllToAll:
+      return symcommAllToAllOnStream(comm, team, send, recv, count, type, algo, stream);
+    case symcommCollAllToAllv:
+      return symcommAllToAllvOnStream(comm, team, send, counts.data(), displs.data(), recv,
+                                      counts.data(), displs.data(), type, algo, stream);
+    case symcommCollReduceScatter:
+      return symcommReduceScatterOnStream(comm, team, send, recv, count, type, symcommSum, algo,
+                                          stream);
+    case symcommCollAllReduce:
+      return symcommAllReduceOnStream(comm, team, send, recv, count, type, symcommSum, algo,
+                                      stream);
+    case symcommCollReduce:
+      return symcommReduceOnStream(comm, team, send, recv, count, type, symcommSum, 0, algo,
+                                   stream);
+    case symcommCollGather:
+      return symcommGatherOnStream(comm, team, send, recv, count, type, 0, algo, stream);
+    case symcommCollScatter:
+      return symcommScatterOnStream(comm, team, send, recv, count, type, 0, algo, stream);
+    default:
+      return symcommBroadcastOnStream(comm, team, send, recv, count, type, 0, algo, stream);
+  }
+}
 
 struct Caps : symcommCollAlgorithmInfo_t {
   bool does(symcommCollOp_t op) const { return (ops & (1u << op)) != 0; }

@@ -190,27 +190,8 @@ TEST(CollChoice, AlgorithmInfoAndCanRunFollowTheDescriptors) {
         if (mp::space() != symcommSpaceHost || symmetric || op == symcommCollAllToAllv ||
             (caps.runs_in(mp::space()) && caps.does(op) && caps.fits(n)))
           continue;
-        const char* name = caps.name;
-        symcommResult_t called;
-        switch (op) {
-          case symcommCollAllGather:
-            called = symcommAllGatherOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32, name, nullptr);
-            break;
-          case symcommCollAllToAll:
-            called = symcommAllToAllOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32, name, nullptr);
-            break;
-          case symcommCollReduceScatter:
-            called = symcommReduceScatterOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32,
-                                                  symcommSum, name, nullptr);
-            break;
-          case symcommCollAllReduce:
-            called = symcommAllReduceOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32,
-                                              symcommSum, name, nullptr);
-            break;
-          default:
-            called = symcommBroadcastOnStream(comm, w, send.data(), recv.data(), 8, symcommInt32, 0,
-                                              name, nullptr);
-        }
+        const symcommResult_t called = coll_caps::call_op(
+            comm, w, op, send.data(), recv.data(), 8, n, symcommInt32, caps.name, nullptr);
         EXPECT_EQ(called, symcommNotSupported);
         const std::string call_why = symcommGetLastError();
         const std::string reason = why.substr(at + 7, why.rfind(" [") - at - 7);

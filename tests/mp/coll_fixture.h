@@ -86,34 +86,11 @@ class Coll : public ::testing::TestWithParam<std::string> {
   // test, on a plain send and a receive buffer symmetric or not, after which the stream is
   // synchronised: its result code, and in *why the error's message.
   symcommResult_t tiny_call(symcommCollOp_t op, bool symmetric, std::string* why) {
-    const size_t nn = static_cast<size_t>(n_), b = sizeof(float) * nn;
+    const size_t b = sizeof(float) * static_cast<size_t>(n_);
     void* send = buffer(b, false);
     void* recv = buffer(b, symmetric);
-    std::vector<size_t> ones(nn, 1), displs(nn);
-    for (size_t j = 0; j < nn; ++j) displs[j] = j;
-    const symcommTeam_t w = SYMCOMM_TEAM_WORLD;
-    const symcommDataType_t f = symcommFloat32;
-    symcommResult_t rc = symcommSuccess;
-    switch (op) {
-      case symcommCollAllGather:
-        rc = symcommAllGatherOnStream(comm_, w, send, recv, 1, f, algo_, stream_);
-        break;
-      case symcommCollAllToAll:
-        rc = symcommAllToAllOnStream(comm_, w, send, recv, 1, f, algo_, stream_);
-        break;
-      case symcommCollAllToAllv:
-        rc = symcommAllToAllvOnStream(comm_, w, send, ones.data(), displs.data(), recv,
-                                      ones.data(), displs.data(), f, algo_, stream_);
-        break;
-      case symcommCollReduceScatter:
-        rc = symcommReduceScatterOnStream(comm_, w, send, recv, 1, f, symcommSum, algo_, stream_);
-        break;
-      case symcommCollAllReduce:
-        rc = symcommAllReduceOnStream(comm_, w, send, recv, 1, f, symcommSum, algo_, stream_);
-        break;
-      default:
-        rc = symcommBroadcastOnStream(comm_, w, send, recv, 1, f, 0, algo_, stream_);
-    }
+    const symcommResult_t rc = coll_caps::call_op(comm_, SYMCOMM_TEAM_WORLD, op, send, recv, 1,
+                                                  n_, symcommFloat32, algo_, stream_);
     *why = rc == symcommSuccess ? "" : symcommGetLastError();
     mp::sync(stream_);
     release(send, false);
@@ -231,6 +208,48 @@ class Coll : public ::testing::TestWithParam<std::string> {
     SC_OK(symcommBroadcastOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, t.id, root,
                                    algo_, stream_));
     EXPECT_EQ(differences(fetch(recv, b), make(t, seed_, root, 0, count), t.size), "");
+    SC_OK(symcommHostBarrier(comm_));
+    release(send, false);
+    release(recv, sym);
+  }
+  // Reduce (by `op`), gather and scatter of `count` elements a member to and from `root`:
+  // the root's receive buffer symmetric or not, the others' NULL (scatter: their send NULL);
+  // a reduce in place on the root too.
+  void rooted_case(const Type& t, int root, size_t count, symcommRedOp_t op, bool sym) {
+    SCOPED_TRACE(std::string(t.name) + " root " + std::to_string(root) + " count " +
+                 std::to_string(count) + " op " + std::to_string(op) + (sym ? " symmetric" : ""));
+    const size_t b = count * t.size, nn = static_cast<size_t>(n_);
+    const bool is_root = me_ == root;
+    void* send = buffer(b * nn, false);
+    void* recv = buffer(b * nn, sym);  // (symmetric: allocated by every member)
+    void* out = is_root ? recv : nullptr;
+    put(send, make(t, seed_, me_, 0, count * nn));
+    poison(recv, b * nn);
+    SC_OK(symcommReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, out, count, t.id, op, root,
+                                algo_, stream_));
+    if (is_root) {
+      EXPECT_EQ(differences(fetch(recv, b), reduced(t, op, seed_, n_, 0, count), t.size), "")
+          << "reduce";
+      put(recv, make(t, seed_, me_, 0, count));
+    }
+    SC_OK(symcommReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, is_root ? recv : send, out, count,
+                                t.id, op, root, algo_, stream_));
+    if (is_root) {
+      EXPECT_EQ(differences(fetch(recv, b), reduced(t, op, seed_, n_, 0, count), t.size), "")
+          << "reduce in place";
+    }
+    poison(recv, b * nn);
+    SC_OK(symcommGatherOnStream(comm_, SYMCOMM_TEAM_WORLD, send, out, count, t.id, root, algo_,
+                                stream_));
+    if (is_root) {
+      EXPECT_EQ(differences(fetch(recv, b * nn), gathered(t, seed_, n_, count), t.size), "")
+          << "gather";
+    }
+    poison(recv, b * nn);
+    SC_OK(symcommScatterOnStream(comm_, SYMCOMM_TEAM_WORLD, is_root ? send : nullptr, recv,
+                                 count, t.id, root, algo_, stream_));
+    EXPECT_EQ(differences(fetch(recv, b), make(t, seed_, root, me_ * count, count), t.size), "")
+        << "scatter";
     SC_OK(symcommHostBarrier(comm_));
     release(send, false);
     release(recv, sym);

@@ -18,6 +18,16 @@ TEST_P(Coll, BadArguments) {
            symcommInvalidArgument);
   SC_FAILS(symcommAllGatherOnStream(comm_, 33, a, b, 10, symcommFloat32, nullptr, stream_),
            symcommInvalidArgument);
+  // Reduce, gather and scatter: a root outside the team, a reduction that is none (every
+  // member alike).
+  SC_FAILS(symcommReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommSum, n_, nullptr,
+                                 stream_), symcommInvalidArgument);
+  SC_FAILS(symcommReduceOnStream(comm_, w, a, b, 10, symcommFloat32, symcommNumRedOps, 0,
+                                 nullptr, stream_), symcommInvalidArgument);
+  SC_FAILS(symcommGatherOnStream(comm_, w, a, b, 10, symcommFloat32, -1, nullptr, stream_),
+           symcommInvalidArgument);
+  SC_FAILS(symcommScatterOnStream(comm_, w, b, a, 10, symcommFloat32, n_, nullptr, stream_),
+           symcommInvalidArgument);
   SC_FAILS(symcommAllReduceOnStream(comm_, w, a, static_cast<char*>(a) + 4, 10, symcommFloat32,
                                     symcommSum, nullptr, stream_), symcommInvalidArgument);
   EXPECT_NE(std::strstr(symcommGetLastError(), "overlap"), nullptr) << symcommGetLastError();

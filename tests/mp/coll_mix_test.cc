@@ -55,6 +55,9 @@ const char* op_name(Op op) {
     case Op::ReduceScatter: return "reduce-scatter";
     case Op::AllReduce: return "all-reduce";
     case Op::Broadcast: return "broadcast";
+    case Op::Reduce: return "reduce";
+    case Op::Gather: return "gather";
+    case Op::Scatter: return "scatter";
   }
   return "?";
 }

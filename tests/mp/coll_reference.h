@@ -223,7 +223,10 @@ inline VLayout random_layout(uint64_t seed, int n, size_t max_count) {
 }
 
 // The operations, as the tests name them: all-to-all-v with counts on the host or device.
-enum class Op { AllGather, AllToAll, AllToAllv, AllToAllvDevice, ReduceScatter, AllReduce, Broadcast };
+enum class Op {
+  AllGather, AllToAll, AllToAllv, AllToAllvDevice, ReduceScatter, AllReduce, Broadcast,
+  Reduce, Gather, Scatter
+};
 // The operation as the C API numbers it (both all-to-all-v's: symcommCollAllToAllv).
 inline symcommCollOp_t api_op(Op op) {
   switch (op) {
@@ -232,6 +235,9 @@ inline symcommCollOp_t api_op(Op op) {
     case Op::ReduceScatter: return symcommCollReduceScatter;
     case Op::AllReduce: return symcommCollAllReduce;
     case Op::Broadcast: return symcommCollBroadcast;
+    case Op::Reduce: return symcommCollReduce;
+    case Op::Gather: return symcommCollGather;
+    case Op::Scatter: return symcommCollScatter;
     default: return symcommCollAllToAllv;
   }
 }

@@ -298,6 +298,9 @@ TEST_P(Coll, CapturedInAGraph) {
         {Op::ReduceScatter, "reduce-scatter", b, nullptr, false},
         {Op::AllReduce, "all-reduce", b, nullptr, false},
         {Op::Broadcast, "broadcast", b, nullptr, false},
+        {Op::Reduce, "reduce", b, nullptr, false},
+        {Op::Gather, "gather", b * nn, nullptr, false},
+        {Op::Scatter, "scatter", b, nullptr, false},
         {Op::AllToAllv, "all-to-all-v", vre * t.size, nullptr, false},
         {Op::AllToAllvDevice, "all-to-all-v, device counts", vre * t.size, nullptr, false}};
     for (Out& o : outs) o.p = buffer(o.bytes, sym);
@@ -317,6 +320,12 @@ TEST_P(Coll, CapturedInAGraph) {
           rc_ = symcommAllReduceOnStream(comm_, w, send, o.p, count, t.id, symcommSum, algo_, stream_);
           break;
         case Op::Broadcast: rc_ = symcommBroadcastOnStream(comm_, w, send, o.p, count, t.id, root, algo_, stream_); break;
+        case Op::Reduce:  // (the others' recv is not written: it stays poisoned)
+          rc_ = symcommReduceOnStream(comm_, w, send, o.p, count, t.id, symcommSum, root, algo_,
+                                      stream_);
+          break;
+        case Op::Gather: rc_ = symcommGatherOnStream(comm_, w, send, o.p, count, t.id, root, algo_, stream_); break;
+        case Op::Scatter: rc_ = symcommScatterOnStream(comm_, w, send, o.p, count, t.id, root, algo_, stream_); break;
         case Op::AllToAllv:
           rc_ = symcommAllToAllvOnStream(comm_, w, vsend, sc.data(), sd.data(), o.p, rc.data(),
                                          rd.data(), t.id, algo_, stream_);
@@ -359,6 +368,14 @@ TEST_P(Coll, CapturedInAGraph) {
           case Op::ReduceScatter: want = reduced(t, symcommSum, seed, n_, me_ * count, count); break;
           case Op::AllReduce: want = reduced(t, symcommSum, seed, n_, 0, count); break;
           case Op::Broadcast: want = make(t, seed, root, 0, count); break;
+          case Op::Reduce:
+            want = me_ == root ? reduced(t, symcommSum, seed, n_, 0, count)
+                               : std::vector<uint8_t>(b, 0xAB);
+            break;
+          case Op::Gather:
+            want = me_ == root ? gathered(t, seed, n_, count) : std::vector<uint8_t>(b * nn, 0xAB);
+            break;
+          case Op::Scatter: want = make(t, seed, root, static_cast<size_t>(me_) * count, count); break;
           case Op::AllToAllv: want = fixed.received(t, seed, me_, vre); break;
           case Op::AllToAllvDevice: {  // packed in team-rank order; this replay's counts
             want.assign(vre * t.size, 0xAB);

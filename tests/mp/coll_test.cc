@@ -43,6 +43,21 @@ TEST_P(Coll, ReduceScatterAndAllReduce) {
           reductions_case(t, op, count);
 }
 
+// Reduce, gather and scatter: every type and size, the root and the reduction going round,
+// the root's receive buffer plain and symmetric; every root once.
+TEST_P(Coll, ReduceGatherScatter) {
+  if (lacks({Op::Reduce, Op::Gather, Op::Scatter})) GTEST_SKIP() << algo_ << " does not do them";
+  int k = 0;
+  for (bool sym : {false, true})
+    for (const Type& t : kTypes)
+      for (size_t count : kCounts) {
+        if (sym && count > 50001) continue;
+        rooted_case(t, k % n_, count, static_cast<symcommRedOp_t>(k % symcommNumRedOps), sym);
+        ++k;
+      }
+  for (int root = 0; root < n_; ++root) rooted_case(kTypes[6], root, 1001, symcommSum, false);
+}
+
 // Every type and size, the root going round; and every root once.
 TEST_P(Coll, BroadcastFromEveryRoot) {
   if (lacks({Op::Broadcast})) GTEST_SKIP() << algo_ << " does no broadcast";

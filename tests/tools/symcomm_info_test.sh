@@ -38,7 +38,8 @@ case_text() {
   # Each algorithm's line says what it runs or why it cannot; sm needs GPUs, copy runs anywhere.
   grep -q '^\[0\]   sm       cannot run here: .*cuda' "$work/text" ||
     fail "sm not marked: $(grep -A3 '^\[0\] Collective algorithms' "$work/text")"
-  grep -q '^\[0\]   copy     runs allgather, alltoall, alltoallv, reducescatter, allreduce, broadcast$' "$work/text" ||
+  local every='allgather, alltoall, alltoallv, reducescatter, allreduce, broadcast, reduce, gather, scatter'
+  grep -q "^\[0\]   copy     runs $every\$" "$work/text" ||
     fail "copy not marked"
   # Every row of the table is marked, and a row that cannot run says why.
   local rows unmarked

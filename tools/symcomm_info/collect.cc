@@ -126,13 +126,9 @@ SelectionRow parse_row(const std::string& line) {
   return row;
 }
 
-// The operations as symcommCollOp_t numbers them, and the memory spaces, as named here.
-constexpr const char* kOps[] = {"allgather",     "alltoall",  "alltoallv",
-                                "reducescatter", "allreduce", "broadcast"};
-
 std::vector<std::string> ops_of(unsigned bits) {
   std::vector<std::string> out;
-  for (unsigned op = 0; op < 6; ++op)
+  for (unsigned op = 0; op < kOpCount; ++op)
     if (bits & (1u << op)) out.emplace_back(kOps[op]);
   return out;
 }

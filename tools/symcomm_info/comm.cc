@@ -17,10 +17,6 @@
 namespace symcomm_info {
 namespace {
 
-// The operations as symcommCollOp_t numbers them, named as the library names them.
-constexpr const char* kOps[] = {"allgather",     "alltoall",  "alltoallv",
-                                "reducescatter", "allreduce", "broadcast"};
-
 // The value in force of a parameter, read through the library's registry.
 std::string param_value(const char* name) {
   for (int i = 0; i < symcommGetParamCount(); ++i) {

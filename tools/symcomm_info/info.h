@@ -11,6 +11,12 @@
 
 namespace symcomm_info {
 
+// The collective operations as symcommCollOp_t numbers them, named as the library names them.
+inline constexpr const char* kOps[] = {"allgather",     "alltoall",  "alltoallv",
+                                       "reducescatter", "allreduce", "broadcast",
+                                       "reduce",        "gather",    "scatter"};
+inline constexpr unsigned kOpCount = sizeof kOps / sizeof kOps[0];
+
 struct Device {
   int index = 0;
   std::string name;

@@ -45,7 +45,8 @@ std::string support_text(const Algorithm& a) {
 
 // "puts between team barriers; allgather, ...; spaces cuda, host; ..." from the descriptor.
 std::string declared_text(const Declared& d) {
-  std::string out = d.summary + "; " + (d.ops.size() == 6 ? "every operation" : join(d.ops)) +
+  const std::string ops = d.ops.size() == kOpCount ? "every operation" : join(d.ops);
+  std::string out = d.summary + "; " + ops +
                     "; in the " + join(d.spaces) + " space" + (d.spaces.size() > 1 ? "s" : "");
   if (!d.device_counts.empty()) out += "; counts on the device in " + join(d.device_counts);
   if (d.max_team > 0) out += "; teams of at most " + std::to_string(d.max_team);
