@@ -1,7 +1,8 @@
 /*
  * symcomm: collectives on a stream: all-gather, all-to-all(-v), reduce-scatter, all-reduce,
- * broadcast, reduce, gather, scatter, and the registered algorithms that run them. Part of the C host API:
- * symcomm/symcomm.h includes it (and it includes symcomm/symcomm.h), so either may be included.
+ * broadcast, reduce, gather, scatter, and the registered algorithms that run them. Part of
+ * the C host API: symcomm/symcomm.h includes it (and it includes symcomm/symcomm.h), so
+ * either may be included.
  */
 #ifndef SYMCOMM_COLL_H_
 #define SYMCOMM_COLL_H_

@@ -273,6 +273,10 @@ class Batch {
           reference_reduce(k.type, k.redop, in, k.count, want.data());
           break;
         }
+        case CollOp::Reduce:  // (ll does none of them)
+        case CollOp::Gather:
+        case CollOp::Scatter:
+          break;
       }
       const char* got = k.recv[m];
       if (k.op == CollOp::AllGather && k.in_place) got = k.send[m] - m * block;

@@ -152,6 +152,10 @@ inline void make_plan(Plan& p, const CollArgs& a) {
       }
       return;
     }
+    case CollOp::Reduce:  // not declared (ll's descriptor): refused before a plan
+    case CollOp::Gather:
+    case CollOp::Scatter:
+      return;
   }
 }
 

@@ -39,6 +39,7 @@ LaneMessages::LaneMessages(LaneTransfers& transfers, RailSet& rails, std::vector
   for (int pe = 0; pe < nranks; ++pe) {
     peers_.push_back(std::make_unique<Peer>());
     windows_.push_back(std::make_unique<rails::MessageWindow>());
+    applied_from_.push_back(std::make_unique<std::atomic<uint32_t>>(0));
   }
 }
 
@@ -122,14 +123,21 @@ uint64_t LaneMessages::send(int pe, wire::Header h, const void* payload, const c
                             bool reply) {
   Peer& p = *peers_[static_cast<size_t>(pe)];
   std::lock_guard<std::mutex> lock(p.mutex);
+  if (p.knows_peer_applied.load(std::memory_order_acquire))
+    p.log.applied(p.peer_applied.load(std::memory_order_relaxed));
   settle_ack(p, pe, p.log.size() >= kMaxPending);
   const bool numbered = wire::changes_memory(h.kind);
   if (numbered) {
     h.flags |= wire::kNumbered;
     h.seq = p.log.next();
   }
-  std::vector<uint8_t> message = compose(h, payload);
-  if (numbered) p.log.add(message);
+  if (!reply && h.ticket == 0) {  // one-way: it says what this rank applied of pe's
+    h.flags |= wire::kPeerApplied;
+    h.ticket = applied_from_[static_cast<size_t>(pe)]->load(std::memory_order_relaxed);
+  }
+  std::vector<uint8_t> composed = compose(h, payload);
+  if (numbered) p.log.add(std::move(composed));
+  const std::vector<uint8_t>& message = numbered ? p.log.pending().back().message : composed;
   for (;;) {
     const size_t lane = lane_of(p, pe);
     const int rail = rails_.lanes(pe)[lane].remote_rail;
@@ -188,8 +196,19 @@ void LaneMessages::quiet(int pe, const wire::Header& flush) {
 Proxy::Answer LaneMessages::receive(Proxy& via, const wire::Header& h, const uint8_t* payload,
                                     const Applier& apply_now) {
   if (h.from < 0 || static_cast<size_t>(h.from) >= windows_.size()) return Proxy::Answer{};
+  Peer& sender = *peers_[static_cast<size_t>(h.from)];
+  if (h.flags & wire::kPeerApplied) {
+    sender.peer_applied.store(static_cast<uint32_t>(h.ticket), std::memory_order_relaxed);
+    sender.knows_peer_applied.store(true, std::memory_order_release);
+  }
   std::lock_guard<std::mutex> lock(windows_mutex_);
   rails::MessageWindow& w = *windows_[static_cast<size_t>(h.from)];
+  std::atomic<uint32_t>& applied = *applied_from_[static_cast<size_t>(h.from)];
+  struct Publish {  // what this rank applied of the sender's, for its messages to carry
+    rails::MessageWindow& w;
+    std::atomic<uint32_t>& to;
+    ~Publish() { to.store(w.next(), std::memory_order_relaxed); }
+  } publish{w, applied};
   auto answer = [&](uint64_t value) { return Proxy::Answer{value, true, w.next(), false}; };
   if (!(h.flags & wire::kNumbered)) return answer(apply_now(h, payload));
   std::vector<uint8_t> held;  // kept only where it comes early

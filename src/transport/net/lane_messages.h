@@ -16,6 +16,7 @@
 // a fetching atomic is answered with the value the first one found.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,10 @@ class LaneMessages {
 
  private:
   struct Peer {
+    // What the peer applied of this rank's messages, as its one-way messages say (receive()
+    // writes it without the mutex: a sender waiting under the mutex needs the proxy thread).
+    std::atomic<uint32_t> peer_applied{0};
+    std::atomic<bool> knows_peer_applied{false};
     std::mutex mutex;
     rails::MessageLog log;
     size_t lane = 0;              // the lane messages go on
@@ -83,6 +88,8 @@ class LaneMessages {
   std::vector<std::unique_ptr<Peer>> peers_;  // [pe]
   std::mutex windows_mutex_;  // proxies of several rails receive at once
   std::vector<std::unique_ptr<rails::MessageWindow>> windows_;  // [sender]
+  // windows_[pe].next(), for one-way messages to pe to carry (wire::kPeerApplied).
+  std::vector<std::unique_ptr<std::atomic<uint32_t>>> applied_from_;
 };
 
 }  // namespace symcomm

@@ -50,6 +50,7 @@ LaneTransfers::LaneTransfers(RailSet& rails, std::vector<Proxy*> proxies, int ra
   for (int pe = 0; pe < static_cast<int>(rails.nranks()); ++pe) {
     const size_t n = rails_.lanes(pe).size();
     peers_.push_back(PeerLanes{std::vector<rails::LaneState>(n), std::vector<LaneHealth>(n)});
+    down_.push_back(std::make_unique<std::atomic<int>>(0));
   }
 }
 
@@ -134,6 +135,7 @@ void LaneTransfers::bring_back(int pe) {
                       now - h.probe_sent > std::chrono::milliseconds(rail_timeout_ms_);
     if (state == 1) {
       peer.state[i].up = true;
+      down_[static_cast<size_t>(pe)]->fetch_sub(1, std::memory_order_release);
       h.probe.reset();
       SYMCOMM_INFO("net transport: lane %zu to rank %d (rail %d to its rail %d) is back up", i,
                    pe, lane.local_rail, lane.remote_rail);
@@ -151,6 +153,8 @@ void LaneTransfers::bring_back(int pe) {
 }
 
 bool LaneTransfers::up(int pe, size_t lane) {
+  // Every lane up (the common case): no lock.
+  if (down_[static_cast<size_t>(pe)]->load(std::memory_order_acquire) == 0) return true;
   std::lock_guard<std::mutex> lock(mutex_);
   bring_back(pe);
   return peers_[static_cast<size_t>(pe)].state[lane].up;
@@ -206,6 +210,8 @@ void LaneTransfers::mark_down(int pe, size_t lane) {
   std::lock_guard<std::mutex> lock(mutex_);
   PeerLanes& peer = peers_[static_cast<size_t>(pe)];
   LaneHealth& h = peer.health[lane];
+  if (peer.state[lane].up)
+    down_[static_cast<size_t>(pe)]->fetch_add(1, std::memory_order_release);
   peer.state[lane].up = false;
   h.backoff = h.backoff.count() ? std::min(h.backoff * 2, kLongestDown) : kFirstDown;
   h.down_until = Clock::now() + h.backoff;

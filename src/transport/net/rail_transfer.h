@@ -106,6 +106,7 @@ class LaneTransfers {
   mutable std::mutex mutex_;
   rails::Striper striper_;
   std::vector<PeerLanes> peers_;  // [pe]
+  std::vector<std::unique_ptr<std::atomic<int>>> down_;  // [pe]: its lanes down (under mutex_)
   std::atomic<bool> aborted_{false};
 };
 

@@ -32,6 +32,8 @@ constexpr uint8_t kNumbered = 1;  // `seq` numbers the message (rails/sequence.h
                                   // in order, however many times it arrives
 constexpr uint8_t kNext = 2;      // a reply's `b`: the next numbered message its sender's window
                                   // waits for from the requester (all before it applied)
+constexpr uint8_t kPeerApplied = 4;  // a one-way message's `ticket`: the same, the next one the
+                                     // sender's window waits for from the receiver
 
 struct Header {
   Kind kind;
