@@ -53,7 +53,7 @@ namespace bench {
 
 const char* const kCollUsage =
     "  --ops LIST       alltoall,alltoallv,alltoallv_device,allgather,reducescatter,\n"
-    "                   allreduce,broadcast,barrier (default: all)\n"
+    "                   allreduce,broadcast,reduce,gather,scatter,barrier (default: all)\n"
     "  --impls LIST     nccl (NCCL called directly), auto, algorithm names (copy or\n"
     "                   symcomm:copy, symcomm:nccl, ...); default: all of them\n"
     "  --min-bytes B    smallest size per rank (default 8); sizes take K, M, G suffixes\n"
@@ -64,7 +64,7 @@ const char* const kCollUsage =
     "                   issue's targets name that a series by x4 from 8 skips)\n"
     "  --plain          cudaMalloc (host space: malloc) buffers (default: symmetric ones,\n"
     "                   from symcommMalloc)\n"
-    "  --root R         root of broadcast (default 0)\n"
+    "  --root R         root of broadcast, reduce, gather and scatter (default 0)\n"
     "  --point-ms MS    most timed work per point, which shortens large sizes (default 300)\n"
     "  --check-bytes B  recv checked whole up to this size, sampled above (default 64M)\n"
     "  --graph          each timed batch is one CUDA graph of the batch's calls, captured once\n"
@@ -92,6 +92,9 @@ const OpInfo kOps[] = {
     {Op::ReduceScatter, "reducescatter", true, "send (n x count; recv is count)"},
     {Op::AllReduce, "allreduce", true, "send = recv (count)"},
     {Op::Broadcast, "broadcast", false, "send = recv (count)"},
+    {Op::Reduce, "reduce", true, "send = recv (count; recv on the root)"},
+    {Op::Gather, "gather", false, "the root's recv (n x count; send is count)"},
+    {Op::Scatter, "scatter", false, "the root's send (n x count; recv is count)"},
     {Op::Barrier, "barrier", false, "0 (time per barrier; no bandwidth)"},
 };
 
@@ -250,7 +253,7 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
     std::snprintf(vs, sizeof vs, "%.3f", nccl_us / t.us);
     r.extra.emplace_back("vs_nccl", vs);
   }
-  if (op.op == Op::Broadcast) r.extra.emplace_back("root", std::to_string(ctx.opt.coll.root));
+  if (op.rooted()) r.extra.emplace_back("root", std::to_string(ctx.opt.coll.root));
   if (ctx.rank == 0) {
     char bw[2][32] = {"-", "-"};
     if (r.algbw_gbs >= 0) {

@@ -15,7 +15,10 @@ namespace bench::coll {
 
 // ---- Operations -------------------------------------------------------------------------
 
-enum class Op { AllToAll, AllToAllv, AllToAllvDevice, AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+enum class Op {
+  AllToAll, AllToAllv, AllToAllvDevice, AllGather, ReduceScatter, AllReduce, Broadcast, Barrier,
+  Reduce, Gather, Scatter
+};
 
 struct OpInfo {
   Op op;
@@ -26,15 +29,24 @@ struct OpInfo {
   bool alltoall() const { return op == Op::AllToAll || op == Op::AllToAllv || op == Op::AllToAllvDevice; }
   // Elements of each rank's buffers; the blocked operations have n blocks of count.
   size_t send_elems(size_t count, int n) const {
-    return alltoall() || op == Op::ReduceScatter ? count * static_cast<size_t>(n) : count;
+    const bool blocks = alltoall() || op == Op::ReduceScatter || op == Op::Scatter;
+    return blocks ? count * static_cast<size_t>(n) : count;
   }
   size_t recv_elems(size_t count, int n) const {
-    return alltoall() || op == Op::AllGather ? count * static_cast<size_t>(n) : count;
+    const bool blocks = alltoall() || op == Op::AllGather || op == Op::Gather;
+    return blocks ? count * static_cast<size_t>(n) : count;
   }
-  bool blocked() const { return alltoall() || op == Op::AllGather || op == Op::ReduceScatter; }
-  double bus_factor(int n) const {
+  bool blocked() const {
+    return alltoall() || op == Op::AllGather || op == Op::ReduceScatter || op == Op::Gather ||
+           op == Op::Scatter;
+  }
+  // To or from --root (reduce, gather and scatter write or read the root's buffer alone).
+  bool rooted() const {
+    return op == Op::Broadcast || op == Op::Reduce || op == Op::Gather || op == Op::Scatter;
+  }
+  double bus_factor(int n) const {  // (nccl-tests')
     if (op == Op::AllReduce) return 2.0 * (n - 1) / n;
-    if (op == Op::Broadcast) return 1.0;
+    if (op == Op::Broadcast || op == Op::Reduce) return 1.0;
     return static_cast<double>(n - 1) / n;
   }
 };

@@ -75,13 +75,24 @@ struct Reference {
         std::memcpy(&u, &sum, sizeof u);
         return u;
       }
+      case Op::Reduce: {  // the root's recv; the others' is not written
+        if (me != root) return kPoison;
+        float sum = 0;
+        for (int j = 0; j < n; ++j) sum += value(seeds[static_cast<size_t>(j)], p);
+        uint32_t u;
+        std::memcpy(&u, &sum, sizeof u);
+        return u;
+      }
+      case Op::Gather: return me == root ? bits(seeds[p / count], p % count) : kPoison;
+      case Op::Scatter: return bits(seeds[static_cast<size_t>(root)], mine + p);
       case Op::Barrier: break;  // checked by check_barrier
     }
     return 0;
   }
-  // Sums compare as floats (a +0 and a -0 are both right); moved data bit for bit.
+  // Sums compare as floats (a +0 and a -0 are both right); moved data, and poison where
+  // nothing is written, bit for bit.
   bool same(uint32_t want, uint32_t got) const {
-    if (!op.reduces) return want == got;
+    if (!op.reduces || want == kPoison) return want == got;
     float w, g;
     std::memcpy(&w, &want, sizeof w);
     std::memcpy(&g, &got, sizeof g);
@@ -236,6 +247,26 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
       case Op::Barrier:  // NCCL has no barrier: a 1-element all-reduce stands in for one
         BENCH_NCCL(ncclAllReduce(b.send, b.recv, 1, ncclFloat, ncclSum, c, s));
         break;
+      case Op::Reduce:
+        BENCH_NCCL(ncclReduce(b.send, b.recv, count, ncclFloat, ncclSum, root, c, s));
+        break;
+      case Op::Gather:  // NCCL has neither: grouped sends and receives, as its users write them
+      case Op::Scatter: {
+        const bool gather = op.op == Op::Gather;
+        BENCH_NCCL(ncclGroupStart());
+        if (ctx.rank == root)
+          for (size_t j = 0; j < n; ++j) {
+            char* block = (gather ? b.recv : b.send) + j * count * sizeof(float);
+            if (gather)
+              BENCH_NCCL(ncclRecv(block, count, ncclFloat, static_cast<int>(j), c, s));
+            else
+              BENCH_NCCL(ncclSend(block, count, ncclFloat, static_cast<int>(j), c, s));
+          }
+        if (gather) BENCH_NCCL(ncclSend(b.send, count, ncclFloat, root, c, s));
+        else BENCH_NCCL(ncclRecv(b.recv, count, ncclFloat, root, c, s));
+        BENCH_NCCL(ncclGroupEnd());
+        break;
+      }
     }
     return symcommSuccess;
   }
@@ -259,6 +290,11 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
       return symcommAllReduceOnStream(ctx.comm, w, b.send, b.recv, count, f, symcommSum, a, s);
     case Op::Broadcast:
       return symcommBroadcastOnStream(ctx.comm, w, b.send, b.recv, count, f, root, a, s);
+    case Op::Reduce:
+      return symcommReduceOnStream(ctx.comm, w, b.send, b.recv, count, f, symcommSum, root, a, s);
+    case Op::Gather: return symcommGatherOnStream(ctx.comm, w, b.send, b.recv, count, f, root, a, s);
+    case Op::Scatter:
+      return symcommScatterOnStream(ctx.comm, w, b.send, b.recv, count, f, root, a, s);
   }
   return symcommInternalError;
 }
