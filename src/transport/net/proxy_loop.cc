@@ -15,7 +15,8 @@ constexpr auto kFirstNap = std::chrono::microseconds(20);
 constexpr auto kLongestNap = std::chrono::microseconds(4000);
 // While it polls, a rail that no peer's messages arrive on, with nothing to do, is passed over
 // on all but every this-many passes: a pass over 4 rails' completion queues made an 8-byte
-// put-signal 1.17-1.30x slower than on one rail. Idle, every rail is
+// put-signal 1.17-1.30x slower than on one rail (held, wire::Kind::Hold: every rail every
+// time). Idle, every rail is
 // passed after every second nap (a peer's transfer on any rail starts within two naps, 8 ms),
 // or at once where a caller handed work over: every rail after every nap cost an idle rank on
 // 4 rails 2.0-2.2% of a core, against 1.7-1.8% with every fourth pass.
@@ -51,6 +52,16 @@ void ProxyLoop::wake() {
   cv_.notify_one();
 }
 
+void ProxyLoop::hold_for(std::chrono::microseconds d) {
+  const int64_t until = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            (std::chrono::steady_clock::now() + d).time_since_epoch())
+                            .count();
+  int64_t was = hold_until_.load();
+  while (was < until && !hold_until_.compare_exchange_weak(was, until)) {
+  }
+  wake();
+}
+
 void ProxyLoop::stop() {
   stop_.store(true);
   wake();
@@ -69,7 +80,9 @@ void ProxyLoop::run() {
     thread_fault_point("net proxy");
     bool active = false, busy = false;
     ++passes;
-    const bool all = passes % kQuietRailEvery == 0 || napped;
+    const bool held = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          Clock::now().time_since_epoch()).count() < hold_until_.load();
+    const bool all = passes % kQuietRailEvery == 0 || napped || held;
     napped = false;
     for (size_t i = 0; i < proxies_.size(); ++i) {
       // Rails that peers' messages (signals, put-signals) arrive on: every pass. The others
@@ -86,7 +99,7 @@ void ProxyLoop::run() {
       nap = kFirstNap;
       continue;
     }
-    if (now - last_activity < busy_) {
+    if (held || now - last_activity < busy_) {
       std::this_thread::yield();  // other ranks may share the core
       continue;
     }

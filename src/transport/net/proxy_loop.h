@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,9 @@ class ProxyLoop {
   void start();
   // Work was handed over (or an abort): the next pass comes at once.
   void wake();
+  // Polls every rail without napping for `d` (at least; holds add up to the latest end): a
+  // peer's transfer that completes nothing here comes in (wire::Kind::Hold).
+  void hold_for(std::chrono::microseconds d);
   // Ends the thread. The endpoints must then be closed before the proxies go: their receive
   // buffers stay posted until then.
   void stop();
@@ -45,6 +49,7 @@ class ProxyLoop {
   std::condition_variable cv_;
   bool woken_ = false;  // under mutex_
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> hold_until_{0};  // steady-clock ns
   std::thread thread_;
 };
 

@@ -18,6 +18,9 @@ enum class Kind : uint8_t {
                   // (staging.h), then reply: the sender reads it from there
   Disconnect = 8,  // close this rank's rail `b` connection to the sender's rail `a`, then
                    // reply (1: closed): a stalled lane's far end (rail_transfer.h)
+  Hold = 9,        // poll without napping for `a` microseconds: the sender's plain writes or
+                   // reads come (they complete nothing here, and tcp moves them only while
+                   // this rank's proxy polls)
 };
 
 // The messages that change the target's memory: numbered where lanes to the target can fail
