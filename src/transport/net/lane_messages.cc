@@ -24,12 +24,6 @@ std::vector<uint8_t> compose(const wire::Header& h, const void* payload) {
 
 bool fetching(wire::Kind k) { return k == wire::Kind::FetchAdd || k == wire::Kind::CompareSwap; }
 
-// Whether `e` is a lane's failure (an error completion, or a stall), which another lane can
-// get around; not where the communicator was aborted or a call's bound ran out.
-bool lane_failure(const Error& e) {
-  return e.code() == symcommPeerLost || dynamic_cast<const RailStalled*>(&e) != nullptr;
-}
-
 }  // namespace
 
 LaneMessages::LaneMessages(LaneTransfers& transfers, RailSet& rails, std::vector<Proxy*> proxies,
@@ -147,7 +141,7 @@ uint64_t LaneMessages::send(int pe, wire::Header h, const void* payload, const c
       if (p.resend) {
         // The log first: the messages before this one, and this one where it needs no
         // reply (then it has gone).
-        resend(p, pe, lane, reply, h.seq);
+        resend(p, pe, lane, numbered && reply, h.seq);
         if (numbered && !reply) {
           if (p.log.size() >= kAckEvery && !p.ack) ask_ack(p, pe, lane);
           return 0;
@@ -201,16 +195,19 @@ Proxy::Answer LaneMessages::receive(Proxy& via, const wire::Header& h, const uin
     sender.peer_applied.store(static_cast<uint32_t>(h.ticket), std::memory_order_relaxed);
     sender.knows_peer_applied.store(true, std::memory_order_release);
   }
+  std::atomic<uint32_t>& applied = *applied_from_[static_cast<size_t>(h.from)];
+  // Unnumbered (every message from a peer with one lane): no window, no lock. The numbered
+  // ones before it from the same lane were applied on this rail's proxy already.
+  if (!(h.flags & wire::kNumbered))
+    return Proxy::Answer{apply_now(h, payload), true, applied.load(std::memory_order_relaxed)};
   std::lock_guard<std::mutex> lock(windows_mutex_);
   rails::MessageWindow& w = *windows_[static_cast<size_t>(h.from)];
-  std::atomic<uint32_t>& applied = *applied_from_[static_cast<size_t>(h.from)];
   struct Publish {  // what this rank applied of the sender's, for its messages to carry
     rails::MessageWindow& w;
     std::atomic<uint32_t>& to;
     ~Publish() { to.store(w.next(), std::memory_order_relaxed); }
   } publish{w, applied};
   auto answer = [&](uint64_t value) { return Proxy::Answer{value, true, w.next(), false}; };
-  if (!(h.flags & wire::kNumbered)) return answer(apply_now(h, payload));
   std::vector<uint8_t> held;  // kept only where it comes early
   if (h.seq != w.next()) held = compose(h, payload);
   switch (w.arrive(h.seq, held.data(), held.size())) {

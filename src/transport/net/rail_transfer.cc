@@ -37,6 +37,10 @@ constexpr auto kLongestDown = std::chrono::milliseconds(32000);
 
 }  // namespace
 
+bool lane_failure(const Error& e) {
+  return e.code() == symcommPeerLost || dynamic_cast<const RailStalled*>(&e) != nullptr;
+}
+
 LaneTransfers::LaneTransfers(RailSet& rails, std::vector<Proxy*> proxies, int rank,
                              size_t chunk, int64_t timeout_ms)
     : rails_(rails), proxies_(std::move(proxies)), rank_(rank), chunk_(chunk),
@@ -88,8 +92,7 @@ void LaneTransfers::run(NetOp::Type type, int pe, size_t offset, void* local, si
     } catch (const Error& e) {
       // The lane failed under the piece (an error completion, or a stall): the piece goes
       // again on the other lanes (fail_over), each in turn, until one carries it.
-      const bool stalled = dynamic_cast<const RailStalled*>(&e) != nullptr;
-      if ((e.code() != symcommPeerLost && !stalled) || lanes.size() == 1 || aborted_.load())
+      if (!lane_failure(e) || lanes.size() == 1 || aborted_.load())
         throw;
       fail_over(type, pe, offset, local, pieces[k], e.what(), &op);
     }
@@ -194,8 +197,7 @@ void LaneTransfers::fail_over(NetOp::Type type, int pe, size_t offset, void* loc
       *op = again;
       return;
     } catch (const Error& e) {
-      const bool stalled = dynamic_cast<const RailStalled*>(&e) != nullptr;
-      if ((e.code() != symcommPeerLost && !stalled) || aborted_.load()) throw;
+      if (!lane_failure(e) || aborted_.load()) throw;
       last = e.what();
       SYMCOMM_WARN("net transport: lane %d to rank %d (rail %d to its rail %d) failed too "
                    "(%s)", index, pe, lane.local_rail, lane.remote_rail, last.c_str());
@@ -250,8 +252,7 @@ void LaneTransfers::close_both_ends(int pe, int index, const std::shared_ptr<Net
       if (ask.second->reply == 1) return;
       last = "the peer could not close it";
     } catch (const Error& e) {
-      const bool stalled = dynamic_cast<const RailStalled*>(&e) != nullptr;
-      if ((e.code() != symcommPeerLost && !stalled) || aborted_.load()) throw;
+      if (!lane_failure(e) || aborted_.load()) throw;
       last = e.what();
       // That lane failed too (it carried only the request: nothing of it can land late):
       // its connection closes here, and it is down like any failed lane.

@@ -32,6 +32,10 @@
 
 namespace symcomm {
 
+// Whether `e` is a lane's failure (an error completion, or a stall), which another lane can
+// get around; not where the communicator was aborted or a call's bound ran out.
+bool lane_failure(const Error& e);
+
 class LaneTransfers {
  public:
   // `proxies`: this rank's, one a rail (rail_set's order). `timeout_ms`: a call's bound
