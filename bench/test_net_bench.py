@@ -80,7 +80,11 @@ def check(records, space, nccl):
     idle = find("idle_cpu", "symcomm:net", 0)
     if not idle["cpu_percent"] >= 0 or len(idle["rank_cpu_percent"]) != 2:
         fail("idle_cpu record %s: no CPU percentages" % idle)
-    expected = len(impls + ["symcomm"]) * (len(SIZES) + len(LAT_SIZES)) + 2
+    if gpu:  # a kernel's put-signal through the GPU-to-proxy ring, against the same raw RTT/2
+        device = find("latency_device", "symcomm:device_put_signal", 8)
+        if not (device["time_us"] > 0 and device["vs_raw"] > 0):
+            fail("latency_device record %s: no time or ratio" % device)
+    expected = len(impls + ["symcomm"]) * (len(SIZES) + len(LAT_SIZES)) + 2 + gpu
     if len(records) != expected:
         fail("%d records, expected %d" % (len(records), expected))
 

@@ -57,26 +57,62 @@ void copy(void* dst, const void* src, size_t bytes, void* stream) {
 
 }  // namespace
 
-void start_on_copy_engine(void* stream) {
+namespace {
+
+// The stream's first work: a copy of kCopyEngineMinBytes to the GPU (LandingStreams).
+void start_on_copy_engine(cudaStream_t stream) {
   void* host = nullptr;
   void* device = nullptr;
   SYMCOMM_CUDART(cudaHostAlloc(&host, kCopyEngineMinBytes, cudaHostAllocPortable));
   cudaError_t e = cudaMalloc(&device, kCopyEngineMinBytes);
   if (e == cudaSuccess) {
     std::memset(host, 0, kCopyEngineMinBytes);
-    e = cudaMemcpyAsync(device, host, kCopyEngineMinBytes, cudaMemcpyHostToDevice,
-                        static_cast<cudaStream_t>(stream));
-    if (e == cudaSuccess) e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    e = cudaMemcpyAsync(device, host, kCopyEngineMinBytes, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   }
   if (device) static_cast<void>(cudaFree(device));
   static_cast<void>(cudaFreeHost(host));
   SYMCOMM_CUDART(e);
 }
 
-void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* stream) {
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+LandingStreams::LandingStreams() {
+  try {
+    for (void** s : {&engine_, &compute_}) {
+      cudaStream_t made = nullptr;
+      SYMCOMM_CUDART(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking));
+      *s = made;
+    }
+    start_on_copy_engine(as_stream(engine_));
+  } catch (...) {
+    for (void* s : {engine_, compute_})
+      if (s && cudaStreamDestroy(as_stream(s)) != cudaSuccess) static_cast<void>(cudaGetLastError());
+    throw;
+  }
+}
+
+LandingStreams::~LandingStreams() {
+  for (void* s : {engine_, compute_})
+    if (cudaStreamDestroy(as_stream(s)) != cudaSuccess) static_cast<void>(cudaGetLastError());
+}
+
+void LandingStreams::land(const CudaDriver& drv, void* dst, const void* src, size_t bytes) {
+  land_on_gpu(drv, dst, src, bytes, engine_, compute_);
+}
+
+void LandingStreams::sync() {
+  SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(compute_)));
+  SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(engine_)));
+}
+
+void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* engine,
+                 void* compute) {
   if (bytes == 0) return;
   if (bytes > kMemopMaxBytes) {
-    copy(dst, src, bytes, stream);
+    copy(dst, src, bytes, bytes >= kCopyEngineMinBytes ? engine : compute);
     return;
   }
   auto at = reinterpret_cast<uintptr_t>(dst);
@@ -87,11 +123,11 @@ void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes
   const uintptr_t first = (at + 3) & ~uintptr_t{3};
   const uintptr_t last = end & ~uintptr_t{3};
   if (first >= last) {
-    copy(dst, src, bytes, stream);
+    copy(dst, src, bytes, compute);
     return;
   }
-  if (first > at) copy(dst, from, first - at, stream);
-  Batch batch(drv, static_cast<CUstream>(stream));
+  if (first > at) copy(dst, from, first - at, compute);
+  Batch batch(drv, static_cast<CUstream>(engine));
   uintptr_t p = first;
   if (p % 8 != 0 && p + 4 <= last) {
     batch.write(p, from + (p - at), 4);
@@ -103,7 +139,7 @@ void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes
     p += 4;
   }
   batch.flush();
-  if (end > last) copy(reinterpret_cast<void*>(last), from + (last - at), end - last, stream);
+  if (end > last) copy(reinterpret_cast<void*>(last), from + (last - at), end - last, compute);
 }
 
 }  // namespace symcomm

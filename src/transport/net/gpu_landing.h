@@ -31,19 +31,44 @@ constexpr size_t kCopyEngineMinBytes = 32 << 10;
 // Pieces of at most this many bytes are written by stream memory operations.
 constexpr size_t kMemopMaxBytes = 4 << 10;
 
-// Starts a new stream of the transport's context (current) with a copy of kCopyEngineMinBytes
-// to the GPU, and waits for it. What a stream does first decides, it seems, where the driver
-// runs its later work: on 2 H200 as 2 nodes, the rank whose proxy stream first read 8 bytes
-// from the GPU and then wrote by stream memory operations took 2046 us a landing and 2100 us
-// a signal beside a spinning wait kernel (an 8-byte put-signal: 2.1 ms one way), while the
-// rank whose stream began with a large landing took 12.7 and 7.0 us; a run that began with a
-// 32 KiB put-signal was fast on both ranks from then on (SYMCOMM_TRANSPORT_TRACE=1,
-// symcomm-bench net). Every stream the proxy or the worker lands with begins this way.
-void start_on_copy_engine(void* stream);
+// The streams a thread of the transport lands with, both of the transport's context (made in
+// the one current) and non-blocking. `engine` begins with a copy of kCopyEngineMinBytes to the
+// GPU and takes the stream memory operations, the copies of kCopyEngineMinBytes and more, and
+// copies from the GPU; `compute` takes what runs on the compute engine (host-to-device copies
+// below kCopyEngineMinBytes, kernels). What a stream does first decides, it seems, where the
+// driver runs its later work: on 2 H200 as 2 nodes, the rank whose proxy stream first read 8
+// bytes from the GPU and then wrote by stream memory operations took 2046 us a landing and 2100
+// us a signal beside a spinning wait kernel (an 8-byte put-signal: 2.1 ms one way), while the
+// rank whose stream began with a large landing took 12.7 and 7.0 us. And it is not only the
+// first: with one stream for everything, 8-byte put-signals after a series of 16 KiB ones
+// (copies below kCopyEngineMinBytes) took 3.2 ms one way against 36-40 us before them
+// (symcomm-bench net, SYMCOMM_TRANSPORT_TRACE=1: landings and signals at 2.1 ms, p90). So the
+// two kinds of work never share a stream.
+class LandingStreams {
+ public:
+  LandingStreams();  // throws where the streams cannot be made or started
+  ~LandingStreams();
+  LandingStreams(const LandingStreams&) = delete;
+  LandingStreams& operator=(const LandingStreams&) = delete;
 
-// Writes `bytes` of pinned host memory `src` to GPU memory `dst`, in order on `stream` (a
-// cudaStream_t of the transport's context, current). The caller synchronises the stream. Words
-// written by stream memory operations take their values when this is called.
-void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* stream);
+  void* engine() const { return engine_; }    // a cudaStream_t
+  void* compute() const { return compute_; }  // a cudaStream_t
+  // Writes `bytes` of pinned host memory `src` to GPU memory `dst` (land_on_gpu). Words written
+  // by stream memory operations take their values when this is called. The caller syncs.
+  void land(const CudaDriver& drv, void* dst, const void* src, size_t bytes);
+  void sync();  // waits for both streams
+
+ private:
+  void* engine_ = nullptr;
+  void* compute_ = nullptr;
+};
+
+// Writes `bytes` of pinned host memory `src` to GPU memory `dst`: words by stream memory
+// operations on `engine` (pieces of up to kMemopMaxBytes), a copy of kCopyEngineMinBytes or more
+// on `engine`, smaller copies (a mid-sized piece, the bytes that do not fill an aligned 4-byte
+// word) on `compute`. Both are cudaStream_t of the transport's context (current); the caller
+// synchronises both.
+void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* engine,
+                 void* compute);
 
 }  // namespace symcomm

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -38,8 +39,8 @@ class CudaMemory final : public LocalMemory {
     ContextScope guard(context_.get(), context_.device());
     // Of the transport's own context, and non-blocking: the copies must not wait for the
     // application's streams, which wait for them (a barrier's arrival, a signal).
-    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    start_on_copy_engine(stream_);
+    streams_ = std::make_unique<LandingStreams>();
+    stream_ = static_cast<cudaStream_t>(streams_->engine());
     for (char** p : {&in_, &out_}) {
       void* b = nullptr;
       SYMCOMM_CUDART(cudaHostAlloc(&b, wire::kEagerMax, cudaHostAllocPortable));
@@ -52,8 +53,8 @@ class CudaMemory final : public LocalMemory {
   ~CudaMemory() override {
     try {
       ContextScope guard(context_.get(), context_.device());  // the stream's
-      for (cudaError_t e : {cudaStreamDestroy(stream_), cudaFreeHost(in_), cudaFreeHost(out_),
-                            cudaFreeHost(read_word_)})
+      streams_.reset();
+      for (cudaError_t e : {cudaFreeHost(in_), cudaFreeHost(out_), cudaFreeHost(read_word_)})
         if (e != cudaSuccess) static_cast<void>(cudaGetLastError());
     } catch (const Error&) {
     }
@@ -91,10 +92,12 @@ class CudaMemory final : public LocalMemory {
       SYMCOMM_CU(drv_, cuStreamWriteValue64(static_cast<CUstream>(stream_),
                                             reinterpret_cast<CUdeviceptr>(word), value,
                                             CU_STREAM_WRITE_VALUE_DEFAULT));
+      SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
     } else {
-      mover_.signal(word, value, op, stream_);  // a kernel: atomic with the GPU's own adds
+      // A kernel, atomic with the GPU's own adds; on the compute stream (LandingStreams).
+      mover_.signal(word, value, op, static_cast<symcommStream_t>(streams_->compute()));
+      SYMCOMM_CUDART(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_->compute())));
     }
-    SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
   }
   void single_writer_words(const void* base, size_t bytes) override {
     std::lock_guard<std::mutex> lock(ranges_mutex_);
@@ -113,8 +116,8 @@ class CudaMemory final : public LocalMemory {
   void land(void* dst, const void* src, size_t bytes) {
     trace::Scope t("gpu land");
     ContextScope guard(context_.get(), context_.device());
-    land_on_gpu(drv_, dst, src, bytes, stream_);
-    SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+    streams_->land(drv_, dst, src, bytes);
+    streams_->sync();
   }
   void copy(void* dst, const void* src, size_t bytes) {
     ContextScope guard(context_.get(), context_.device());
@@ -125,7 +128,8 @@ class CudaMemory final : public LocalMemory {
   const CudaDriver& drv_ = cuda_driver();
   const CopyContext& context_;
   LoadStoreMover& mover_;
-  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<LandingStreams> streams_;
+  cudaStream_t stream_ = nullptr;  // streams_->engine(): reads, memory operations
   char* in_ = nullptr;   // pinned: write_message's (the proxy's)
   char* out_ = nullptr;  // pinned: read_message's (the stream worker's)
   uint64_t* read_word_ = nullptr;  // pinned: signal's (the proxy's)

@@ -38,10 +38,8 @@ Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& co
     inbox_ = static_cast<char*>(p);
     SYMCOMM_CUDART(cudaHostAlloc(&p, kSlots * slot_bytes(), cudaHostAllocPortable));
     outbox_ = static_cast<char*>(p);
-    cudaStream_t s = nullptr;
-    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    stream_ = s;
-    start_on_copy_engine(stream_);
+    streams_ = std::make_unique<LandingStreams>();
+    stream_ = streams_->engine();
   }
   rails_.register_heap_range(inbox_, kStagingOffset, inbox_bytes);
 }
@@ -49,8 +47,8 @@ Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& co
 Staging::~Staging() {
   try {
     ContextScope guard(context_.get(), device_);  // the stream's
-    for (cudaError_t e : {cudaStreamDestroy(as_stream(stream_)), cudaFreeHost(inbox_),
-                          cudaFreeHost(outbox_)})
+    streams_.reset();
+    for (cudaError_t e : {cudaFreeHost(inbox_), cudaFreeHost(outbox_)})
       if (e != cudaSuccess)
         SYMCOMM_WARN("freeing the net transport's staging: %s", cudaGetErrorString(e));
   } catch (const Error& e) {
@@ -181,8 +179,8 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         proxy.wait(*op, timeout_ms_, "a get");
         op.reset();
         if (to_gpu) {
-          land_on_gpu(cuda_driver(), static_cast<char*>(dst) + done, outbox_slot(s) + kHeader,
-                      pieces[s], stream_);
+          streams_->land(cuda_driver(), static_cast<char*>(dst) + done,
+                         outbox_slot(s) + kHeader, pieces[s]);
         } else {
           SYMCOMM_CUDART(cudaMemcpyAsync(static_cast<char*>(dst) + done,
                                          outbox_slot(s) + kHeader, pieces[s], cudaMemcpyDefault,
@@ -190,7 +188,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         }
         done += pieces[s];
       }
-      SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(stream_)));
+      streams_->sync();
     }
   } catch (...) {
     drain(proxy, pending);

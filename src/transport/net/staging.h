@@ -22,6 +22,7 @@
 
 #include "topology/topology.h"
 #include "transport/net/endpoint.h"
+#include "transport/net/gpu_landing.h"
 #include "transport/net/copy_context.h"
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
@@ -80,7 +81,8 @@ class Staging {
   int64_t timeout_ms_;
   char* inbox_ = nullptr;   // pinned (portable), registered at kStagingOffset
   char* outbox_ = nullptr;  // pinned (portable)
-  void* stream_ = nullptr;  // the worker's copies (cudaStream_t, of context_)
+  std::unique_ptr<LandingStreams> streams_;  // the worker's copies (of context_)
+  void* stream_ = nullptr;                    // streams_->engine()
   char* heap_ = nullptr;
   const std::atomic<size_t>* mapped_ = nullptr;
 };
