@@ -18,6 +18,7 @@
 
 #include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
+#include "base/error.h"
 #include "transport/net/copy_context.h"
 #include "transport/net/gpu_landing.h"
 #include "transport/net/local_memory.h"
@@ -119,7 +120,7 @@ class GpuLanding : public ::testing::Test {
   void land(void* dst, const void* src, size_t bytes) {
     ContextScope scope(context_->get(), 0);
     streams_->land(*drv_, dst, src, bytes);
-    streams_->sync();
+    streams_->sync(30000);
   }
 
   const CudaDriver* drv_ = nullptr;
@@ -195,6 +196,33 @@ TEST_F(GpuLanding, SmallLandingsStayFastAfterMidSizedOnes) {
   uint64_t back = 0;
   RT(cudaMemcpy(&back, at(64), sizeof back, cudaMemcpyDeviceToHost));
   EXPECT_EQ(back, 0x0807060504030201ull * 9);
+}
+
+TEST_F(GpuLanding, ASyncThatOutlivesItsBoundFails) {
+  // sync_within on a stream whose kernel spins: symcommTimeout after the bound, not a hang.
+  *flag_ = 0;
+  int* flag_dev = nullptr;
+  RT(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev), flag_, 0));
+  cudaStream_t app = nullptr;
+  RT(cudaStreamCreateWithFlags(&app, cudaStreamNonBlocking));
+  spin<<<1, 32, 0, app>>>(flag_dev, 20ull * 1000 * 1000 * 1000);
+  RT(cudaGetLastError());
+  const auto t0 = std::chrono::steady_clock::now();
+  symcommResult_t code = symcommSuccess;
+  try {
+    symcomm::sync_within(app, 100);
+  } catch (const symcomm::Error& e) {
+    code = e.code();
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  __atomic_store_n(flag_, 1, __ATOMIC_SEQ_CST);
+  RT(cudaStreamSynchronize(app));
+  EXPECT_EQ(code, symcommTimeout);
+  EXPECT_GE(ms, 100.0);
+  EXPECT_LT(ms, 10000.0);
+  symcomm::sync_within(app, 100);  // idle now: returns at once
+  RT(cudaStreamDestroy(app));
 }
 
 // The space's mover, which the proxy's memory uses only for adds to words with more than one

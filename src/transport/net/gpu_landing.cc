@@ -2,11 +2,14 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
+#include "base/error.h"
 
 namespace symcomm {
 
@@ -103,9 +106,32 @@ void LandingStreams::land(const CudaDriver& drv, void* dst, const void* src, siz
   land_on_gpu(drv, dst, src, bytes, engine_, compute_);
 }
 
-void LandingStreams::sync() {
-  SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(compute_)));
-  SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(engine_)));
+void LandingStreams::sync(int64_t timeout_ms) {
+  sync_within(compute_, timeout_ms);
+  sync_within(engine_, timeout_ms);
+}
+
+void sync_within(void* stream, int64_t timeout_ms) {
+  const cudaStream_t s = as_stream(stream);
+  if (timeout_ms <= 0) {
+    SYMCOMM_CUDART(cudaStreamSynchronize(s));
+    return;
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (unsigned polls = 0;; ++polls) {
+    const cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) SYMCOMM_CUDART(e);
+    if (std::chrono::steady_clock::now() > end)
+      SYMCOMM_THROW(symcommTimeout,
+                    "the net transport's copy into or out of GPU memory did not finish within "
+                    "%lld ms (SYMCOMM_WAIT_TIMEOUT): the GPU did not run the transport's work "
+                    "(a kernel that spins on the GPU may hold it)",
+                    static_cast<long long>(timeout_ms));
+    // Most copies end within tens of microseconds: yield at first, then nap.
+    if (polls < 2000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* engine,

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace symcomm {
 
@@ -56,12 +57,20 @@ class LandingStreams {
   // Writes `bytes` of pinned host memory `src` to GPU memory `dst` (land_on_gpu). Words written
   // by stream memory operations take their values when this is called. The caller syncs.
   void land(const CudaDriver& drv, void* dst, const void* src, size_t bytes);
-  void sync();  // waits for both streams
+  // Waits for both streams, `timeout_ms` at most (0: no bound; sync_within).
+  void sync(int64_t timeout_ms);
 
  private:
   void* engine_ = nullptr;
   void* compute_ = nullptr;
 };
+
+// Waits for `stream` (a cudaStream_t) to finish its work, `timeout_ms` at most (0: no bound),
+// else throws symcommTimeout: where the GPU does not run the transport's copies (a landing
+// beside an application kernel that spins held both ranks' stream workers in
+// cudaStreamSynchronize for over a minute, 2 H200 as 2 nodes, DeviceMix), the caller fails
+// with an error instead of hanging.
+void sync_within(void* stream, int64_t timeout_ms);
 
 // Writes `bytes` of pinned host memory `src` to GPU memory `dst`: words by stream memory
 // operations on `engine` (pieces of up to kMemopMaxBytes), a copy of kCopyEngineMinBytes or more

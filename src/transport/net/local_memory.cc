@@ -10,6 +10,7 @@
 
 #include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
+#include "rma/wait.h"
 #include "transport/net/copy_context.h"
 #include "transport/net/gpu_landing.h"
 #include "transport/net/wire.h"
@@ -82,7 +83,7 @@ class CudaMemory final : public LocalMemory {
       // kernel of this context's, which would wait out an application kernel's time slice.
       SYMCOMM_CUDART(cudaMemcpyAsync(read_word_, word, sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                      stream_));
-      SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+      sync_within(stream_, timeout_ms_);
       op = symcommSignalSet;
       value += *read_word_;
     }
@@ -92,11 +93,11 @@ class CudaMemory final : public LocalMemory {
       SYMCOMM_CU(drv_, cuStreamWriteValue64(static_cast<CUstream>(stream_),
                                             reinterpret_cast<CUdeviceptr>(word), value,
                                             CU_STREAM_WRITE_VALUE_DEFAULT));
-      SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+      sync_within(stream_, timeout_ms_);
     } else {
       // A kernel, atomic with the GPU's own adds; on the compute stream (LandingStreams).
       mover_.signal(word, value, op, static_cast<symcommStream_t>(streams_->compute()));
-      SYMCOMM_CUDART(cudaStreamSynchronize(static_cast<cudaStream_t>(streams_->compute())));
+      sync_within(streams_->compute(), timeout_ms_);
     }
   }
   void single_writer_words(const void* base, size_t bytes) override {
@@ -117,17 +118,18 @@ class CudaMemory final : public LocalMemory {
     trace::Scope t("gpu land");
     ContextScope guard(context_.get(), context_.device());
     streams_->land(drv_, dst, src, bytes);
-    streams_->sync();
+    streams_->sync(timeout_ms_);
   }
   void copy(void* dst, const void* src, size_t bytes) {
     ContextScope guard(context_.get(), context_.device());
     SYMCOMM_CUDART(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
-    SYMCOMM_CUDART(cudaStreamSynchronize(stream_));
+    sync_within(stream_, timeout_ms_);
   }
 
   const CudaDriver& drv_ = cuda_driver();
   const CopyContext& context_;
   LoadStoreMover& mover_;
+  const int64_t timeout_ms_ = wait_timeout_ms();  // each copy's bound (sync_within)
   std::unique_ptr<LandingStreams> streams_;
   cudaStream_t stream_ = nullptr;  // streams_->engine(): reads, memory operations
   char* in_ = nullptr;   // pinned: write_message's (the proxy's)

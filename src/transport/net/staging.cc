@@ -103,7 +103,7 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
       std::memcpy(slot, &h, sizeof h);
       SYMCOMM_CUDART(cudaMemcpyAsync(slot + kHeader, static_cast<const char*>(src) + done, piece,
                                      cudaMemcpyDefault, as_stream(stream_)));
-      SYMCOMM_CUDART(cudaStreamSynchronize(as_stream(stream_)));
+      sync_within(stream_, timeout_ms_);
       RemoteRange r =
           rails_.remote(pe, 0, kStagingOffset + inbox_offset(pe, rank_, s), kHeader + piece);
       const uint64_t data = kStagedFlag | (static_cast<uint64_t>(rank_) << 4) | static_cast<uint64_t>(s);
@@ -188,7 +188,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         }
         done += pieces[s];
       }
-      streams_->sync();
+      streams_->sync(timeout_ms_);
     }
   } catch (...) {
     drain(proxy, pending);
