@@ -63,6 +63,10 @@ __global__ void ring_kernel(DeviceComm c, RingShape shape, char* ring, const cha
       if (threadIdx.x == 0) symcomm::signal_op(c, ack_sig, 1, symcommSignalAdd, left);
     }
   }
+  // The last ack has no wait of the peer's behind it: complete before the kernel ends (across
+  // nodes a signal goes through the proxy after the kernel issued it), so that the host reads
+  // every ack once both ranks' kernels ended.
+  if (blockIdx.x == 1 && threadIdx.x == 0) symcomm::quiet(c);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -221,7 +225,8 @@ TEST_F(Device, PutSignalOrdersDataBeforeSignal) {
     SC_OK(symcommHostBarrier(comm_));
     ring_kernel<<<2, shape.threads>>>(h_, shape, ring, stage, sigs, sigs + 1, what, bad, rc);
     LAUNCH_OK();
-    SC_OK(symcommHostBarrier(comm_));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));  // the peer's kernel, and its last ack, ended too
     ull bad_host = 1;
     int rc_host[2] = {-1, -1};
     uint64_t sigs_host[2] = {0, 0};
