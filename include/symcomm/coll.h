@@ -145,6 +145,37 @@ symcommResult_t symcommGatherOnStream(symcommComm_t comm, symcommTeam_t team, co
 symcommResult_t symcommScatterOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                        void* recv, size_t count, symcommDataType_t type,
                                        int root, const char* algorithm, symcommStream_t stream);
+/* Two-sided calls. symcommSendOnStream sends count elements of `send` to member `peer` of
+ * `team` (a team rank); symcommRecvOnStream receives count elements from member `peer` into
+ * `recv`. Buffers may be any memory of the space (symmetric or not): the message goes through
+ * mailboxes in every rank's heap (SYMCOMM_P2P_SLOT bytes a slot, 4 slots a peer). Sends and
+ * receives between two ranks are matched in the order of their calls, whatever the team: the
+ * n-th send from rank a to rank b meets the n-th receive at b from a, and must have the same
+ * size and team (else the receive fails with symcommInvalidArgument naming both, after taking
+ * the message out of the way, so the next pair still matches). A call may send to or receive
+ * from this rank itself.
+ *
+ * Outside a group a call returns once its message is out of this rank's buffer (a send: every
+ * chunk is in the receiver's mailbox) or in it (a receive); a send longer than 4 slots waits for
+ * its receiver to take chunks, so two ranks that both send before they receive need a group.
+ * The host memory space only, so far (the cuda space: symcommNotSupported); stream must be
+ * NULL there. */
+symcommResult_t symcommSendOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
+                                    size_t count, symcommDataType_t type, int peer,
+                                    symcommStream_t stream);
+symcommResult_t symcommRecvOnStream(symcommComm_t comm, symcommTeam_t team, void* recv,
+                                    size_t count, symcommDataType_t type, int peer,
+                                    symcommStream_t stream);
+/* Groups, per calling thread: the sends and receives called between symcommGroupStart and its
+ * symcommGroupEnd (of any communicators) are only checked and queued; symcommGroupEnd runs
+ * them all at once, so that a ring of sends and receives, or an all-to-all-v written with
+ * them, cannot deadlock. Their buffers must stay valid until then. Groups nest: the outermost
+ * symcommGroupEnd runs the calls. Collectives and other calls inside a group run at once, as
+ * outside. symcommGroupEnd without a symcommGroupStart is symcommInvalidUsage; where a queued
+ * call fails, symcommGroupEnd reports the first failure, the group is over, and the calls
+ * that had not finished are not resumed. */
+symcommResult_t symcommGroupStart(void);
+symcommResult_t symcommGroupEnd(void);
 /* The collectives, for symcommCollAlgorithm. */
 typedef enum {
   symcommCollAllGather = 0, symcommCollAllToAll = 1, symcommCollAllToAllv = 2,

@@ -10,6 +10,7 @@
 #include "memory/registration.h"
 #include "memory/space.h"
 #include "coll/coll.h"
+#include "coll/p2p.h"
 #include "copy/copies.h"
 #include "nccl/nccl_comms.h"
 #include "rma/rma.h"
@@ -30,6 +31,7 @@ struct symcommComm {
   // The NCCL communicators that the collectives and the decompositions share.
   std::unique_ptr<symcomm::NcclComms> nccl;
   std::unique_ptr<symcomm::CollContext> coll;
+  std::unique_ptr<symcomm::PointToPoint> p2p;  // send and receive
 
   // Objects built on this communicator (decompositions, fused plans) that must let go of it
   // when it is finalized first: called then, before the layers go.
@@ -51,6 +53,7 @@ struct symcommComm {
     magic = 0;
     if (bootstrap) bootstrap->on_lost(nullptr);  // the backend goes first
     dependents.clear();
+    p2p.reset();
     coll.reset();
     nccl.reset();
     copies.reset();

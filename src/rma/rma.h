@@ -70,6 +70,8 @@ class RmaBackend : public LoadStoreMover {
   virtual bool barrier_failed() const = 0;
   // The communicator lost a peer: waits in progress must end.
   virtual void abort() = 0;
+  // Whether abort() was called (a host-side wait of another layer's, polling, ends then).
+  virtual bool aborted() const { return false; }
   // What a host-side wait calls as it spins (Transports::progress), where the space's waits
   // run on the host; set once the transports are open.
   virtual void set_progress(std::function<void()>) {}

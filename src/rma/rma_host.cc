@@ -77,6 +77,7 @@ class HostRma final : public RmaBackend {
   void reset_epoch(symcommTeam_t id) override { epochs_[static_cast<size_t>(id)] = 0; }
   void raise_recorded_error() override {}  // host waits throw where they fail
   void abort() override { aborted_.store(true); }
+  bool aborted() const override { return aborted_.load(); }
   bool barrier_failed() const override { return barrier_failed_.load(std::memory_order_acquire); }
   void fill_device_comm(DeviceComm&, symcommTeam_t, const Team&) override {
     SYMCOMM_THROW(symcommNotSupported, "device handles need the cuda memory space");

@@ -12,6 +12,9 @@
 //
 // dies-during-fused NAME: the same with an all-gather + GEMM by fused implementation NAME.
 //
+// dies-during-wait / dies-during-recv: the survivors wait for a signal from the victim, or
+// receive from it (symcommRecvOnStream), when it dies: symcommPeerLost naming it, in time.
+//
 // list-coll SPACE NRANKS: the registered collective algorithms that run in memory space SPACE
 // (host or cuda) on NRANKS ranks, as their descriptors say, one per line: ctest's list of
 // dies-during-coll tests (tests/CMakeLists.txt). list-transpose SPACE: the registered
@@ -244,13 +247,21 @@ bool names_the_victim(symcommComm_t comm) {
 // Waits for a signal nobody will send while the victim dies: the wait must end with the
 // loss (the host space returns it; on GPUs the wait kernel sees the abort flag and lets
 // the stream go on, and the next call reports the loss), long before SYMCOMM_WAIT_TIMEOUT.
-int survive_wait(symcommComm_t comm, const char* s, int rank) {
+// dies-during-recv: a receive from the victim, which never sends (the host space; the cuda
+// space refuses send and receive so far).
+int survive_wait(symcommComm_t comm, const char* s, int rank, bool recv) {
   uint64_t* word = nullptr;
-  if (symcommMalloc(comm, 8, reinterpret_cast<void**>(&word)) != symcommSuccess)
+  if (!recv && symcommMalloc(comm, 8, reinterpret_cast<void**>(&word)) != symcommSuccess)
     return fail(s, rank, symcommGetLastError());
+  int n = 0;
+  if (symcommCommSize(comm, &n) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   auto start = Clock::now();  // the victim dies now
-  symcommResult_t rc = symcommSignalWaitOnStream(comm, word, symcommCmpEq, 12345, nullptr);
+  uint8_t in[8] = {};
+  symcommResult_t rc =
+      recv ? symcommRecvOnStream(comm, SYMCOMM_TEAM_WORLD, in, sizeof in, symcommUint8, n - 1,
+                                 nullptr)
+           : symcommSignalWaitOnStream(comm, word, symcommCmpEq, 12345, nullptr);
   if (rc == symcommSuccess) {
     if (cudaDeviceSynchronize() != cudaSuccess) return fail(s, rank, "the wait kernel failed");
     rc = symcommQuietOnStream(comm, nullptr);
@@ -330,7 +341,8 @@ int survive(const std::string& scenario, const std::string& name, int rank) {
     return 0;
   }
   if (rc != symcommSuccess) return fail(s, rank, symcommGetLastError());
-  if (scenario == "dies-during-wait") return survive_wait(comm, s, rank);
+  if (scenario == "dies-during-wait" || scenario == "dies-during-recv")
+    return survive_wait(comm, s, rank, scenario == "dies-during-recv");
   if (during_call(scenario)) return survive_call(comm, scenario, name, rank);
   if (symcommHostBarrier(comm) != symcommSuccess) return fail(s, rank, symcommGetLastError());
   start = Clock::now();  // the victim dies or stops now
@@ -402,11 +414,11 @@ int main(int argc, char** argv) {
   if ((scenario != "dies-before-init" && scenario != "dies-during-init" &&
        scenario != "dies-after-init" && scenario != "hub-dies-after-init" &&
        scenario != "stops-after-init" && scenario != "dies-during-wait" &&
-       !during_call(scenario)) ||
+       scenario != "dies-during-recv" && !during_call(scenario)) ||
       during_call(scenario) == name.empty()) {
     std::fprintf(stderr,
                  "usage: mp_fault dies-before-init|dies-during-init|dies-after-init|"
-                 "hub-dies-after-init|stops-after-init|dies-during-wait\n"
+                 "hub-dies-after-init|stops-after-init|dies-during-wait|dies-during-recv\n"
                  "       mp_fault dies-during-coll ALGORITHM | dies-during-transpose BACKEND |\n"
                  "                dies-during-fused IMPLEMENTATION\n"
                  "       mp_fault list-coll host|cuda NRANKS | list-transpose host|cuda\n");

@@ -1,0 +1,184 @@
+#include "coll/p2p.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "rma/wait.h"
+
+namespace symcomm {
+
+static const SizeParam kSlotBytes(
+    "SYMCOMM_P2P_SLOT", "64K",
+    "bytes of one slot of a send/recv mailbox (a 64-byte header, then data); every rank keeps "
+    "4 slots per peer; at least 4K");
+
+namespace {
+
+// The first bytes of a slot: which message its chunk belongs to.
+struct ChunkHeader {
+  uint64_t total;  // the message's bytes
+  uint64_t index;  // the chunk's number in the message
+  int32_t team;
+  int32_t from;
+};
+static_assert(sizeof(ChunkHeader) <= PointToPoint::kHeader, "the header fits its room");
+
+uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+size_t chunks_of(size_t bytes, size_t chunk) { return std::max<size_t>(1, (bytes + chunk - 1) / chunk); }
+
+}  // namespace
+
+// What one call has done so far.
+struct PointToPoint::Progress {
+  size_t chunks_done = 0;
+  size_t chunks = 0;     // 0 for a receive until its first chunk's header was read
+  uint64_t total = 0;    // a receive: the sender's message size, from that header
+  std::string mismatch;  // a receive whose send did not match it
+  bool done() const { return chunks != 0 && chunks_done == chunks; }
+};
+
+PointToPoint::PointToPoint(CollContext& coll, Rma& rma, Heap& heap, symcommMemorySpace_t space)
+    : rma_(rma), space_(space), rank_(coll.topology().rank), nranks_(coll.topology().nranks) {
+  const size_t n = static_cast<size_t>(nranks_);
+  // Every rank's mailboxes take at most an eighth of the heap's most (a small
+  // SYMCOMM_HEAP_MAX is left to the application), in slots of at least 4 KiB.
+  size_t slot = std::max<size_t>(kSlotBytes.get(), 4096);
+  const size_t most = heap.max_bytes() / 8 / (n * kSlots) / 256 * 256;
+  slot = std::max<size_t>(std::min(slot, most), 4096);
+  slot_bytes_ = slot / 64 * 64;
+  const size_t words = 2 * n * sizeof(uint64_t);
+  char* area = static_cast<char*>(heap.malloc_internal(words + n * kSlots * slot_bytes_));
+  filled_ = reinterpret_cast<uint64_t*>(area);
+  freed_ = filled_ + n;
+  boxes_ = area + words;
+  if (space_ == symcommSpaceHost) std::memset(area, 0, words);
+  sent_.assign(n, 0);
+  taken_.assign(n, 0);
+}
+
+char* PointToPoint::mailbox(int sender, int slot) const {
+  return boxes_ + (static_cast<size_t>(sender) * kSlots + static_cast<size_t>(slot)) * slot_bytes_;
+}
+
+bool PointToPoint::step(Call& c, Progress& p) {
+  const size_t chunk = chunk_bytes();
+  const size_t peer = static_cast<size_t>(c.peer);
+  Transports& transports = rma_.transports();
+  if (c.send) {
+    if (p.chunks == 0) p.chunks = chunks_of(c.bytes, chunk);
+    // A free slot: the receiver has taken all but kSlots - 1 of the chunks sent to it.
+    if (sent_[peer] - load(&freed_[peer]) >= static_cast<uint64_t>(kSlots)) return false;
+    const int slot = static_cast<int>(sent_[peer] % kSlots);
+    const size_t at = p.chunks_done * chunk;
+    const size_t bytes = std::min(chunk, c.bytes - std::min(c.bytes, at));
+    const ChunkHeader h{c.bytes, p.chunks_done, static_cast<int32_t>(c.team), rank_};
+    char* box = mailbox(rank_, slot);  // the receiver's mailbox for this rank, by offset
+    Transport& t = transports.to(c.peer);
+    t.put(c.peer, box, &h, sizeof h, symcommEngineAuto, nullptr);
+    if (bytes)
+      t.put_signal(c.peer, box + kHeader, c.send_buf + at, bytes, &filled_[rank_], 1,
+                   symcommSignalAdd, symcommEngineAuto, nullptr);
+    else
+      t.signal(c.peer, &filled_[rank_], 1, symcommSignalAdd, nullptr);
+    ++sent_[peer];
+    ++p.chunks_done;
+    return true;
+  }
+  if (load(&filled_[peer]) <= taken_[peer]) return false;  // nothing from the peer yet
+  const int slot = static_cast<int>(taken_[peer] % kSlots);
+  const char* box = mailbox(c.peer, slot);
+  ChunkHeader h;
+  std::memcpy(&h, box, sizeof h);
+  if (p.chunks == 0) {
+    p.total = h.total;
+    p.chunks = chunks_of(h.total, chunk);
+    if (h.total != c.bytes || h.team != static_cast<int32_t>(c.team))
+      p.mismatch = format("rank %d sent %llu bytes on team %d where rank %d receives %zu bytes "
+                          "on team %d (sends and receives between two ranks are matched in "
+                          "the order of their calls, whatever the team)",
+                          c.peer, static_cast<unsigned long long>(h.total), h.team, rank_,
+                          c.bytes, static_cast<int>(c.team));
+  }
+  SYMCOMM_REQUIRE(h.index == p.chunks_done && h.from == c.peer, symcommInternalError,
+                  "send/recv: rank %d's mailbox slot %d held chunk %llu from rank %d where chunk "
+                  "%zu from rank %d was due", rank_, slot,
+                  static_cast<unsigned long long>(h.index), h.from, p.chunks_done, c.peer);
+  const size_t at = p.chunks_done * chunk;
+  const size_t bytes = std::min(chunk, static_cast<size_t>(p.total) - std::min<size_t>(p.total, at));
+  if (p.mismatch.empty() && bytes) std::memcpy(c.recv_buf + at, box + kHeader, bytes);
+  ++taken_[peer];
+  ++p.chunks_done;
+  // The slot is free again: told to the sender, in its word for this rank.
+  transports.to(c.peer).signal(c.peer, &freed_[rank_], 1, symcommSignalAdd, nullptr);
+  return true;
+}
+
+void PointToPoint::run(std::vector<Call>& calls) {
+  if (calls.empty()) return;
+  for (const Call& c : calls)
+    SYMCOMM_REQUIRE(c.owner->space_ == symcommSpaceHost, symcommNotSupported,
+                    "send and receive run in the host memory space only, so far");
+  std::vector<Progress> progress(calls.size());
+  const int64_t timeout_ms = wait_timeout_ms();
+  using Clock = std::chrono::steady_clock;
+  auto last_move = Clock::now();
+  for (uint64_t spins = 0;; ++spins) {
+    bool moved = false, all_done = true;
+    // Of each (communicator, peer, direction), the first unfinished call moves: the pair's
+    // calls are matched in order.
+    std::map<std::tuple<const PointToPoint*, int, bool>, bool> first_taken;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Call& c = calls[i];
+      if (progress[i].done()) continue;
+      all_done = false;
+      bool& taken = first_taken[{c.owner, c.peer, c.send}];
+      if (taken) continue;
+      taken = true;
+      while (!progress[i].done() && c.owner->step(c, progress[i])) moved = true;
+    }
+    if (all_done) break;
+    if (moved) {
+      last_move = Clock::now();
+      continue;
+    }
+    // Nothing could move: what has arrived from other nodes is applied here.
+    for (const Call& c : calls) c.owner->rma_.transports().progress();
+    if (spins % 256 != 255) continue;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (progress[i].done()) continue;
+      const Call& c = calls[i];
+      auto what = [&] {
+        return c.send ? format("a send of %zu bytes to rank %d waited for a free slot of its "
+                               "mailbox there (chunk %zu of %zu)", c.bytes, c.peer,
+                               progress[i].chunks_done + 1, progress[i].chunks)
+                      : format("a receive of %zu bytes from rank %d waited for chunk %zu",
+                               c.bytes, c.peer, progress[i].chunks_done + 1);
+      };
+      if (c.owner->rma_.backend().aborted())
+        SYMCOMM_THROW(symcommPeerLost, "the communicator was aborted: %s", what().c_str());
+      if (timeout_ms > 0 && Clock::now() - last_move > std::chrono::milliseconds(timeout_ms))
+        SYMCOMM_THROW(symcommTimeout, "%s for SYMCOMM_WAIT_TIMEOUT (%lld ms) with nothing "
+                      "moving", what().c_str(), static_cast<long long>(timeout_ms));
+      break;  // the first waiting call names the wait
+    }
+    std::this_thread::yield();
+  }
+  for (const Progress& p : progress)
+    SYMCOMM_REQUIRE(p.mismatch.empty(), symcommInvalidArgument, "%s", p.mismatch.c_str());
+}
+
+Group& this_threads_group() {
+  thread_local Group group;
+  return group;
+}
+
+}  // namespace symcomm
