@@ -35,6 +35,25 @@ typedef enum {
   symcommNumRedOps = 5
 } symcommRedOp_t;
 
+/* A pre-multiplied sum (as NCCL's ncclRedOpCreatePreMulSum; PyTorch's FSDP divides gradients
+ * so before summing them): each member's input is multiplied by the scalar, then the products
+ * are summed, in the type's arithmetic (16-bit floats in float, rounded once per product and
+ * once at the end; integers wrap around). The scalar is one element of `type`: with
+ * symcommScalarHost its value is read by this call; with symcommScalarDevice `scalar` is
+ * memory of the communicator's space (device memory in the cuda space, any memory in the host
+ * space) read when each reduction runs, on its stream, so it may change between calls. The op
+ * is a new symcommRedOp_t value (symcommNumRedOps or more) for this communicator's reductions
+ * (all-reduce, reduce-scatter, reduce) of `type`, until symcommRedOpDestroy; it is not a
+ * collective call, but every member must pass an op with its own scalar to one call. The
+ * input is first multiplied into a buffer of the call's own (not symmetric: the choice of
+ * algorithm is that of plain buffers). */
+typedef enum { symcommScalarHost = 0, symcommScalarDevice = 1 } symcommScalarResidence_t;
+symcommResult_t symcommRedOpCreatePreMulSum(symcommRedOp_t* op, const void* scalar,
+                                            symcommDataType_t type,
+                                            symcommScalarResidence_t residence,
+                                            symcommComm_t comm);
+symcommResult_t symcommRedOpDestroy(symcommRedOp_t op, symcommComm_t comm);
+
 /* Every collective is called by every member of `team`, in the same order, with the same
  * counts, type, op and root. The members also pass the same kind of buffers: symmetric (the
  * same symcommMalloc object, or the same offset of a symcommRegister registration) on every

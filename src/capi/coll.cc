@@ -1,9 +1,12 @@
 // Collectives on a stream: argument checks, then the chosen algorithm (src/coll).
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <functional>
 #include <utility>
 #include <vector>
 
+#include "base/cuda_runtime_check.h"
 #include "capi/guard.h"
 #include "coll/agreement.h"
 #include "coll/selection.h"
@@ -102,6 +105,43 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   }
 }
 
+// The input of a pre-multiplied sum, multiplied by its scalar into memory of the call's own
+// (the host's heap; on GPUs stream-ordered, freed on the stream after the call's work).
+class ScaledInput {
+ public:
+  ScaledInput(symcommComm& c, symcommStream_t stream) : c_(c), stream_(stream) {}
+  ~ScaledInput() {
+    if (device_ && cudaFreeAsync(device_, static_cast<cudaStream_t>(stream_)) != cudaSuccess)
+      SYMCOMM_WARN("freeing a pre-multiplied sum's input: %s",
+                   cudaGetErrorString(cudaGetLastError()));
+  }
+  ScaledInput(const ScaledInput&) = delete;
+  ScaledInput& operator=(const ScaledInput&) = delete;
+  const char* make(const char* input, size_t count, const PreMulSum& p) {
+    const size_t bytes = count * type_size(p.type);
+    void* out = nullptr;
+    if (c_.space_kind == symcommSpaceCuda) {
+      if (!device_) {
+        DeviceScope guard(c_.topology.device);
+        SYMCOMM_CUDART(cudaMallocAsync(&device_, bytes, static_cast<cudaStream_t>(stream_)));
+      }
+      out = device_;
+    } else {
+      host_.resize(bytes / sizeof(uint64_t) + 1);  // aligned for every type
+      out = host_.data();
+    }
+    c_.copies->scale(out, input, count, p.type, p.value, p.on_device ? p.scalar : nullptr,
+                     stream_);
+    return static_cast<const char*>(out);
+  }
+
+ private:
+  symcommComm& c_;
+  symcommStream_t stream_;
+  void* device_ = nullptr;
+  std::vector<uint64_t> host_;
+};
+
 // With SYMCOMM_COLL_CHECK: `prepare` (the call's checks and the choice of algorithm, whose
 // name it returns) and the members' agreement on the call (coll/agreement.h). A member whose
 // checks refused the call takes part all the same, so that every member fails at once: it
@@ -143,10 +183,28 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
   symcommComm& c = checked(comm);
   CollArgs a{};
   CollAlgorithm* chosen = nullptr;
+  // A pre-multiplied sum: a sum of the input multiplied into a buffer of the call's own.
+  const PreMulSum* premul = nullptr;
+  if (redop >= symcommNumRedOps) {
+    auto it = c.premul_sums.find(static_cast<int>(redop));
+    SYMCOMM_REQUIRE(it != c.premul_sums.end(), symcommInvalidArgument,
+                    "op %d is not a symcommRedOp_t (nor an op made on this communicator)",
+                    static_cast<int>(redop));
+    premul = &it->second;
+    SYMCOMM_REQUIRE(premul->type == type, symcommInvalidArgument,
+                    "op %d multiplies by a scalar of type %d; the call's type is %d",
+                    static_cast<int>(redop), static_cast<int>(premul->type),
+                    static_cast<int>(type));
+  }
+  ScaledInput scaled(c, stream);
   auto prepare = [&] {
-    a = base_args(c, op, team, count, type, redop, root, stream);
+    a = base_args(c, op, team, count, type, premul ? symcommSum : redop, root, stream);
     const auto [send_elems, recv_elems] = extents();
     check_buffers(c, a, send, recv, send_elems, recv_elems, exact_in_place, v, counts_on_device);
+    if (premul && a.send_bytes) {
+      a.send = scaled.make(a.send, a.send_bytes / a.elem, *premul);
+      a.symmetric = false;
+    }
     chosen = &choose_algorithm(a, *c.coll, algorithm);
     return chosen->name();
   };

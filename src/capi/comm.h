@@ -16,6 +16,17 @@
 #include "rma/rma.h"
 #include "topology/topology.h"
 
+namespace symcomm {
+// A pre-multiplied sum (symcommRedOpCreatePreMulSum): the scalar's type, and its value (read
+// when the op was made) or where to read it when a reduction runs.
+struct PreMulSum {
+  symcommDataType_t type;
+  bool on_device;
+  uint64_t value;        // the scalar's bytes (host residence)
+  const void* scalar;    // device residence
+};
+}  // namespace symcomm
+
 struct symcommComm {
   static constexpr uint64_t kMagic = 0x73796d636f6d6d31ull;  // "symcomm1"
   uint64_t magic = kMagic;
@@ -36,6 +47,9 @@ struct symcommComm {
   // Objects built on this communicator (decompositions, fused plans) that must let go of it
   // when it is finalized first: called then, before the layers go.
   std::map<const void*, std::function<void()>> dependents;
+  // Pre-multiplied sums by op value (capi/redop.cc); the next value to give.
+  std::map<int, symcomm::PreMulSum> premul_sums;
+  int next_redop = symcommNumRedOps;
   // Fused plans made per team id: numbers the plans' agreements (capi/fused.cc).
   std::map<symcommTeam_t, uint64_t> fused_plans;
 

@@ -31,6 +31,12 @@ class Copies {
   // order.
   virtual void divide(void* v, size_t count, symcommDataType_t type, int n,
                       symcommStream_t stream) = 0;
+  // dst[i] = src[i] * factor for i < count (copy/reduce.h's scale_one: a pre-multiplied sum's
+  // first step), in stream order. The factor is `*factor_device` where that is not NULL
+  // (memory of the space, read when the stream gets there), else the element whose bytes
+  // `factor` holds.
+  virtual void scale(void* dst, const void* src, size_t count, symcommDataType_t type,
+                     uint64_t factor, const void* factor_device, symcommStream_t stream) = 0;
   // The elements of the box [lo, hi) (global indices) from src to dst, each array described
   // by its layout; `elem` bytes per element; in stream order.
   virtual void copy_box(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,

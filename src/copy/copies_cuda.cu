@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/cuda_runtime_check.h"
 #include "base/kernel_load.h"
@@ -70,6 +71,17 @@ __global__ void divide_kernel(T* v, size_t count, int n) {
     divide_one(v, i, n);
 }
 
+// dst[i] = src[i] * factor, the factor read from `factor_device` where that is not NULL.
+template <typename T>
+__global__ void scale_kernel(T* dst, const T* src, size_t count, T factor,
+                             const T* factor_device) {
+  pdl_begin();
+  const T f = factor_device ? *factor_device : factor;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count;
+       i += size_t{gridDim.x} * blockDim.x)
+    scale_one(dst, src, i, f);
+}
+
 class CudaCopies final : public Copies {
  public:
   CudaCopies(const Topology& topology, RmaBackend& rma, const std::vector<char*>& windows)
@@ -114,6 +126,22 @@ class CudaCopies final : public Copies {
     with_type(type, [&](auto zero) {
       using T = decltype(zero);
       launch_kernel(divide_kernel<T>, blocks, 256, stream, static_cast<T*>(v), count, n);
+    });
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void scale(void* dst, const void* src, size_t count, symcommDataType_t type, uint64_t factor,
+             const void* factor_device, symcommStream_t stream) override {
+    if (count == 0) return;
+    DeviceScope guard(device_);
+    const size_t want = (count + 255) / 256;
+    const unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
+    with_type(type, [&](auto zero) {
+      using T = decltype(zero);
+      T f;
+      std::memcpy(&f, &factor, sizeof f);
+      launch_kernel(scale_kernel<T>, blocks, 256, stream, static_cast<T*>(dst),
+                    static_cast<const T*>(src), count, f, static_cast<const T*>(factor_device));
     });
     SYMCOMM_CUDART(cudaGetLastError());
   }

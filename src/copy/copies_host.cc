@@ -29,6 +29,17 @@ class HostCopies final : public Copies {
     });
   }
 
+  void scale(void* dst, const void* src, size_t count, symcommDataType_t type, uint64_t factor,
+             const void* factor_device, symcommStream_t) override {
+    with_type(type, [&](auto zero) {
+      using T = decltype(zero);
+      T f;
+      std::memcpy(&f, factor_device ? factor_device : &factor, sizeof f);
+      for (size_t i = 0; i < count; ++i)
+        scale_one(static_cast<T*>(dst), static_cast<const T*>(src), i, f);
+    });
+  }
+
   bool copy_box_ce(void* dst, const BoxLayout& dl, const void* src, const BoxLayout& sl,
                    const int64_t lo[3], const int64_t hi[3], size_t elem,
                    symcommStream_t stream) override {

@@ -87,6 +87,12 @@ template <typename T> SYMCOMM_RHD void divide_one(T* v, size_t i, int n) {
   v[i] = narrow<T>(widen(v[i]) / static_cast<typename Accum<T>::type>(n));
 }
 
+// dst[i] = src[i] * factor: a pre-multiplied sum's product, in the accumulation type and
+// rounded once (integers wrap around).
+template <typename T> SYMCOMM_RHD void scale_one(T* dst, const T* src, size_t i, T factor) {
+  dst[i] = narrow<T>(combine(symcommProd, widen(src[i]), widen(factor)));
+}
+
 // Calls f(T{}) with the C++ type T of `type` (on the host, to pick a kernel or a loop).
 template <typename F>
 inline void with_type(symcommDataType_t type, F&& f) {
