@@ -82,6 +82,13 @@ __global__ void scale_kernel(T* dst, const T* src, size_t count, T factor,
     scale_one(dst, src, i, f);
 }
 
+// Blocks of 256 threads for an element-wise kernel over `count` elements: one element a
+// thread, 1024 blocks at most (the kernels stride over the rest).
+unsigned elementwise_blocks(size_t count) {
+  const size_t want = (count + 255) / 256;
+  return static_cast<unsigned>(want < 1024 ? want : 1024);
+}
+
 class CudaCopies final : public Copies {
  public:
   CudaCopies(const Topology& topology, RmaBackend& rma, const std::vector<char*>& windows)
@@ -107,8 +114,7 @@ class CudaCopies final : public Copies {
               symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream) override {
     if (count == 0) return;
     DeviceScope guard(device_);
-    size_t want = (count + 255) / 256;
-    unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
+    const unsigned blocks = elementwise_blocks(count);
     with_type(type, [&](auto zero) {
       using T = decltype(zero);
       launch_kernel(reduce_kernel<T>, blocks, 256, stream, static_cast<T*>(dst),
@@ -121,8 +127,7 @@ class CudaCopies final : public Copies {
               symcommStream_t stream) override {
     if (count == 0) return;
     DeviceScope guard(device_);
-    const size_t want = (count + 255) / 256;
-    const unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
+    const unsigned blocks = elementwise_blocks(count);
     with_type(type, [&](auto zero) {
       using T = decltype(zero);
       launch_kernel(divide_kernel<T>, blocks, 256, stream, static_cast<T*>(v), count, n);
@@ -134,8 +139,7 @@ class CudaCopies final : public Copies {
              const void* factor_device, symcommStream_t stream) override {
     if (count == 0) return;
     DeviceScope guard(device_);
-    const size_t want = (count + 255) / 256;
-    const unsigned blocks = static_cast<unsigned>(want < 1024 ? want : 1024);
+    const unsigned blocks = elementwise_blocks(count);
     with_type(type, [&](auto zero) {
       using T = decltype(zero);
       T f;

@@ -68,6 +68,27 @@ class CudaMemory final : public LocalMemory {
     std::memcpy(in_, src, bytes);
     land(dst, in_, bytes);
   }
+  void write_message_then_signal(void* dst, const void* src, size_t bytes, uint64_t* word,
+                                 uint64_t value, symcommSignalOp_t op) override {
+    const auto at = reinterpret_cast<uintptr_t>(dst);
+    // Words only (no copy on the compute stream), then a set: every operation on the engine
+    // stream, in order (the set's barrier after the words), waited for once.
+    if (!word || op != symcommSignalSet || bytes > kMemopMaxBytes || at % 4 || bytes % 4) {
+      write_message(dst, src, bytes);
+      if (word) signal(word, value, op);
+      return;
+    }
+    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
+                    bytes);
+    trace::Scope t("gpu land and signal");
+    ContextScope guard(context_.get(), context_.device());
+    std::memcpy(in_, src, bytes);
+    streams_->land(drv_, dst, in_, bytes);
+    SYMCOMM_CU(drv_, cuStreamWriteValue64(static_cast<CUstream>(stream_),
+                                          reinterpret_cast<CUdeviceptr>(word), value,
+                                          CU_STREAM_WRITE_VALUE_DEFAULT));
+    sync_within(stream_, timeout_ms_);
+  }
   void read_message(void* dst, const void* src, size_t bytes) override {
     trace::Scope t("gpu read_message");
     SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",

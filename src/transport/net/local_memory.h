@@ -32,6 +32,13 @@ class LocalMemory {
   virtual void read_message(void* dst, const void* src, size_t bytes) = 0;
   // Release: what was written before is visible to whoever sees the new value.
   virtual void signal(uint64_t* word, uint64_t value, symcommSignalOp_t op) = 0;
+  // A put-signal's payload, then its signal (`word` NULL: none): write_message, then signal;
+  // a memory may do both with one wait.
+  virtual void write_message_then_signal(void* dst, const void* src, size_t bytes,
+                                         uint64_t* word, uint64_t value, symcommSignalOp_t op) {
+    write_message(dst, src, bytes);
+    if (word) signal(word, value, op);
+  }
   // Transport::single_writer_words: an add to one of these words need not be atomic with
   // other writers' (there are none), only with this rank's own earlier ones.
   virtual void single_writer_words(const void* base, size_t bytes) {

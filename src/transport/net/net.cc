@@ -419,14 +419,18 @@ class Net final : public Transport {
     switch (h.kind) {
       case wire::Kind::PutSignal:
         if (h.bytes > wire::kEagerMax || h.offset + h.bytes > mapped) return 0;
-        memory_->write_message(heap_.base() + h.offset, payload, h.bytes);
-        [[fallthrough]];
+        SYMCOMM_TRACE("applies rank %d's put-signal: %u bytes at %llu, word %llu %s %llu",
+                      h.from, h.bytes, static_cast<unsigned long long>(h.offset),
+                      static_cast<unsigned long long>(h.word), h.op == 0 ? "set" : "add",
+                      static_cast<unsigned long long>(h.a));
+        memory_->write_message_then_signal(heap_.base() + h.offset, payload, h.bytes, word(),
+                                           h.a, static_cast<symcommSignalOp_t>(h.op));
+        trace::mark("signal applied");
+        return 0;
       case wire::Kind::Signal:
-        SYMCOMM_TRACE("applies rank %d's signal: word %llu %s %llu (after %u bytes at %llu)",
-                      h.from, static_cast<unsigned long long>(h.word), h.op == 0 ? "set" : "add",
-                      static_cast<unsigned long long>(h.a),
-                      h.kind == wire::Kind::PutSignal ? h.bytes : 0u,
-                      static_cast<unsigned long long>(h.offset));
+        SYMCOMM_TRACE("applies rank %d's signal: word %llu %s %llu", h.from,
+                      static_cast<unsigned long long>(h.word), h.op == 0 ? "set" : "add",
+                      static_cast<unsigned long long>(h.a));
         if (uint64_t* w = word()) memory_->signal(w, h.a, static_cast<symcommSignalOp_t>(h.op));
         trace::mark("signal applied");
         return 0;
