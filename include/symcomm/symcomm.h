@@ -410,6 +410,20 @@ symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* sr
 /* Copies `bytes` from the symmetric address `src` on rank `pe` to `dst` (any memory). */
 symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, const void* src, size_t bytes,
                                    int pe, symcommEngine_t engine, symcommStream_t stream);
+/* Put and get that need not be complete when they return (NVSHMEM's _nbi calls): in the host
+ * space, to a rank reached by network, the transfer may still be in flight, so that several
+ * overlap; `src` of a put must not change, and `dst` of a get must not be read, until it is
+ * complete: after symcommQuietOnStream, or after any other call that reaches that transport
+ * (a put, get, signal, put-signal, atomic or barrier: each first completes the transfers in
+ * flight, so they stay ordered before it). A failure of one is returned by the call that
+ * completes it. Otherwise (this node's ranks, the cuda space, where every call is in stream
+ * order already) the same as symcommPutOnStream / symcommGetOnStream. */
+symcommResult_t symcommPutNbiOnStream(symcommComm_t comm, void* dst, const void* src,
+                                      size_t bytes, int pe, symcommEngine_t engine,
+                                      symcommStream_t stream);
+symcommResult_t symcommGetNbiOnStream(symcommComm_t comm, void* dst, const void* src,
+                                      size_t bytes, int pe, symcommEngine_t engine,
+                                      symcommStream_t stream);
 /* A put followed by an update of the 64-bit symmetric word `sig` on `pe` (set to `value`,
  * or atomically increased by it), which becomes visible only after all the data: a peer that
  * observes the signal with a wait also observes the data. `bytes` may be 0. */

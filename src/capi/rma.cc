@@ -63,11 +63,13 @@ symcommEngine_t engine_for(const symcommComm& c, symcommEngine_t engine, const v
 
 }  // namespace
 
-extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* src,
-                                              size_t bytes, int pe, symcommEngine_t engine,
-                                              symcommStream_t stream) {
-  return guarded([&] { return format("symcommPutOnStream(dst=%p, src=%p, bytes=%zu, pe=%d)", dst,
-                                     src, bytes, pe); }, [&] {
+namespace {
+
+// A put (or, `nbi`, one that may still be in flight when it returns: Transport::put_nbi).
+symcommResult_t put(const char* fn, symcommComm_t comm, void* dst, const void* src, size_t bytes,
+                    int pe, symcommEngine_t engine, symcommStream_t stream, bool nbi) {
+  return guarded([&] { return format("%s(dst=%p, src=%p, bytes=%zu, pe=%d)", fn, dst, src, bytes,
+                                     pe); }, [&] {
     symcommComm& c = live(comm, stream);
     Transport& t = transport(c, pe);
     check_engine(engine);
@@ -75,15 +77,16 @@ extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, con
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(src);
     check_local(c, src, bytes, "src");
-    t.put(pe, to, src, bytes, engine_for(c, engine, src, "src"), stream);
+    const symcommEngine_t e = engine_for(c, engine, src, "src");
+    if (nbi) t.put_nbi(pe, to, src, bytes, e, stream);
+    else t.put(pe, to, src, bytes, e, stream);
   });
 }
 
-extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, const void* src,
-                                              size_t bytes, int pe, symcommEngine_t engine,
-                                              symcommStream_t stream) {
-  return guarded([&] { return format("symcommGetOnStream(dst=%p, src=%p, bytes=%zu, pe=%d)", dst,
-                                     src, bytes, pe); }, [&] {
+symcommResult_t get(const char* fn, symcommComm_t comm, void* dst, const void* src, size_t bytes,
+                    int pe, symcommEngine_t engine, symcommStream_t stream, bool nbi) {
+  return guarded([&] { return format("%s(dst=%p, src=%p, bytes=%zu, pe=%d)", fn, dst, src, bytes,
+                                     pe); }, [&] {
     symcommComm& c = live(comm, stream);
     Transport& t = transport(c, pe);
     check_engine(engine);
@@ -91,8 +94,36 @@ extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, con
     if (bytes == 0) return;
     SYMCOMM_REQUIRE_ARG(dst);
     check_local(c, dst, bytes, "dst");
-    t.get(pe, dst, from, bytes, engine_for(c, engine, dst, "dst"), stream);
+    const symcommEngine_t e = engine_for(c, engine, dst, "dst");
+    if (nbi) t.get_nbi(pe, dst, from, bytes, e, stream);
+    else t.get(pe, dst, from, bytes, e, stream);
   });
+}
+
+}  // namespace
+
+extern "C" symcommResult_t symcommPutOnStream(symcommComm_t comm, void* dst, const void* src,
+                                              size_t bytes, int pe, symcommEngine_t engine,
+                                              symcommStream_t stream) {
+  return put("symcommPutOnStream", comm, dst, src, bytes, pe, engine, stream, false);
+}
+
+extern "C" symcommResult_t symcommGetOnStream(symcommComm_t comm, void* dst, const void* src,
+                                              size_t bytes, int pe, symcommEngine_t engine,
+                                              symcommStream_t stream) {
+  return get("symcommGetOnStream", comm, dst, src, bytes, pe, engine, stream, false);
+}
+
+extern "C" symcommResult_t symcommPutNbiOnStream(symcommComm_t comm, void* dst, const void* src,
+                                                 size_t bytes, int pe, symcommEngine_t engine,
+                                                 symcommStream_t stream) {
+  return put("symcommPutNbiOnStream", comm, dst, src, bytes, pe, engine, stream, true);
+}
+
+extern "C" symcommResult_t symcommGetNbiOnStream(symcommComm_t comm, void* dst, const void* src,
+                                                 size_t bytes, int pe, symcommEngine_t engine,
+                                                 symcommStream_t stream) {
+  return get("symcommGetNbiOnStream", comm, dst, src, bytes, pe, engine, stream, true);
 }
 
 extern "C" symcommResult_t symcommPutSignalOnStream(symcommComm_t comm, void* dst, const void* src,

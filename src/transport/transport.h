@@ -65,6 +65,17 @@ class Transport {
                    symcommStream_t stream) = 0;
   virtual void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
                    symcommStream_t stream) = 0;
+  // A put or get that may return before it completes (symcommPutNbiOnStream): complete by
+  // the transport's next other call (quiet included), which completes it first. The default:
+  // put and get.
+  virtual void put_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                       symcommStream_t stream) {
+    put(pe, dst, src, bytes, engine, stream);
+  }
+  virtual void get_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+                       symcommStream_t stream) {
+    get(pe, dst, src, bytes, engine, stream);
+  }
   // The target word `sig` is updated only after everything this rank put to `pe` before it
   // has landed.
   virtual void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,

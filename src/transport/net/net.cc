@@ -140,6 +140,11 @@ class Net final : public Transport {
     // (nothing lands in the proxies' receive buffers or the staging inbox after that), then
     // the buffers go.
     jobs_.reset();
+    try {  // a put_nbi or get_nbi nobody completed: done (or failed) before the proxies stop
+      transfers_->finish_begun();
+    } catch (const std::exception& e) {
+      SYMCOMM_WARN("a transfer in flight at finalize failed: %s", e.what());
+    }
     loop_->stop();
     for (Rail& r : rails_) r.proxy->stop();
     rail_set_->close();
@@ -174,6 +179,7 @@ class Net final : public Transport {
     const size_t offset = heap_.offset_of(dst);
     if (cuda_)
       return jobs_->enqueue(stream, [=, this] { staging_->put(*proxy_, pe, offset, src, bytes); });
+    transfers_->finish_begun();
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
   }
@@ -182,13 +188,29 @@ class Net final : public Transport {
     const size_t offset = heap_.offset_of(src);
     if (cuda_)
       return jobs_->enqueue(stream, [=, this] { staging_->get(*proxy_, pe, dst, offset, bytes); });
+    transfers_->finish_begun();
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Read, pe, offset, dst, bytes);
+  }
+  // The host space: left in flight (LaneTransfers::begin), finished by the next other call.
+  void put_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+               symcommStream_t stream) override {
+    if (cuda_) return put(pe, dst, src, bytes, engine, stream);
+    hold(pe, bytes);
+    transfers_->begin(NetOp::Type::Write, pe, heap_.offset_of(dst), const_cast<void*>(src),
+                      bytes);
+  }
+  void get_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
+               symcommStream_t stream) override {
+    if (cuda_) return get(pe, dst, src, bytes, engine, stream);
+    hold(pe, bytes);
+    transfers_->begin(NetOp::Type::Read, pe, heap_.offset_of(src), dst, bytes);
   }
   void signal(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
               symcommStream_t stream) override {
     const wire::Header h = signal_header(heap_.offset_of(sig), value, op);
     if (cuda_) return jobs_->enqueue(stream, [=, this] { send(pe, h, nullptr, "a signal"); });
+    transfers_->finish_begun();
     send(pe, h, nullptr, "a signal");
   }
   void signal_if(int pe, uint64_t* sig, uint64_t value, symcommSignalOp_t op,
@@ -218,10 +240,12 @@ class Net final : public Transport {
     h.a = value;
     h.op = static_cast<uint8_t>(op);
     if (cuda_) return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, src); });
+    transfers_->finish_begun();
     send(pe, h, src, "a put-signal");
   }
   uint64_t fetch_add(int pe, uint64_t* word, uint64_t value) override {
     require_atomics();
+    transfers_->finish_begun();
     wire::Header h = header(wire::Kind::FetchAdd);
     h.word = heap_.offset_of(word);
     h.a = value;
@@ -229,6 +253,7 @@ class Net final : public Transport {
   }
   uint64_t compare_swap(int pe, uint64_t* word, uint64_t expected, uint64_t desired) override {
     require_atomics();
+    transfers_->finish_begun();
     wire::Header h = header(wire::Kind::CompareSwap);
     h.word = heap_.offset_of(word);
     h.a = expected;
@@ -237,6 +262,7 @@ class Net final : public Transport {
   }
   void quiet(symcommStream_t stream) override {
     if (cuda_) return jobs_->enqueue(stream, [this] { flush(); });
+    transfers_->finish_begun();
     flush();
   }
   void single_writer_words(const void* base, size_t bytes) override {

@@ -67,24 +67,37 @@ wire::Header LaneTransfers::header(wire::Kind kind) const {
 
 void LaneTransfers::run(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes) {
   if (!bytes) return;
+  Pending p = start(type, pe, offset, local, bytes);
+  finish(p);
+}
+
+LaneTransfers::Pending LaneTransfers::start(NetOp::Type type, int pe, size_t offset, void* local,
+                                            size_t bytes) {
+  Pending t{type, pe, offset, local, {rails::Piece{0, 0, bytes}}, {}, Clock::now()};
+  if (!bytes) {
+    t.pieces.clear();
+    return t;
+  }
   const std::vector<rails::Lane>& lanes = rails_.lanes(pe);
-  std::vector<rails::Piece> pieces{rails::Piece{0, 0, bytes}};
   if (lanes.size() > 1) {
     std::lock_guard<std::mutex> lock(mutex_);
     bring_back(pe);
-    pieces = striper_.plan(bytes, peers_[static_cast<size_t>(pe)].state);
+    t.pieces = striper_.plan(bytes, peers_[static_cast<size_t>(pe)].state);
   }
-  std::vector<Op> ops;
-  const auto start = Clock::now();
-  for (const rails::Piece& p : pieces) {
+  for (const rails::Piece& p : t.pieces) {
     const rails::Lane& lane = lanes[static_cast<size_t>(p.lane)];
-    ops.emplace_back(proxy_of(lane), op_of(lane, type, pe, offset + p.offset,
-                                           static_cast<char*>(local) + p.offset, p.bytes));
-    ops.back().first->submit(ops.back().second);
+    t.ops.emplace_back(proxy_of(lane), op_of(lane, type, pe, offset + p.offset,
+                                             static_cast<char*>(local) + p.offset, p.bytes));
+    t.ops.back().first->submit(t.ops.back().second);
   }
-  const char* what = type == NetOp::Type::Write ? "a put" : "a get";
-  for (size_t k = 0; k < ops.size(); ++k) {
-    Op& op = ops[k];
+  return t;
+}
+
+void LaneTransfers::finish(Pending& t) {
+  const std::vector<rails::Lane>& lanes = rails_.lanes(t.pe);
+  const char* what = t.type == NetOp::Type::Write ? "a put" : "a get";
+  for (size_t k = 0; k < t.ops.size(); ++k) {
+    Op& op = t.ops[k];
     try {
       // A small transfer is a round trip: the caller drives it (Proxy::wait).
       wait(op, op.second->parts.size() == 1 && op.second->parts[0].bytes <= kDriveMax,
@@ -94,22 +107,51 @@ void LaneTransfers::run(NetOp::Type type, int pe, size_t offset, void* local, si
       // again on the other lanes (fail_over), each in turn, until one carries it.
       if (!lane_failure(e) || lanes.size() == 1 || aborted_.load())
         throw;
-      fail_over(type, pe, offset, local, pieces[k], e.what(), &op);
+      fail_over(t.type, t.pe, t.offset, t.local, t.pieces[k], e.what(), &op);
     }
   }
   // Each lane's rate, from the time its piece took: the next stripes weigh by it (not where
   // another lane carried the piece); symcommPeerNetLanes reports it. A lane that carried its
   // piece has recovered: its next failure is down for the shortest time again.
   std::lock_guard<std::mutex> lock(mutex_);
-  PeerLanes& peer = peers_[static_cast<size_t>(pe)];
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const size_t lane = static_cast<size_t>(pieces[k].lane);
-    if (ops[k].first != proxy_of(lanes[lane]) || ops[k].second->rail != lanes[lane].remote_rail)
+  PeerLanes& peer = peers_[static_cast<size_t>(t.pe)];
+  for (size_t k = 0; k < t.pieces.size(); ++k) {
+    const size_t lane = static_cast<size_t>(t.pieces[k].lane);
+    if (t.ops[k].first != proxy_of(lanes[lane]) ||
+        t.ops[k].second->rail != lanes[lane].remote_rail)
       continue;
-    rails::observe_rate(peer.state[lane], pieces[k].bytes,
-                        std::chrono::duration<double>(ops[k].second->done_at - start).count());
+    rails::observe_rate(peer.state[lane], t.pieces[k].bytes,
+                        std::chrono::duration<double>(t.ops[k].second->done_at - t.start).count());
     if (peer.state[lane].up) peer.health[lane].backoff = std::chrono::milliseconds(0);
   }
+}
+
+void LaneTransfers::begin(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes) {
+  if (!bytes) return;
+  std::lock_guard<std::mutex> lock(begun_mutex_);
+  if (begun_.size() >= kMostBegun) {
+    Pending oldest = std::move(begun_.front());
+    begun_.pop_front();
+    finish(oldest);
+  }
+  begun_.push_back(start(type, pe, offset, local, bytes));
+}
+
+void LaneTransfers::finish_begun() {
+  std::lock_guard<std::mutex> lock(begun_mutex_);
+  std::exception_ptr first;
+  // Every one is finished (or has failed) before this returns: none is left writing into or
+  // reading from a buffer its caller may reuse once it is told of the failure.
+  while (!begun_.empty()) {
+    Pending p = std::move(begun_.front());
+    begun_.pop_front();
+    try {
+      finish(p);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 void LaneTransfers::wait(const Op& op, bool drive, bool stall_bound, const char* what) const {

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,9 +44,29 @@ class LaneTransfers {
   LaneTransfers(RailSet& rails, std::vector<Proxy*> proxies, int rank, size_t chunk,
                 int64_t timeout_ms);
 
+  using Op = std::pair<Proxy*, std::shared_ptr<NetOp>>;
+  // A transfer started (its pieces handed to the proxies) and not yet finished.
+  struct Pending {
+    NetOp::Type type;
+    int pe;
+    size_t offset;
+    void* local;
+    std::vector<rails::Piece> pieces;
+    std::vector<Op> ops;  // [piece]
+    std::chrono::steady_clock::time_point start;
+  };
   // A write or read of `bytes` between `local` and heap offset `offset` of `pe`, complete
-  // when it returns: every piece landed, on whichever lane carried it.
+  // when it returns: every piece landed, on whichever lane carried it. run() is start() then
+  // finish(), which may come later (a put_nbi, with other transfers started in between).
   void run(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes);
+  Pending start(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes);
+  void finish(Pending& p);
+  // A transfer left in flight when this returns (put_nbi, get_nbi), finished by
+  // finish_begun(); at most kMostBegun at a time (the oldest is finished to make room).
+  void begin(NetOp::Type type, int pe, size_t offset, void* local, size_t bytes);
+  // Finishes every begun transfer, then throws the first one's failure, if any.
+  void finish_begun();
+  static constexpr size_t kMostBegun = 64;
   // The lanes to `pe`, as symcommPeerNetLanes reports them.
   std::vector<symcommNetLane_t> lanes(int pe) const;
   // A peer's Disconnect (wire.h), arrived at `via`: closes this rank's end, then answers.
@@ -75,8 +96,6 @@ class LaneTransfers {
     std::vector<rails::LaneState> state;  // [lane]: up, measured rate
     std::vector<LaneHealth> health;       // [lane]
   };
-  using Op = std::pair<Proxy*, std::shared_ptr<NetOp>>;
-
   Proxy* proxy_of(const rails::Lane& lane) const {
     return proxies_[static_cast<size_t>(lane.local_rail)];
   }
@@ -112,6 +131,8 @@ class LaneTransfers {
   std::vector<PeerLanes> peers_;  // [pe]
   std::vector<std::unique_ptr<std::atomic<int>>> down_;  // [pe]: its lanes down (under mutex_)
   std::atomic<bool> aborted_{false};
+  std::mutex begun_mutex_;
+  std::deque<Pending> begun_;  // under begun_mutex_, oldest first
 };
 
 }  // namespace symcomm
