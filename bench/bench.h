@@ -74,6 +74,7 @@ struct NetOptions {
   int rounds = 200;               // --rounds: round trips per timed ping-pong repetition
   size_t rep_bytes = size_t{64} << 20;  // --rep-bytes: bytes put per timed repetition
   double idle_s = 3;              // --idle-s: seconds of idle CPU measured (0: skipped)
+  bool nbi = false;               // --nbi: symcomm's puts by symcommPutNbiOnStream
   std::string kill_rail;          // --kill-rail: the failover stream instead (net_failover.cc)
   double kill_at_s = 2;           // --kill-at-s
   double after_kill_s = 4;        // --after-kill-s

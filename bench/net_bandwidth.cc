@@ -1,7 +1,8 @@
 // symcomm-bench net: put bandwidth from rank 0 to rank 1 at each size, raw libfabric
 // (fi_writes between host buffers with up to --window in flight, as fi_rma_bw posts them: the
-// ceiling) against symcomm (symcommPutOnStream and a symcommQuietOnStream per repetition: in
-// the host space each put completes in its call; in the cuda space, GPU memory to GPU memory,
+// ceiling) against symcomm (symcommPutOnStream, or with --nbi symcommPutNbiOnStream, and a
+// symcommQuietOnStream per repetition: in the host space each put completes in its call, an
+// nbi put by the quiet at the latest; in the cuda space, GPU memory to GPU memory,
 // the calls return at once and the repetition ends when the stream has run them) and, in the
 // cuda space, NCCL (ncclSend on rank 0, ncclRecv on rank 1), repetitions alternating. Every
 // target is poisoned before the point and checked after it: the pattern over the size, poison
@@ -52,9 +53,14 @@ double symcomm_rep(Setup& s, size_t bytes, int inner) {
   const Context& ctx = s.ctx;
   if (ctx.rank != 0) return 0;
   const double t0 = now_s();
-  for (int i = 0; i < inner; ++i)
-    BENCH_SC(symcommPutOnStream(ctx.comm, s.dst, s.src, bytes, s.peer, symcommEngineAuto,
-                                ctx.stream));
+  for (int i = 0; i < inner; ++i) {
+    if (ctx.opt.net.nbi)
+      BENCH_SC(symcommPutNbiOnStream(ctx.comm, s.dst, s.src, bytes, s.peer, symcommEngineAuto,
+                                     ctx.stream));
+    else
+      BENCH_SC(symcommPutOnStream(ctx.comm, s.dst, s.src, bytes, s.peer, symcommEngineAuto,
+                                  ctx.stream));
+  }
   BENCH_SC(symcommQuietOnStream(ctx.comm, ctx.stream));
   finish(s);
   return (now_s() - t0) * 1e6 / inner;
@@ -136,7 +142,8 @@ int bandwidth(Setup& s) {
     r.extra.emplace_back("completion", "\"delivery\"");
     report(s, r, 0);
     if (s.nccl) report(s, bw_record(s, kNccl, bytes, t.nccl_us, inner, nccl_ok), 0);
-    Record m = bw_record(s, "symcomm:net", bytes, t.symcomm_us, inner, ok);
+    Record m = bw_record(s, ctx.opt.net.nbi ? "symcomm:net_nbi" : "symcomm:net", bytes,
+                         t.symcomm_us, inner, ok);
     const char* chunk = std::getenv("SYMCOMM_NET_CHUNK_SIZE");
     m.extra.emplace_back("net_chunk", "\"" + std::string(chunk && *chunk ? chunk : "1M") + "\"");
     const double raw_ratio = ratio(t.raw_us, t.symcomm_us);

@@ -27,6 +27,8 @@ const char* const kNetUsage =
     "  --rep-bytes B     bytes put per timed bandwidth repetition (default 64M; at least one\n"
     "                    put, at most 1000)\n"
     "  --idle-s S        seconds over which the idle CPU is measured (default 3; 0: skipped)\n"
+    "  --nbi             symcomm's puts by symcommPutNbiOnStream (several in flight until the\n"
+    "                    repetition's quiet; impl symcomm:net_nbi)\n"
     "  --kill-rail DEV   instead: a stream of puts over the rails (host space), the link DEV\n"
     "                    set down under it (ip, as root, in rank 0's network namespace:\n"
     "                    scripts/netns-rails); the rates before and after and the time to\n"
@@ -90,6 +92,7 @@ bool net_option(Options& opt, int argc, char** argv, int& i) {
   else if (!std::strcmp(name, "--rounds")) o.rounds = static_cast<int>(number_arg(name, arg(), 1, 1e6));
   else if (!std::strcmp(name, "--rep-bytes")) o.rep_bytes = size_list(name, arg(), 1)[0];
   else if (!std::strcmp(name, "--idle-s")) o.idle_s = number_arg(name, arg(), 0, 3600);
+  else if (!std::strcmp(name, "--nbi")) o.nbi = true;
   else if (!std::strcmp(name, "--kill-rail")) o.kill_rail = arg();
   else if (!std::strcmp(name, "--kill-at-s")) o.kill_at_s = number_arg(name, arg(), 0.5, 3600);
   else if (!std::strcmp(name, "--after-kill-s")) o.after_kill_s = number_arg(name, arg(), 1, 3600);
