@@ -20,12 +20,14 @@ extern "C" {
 typedef enum {
   symcommInt8 = 0, symcommUint8 = 1, symcommInt32 = 2, symcommUint32 = 3, symcommInt64 = 4,
   symcommUint64 = 5, symcommFloat16 = 6, symcommBfloat16 = 7, symcommFloat32 = 8,
-  symcommFloat64 = 9, symcommNumDataTypes = 10
+  symcommFloat64 = 9, symcommFloat8E4M3 = 10, symcommFloat8E5M2 = 11, symcommNumDataTypes = 12
 } symcommDataType_t;
 
 /* Reductions. Integers wrap around (two's complement) where a sum or product overflows.
- * 16-bit floats are combined in float and rounded once at the end, wherever the algorithm
- * combines them (every algorithm but nccl's, which follows NCCL). symcommAvg is the sum,
+ * 16-bit and 8-bit floats (fp8: e4m3 and e5m2, as CUDA's __nv_fp8_e4m3 and __nv_fp8_e5m2,
+ * rounded to nearest and saturated to the largest finite value) are combined in float and
+ * rounded once at the end, wherever the algorithm combines them (every algorithm but nccl's,
+ * which follows NCCL). symcommAvg is the sum,
  * as the call's algorithm forms it, divided by the team's size: in float for 16-bit floats
  * and float32, in double for float64, with C's integer division (towards zero) for
  * integers. Min and max give the same bits on every algorithm (a NaN is dropped unless both
@@ -47,7 +49,7 @@ typedef enum {
  * collective call, but every member must pass an op with its own scalar to one call. The
  * input is first multiplied into a buffer of the call's own (not symmetric: the choice of
  * algorithm is that of plain buffers). */
-typedef enum { symcommScalarHost = 0, symcommScalarDevice = 1 } symcommScalarResidence_t;
+typedef enum { symcommScalarDevice = 0, symcommScalarHost = 1 } symcommScalarResidence_t;
 symcommResult_t symcommRedOpCreatePreMulSum(symcommRedOp_t* op, const void* scalar,
                                             symcommDataType_t type,
                                             symcommScalarResidence_t residence,

@@ -42,7 +42,7 @@ const char* coll_op_name(CollOp op) {
 
 size_t type_size(symcommDataType_t type) {
   switch (type) {
-    case symcommInt8: case symcommUint8: return 1;
+    case symcommInt8: case symcommUint8: case symcommFloat8E4M3: case symcommFloat8E5M2: return 1;
     case symcommFloat16: case symcommBfloat16: return 2;
     case symcommInt32: case symcommUint32: case symcommFloat32: return 4;
     case symcommInt64: case symcommUint64: case symcommFloat64: return 8;

@@ -30,7 +30,7 @@ int resident_blocks(KernelOf kernel_of, int threads) {
   count(uint8_t{});
   for (symcommDataType_t t : {symcommInt8, symcommUint8, symcommInt32, symcommUint32, symcommInt64,
                               symcommUint64, symcommFloat16, symcommBfloat16, symcommFloat32,
-                              symcommFloat64})
+                              symcommFloat64, symcommFloat8E4M3, symcommFloat8E5M2})
     with_type(t, count);
   return fewest * sms;
 }

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,18 +21,25 @@
 
 namespace symcomm {
 
-// How an element type is accumulated: in itself, or in float for 16-bit floats.
+// How an element type is accumulated: in itself, or in float for 16- and 8-bit floats.
 template <typename T> struct Accum { using type = T; };
 template <> struct Accum<__half> { using type = float; };
 template <> struct Accum<__nv_bfloat16> { using type = float; };
+template <> struct Accum<__nv_fp8_e4m3> { using type = float; };
+template <> struct Accum<__nv_fp8_e5m2> { using type = float; };
 
 template <typename T> SYMCOMM_RHD typename Accum<T>::type widen(T v) { return v; }
 template <> SYMCOMM_RHD float widen<__half>(__half v) { return __half2float(v); }
 template <> SYMCOMM_RHD float widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> SYMCOMM_RHD float widen<__nv_fp8_e4m3>(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+template <> SYMCOMM_RHD float widen<__nv_fp8_e5m2>(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
 
 template <typename T> SYMCOMM_RHD T narrow(typename Accum<T>::type v) { return v; }
 template <> SYMCOMM_RHD __half narrow<__half>(float v) { return __float2half_rn(v); }
 template <> SYMCOMM_RHD __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+// Rounded to nearest, saturated to the largest finite value (CUDA's conversion).
+template <> SYMCOMM_RHD __nv_fp8_e4m3 narrow<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }
+template <> SYMCOMM_RHD __nv_fp8_e5m2 narrow<__nv_fp8_e5m2>(float v) { return __nv_fp8_e5m2(v); }
 
 // Min and max of floats do not depend on the order of the operands, so every algorithm and
 // every rank order gives the same bits: a NaN is dropped unless both are NaN (as fmin and
@@ -107,6 +115,8 @@ inline void with_type(symcommDataType_t type, F&& f) {
     case symcommBfloat16: f(__nv_bfloat16{}); break;
     case symcommFloat32: f(float{}); break;
     case symcommFloat64: f(double{}); break;
+    case symcommFloat8E4M3: f(__nv_fp8_e4m3{}); break;
+    case symcommFloat8E5M2: f(__nv_fp8_e5m2{}); break;
     default: break;
   }
 }

@@ -160,6 +160,8 @@ bool nccl_has_type(symcommDataType_t type, int version) {
       return true;
     case symcommBfloat16:  // NCCL_VERSION(2, 10, 0), in the header and the library
       return NCCL_VERSION_CODE >= 21000 && version >= 21000;
+    case symcommFloat8E4M3: case symcommFloat8E5M2:  // NCCL_VERSION(2, 24, 0)
+      return NCCL_VERSION_CODE >= 22400 && version >= 22400;
     case symcommNumDataTypes: break;
   }
   return false;
@@ -185,6 +187,15 @@ ncclDataType_t nccl_type(symcommDataType_t type, int version) {
 #else
       SYMCOMM_THROW(symcommNotSupported, "symcomm was built with nccl.h %d.%d, before bfloat16",
                     NCCL_MAJOR, NCCL_MINOR);
+#endif
+    case symcommFloat8E4M3: case symcommFloat8E5M2:
+      SYMCOMM_REQUIRE(nccl_has_type(type, version), symcommNotSupported,
+                      "fp8 needs NCCL 2.24 or later, in the header symcomm was built with and "
+                      "the library; the library is %s", nccl_version_string(version).c_str());
+#if NCCL_VERSION_CODE >= 22400
+      return type == symcommFloat8E4M3 ? ncclFloat8e4m3 : ncclFloat8e5m2;
+#else
+      break;
 #endif
     case symcommNumDataTypes: break;
   }

@@ -219,9 +219,9 @@ class CollMix : public ::testing::Test {
         };
         auto reduce = [&](size_t first) {
           for (size_t i = 0; i < c.count; ++i) {
-            double acc = value(in_seed, m[0], first + i, c.t->is_signed);
+            double acc = value(in_seed, m[0], first + i, *c.t);
             for (size_t j = 1; j < m.size(); ++j)
-              acc = combine(c.redop, acc, value(in_seed, m[j], first + i, c.t->is_signed));
+              acc = combine(c.redop, acc, value(in_seed, m[j], first + i, *c.t));
             store(*c.t, &o[i * e], acc);
           }
         };

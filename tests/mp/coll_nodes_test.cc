@@ -195,7 +195,7 @@ TEST_F(CollAcrossNodes, OneNodeAndUnevenTeamsFallToOthers) {
     std::vector<uint8_t> want(count * t.size);
     for (size_t i = 0; i < count; ++i) {
       double acc = 0;
-      for (int r : members) acc += value(seed_, r, i, t.is_signed);
+      for (int r : members) acc += value(seed_, r, i, t);
       store(t, &want[i * t.size], acc);
     }
     EXPECT_EQ(differences(fetch(buf, b), want, t.size), "");

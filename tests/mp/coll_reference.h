@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,7 +30,8 @@ inline const Type kTypes[] = {
     {symcommInt8, 1, true, "int8"},       {symcommInt32, 4, true, "int32"},
     {symcommUint64, 8, false, "uint64"},  {symcommInt64, 8, true, "int64"},
     {symcommFloat16, 2, true, "float16"}, {symcommBfloat16, 2, true, "bfloat16"},
-    {symcommFloat32, 4, true, "float32"}, {symcommFloat64, 8, true, "float64"}};
+    {symcommFloat32, 4, true, "float32"}, {symcommFloat64, 8, true, "float64"},
+    {symcommFloat8E4M3, 1, true, "fp8_e4m3"}, {symcommFloat8E5M2, 1, true, "fp8_e5m2"}};
 
 // "" where got == want, else which elements of `elem` bytes differ (the first few, in hex).
 inline std::string differences(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
@@ -52,13 +54,17 @@ inline std::string differences(const std::vector<uint8_t>& got, const std::vecto
   return out + std::to_string(wrong) + " of " + std::to_string(got.size() / elem) + " differ";
 }
 
-// Small integers: exact in every type, and their sums over a few ranks too.
-inline double value(uint64_t seed, int rank, size_t i, bool is_signed) {
+// Small integers: exact in every type, and their sums over a few ranks too: in -8..8 (0..16
+// unsigned), and for the 8-bit floats in -1..1, whose sums and products over 8 ranks e5m2
+// still holds exactly (integers up to 8), so that no algorithm's order of combination rounds.
+inline double value(uint64_t seed, int rank, size_t i, const Type& t) {
   uint64_t x = seed ^ (static_cast<uint64_t>(rank) + 1) * 0x9e3779b97f4a7c15ull ^ i * 0xbf58476d1ce4e5b9ull;
   x ^= x >> 29;
   x *= 0x94d049bb133111ebull;
   x ^= x >> 32;
-  return is_signed ? static_cast<double>(static_cast<int>(x % 17) - 8) : static_cast<double>(x % 17);
+  if (t.size == 1 && t.id != symcommInt8 && t.id != symcommUint8)
+    return static_cast<double>(static_cast<int>(x % 3) - 1);
+  return t.is_signed ? static_cast<double>(static_cast<int>(x % 17) - 8) : static_cast<double>(x % 17);
 }
 
 inline void store(const Type& t, uint8_t* p, double v) {
@@ -70,17 +76,20 @@ inline void store(const Type& t, uint8_t* p, double v) {
     case symcommFloat16: { __half x = __float2half_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
     case symcommBfloat16: { __nv_bfloat16 x = __float2bfloat16_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
     case symcommFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    case symcommFloat8E4M3: { __nv_fp8_e4m3 x(static_cast<float>(v)); std::memcpy(p, &x, 1); break; }
+    case symcommFloat8E5M2: { __nv_fp8_e5m2 x(static_cast<float>(v)); std::memcpy(p, &x, 1); break; }
     default: { std::memcpy(p, &v, 8); break; }
   }
 }
 
 inline std::vector<uint8_t> make(const Type& t, uint64_t seed, int rank, size_t first, size_t n) {
   std::vector<uint8_t> out(n * t.size);
-  for (size_t i = 0; i < n; ++i) store(t, &out[i * t.size], value(seed, rank, first + i, t.is_signed));
+  for (size_t i = 0; i < n; ++i) store(t, &out[i * t.size], value(seed, rank, first + i, t));
   return out;
 }
 
 inline double combine(symcommRedOp_t op, double a, double b);
+inline double load(const Type& t, const uint8_t* p);
 
 // Elements [first, first + n) of make()'s data combined by `op` over ranks 0, step, 2 step,
 // ... below `nranks`, in that order.
@@ -93,13 +102,14 @@ inline std::vector<uint8_t> reduced(const Type& t, symcommRedOp_t op, uint64_t s
                              size_t first, size_t n, int step = 1) {
   std::vector<uint8_t> out(n * t.size);
   const bool integer = t.id != symcommFloat16 && t.id != symcommBfloat16 &&
-                       t.id != symcommFloat32 && t.id != symcommFloat64;
+                       t.id != symcommFloat32 && t.id != symcommFloat64 &&
+                       t.id != symcommFloat8E4M3 && t.id != symcommFloat8E5M2;
   const int members = (nranks + step - 1) / step;
   for (size_t i = 0; i < n; ++i) {
-    double acc = value(seed, 0, first + i, t.is_signed);
+    double acc = value(seed, 0, first + i, t);
     uint64_t bits = static_cast<uint64_t>(static_cast<int64_t>(acc));  // integers, wrapping
     for (int r = step; r < nranks; r += step) {
-      const double v = value(seed, r, first + i, t.is_signed);
+      const double v = value(seed, r, first + i, t);
       acc = combine(op, acc, v);
       const uint64_t w = static_cast<uint64_t>(static_cast<int64_t>(v));
       bits = op == symcommProd ? bits * w : bits + w;
@@ -114,8 +124,13 @@ inline std::vector<uint8_t> reduced(const Type& t, symcommRedOp_t op, uint64_t s
                           : static_cast<double>(static_cast<uint64_t>(acc) / static_cast<uint64_t>(members));
       else if (t.size == 8)
         acc = acc / members;
-      else
-        acc = static_cast<double>(static_cast<float>(acc) / static_cast<float>(members));
+      else {
+        // The sum as the type holds it (the sum is formed, then divided): exact for the
+        // 16-bit floats here; an fp8 sum rounds.
+        uint8_t sum[8];
+        store(t, sum, acc);
+        acc = static_cast<double>(static_cast<float>(load(t, sum)) / static_cast<float>(members));
+      }
     }
     store(t, &out[i * t.size], acc);
   }
@@ -145,6 +160,8 @@ inline double load(const Type& t, const uint8_t* p) {
     case symcommBfloat16: { __nv_bfloat16 x; std::memcpy(&x, p, 2); return __bfloat162float(x); }
     case symcommFloat32: { float x; std::memcpy(&x, p, 4); return x; }
     case symcommFloat64: { double x; std::memcpy(&x, p, 8); return x; }
+    case symcommFloat8E4M3: { __nv_fp8_e4m3 x; std::memcpy(&x, p, 1); return static_cast<float>(x); }
+    case symcommFloat8E5M2: { __nv_fp8_e5m2 x; std::memcpy(&x, p, 1); return static_cast<float>(x); }
     default: ADD_FAILURE() << "load() reads floating-point types only"; return 0;
   }
 }

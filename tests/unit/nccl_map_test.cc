@@ -45,8 +45,14 @@ TEST(Nccl, MapsEveryType) {
                {symcommInt32, ncclInt32},     {symcommUint32, ncclUint32},
                {symcommInt64, ncclInt64},     {symcommUint64, ncclUint64},
                {symcommFloat16, ncclFloat16}, {symcommBfloat16, ncclBfloat16},
-               {symcommFloat32, ncclFloat32}, {symcommFloat64, ncclFloat64}};
+               {symcommFloat32, ncclFloat32}, {symcommFloat64, ncclFloat64},
+#if NCCL_VERSION_CODE >= 22400
+               {symcommFloat8E4M3, ncclFloat8e4m3}, {symcommFloat8E5M2, ncclFloat8e5m2}
+#endif
+  };
+#if NCCL_VERSION_CODE >= 22400
   static_assert(sizeof pairs / sizeof pairs[0] == symcommNumDataTypes, "every type");
+#endif
   for (const auto& p : pairs) {
     EXPECT_TRUE(nccl_has_type(p.ours, 22809)) << p.ours;
     EXPECT_EQ(nccl_type(p.ours, 22809), p.theirs) << p.ours;
@@ -70,6 +76,20 @@ TEST(Nccl, Bfloat16NeedsNccl210) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), symcommNotSupported);
     EXPECT_NE(std::string(e.what()).find("2.9.8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Nccl, Fp8NeedsNccl224) {
+  for (symcommDataType_t t : {symcommFloat8E4M3, symcommFloat8E5M2}) {
+    EXPECT_FALSE(nccl_has_type(t, 22304)) << t;  // 2.23.4
+    EXPECT_EQ(nccl_has_type(t, 22400), NCCL_VERSION_CODE >= 22400) << t;
+    try {
+      nccl_type(t, 22304);
+      ADD_FAILURE() << "no throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), symcommNotSupported);
+      EXPECT_NE(std::string(e.what()).find("2.23.4"), std::string::npos) << e.what();
+    }
   }
 }
 
