@@ -30,6 +30,7 @@
 #include "transport/net/copy_context.h"
 #include "transport/net/lane_messages.h"
 #include "transport/net/local_memory.h"
+#include "transport/net/message_apply.h"
 #include "transport/net/proxy.h"
 #include "transport/net/rail_set.h"
 #include "transport/net/rail_transfer.h"
@@ -117,7 +118,7 @@ class Net final : public Transport {
           [this](Proxy& via, const wire::Header& h, const uint8_t* payload) {
             return messages_->receive(
                 via, h, payload, [&](const wire::Header& e, const uint8_t* p) {
-                  return apply(via, e, p);
+                  return (*apply_)(via, e, p);
                 });
           },
           [this](Proxy& proxy, uint64_t data) {
@@ -132,6 +133,8 @@ class Net final : public Transport {
     transfers_ = std::make_unique<LaneTransfers>(*rail_set_, proxies, rank_, chunk_, timeout_ms_);
     messages_ = std::make_unique<LaneMessages>(*transfers_, *rail_set_, proxies, rank_,
                                                ctx.topology.nranks, timeout_ms_);
+    apply_ = std::make_unique<MessageApply>(heap_.base(), end_, *memory_, staging_.get(),
+                                            *loop_, *transfers_);
     loop_->start();  // what arrives is applied through messages_
   }
   ~Net() override {
@@ -435,57 +438,6 @@ class Net final : public Transport {
     return op->reply;
   }
 
-  // A peer's message, on the proxy thread: applies it to this rank's memory.
-  uint64_t apply(Proxy& via, const wire::Header& h, const uint8_t* payload) {
-    const size_t mapped = end_.load();
-    auto word = [&]() -> uint64_t* {
-      if (h.word % 8 || h.word + 8 > mapped) return nullptr;
-      return reinterpret_cast<uint64_t*>(heap_.base() + h.word);
-    };
-    switch (h.kind) {
-      case wire::Kind::PutSignal:
-        if (h.bytes > wire::kEagerMax || h.offset + h.bytes > mapped) return 0;
-        SYMCOMM_TRACE("applies rank %d's put-signal: %u bytes at %llu, word %llu %s %llu",
-                      h.from, h.bytes, static_cast<unsigned long long>(h.offset),
-                      static_cast<unsigned long long>(h.word), h.op == 0 ? "set" : "add",
-                      static_cast<unsigned long long>(h.a));
-        memory_->write_message_then_signal(heap_.base() + h.offset, payload, h.bytes, word(),
-                                           h.a, static_cast<symcommSignalOp_t>(h.op));
-        trace::mark("signal applied");
-        return 0;
-      case wire::Kind::Signal:
-        SYMCOMM_TRACE("applies rank %d's signal: word %llu %s %llu", h.from,
-                      static_cast<unsigned long long>(h.word), h.op == 0 ? "set" : "add",
-                      static_cast<unsigned long long>(h.a));
-        if (uint64_t* w = word()) memory_->signal(w, h.a, static_cast<symcommSignalOp_t>(h.op));
-        trace::mark("signal applied");
-        return 0;
-      case wire::Kind::Stage:
-        return staging_ ? staging_->on_stage(h, *memory_) : 1;
-      case wire::Kind::Hold:
-        loop_->hold_for(std::chrono::microseconds(std::min<uint64_t>(h.a, 10000000)));
-        return 0;
-      case wire::Kind::Disconnect:  // answered once closed
-        transfers_->on_disconnect(via, h);
-        return 0;
-      case wire::Kind::FetchAdd:
-        if (!memory_->atomics()) return 0;
-        if (uint64_t* w = word()) return __atomic_fetch_add(w, h.a, __ATOMIC_SEQ_CST);
-        return 0;
-      case wire::Kind::CompareSwap:
-        if (!memory_->atomics()) return 0;
-        if (uint64_t* w = word()) {
-          uint64_t expected = h.a;
-          __atomic_compare_exchange_n(w, &expected, h.b, false, __ATOMIC_SEQ_CST,
-                                      __ATOMIC_SEQ_CST);
-          return expected;
-        }
-        return 0;
-      default:
-        return 0;  // Flush: everything before it is applied
-    }
-  }
-
   Heap& heap_;
   int rank_;
   int device_;
@@ -507,6 +459,7 @@ class Net final : public Transport {
   Proxy* proxy_ = nullptr;              // rail 0's
   std::unique_ptr<LaneTransfers> transfers_;  // host-space writes and reads over the lanes
   std::unique_ptr<LaneMessages> messages_;  // messages over the lanes; what arrives
+  std::unique_ptr<MessageApply> apply_;     // what arrives, applied here
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
