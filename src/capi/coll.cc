@@ -111,9 +111,15 @@ class ScaledInput {
  public:
   ScaledInput(symcommComm& c, symcommStream_t stream) : c_(c), stream_(stream) {}
   ~ScaledInput() {
-    if (device_ && cudaFreeAsync(device_, static_cast<cudaStream_t>(stream_)) != cudaSuccess)
-      SYMCOMM_WARN("freeing a pre-multiplied sum's input: %s",
-                   cudaGetErrorString(cudaGetLastError()));
+    if (!device_) return;
+    try {
+      DeviceScope guard(c_.topology.device);
+      if (cudaFreeAsync(device_, static_cast<cudaStream_t>(stream_)) != cudaSuccess)
+        SYMCOMM_WARN("freeing a pre-multiplied sum's input: %s",
+                     cudaGetErrorString(cudaGetLastError()));
+    } catch (const std::exception& e) {
+      SYMCOMM_WARN("freeing a pre-multiplied sum's input: %s", e.what());
+    }
   }
   ScaledInput(const ScaledInput&) = delete;
   ScaledInput& operator=(const ScaledInput&) = delete;
