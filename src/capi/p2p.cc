@@ -63,7 +63,9 @@ extern "C" symcommResult_t symcommSendOnStream(symcommComm_t comm, symcommTeam_t
                                                symcommStream_t stream) {
   return guarded([&] { return format("symcommSendOnStream(team=%d, count=%zu, type=%d, peer=%d)",
                                      team, count, static_cast<int>(type), peer); },
-                 [&] { queue_or_run(make_call(comm, true, team, send, count, type, peer, stream)); });
+                 [&] {
+                   queue_or_run(make_call(comm, true, team, send, count, type, peer, stream));
+                 });
 }
 
 extern "C" symcommResult_t symcommRecvOnStream(symcommComm_t comm, symcommTeam_t team, void* recv,
@@ -71,7 +73,9 @@ extern "C" symcommResult_t symcommRecvOnStream(symcommComm_t comm, symcommTeam_t
                                                symcommStream_t stream) {
   return guarded([&] { return format("symcommRecvOnStream(team=%d, count=%zu, type=%d, peer=%d)",
                                      team, count, static_cast<int>(type), peer); },
-                 [&] { queue_or_run(make_call(comm, false, team, recv, count, type, peer, stream)); });
+                 [&] {
+                   queue_or_run(make_call(comm, false, team, recv, count, type, peer, stream));
+                 });
 }
 
 extern "C" symcommResult_t symcommGroupStart(void) {

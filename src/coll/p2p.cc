@@ -1,11 +1,13 @@
 #include "coll/p2p.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "base/error.h"
@@ -33,7 +35,9 @@ static_assert(sizeof(ChunkHeader) <= PointToPoint::kHeader, "the header fits its
 
 uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
-size_t chunks_of(size_t bytes, size_t chunk) { return std::max<size_t>(1, (bytes + chunk - 1) / chunk); }
+size_t chunks_of(size_t bytes, size_t chunk) {
+  return std::max<size_t>(1, (bytes + chunk - 1) / chunk);
+}
 
 }  // namespace
 
@@ -113,7 +117,8 @@ bool PointToPoint::step(Call& c, Progress& p) {
                   "%zu from rank %d was due", rank_, slot,
                   static_cast<unsigned long long>(h.index), h.from, p.chunks_done, c.peer);
   const size_t at = p.chunks_done * chunk;
-  const size_t bytes = std::min(chunk, static_cast<size_t>(p.total) - std::min<size_t>(p.total, at));
+  const size_t total = static_cast<size_t>(p.total);
+  const size_t bytes = std::min(chunk, total - std::min(total, at));
   if (p.mismatch.empty() && bytes) std::memcpy(c.recv_buf + at, box + kHeader, bytes);
   ++taken_[peer];
   ++p.chunks_done;
@@ -128,21 +133,27 @@ void PointToPoint::run(std::vector<Call>& calls) {
     SYMCOMM_REQUIRE(c.owner->space_ == symcommSpaceHost, symcommNotSupported,
                     "send and receive run in the host memory space only, so far");
   std::vector<Progress> progress(calls.size());
+  // Of each (communicator, peer, direction), only the first unfinished call moves: the pair's
+  // calls are matched in order. before[i]: the call of i's kind just before it (-1: none).
+  std::vector<std::ptrdiff_t> before(calls.size(), -1);
+  {
+    std::map<std::tuple<const PointToPoint*, int, bool>, std::ptrdiff_t> last;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto at = static_cast<std::ptrdiff_t>(i);
+      auto [it, fresh] = last.try_emplace({calls[i].owner, calls[i].peer, calls[i].send}, at);
+      if (!fresh) before[i] = std::exchange(it->second, at);
+    }
+  }
   const int64_t timeout_ms = wait_timeout_ms();
   using Clock = std::chrono::steady_clock;
   auto last_move = Clock::now();
   for (uint64_t spins = 0;; ++spins) {
     bool moved = false, all_done = true;
-    // Of each (communicator, peer, direction), the first unfinished call moves: the pair's
-    // calls are matched in order.
-    std::map<std::tuple<const PointToPoint*, int, bool>, bool> first_taken;
     for (size_t i = 0; i < calls.size(); ++i) {
-      Call& c = calls[i];
       if (progress[i].done()) continue;
       all_done = false;
-      bool& taken = first_taken[{c.owner, c.peer, c.send}];
-      if (taken) continue;
-      taken = true;
+      if (before[i] >= 0 && !progress[static_cast<size_t>(before[i])].done()) continue;
+      Call& c = calls[i];
       while (!progress[i].done() && c.owner->step(c, progress[i])) moved = true;
     }
     if (all_done) break;

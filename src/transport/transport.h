@@ -52,7 +52,7 @@ struct TransportContext {
 
 // One transport of one communicator, serving the peers the registry gave it. Host-side
 // calls; in the host space each completes in its call (a put's data has landed at the target
-// when it returns), as the host space's load/store operations do.
+// when it returns), as the host space's load/store operations do, but put_nbi and get_nbi.
 class Transport {
  public:
   virtual ~Transport() = default;

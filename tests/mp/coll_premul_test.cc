@@ -59,7 +59,8 @@ TEST_P(Coll, PreMultipliedSum) {
       auto check = [&](const void* p, size_t n, size_t first, double scalar, const char* what) {
         const std::vector<uint8_t> got = fetch(p, n * t.size);
         size_t wrong = 0;
-        for (size_t i = 0; i < n; ++i) wrong += read(t, &got[i * t.size]) != want(first + i, scalar);
+        for (size_t i = 0; i < n; ++i)
+          wrong += read(t, &got[i * t.size]) != want(first + i, scalar);
         EXPECT_EQ(wrong, 0u) << what;
       };
       for (int call = 0; call < 2; ++call) {

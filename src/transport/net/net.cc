@@ -4,7 +4,8 @@
 // proxy applies to its own memory, in the order they were sent (the endpoint's messages are
 // ordered, FI_ORDER_SAS), after every write sent before them has landed (writes complete
 // only once delivered, FI_DELIVERY_COMPLETE). In the host space each call completes before
-// it returns, as the host space's load/store operations do.
+// it returns, as the host space's load/store operations do (put_nbi and get_nbi leave theirs
+// in flight until the next other call).
 //
 // In the cuda space the network cannot address GPU memory (no FI_HMEM is used): data is
 // staged through pinned host memory (staging.h), and each call on a stream becomes a job
