@@ -107,10 +107,11 @@ void setup(symcommComm& c, const symcommConfig_t& config) {
   RmaBackend* backend = &comm->rma->backend();
   comm->copies = make_copies(kind, comm->topology, *comm->rma, *comm->heap);
   comm->nccl = std::make_unique<NcclComms>(comm->topology, bs, kind);  // made on first use
+  // The mailboxes first: CollContext's closing barrier keeps every peer from sending into them
+  // before they were cleared here.
+  comm->p2p = std::make_unique<PointToPoint>(comm->topology, *comm->rma, *comm->heap, kind);
   comm->coll = std::make_unique<CollContext>(comm->topology, *comm->heap, *comm->registrations,
                                              *comm->rma, *comm->copies, *comm->nccl, kind);
-  comm->p2p = std::make_unique<PointToPoint>(*comm->coll, *comm->rma, *comm->heap, kind);
-  bs.barrier();  // no peer sends into a mailbox before its words were cleared here
   CollContext* coll = comm->coll.get();  // its algorithms' states end their waits too
   Transports* transports = &comm->rma->transports();  // and operations on the network
   NcclComms* nccl = comm->nccl.get();  // and NCCL's communicators are aborted

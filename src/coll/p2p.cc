@@ -24,10 +24,10 @@ static const SizeParam kSlotBytes(
 
 namespace {
 
-// The first bytes of a slot: which message its chunk belongs to.
+// The first bytes of the slot that holds a message's first chunk: the message's size, team
+// and sender.
 struct ChunkHeader {
   uint64_t total;  // the message's bytes
-  uint64_t index;  // the chunk's number in the message
   int32_t team;
   int32_t from;
 };
@@ -50,8 +50,11 @@ struct PointToPoint::Progress {
   bool done() const { return chunks != 0 && chunks_done == chunks; }
 };
 
-PointToPoint::PointToPoint(CollContext& coll, Rma& rma, Heap& heap, symcommMemorySpace_t space)
-    : rma_(rma), space_(space), rank_(coll.topology().rank), nranks_(coll.topology().nranks) {
+PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
+                           symcommMemorySpace_t space)
+    : rma_(rma), space_(space), rank_(topology.rank), nranks_(topology.nranks) {
+  // The cuda space refuses send and receive so far (run()): no mailboxes in GPU memory.
+  if (space_ != symcommSpaceHost) return;
   const size_t n = static_cast<size_t>(nranks_);
   // Every rank's mailboxes take at most an eighth of the heap's most (a small
   // SYMCOMM_HEAP_MAX is left to the application), in slots of at least 4 KiB.
@@ -64,9 +67,10 @@ PointToPoint::PointToPoint(CollContext& coll, Rma& rma, Heap& heap, symcommMemor
   filled_ = reinterpret_cast<uint64_t*>(area);
   freed_ = filled_ + n;
   boxes_ = area + words;
-  if (space_ == symcommSpaceHost) std::memset(area, 0, words);
+  std::memset(area, 0, words);
   sent_.assign(n, 0);
   taken_.assign(n, 0);
+  first_.resize(slot_bytes_);
 }
 
 char* PointToPoint::mailbox(int sender, int slot) const {
@@ -84,15 +88,19 @@ bool PointToPoint::step(Call& c, Progress& p) {
     const int slot = static_cast<int>(sent_[peer] % kSlots);
     const size_t at = p.chunks_done * chunk;
     const size_t bytes = std::min(chunk, c.bytes - std::min(c.bytes, at));
-    const ChunkHeader h{c.bytes, p.chunks_done, static_cast<int32_t>(c.team), rank_};
     char* box = mailbox(rank_, slot);  // the receiver's mailbox for this rank, by offset
     Transport& t = transports.to(c.peer);
-    t.put(c.peer, box, &h, sizeof h, symcommEngineAuto, nullptr);
-    if (bytes)
+    if (p.chunks_done == 0) {
+      // The first chunk carries the message's header before its data: one put-signal.
+      const ChunkHeader h{c.bytes, static_cast<int32_t>(c.team), rank_};
+      std::memcpy(first_.data(), &h, sizeof h);
+      if (bytes) std::memcpy(first_.data() + kHeader, c.send_buf, bytes);
+      t.put_signal(c.peer, box, first_.data(), kHeader + bytes, &filled_[rank_], 1,
+                   symcommSignalAdd, symcommEngineAuto, nullptr);
+    } else {
       t.put_signal(c.peer, box + kHeader, c.send_buf + at, bytes, &filled_[rank_], 1,
                    symcommSignalAdd, symcommEngineAuto, nullptr);
-    else
-      t.signal(c.peer, &filled_[rank_], 1, symcommSignalAdd, nullptr);
+    }
     ++sent_[peer];
     ++p.chunks_done;
     return true;
@@ -100,9 +108,12 @@ bool PointToPoint::step(Call& c, Progress& p) {
   if (load(&filled_[peer]) <= taken_[peer]) return false;  // nothing from the peer yet
   const int slot = static_cast<int>(taken_[peer] % kSlots);
   const char* box = mailbox(c.peer, slot);
-  ChunkHeader h;
-  std::memcpy(&h, box, sizeof h);
-  if (p.chunks == 0) {
+  if (p.chunks == 0) {  // the message's first chunk: its header
+    ChunkHeader h;
+    std::memcpy(&h, box, sizeof h);
+    SYMCOMM_REQUIRE(h.from == c.peer, symcommInternalError,
+                    "send/recv: rank %d's mailbox slot %d for rank %d held a chunk from rank %d",
+                    rank_, slot, c.peer, h.from);
     p.total = h.total;
     p.chunks = chunks_of(h.total, chunk);
     if (h.total != c.bytes || h.team != static_cast<int32_t>(c.team))
@@ -112,10 +123,6 @@ bool PointToPoint::step(Call& c, Progress& p) {
                           c.peer, static_cast<unsigned long long>(h.total), h.team, rank_,
                           c.bytes, static_cast<int>(c.team));
   }
-  SYMCOMM_REQUIRE(h.index == p.chunks_done && h.from == c.peer, symcommInternalError,
-                  "send/recv: rank %d's mailbox slot %d held chunk %llu from rank %d where chunk "
-                  "%zu from rank %d was due", rank_, slot,
-                  static_cast<unsigned long long>(h.index), h.from, p.chunks_done, c.peer);
   const size_t at = p.chunks_done * chunk;
   const size_t total = static_cast<size_t>(p.total);
   const size_t bytes = std::min(chunk, total - std::min(total, at));
@@ -144,6 +151,11 @@ void PointToPoint::run(std::vector<Call>& calls) {
       if (!fresh) before[i] = std::exchange(it->second, at);
     }
   }
+  // The communicators the calls belong to, once each: what has arrived is applied for each.
+  std::vector<PointToPoint*> owners;
+  for (const Call& c : calls)
+    if (std::find(owners.begin(), owners.end(), c.owner) == owners.end())
+      owners.push_back(c.owner);
   const int64_t timeout_ms = wait_timeout_ms();
   using Clock = std::chrono::steady_clock;
   auto last_move = Clock::now();
@@ -162,7 +174,7 @@ void PointToPoint::run(std::vector<Call>& calls) {
       continue;
     }
     // Nothing could move: what has arrived from other nodes is applied here.
-    for (const Call& c : calls) c.owner->rma_.transports().progress();
+    for (PointToPoint* o : owners) o->rma_.transports().progress();
     if (spins % 256 != 255) continue;
     for (size_t i = 0; i < calls.size(); ++i) {
       if (progress[i].done()) continue;

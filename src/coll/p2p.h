@@ -2,14 +2,15 @@
 // of them as one unit (symcommGroupStart / symcommGroupEnd).
 //
 // Every rank holds, in its heap, a mailbox per sender: kSlots slots of slot_bytes() each (a
-// 64-byte header, then data), and two words per peer: `filled[s]`, the chunks sender s has
-// put into its mailbox here (s adds 1 after each chunk's data, by put-signal), and `freed[r]`,
-// the chunks receiver r has copied out of this rank's mailbox there (r adds 1 here). A message
-// goes in chunks, each in the next slot; the sender waits for a free slot (`freed`), the
-// receiver for a filled one (`filled`). Sends and receives between two ranks are matched in the
-// order of their calls, whatever the team; each chunk's header carries the message's size and
-// team, so that a receive whose size or team differs from the send's fails, naming both, after
-// taking the whole message out of the mailbox (the next pair still matches).
+// 64-byte header, written by a message's first chunk only, then data), and two words per
+// peer: `filled[s]`, the chunks sender s has put into its mailbox here (s adds 1 after each
+// chunk's data, by put-signal, one per chunk), and `freed[r]`, the chunks receiver r has copied
+// out of this rank's mailbox there (r adds 1 here). A message goes in chunks, each in the next
+// slot; the sender waits for a free slot (`freed`), the receiver for a filled one (`filled`).
+// Sends and receives between two ranks are matched in the order of their calls, whatever the
+// team; the first chunk's header carries the message's size and team, so that a receive whose
+// size or team differs from the send's fails, naming both, after taking the whole message out
+// of the mailbox (the next pair still matches).
 //
 // A call outside a group is a group of one. A group makes progress on all its calls at once:
 // the first unfinished send to each peer and the first unfinished receive from each peer move
@@ -34,8 +35,9 @@ class PointToPoint {
   static constexpr int kSlots = 4;
   static constexpr size_t kHeader = 64;
 
-  // Collective over the communicator (made with it): allocates every rank's mailboxes.
-  PointToPoint(CollContext& coll, Rma& rma, Heap& heap, symcommMemorySpace_t space);
+  // Collective over the communicator (made with it, before a barrier that every rank passes
+  // before any sends): allocates and clears every rank's mailboxes (the host space only).
+  PointToPoint(const Topology& topology, Rma& rma, Heap& heap, symcommMemorySpace_t space);
 
   // One call of a group: `peer` a world rank, `bytes` the message's size, `team` what the
   // caller named (checked against the sender's).
@@ -72,6 +74,7 @@ class PointToPoint {
   uint64_t* freed_ = nullptr;   // [nranks], symmetric
   char* boxes_ = nullptr;       // [nranks][kSlots][slot_bytes_], symmetric
   std::vector<uint64_t> sent_, taken_;  // [peer]: chunks sent to it, taken from its mailbox
+  std::vector<char> first_;  // a message's first chunk, its header before its data
 };
 
 // The calling thread's group: depth of symcommGroupStart calls not yet ended, and the calls

@@ -63,10 +63,7 @@ class CudaMemory final : public LocalMemory {
   void write(void* dst, const void* src, size_t bytes) override { land(dst, src, bytes); }
   void read(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
   void write_message(void* dst, const void* src, size_t bytes) override {
-    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
-                    bytes);
-    std::memcpy(in_, src, bytes);
-    land(dst, in_, bytes);
+    land(dst, pinned_message(src, bytes), bytes);
   }
   void write_message_then_signal(void* dst, const void* src, size_t bytes, uint64_t* word,
                                  uint64_t value, symcommSignalOp_t op) override {
@@ -78,12 +75,9 @@ class CudaMemory final : public LocalMemory {
       if (word) signal(word, value, op);
       return;
     }
-    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
-                    bytes);
     trace::Scope t("gpu land and signal");
     ContextScope guard(context_.get(), context_.device());
-    std::memcpy(in_, src, bytes);
-    streams_->land(drv_, dst, in_, bytes);
+    streams_->land(drv_, dst, pinned_message(src, bytes), bytes);
     SYMCOMM_CU(drv_, cuStreamWriteValue64(static_cast<CUstream>(stream_),
                                           reinterpret_cast<CUdeviceptr>(word), value,
                                           CU_STREAM_WRITE_VALUE_DEFAULT));
@@ -128,6 +122,13 @@ class CudaMemory final : public LocalMemory {
   }
 
  private:
+  // A message's payload copied into in_ (pinned: write_message's, the proxy's only).
+  const char* pinned_message(const void* src, size_t bytes) {
+    SYMCOMM_REQUIRE(bytes <= wire::kEagerMax, symcommInternalError, "a message of %zu bytes",
+                    bytes);
+    std::memcpy(in_, src, bytes);
+    return in_;
+  }
   bool single_writer(const uint64_t* word) {
     const auto w = reinterpret_cast<uintptr_t>(word);
     std::lock_guard<std::mutex> lock(ranges_mutex_);
