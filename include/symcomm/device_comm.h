@@ -94,7 +94,22 @@ struct DeviceNetRing {
   const uint64_t* freed;          /* host-mapped: slots read (tickets below it are free)   */
   const uint64_t* done;           /* host-mapped: operations carried out, in ticket order  */
   uint64_t capacity;              /* slots, a power of 2                                   */
+  /* The bounce buffers: a put's source or a get's destination outside the heap (cudaMalloc
+   * memory, mapped host memory) goes through them in pieces, copied by the calling thread,
+   * because the transport's copies cannot reach such memory reliably while the application's
+   * kernels run (transport.md). `bounce` is device memory that every context of the device
+   * reaches, [kDeviceNetBounceSlots][kDeviceNetBounceBytes]; a caller takes a bounce ticket
+   * (an atomic add on `bounce_tail`), waits until slot ticket % kDeviceNetBounceSlots is in
+   * its generation (bounce_gen[slot] == ticket / kDeviceNetBounceSlots), and hands the slot
+   * on (bounce_gen[slot] + 1) once its operation is done and a get's data copied out. */
+  char* bounce;
+  unsigned long long* bounce_tail; /* device memory */
+  uint64_t* bounce_gen;            /* device memory, [kDeviceNetBounceSlots] */
+  const char* heap_lo;             /* this rank's heap window: [heap_lo, heap_hi) goes direct */
+  const char* heap_hi;
 };
+constexpr uint64_t kDeviceNetBounceSlots = 32;
+constexpr uint64_t kDeviceNetBounceBytes = 64 << 10;
 
 /* Team members whose windows the handle holds itself (see DeviceComm::near_base). */
 #define SYMCOMM_DEVICE_COMM_NEAR 8

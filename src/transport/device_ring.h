@@ -41,12 +41,14 @@ class RingReader {
 };
 
 // The ring's memory on GPU `device`: slots and the two counters in mapped host memory, the
-// ticket counter and the flush mark in device memory. Made on the calling thread (the
-// application's context of the device).
+// ticket counter, the flush mark and the bounce buffers' counters in device memory, the bounce
+// buffers in memory of the virtual memory management API (which every context of the device
+// reaches, the transport's copy context too). Made on the calling thread (the application's
+// context of the device). [heap_lo, heap_hi): this rank's heap window.
 class DeviceRing {
  public:
   static constexpr uint64_t kCapacity = 1024;
-  explicit DeviceRing(int device);
+  DeviceRing(int device, const char* heap_lo, const char* heap_hi);
   ~DeviceRing();
   DeviceRing(const DeviceRing&) = delete;
   DeviceRing& operator=(const DeviceRing&) = delete;
@@ -61,9 +63,14 @@ class DeviceRing {
     uint64_t freed;
     uint64_t done;
   };
+  void free_bounce();
   int device_;
   Mapped* mapped_ = nullptr;           // host view
-  unsigned long long* counters_ = nullptr;  // device memory: tail, flushed
+  // Device memory: tail, flushed, bounce_tail, bounce_gen[kDeviceNetBounceSlots].
+  unsigned long long* counters_ = nullptr;
+  void* bounce_ = nullptr;  // kDeviceNetBounceSlots * kDeviceNetBounceBytes, rounded up
+  size_t bounce_bytes_ = 0;
+  uint64_t bounce_handle_ = 0;
   DeviceNetRing view_{};
   std::unique_ptr<RingReader> reader_;
 };

@@ -116,7 +116,11 @@ class DeviceMix : public Device {
       std::printf("DeviceMix plan: SYMCOMM_TEST_MIX_SEED=%llu\n",
                   static_cast<unsigned long long>(plan_->seed()));
     sym_ = symmetric<char>(plan_->bytes());
-    loc_ = plain<char>(plan_->bytes());
+    // SYMCOMM_TEST_MIX_LOCAL_SYMMETRIC=1 puts the plan's plain buffer in the heap too (the
+    // same plan, no cudaMalloc memory): tells whether a failure needs non-heap memory.
+    const char* local_sym = std::getenv("SYMCOMM_TEST_MIX_LOCAL_SYMMETRIC");
+    loc_ = local_sym && *local_sym == '1' ? symmetric<char>(plan_->bytes())
+                                          : plain<char>(plan_->bytes());
     sigs_ = symmetric<uint64_t>(static_cast<size_t>(plan_->words()));
     failed_ = plain<int>(1);
     ASSERT_TRUE(sym_ && loc_ && sigs_ && failed_);

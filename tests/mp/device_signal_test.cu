@@ -27,9 +27,11 @@ const RingShape kRingShapes[] = {
 // Block 0 sends round r from stage + r * chunk into ring slot r % kRing on the right
 // neighbour, adding 1 to its data_sig; it reuses a slot only after the neighbour's ack.
 // Block 1 waits for round r from the left neighbour, checks it, and acks.
-__global__ void ring_kernel(DeviceComm c, RingShape shape, char* ring, const char* stage,
-                            uint64_t* data_sig, uint64_t* ack_sig, uint64_t what, ull* bad,
-                            int* rc_out) {
+// Of up to 1024 threads: the ring's out-of-line paths need more registers than 64 with the
+// kernel's own (docs/transport.md, bounce buffers).
+__global__ void __launch_bounds__(1024)
+    ring_kernel(DeviceComm c, RingShape shape, char* ring, const char* stage, uint64_t* data_sig,
+                uint64_t* ack_sig, uint64_t what, ull* bad, int* rc_out) {
   const size_t chunk = shape.chunk;
   const int rounds = shape.rounds;
   const int me = symcomm::team_rank(c), n = symcomm::team_size(c);

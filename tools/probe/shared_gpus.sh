@@ -8,6 +8,8 @@
 # 8 ranks on 2 H200 at 50% each, the all-to-all-v with counts on the device timed out). It
 # shows that the 8-rank paths (plans, lanes, grids of 2 x 4 and 1 x 8) run correctly on
 # GPUs; its times mean nothing.
+# On a machine of one GPU, `tools/probe/shared_gpus.sh 2` runs the 2-rank suites (and, with
+# SYMRUN_ARGS="--nodes 2", the 2-node ones) there.
 # NCCL refuses two ranks on one GPU, so nccl algorithms and backends are filtered out.
 #   [SUITES="coll decomp"] tools/probe/shared_gpus.sh [RANKS]     RANKS: 8 by default
 # The MPS control daemon runs with private pipe and log directories and is stopped on exit;
@@ -48,10 +50,23 @@ nvcc -arch=sm_90 -o "$T/sms" "$T/sms.cu" && "$T/sms"
 
 export SYMCOMM_TEST_SPACE=cuda SYMCOMM_TEST_SHARED_GPUS=1 SYMCOMM_BOOTSTRAP_ADDR=127.0.0.1
 failed=0
+# SYMRUN_ARGS: more symrun options, e.g. "--nodes 2" (ranks as nodes: the net transport,
+# with SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_DOMAIN=lo in the environment). A suite still
+# running after SUITE_LIMIT seconds (default 240) has its processes' stacks written to its
+# log's folder (where scripts/gdb-kit's .gdbkit.tar.xz was carried), then is stopped.
+limit=${SUITE_LIMIT:-240}
 run() {  # name binary [gtest args...]
   local name=$1 bin=$2; shift 2
   local t0=$SECONDS
-  timeout 250 $B/symrun -n "$n" --timeout 240 $B/$bin "$@" > "$L/$name.log" 2>&1
+  # shellcheck disable=SC2086  # SYMRUN_ARGS is a list of options
+  $B/symrun -n "$n" ${SYMRUN_ARGS:-} --timeout $((limit + 60)) $B/$bin "$@" > "$L/$name.log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    [ -f .gdbkit.tar.xz ] && scripts/stacks "$B/$bin" > "$L/stacks_$name.txt" 2>&1
+    pkill -9 -f "$B/$bin"; pkill -9 -f "$B/symrun"
+  fi
+  wait "$pid"
   local rc=$?
   [ "$rc" = 0 ] || failed=1
   echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[0\] \[  (PASSED|FAILED|SKIPPED) +\] [0-9]' "$L/$name.log" | tr '\n' ' ')"

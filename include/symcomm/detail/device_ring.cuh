@@ -50,28 +50,47 @@ __device__ __forceinline__ DeviceComm as_comm(const RingContext& r) {
   return c;
 }
 
-// Hands `op` over: takes a ticket, waits until its slot is free (bounded, as every wait),
-// writes the descriptor, then its ticket after a system-scope fence (which also publishes
-// what the thread wrote before: a put's source). Returns the ticket, or ~0 where the wait
-// failed (recorded in the error record; the operation is not carried out, and the ring is
-// stuck at its ticket: the communicator has failed).
-__device__ inline __noinline__ uint64_t ring_post(const RingContext& r, const DeviceNetOp& op) {
-  const DeviceComm c = as_comm(r);
+// Waits until `word` >= value (wait_local), out of line, for the ring's paths (which are
+// slow anyway): each inlined copy of the unrolled polling loop costs the kernel registers,
+// and a comparison known here keeps the loop narrow.
+__device__ inline __noinline__ int ring_wait(const RingContext& r, const uint64_t* word,
+                                             uint64_t value, int pe) {
+  return wait_local(as_comm(r), word, symcommCmpGe, value, pe);
+}
+
+// Takes a ticket and waits until its slot is free (bounded, as every wait). Returns the
+// ticket, or ~0 where the wait failed (recorded in the error record; the ring is stuck at the
+// ticket: the communicator has failed).
+__device__ inline uint64_t ring_take(const RingContext& r, int pe) {
   const uint64_t t = atomicAdd(r.net.tail, 1ull);
-  if (t >= r.net.capacity &&
-      wait_local(c, r.net.freed, symcommCmpGe, t - r.net.capacity + 1, op.pe) != 0)
+  if (t >= r.net.capacity && ring_wait(r, r.net.freed, t - r.net.capacity + 1, pe) != 0)
     return ~uint64_t{0};
+  return t;
+}
+
+// Writes `op` into ticket t's slot, with `kind`, `offset`, `local` and `bytes` in place of its
+// own, then the ticket after a system-scope fence (which also publishes what the thread wrote
+// before: a put's source, a bounce slot). Field by field from `op`, which keeps it narrow.
+__device__ inline void ring_fill(const RingContext& r, uint64_t t, const DeviceNetOp& op,
+                                 uint32_t kind, uint64_t offset, uint64_t local,
+                                 uint64_t bytes) {
   volatile DeviceNetOp* s = r.net.slots + (t & (r.net.capacity - 1));
-  s->kind = op.kind;
+  s->kind = kind;
   s->pe = op.pe;
-  s->offset = op.offset;
-  s->local = op.local;
-  s->bytes = op.bytes;
+  s->offset = offset;
+  s->local = local;
+  s->bytes = bytes;
   s->signal = op.signal;
   s->value = op.value;
   s->op = op.op;
   __threadfence_system();
   store_relaxed(const_cast<uint64_t*>(&s->ticket), t + 1);
+}
+
+// Hands `op` over (ring_take, ring_fill). Returns the ticket, or ~0 (ring_take).
+__device__ inline __noinline__ uint64_t ring_post(const RingContext& r, const DeviceNetOp& op) {
+  const uint64_t t = ring_take(r, op.pe);
+  if (t != ~uint64_t{0}) ring_fill(r, t, op, op.kind, op.offset, op.local, op.bytes);
   return t;
 }
 
@@ -120,6 +139,68 @@ __device__ __forceinline__ bool ring_ok(const DeviceComm& c, const void* sym, in
   return false;
 }
 
+// Whether [p, p + bytes) lies in this rank's heap window, which the transport reaches.
+__device__ __forceinline__ bool ring_direct(const RingContext& r, const void* p, size_t bytes) {
+  const char* q = static_cast<const char*>(p);
+  return q >= r.net.heap_lo && q <= r.net.heap_hi &&
+         bytes <= static_cast<size_t>(r.net.heap_hi - q);
+}
+
+// `bytes` from `src` to `dst`, which share their alignment modulo 16, by one thread: 16
+// bytes at a time between single bytes at the ends. Out of line and narrow: a kernel's
+// registers are its own live ones at a call plus the callee's, and kernels of 1024 threads
+// that reach the ring must keep within 64.
+__device__ inline __noinline__ void bounce_copy(char* dst, const char* src, uint64_t bytes) {
+  uint64_t i = 0;
+  for (; i < bytes && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
+  for (; i + 16 <= bytes; i += 16)
+    *reinterpret_cast<uint4*>(dst + i) = *reinterpret_cast<const uint4*>(src + i);
+  for (; i < bytes; ++i) dst[i] = src[i];
+}
+
+// The piece of `op` (a put, get or put-signal; its `local` and `bytes` the caller's) that
+// starts `done` bytes in, through a bounce slot: up to kDeviceNetBounceBytes - 16 bytes, at
+// the slot's offset local % 16 (so that both copies run 16 bytes wide), carried out before it
+// returns (a put-signal's signal goes with the last piece). Returns the bytes it moved, or 0
+// where a wait failed (recorded; a slot or ticket is then left taken: the communicator has
+// failed). One thread.
+__device__ __forceinline__ uint64_t ring_bounce_piece(const RingContext& r, const DeviceNetOp& op,
+                                                      uint64_t done) {
+  constexpr uint64_t kPiece = kDeviceNetBounceBytes - 16;
+  const uint64_t n = op.bytes - done < kPiece ? op.bytes - done : kPiece;
+  const unsigned long long b = atomicAdd(r.net.bounce_tail, 1ull);
+  const uint64_t slot = b % kDeviceNetBounceSlots;
+  // The slot's generations only grow, one at a time: >= is this caller's turn.
+  if (ring_wait(r, r.net.bounce_gen + slot, b / kDeviceNetBounceSlots, op.pe) != 0) return 0;
+  char* local = reinterpret_cast<char*>(static_cast<uintptr_t>(op.local)) + done;
+  char* bounce = r.net.bounce + slot * kDeviceNetBounceBytes + (op.local & 15);
+  if (op.kind != kDeviceNetGet) bounce_copy(bounce, local, n);
+  const uint64_t t = ring_take(r, op.pe);
+  if (t == ~uint64_t{0}) return 0;
+  const bool signal_now = op.kind != kDeviceNetPutSignal || done + n == op.bytes;
+  ring_fill(r, t, op, signal_now ? op.kind : kDeviceNetPut, op.offset + done,
+            reinterpret_cast<uintptr_t>(bounce), n);
+  if (ring_wait(r, r.net.done, t + 1, op.pe) != 0) return 0;
+  if (op.kind == kDeviceNetGet) bounce_copy(local, bounce, n);
+  __threadfence();  // the copy out before the slot is handed on
+  store_relaxed(r.net.bounce_gen + slot, b / kDeviceNetBounceSlots + 1);
+  return n;
+}
+
+// `op` through the bounce slots, piece by piece (ring_bounce_piece).
+__device__ inline __noinline__ void ring_bounced(const RingContext& r, const DeviceNetOp& op) {
+  for (uint64_t done = 0, n = 1; done < op.bytes && n != 0; done += n)
+    n = ring_bounce_piece(r, op, done);
+}
+
+// Hands `op` over and waits until it is carried out: directly where its local side is in the
+// heap, through the bounce buffers where not.
+__device__ __forceinline__ void ring_carry_out(const RingContext& r, const DeviceNetOp& op) {
+  if (ring_direct(r, reinterpret_cast<const void*>(static_cast<uintptr_t>(op.local)), op.bytes))
+    return ring_run(r, op, true);
+  ring_bounced(r, op);
+}
+
 // A put (kDeviceNetPut) or get (kDeviceNetGet) of `bytes` between the symmetric `sym` on
 // team rank pe and `local`, carried out when it returns. One thread calls.
 __device__ __forceinline__ void ring_transfer(const DeviceComm& c, uint32_t kind,
@@ -134,7 +215,7 @@ __device__ __forceinline__ void ring_transfer(const DeviceComm& c, uint32_t kind
   op.local = reinterpret_cast<uintptr_t>(local);
   op.bytes = bytes;
   const RingContext r = ring_context(c);
-  ring_run(r, op, true);
+  ring_carry_out(r, op);
 }
 
 // A signal (bytes == 0) or a put-signal: the signal is applied after the data. Returns once
@@ -154,7 +235,8 @@ __device__ __forceinline__ void ring_signal(const DeviceComm& c, const void* dst
   d.value = value;
   d.op = static_cast<uint32_t>(op);
   const RingContext r = ring_context(c);
-  ring_run(r, d, bytes != 0);
+  if (bytes == 0) return ring_run(r, d, false);
+  ring_carry_out(r, d);
 }
 
 }  // namespace detail

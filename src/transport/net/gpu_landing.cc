@@ -10,6 +10,7 @@
 #include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
+#include "base/log.h"
 
 namespace symcomm {
 
@@ -117,12 +118,27 @@ void sync_within(void* stream, int64_t timeout_ms) {
     SYMCOMM_CUDART(cudaStreamSynchronize(s));
     return;
   }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::milliseconds(timeout_ms);
+  auto next_note = start + std::chrono::seconds(5);
   for (unsigned polls = 0;; ++polls) {
     const cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (e == cudaSuccess) {
+      if (now - start > std::chrono::seconds(1))
+        SYMCOMM_WARN("net transport: a copy into or out of GPU memory took %lld ms",
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         now - start).count()));
+      return;
+    }
     if (e != cudaErrorNotReady) SYMCOMM_CUDART(e);
-    if (std::chrono::steady_clock::now() > end)
+    if (now > next_note) {  // a copy that does not end is said while it lasts
+      SYMCOMM_WARN("net transport: a copy into or out of GPU memory still runs after %lld s",
+                   static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
+                       now - start).count()));
+      next_note += std::chrono::seconds(5);
+    }
+    if (now > end)
       SYMCOMM_THROW(symcommTimeout,
                     "the net transport's copy into or out of GPU memory did not finish within "
                     "%lld ms (SYMCOMM_WAIT_TIMEOUT): the GPU did not run the transport's work "

@@ -277,7 +277,8 @@ class Net final : public Transport {
     if (!cuda_) return DeviceNetRing{};
     std::lock_guard<std::mutex> lock(ring_mutex_);
     if (!ring_) {
-      ring_ = std::make_unique<DeviceRing>(device_);
+      ring_ = std::make_unique<DeviceRing>(device_, heap_.base(),
+                                           heap_.base() + heap_.max_bytes());
       jobs_->add_source([this] {
         return ring_->reader().poll([this](const DeviceNetOp& op) { run_device_op(op); });
       });
