@@ -53,7 +53,8 @@ namespace bench {
 
 const char* const kCollUsage =
     "  --ops LIST       alltoall,alltoallv,alltoallv_device,allgather,reducescatter,\n"
-    "                   allreduce,broadcast,reduce,gather,scatter,barrier (default: all)\n"
+    "                   allreduce,broadcast,reduce,gather,scatter,barrier,sendrecv\n"
+    "                   (default: all)\n"
     "  --impls LIST     nccl (NCCL called directly), auto, algorithm names (copy or\n"
     "                   symcomm:copy, symcomm:nccl, ...); default: all of them\n"
     "  --min-bytes B    smallest size per rank (default 8); sizes take K, M, G suffixes\n"
@@ -96,6 +97,9 @@ const OpInfo kOps[] = {
     {Op::Gather, "gather", false, "the root's recv (n x count; send is count)"},
     {Op::Scatter, "scatter", false, "the root's send (n x count; recv is count)"},
     {Op::Barrier, "barrier", false, "0 (time per barrier; no bandwidth)"},
+    {Op::SendRecv, "sendrecv", false,
+     "send = recv (count; a ring: a group of a send to the next rank and a receive from the "
+     "previous)"},
 };
 
 // ---- Options ----------------------------------------------------------------------------
@@ -424,6 +428,8 @@ int run_coll(Context& ctx) {
       for (const Impl* ip : order) {
         const Impl& impl = *ip;
         if (impl.counts_to_host && op.op != Op::AllToAllvDevice) continue;
+        // Sends and receives have no algorithms to choose: symcomm's line is auto's alone.
+        if (op.op == Op::SendRecv && !impl.nccl && impl.algorithm) continue;
         const std::string where = point_name(op, impl, bytes, count);
         auto skip = [&](const std::string& why) {
           if (ctx.rank == 0 && noted.insert(impl.name + " " + op.name).second)

@@ -17,7 +17,7 @@ namespace bench::coll {
 
 enum class Op {
   AllToAll, AllToAllv, AllToAllvDevice, AllGather, ReduceScatter, AllReduce, Broadcast, Barrier,
-  Reduce, Gather, Scatter
+  Reduce, Gather, Scatter, SendRecv
 };
 
 struct OpInfo {
@@ -46,7 +46,7 @@ struct OpInfo {
   }
   double bus_factor(int n) const {  // (nccl-tests')
     if (op == Op::AllReduce) return 2.0 * (n - 1) / n;
-    if (op == Op::Broadcast || op == Op::Reduce) return 1.0;
+    if (op == Op::Broadcast || op == Op::Reduce || op == Op::SendRecv) return 1.0;
     return static_cast<double>(n - 1) / n;
   }
 };

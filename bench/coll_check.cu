@@ -85,6 +85,7 @@ struct Reference {
       }
       case Op::Gather: return me == root ? bits(seeds[p / count], p % count) : kPoison;
       case Op::Scatter: return bits(seeds[static_cast<size_t>(root)], mine + p);
+      case Op::SendRecv: return bits(seeds[static_cast<size_t>((me + n - 1) % n)], p);
       case Op::Barrier: break;  // checked by check_barrier
     }
     return 0;
@@ -250,6 +251,15 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
       case Op::Reduce:
         BENCH_NCCL(ncclReduce(b.send, b.recv, count, ncclFloat, ncclSum, root, c, s));
         break;
+      case Op::SendRecv: {
+        const int next = (ctx.rank + 1) % ctx.nranks;
+        const int prev = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+        BENCH_NCCL(ncclGroupStart());
+        BENCH_NCCL(ncclSend(b.send, count, ncclFloat, next, c, s));
+        BENCH_NCCL(ncclRecv(b.recv, count, ncclFloat, prev, c, s));
+        BENCH_NCCL(ncclGroupEnd());
+        break;
+      }
       case Op::Gather:  // NCCL has neither: grouped sends and receives, as its users write them
       case Op::Scatter: {
         const bool gather = op.op == Op::Gather;
@@ -295,6 +305,16 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
     case Op::Gather: return symcommGatherOnStream(ctx.comm, w, b.send, b.recv, count, f, root, a, s);
     case Op::Scatter:
       return symcommScatterOnStream(ctx.comm, w, b.send, b.recv, count, f, root, a, s);
+    case Op::SendRecv: {
+      const int next = (ctx.rank + 1) % ctx.nranks;
+      const int prev = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+      symcommResult_t rc = symcommGroupStart();
+      if (rc != symcommSuccess) return rc;
+      const symcommResult_t r1 = symcommSendOnStream(ctx.comm, w, b.send, count, f, next, s);
+      const symcommResult_t r2 = symcommRecvOnStream(ctx.comm, w, b.recv, count, f, prev, s);
+      rc = symcommGroupEnd();
+      return r1 != symcommSuccess ? r1 : r2 != symcommSuccess ? r2 : rc;
+    }
   }
   return symcommInternalError;
 }

@@ -176,11 +176,13 @@ symcommResult_t symcommScatterOnStream(symcommComm_t comm, symcommTeam_t team, c
  * the message out of the way, so the next pair still matches). A call may send to or receive
  * from this rank itself.
  *
- * Outside a group a call returns once its message is out of this rank's buffer (a send: every
- * chunk is in the receiver's mailbox) or in it (a receive); a send longer than 4 slots waits for
- * its receiver to take chunks, so two ranks that both send before they receive need a group.
- * The host memory space only, so far (the cuda space: symcommNotSupported); stream must be
- * NULL there. */
+ * The host space (stream NULL): outside a group a call returns once its message is out of
+ * this rank's buffer (a send: every chunk is in the receiver's mailbox) or in it (a receive);
+ * a send longer than 4 slots waits for its receiver to take chunks, so two ranks that both send
+ * before they receive need a group. The cuda space: a group (or a call outside one) is one
+ * kernel on `stream`, enqueued at once; buffers are memory the GPU reaches; a mismatched
+ * receive writes nothing and the communicator's next send or receive reports it; a group
+ * holds at most 72 calls, of one communicator (symcommNotSupported beyond). */
 symcommResult_t symcommSendOnStream(symcommComm_t comm, symcommTeam_t team, const void* send,
                                     size_t count, symcommDataType_t type, int peer,
                                     symcommStream_t stream);

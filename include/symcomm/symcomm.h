@@ -450,11 +450,13 @@ symcommResult_t symcommSignalWaitOnStream(symcommComm_t comm, uint64_t* sig, sym
  * target once the stream reaches this point. */
 symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStream_t stream);
 /* Host-side atomics on rank `pe`'s copy of the 8-byte-aligned symmetric word `word`, atomic
- * with each other from every rank (on this node by the processor's atomics, across nodes by
- * the target's proxy): *result = the value before; the word += `value`, or becomes `desired`
- * where it held `expected`. The host space only, for now, with `stream` NULL: the call
- * returns with the result; in the cuda space they fail with symcommNotSupported (kernels use
- * the device API's atomic_fetch_add and atomic_compare_swap). */
+ * with each other from every rank: *result = the value before; the word += `value`, or
+ * becomes `desired` where it held `expected`. The host space (`stream` NULL): the call returns
+ * with the result (on this node by the processor's atomics, across nodes by the target's
+ * proxy). The cuda space: on `stream`, by the GPU's system-scope atomics (atomic with the
+ * device API's atomic_fetch_add and atomic_compare_swap), *result written when the stream
+ * gets there (memory this rank's GPU reaches: device, managed or pinned); members on another
+ * node are refused with symcommNotSupported, as the device API refuses them. */
 symcommResult_t symcommAtomicFetchAddOnStream(symcommComm_t comm, uint64_t* word, uint64_t value,
                                               int pe, uint64_t* result, symcommStream_t stream);
 symcommResult_t symcommAtomicCompareSwapOnStream(symcommComm_t comm, uint64_t* word,

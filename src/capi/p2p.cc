@@ -1,5 +1,6 @@
 // symcommSendOnStream, symcommRecvOnStream, symcommGroupStart, symcommGroupEnd (coll/p2p.h).
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@ PointToPoint::Call make_call(symcommComm_t comm, bool send, symcommTeam_t team, 
   symcommComm& c = checked(comm);
   c.check_live();
   check_stream(c, stream);
+  c.p2p->raise_mismatch();
   const Team t = c.rma->teams().get(team);
   SYMCOMM_REQUIRE(t.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
                   "rank %d is not a member of team %d", c.topology.rank, team);
@@ -27,6 +29,12 @@ PointToPoint::Call make_call(symcommComm_t comm, bool send, symcommTeam_t team, 
                   count);
   SYMCOMM_REQUIRE(count == 0 || buf != nullptr, symcommInvalidArgument, "%s is NULL",
                   send ? "send" : "recv");
+  if (c.space_kind == symcommSpaceCuda && count > 0) {
+    // The group's kernel reads and writes the buffer.
+    const std::string problem = c.space->device_access_problem(buf);
+    SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument, "%s %p: %s", send ? "send" : "recv",
+                    buf, problem.c_str());
+  }
   const int world = t.world_of(peer);
   SYMCOMM_REQUIRE(c.rma->transports().connected(world), symcommNotSupported,
                   "rank %d is not reached by any transport: %s", world,
@@ -40,8 +48,7 @@ PointToPoint::Call make_call(symcommComm_t comm, bool send, symcommTeam_t team, 
   call.send_buf = send ? static_cast<const char*>(buf) : nullptr;
   call.recv_buf = send ? nullptr : static_cast<char*>(const_cast<void*>(buf));
   call.bytes = count * elem;
-  SYMCOMM_REQUIRE(call.owner->space() == symcommSpaceHost, symcommNotSupported,
-                  "send and receive run in the host memory space only, so far");
+  call.stream = stream;
   return call;
 }
 

@@ -175,16 +175,28 @@ extern "C" symcommResult_t symcommQuietOnStream(symcommComm_t comm, symcommStrea
 
 namespace {
 
-// The word of an atomic, checked; the call refused in the cuda space (not built there yet).
+// The word of an atomic, checked, and `result`: in the cuda space memory this rank's GPU
+// writes (the stream writes it), in the host space with no stream.
 uint64_t* atomic_word(const symcommComm& c, uint64_t* word, uint64_t* result) {
   SYMCOMM_REQUIRE_ARG(result);
-  SYMCOMM_REQUIRE(c.space_kind == symcommSpaceHost, symcommNotSupported,
-                  "host-side atomics run in the host memory space only so far (in the cuda "
-                  "space, kernels use the device API's atomic_fetch_add and "
-                  "atomic_compare_swap)");
   SYMCOMM_REQUIRE(reinterpret_cast<uintptr_t>(word) % 8 == 0, symcommInvalidArgument,
                   "word %p is not 8-byte aligned", static_cast<void*>(word));
+  if (c.space_kind == symcommSpaceCuda) {
+    const std::string problem = c.space->device_access_problem(result);
+    SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument,
+                    "result %p: the stream writes it, so it must be memory this rank's GPU "
+                    "reaches: %s", static_cast<void*>(result), problem.c_str());
+  }
   return static_cast<uint64_t*>(symmetric(c, word, 8, "word"));
+}
+
+// An atomic: the host space's completes in the call; the cuda space's on the stream.
+void run_atomic(symcommComm& c, int pe, uint64_t* w, uint64_t operand, uint64_t desired,
+                bool compare_swap, uint64_t* result, symcommStream_t stream) {
+  Transport& t = transport(c, pe);
+  if (c.space_kind == symcommSpaceCuda)
+    return t.atomic_on_stream(pe, w, operand, desired, compare_swap, result, stream);
+  *result = compare_swap ? t.compare_swap(pe, w, operand, desired) : t.fetch_add(pe, w, operand);
 }
 
 }  // namespace
@@ -198,7 +210,7 @@ extern "C" symcommResult_t symcommAtomicFetchAddOnStream(symcommComm_t comm, uin
                                      static_cast<unsigned long long>(value), pe); }, [&] {
     symcommComm& c = live(comm, stream);
     uint64_t* w = atomic_word(c, word, result);
-    *result = transport(c, pe).fetch_add(pe, w, value);
+    run_atomic(c, pe, w, value, 0, false, result, stream);
   });
 }
 
@@ -212,7 +224,7 @@ extern "C" symcommResult_t symcommAtomicCompareSwapOnStream(symcommComm_t comm, 
                   static_cast<unsigned long long>(desired), pe); }, [&] {
     symcommComm& c = live(comm, stream);
     uint64_t* w = atomic_word(c, word, result);
-    *result = transport(c, pe).compare_swap(pe, w, expected, desired);
+    run_atomic(c, pe, w, expected, desired, true, result, stream);
   });
 }
 
@@ -235,18 +247,6 @@ extern "C" symcommResult_t symcommGetDeviceComm(symcommComm_t comm, symcommTeam_
   return guarded([&] { return format("symcommGetDeviceComm(team=%d)", team); }, [&] {
     symcommComm& c = checked(comm);
     SYMCOMM_REQUIRE_ARG(handle);
-    const Team& t = c.rma->teams().get(team);
-    SYMCOMM_REQUIRE(t.index_of(c.topology.rank) >= 0, symcommInvalidArgument,
-                    "rank %d is not a member of team %d", c.topology.rank, team);
-    c.rma->backend().fill_device_comm(*handle, team, t);
-    // Members that kernels do not reach by load and store: through their transport's ring.
-    for (int i = 0; i < t.size; ++i) {
-      const int member = t.world_of(i);
-      if (!c.rma->transports().connected(member)) continue;
-      Transport& tr = c.rma->transports().to(member);
-      if (tr.load_store()) continue;
-      handle->net = tr.device_ring();
-      break;
-    }
+    *handle = c.rma->device_comm(team);
   });
 }

@@ -53,9 +53,8 @@ struct PointToPoint::Progress {
 PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
                            symcommMemorySpace_t space)
     : rma_(rma), space_(space), rank_(topology.rank), nranks_(topology.nranks) {
-  // The cuda space refuses send and receive so far (run()): no mailboxes in GPU memory.
-  if (space_ != symcommSpaceHost) return;
   const size_t n = static_cast<size_t>(nranks_);
+  const bool cuda = space_ == symcommSpaceCuda;
   // Every rank's mailboxes take at most an eighth of the heap's most (a small
   // SYMCOMM_HEAP_MAX is left to the application), in slots of at least 4 KiB.
   size_t slot = std::max<size_t>(kSlotBytes.get(), 4096);
@@ -63,14 +62,80 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
   slot = std::max<size_t>(std::min(slot, most), 4096);
   slot_bytes_ = slot / 64 * 64;
   const size_t words = 2 * n * sizeof(uint64_t);
-  char* area = static_cast<char*>(heap.malloc_internal(words + n * kSlots * slot_bytes_));
+  const size_t headers = cuda ? n * kHeader : 0;
+  char* area = static_cast<char*>(heap.malloc_internal(words + headers + n * kSlots * slot_bytes_));
   filled_ = reinterpret_cast<uint64_t*>(area);
   freed_ = filled_ + n;
-  boxes_ = area + words;
-  std::memset(area, 0, words);
+  if (cuda) {
+    headers_ = area + words;
+    p2p_clear_device(topology.device, area, words);
+    cuda_ = std::make_unique<P2pCuda>(topology.device, nranks_);
+    // The kernels' handle, made here rather than at the first group, which may be captured
+    // into a graph (a ring to members on other nodes is made with it: memory, a sync).
+    world_ = rma_.device_comm(SYMCOMM_TEAM_WORLD);
+  } else {
+    std::memset(area, 0, words);
+  }
+  boxes_ = area + words + headers;
   sent_.assign(n, 0);
   taken_.assign(n, 0);
   first_.resize(slot_bytes_);
+}
+
+void PointToPoint::raise_mismatch() {
+  P2pMismatch m;
+  if (!cuda_ || !cuda_->take_mismatch(&m)) return;
+  SYMCOMM_THROW(symcommInvalidArgument,
+                "an earlier receive on the stream did not match its send, and wrote nothing: "
+                "rank %d sent %llu bytes on team %d where rank %d receives %llu bytes on team "
+                "%d (sends and receives between two ranks are matched in the order of their "
+                "calls, whatever the team)", m.peer, static_cast<unsigned long long>(m.total),
+                m.team, rank_, static_cast<unsigned long long>(m.want), m.want_team);
+}
+
+void PointToPoint::run_cuda(const std::vector<Call>& calls) {
+  // Lanes in the order of their first call; each lane's calls in their order.
+  std::vector<std::pair<std::pair<int, bool>, std::vector<const Call*>>> lanes;
+  for (const Call& c : calls) {
+    auto it = std::find_if(lanes.begin(), lanes.end(), [&](const auto& l) {
+      return l.first == std::make_pair(c.peer, c.send);
+    });
+    if (it == lanes.end()) it = lanes.insert(lanes.end(), {{c.peer, c.send}, {}});
+    it->second.push_back(&c);
+  }
+  SYMCOMM_REQUIRE(lanes.size() <= static_cast<size_t>(P2pPlan::kMaxLanes) &&
+                      calls.size() <= static_cast<size_t>(P2pPlan::kMaxCalls),
+                  symcommNotSupported,
+                  "a group of %zu sends and receives between this rank and %zu (peer, "
+                  "direction) pairs: the cuda space runs at most %d calls and %d pairs in one "
+                  "group", calls.size(), lanes.size(), P2pPlan::kMaxCalls, P2pPlan::kMaxLanes);
+  P2pPlan plan{};
+  plan.boxes = boxes_;
+  plan.filled = filled_;
+  plan.freed = freed_;
+  plan.headers = headers_;
+  cuda_->fill(plan);
+  plan.slot_bytes = slot_bytes_;
+  plan.slots = kSlots;
+  int k = 0;
+  for (const auto& [key, list] : lanes) {
+    P2pLane& lane = plan.lanes[plan.nlanes++];
+    lane.peer = key.first;
+    lane.send = key.second ? 1 : 0;
+    lane.first = k;
+    lane.count = static_cast<int32_t>(list.size());
+    for (const Call* c : list)
+      plan.calls[k++] = P2pCall{c->send_buf, c->recv_buf, c->bytes,
+                                static_cast<int32_t>(c->team), 0};
+  }
+  // The first call's stream runs the kernel; the group's other streams join it.
+  void* stream = calls[0].stream;
+  std::vector<const void*> others;
+  for (const Call& c : calls)
+    if (c.stream != stream &&
+        std::find(others.begin(), others.end(), static_cast<const void*>(c.stream)) == others.end())
+      others.push_back(c.stream);
+  cuda_->launch(world_, plan, stream, others.data(), static_cast<int>(others.size()));
 }
 
 char* PointToPoint::mailbox(int sender, int slot) const {
@@ -136,9 +201,18 @@ bool PointToPoint::step(Call& c, Progress& p) {
 
 void PointToPoint::run(std::vector<Call>& calls) {
   if (calls.empty()) return;
+  if (calls[0].owner->space_ != symcommSpaceCuda) return run_host(calls);
+  for (const Call& c : calls)
+    SYMCOMM_REQUIRE(c.owner == calls[0].owner, symcommNotSupported,
+                    "a group of sends and receives of several communicators: the cuda space "
+                    "runs a group of one communicator only, so far");
+  calls[0].owner->run_cuda(calls);
+}
+
+void PointToPoint::run_host(std::vector<Call>& calls) {
   for (const Call& c : calls)
     SYMCOMM_REQUIRE(c.owner->space_ == symcommSpaceHost, symcommNotSupported,
-                    "send and receive run in the host memory space only, so far");
+                    "a group of sends and receives of communicators of both memory spaces");
   std::vector<Progress> progress(calls.size());
   // Of each (communicator, peer, direction), only the first unfinished call moves: the pair's
   // calls are matched in order. before[i]: the call of i's kind just before it (-1: none).

@@ -18,15 +18,20 @@
 // with them, cannot deadlock whatever the sizes. A wait with nothing to move is bounded by
 // SYMCOMM_WAIT_TIMEOUT and ends when the communicator is aborted or loses a peer.
 //
-// The host memory space only, so far: every call completes in it (the cuda space refuses with
-// symcommNotSupported).
+// The host space completes every call in it. The cuda space runs a group (of one
+// communicator) as one kernel on the calls' stream (coll/p2p_plan.h): a block per lane, so that
+// every lane moves at once; a receive that does not match its send is reported by the
+// communicator's next send or receive, and a wait that times out is recorded as a kernel's
+// device call's is (the next call on the communicator reports it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "coll/coll.h"
+#include "coll/p2p_plan.h"
 
 namespace symcomm {
 
@@ -50,9 +55,13 @@ class PointToPoint {
     const char* send_buf;
     char* recv_buf;
     size_t bytes;
+    symcommStream_t stream;  // the cuda space's
   };
-  // Runs `calls` (of any communicators) to their end, all at once.
+  // Runs `calls` (of any communicators in the host space; of one in the cuda space) to their
+  // end, all at once; in the cuda space, enqueues them.
   static void run(std::vector<Call>& calls);
+  // The cuda space: throws the mismatch a kernel recorded since the last call (once).
+  void raise_mismatch();
 
   size_t slot_bytes() const { return slot_bytes_; }
   size_t chunk_bytes() const { return slot_bytes_ - kHeader; }
@@ -64,6 +73,8 @@ class PointToPoint {
   struct Progress;
   // Moves the next chunk of `c` if it can; true where it did.
   bool step(Call& c, Progress& p);
+  static void run_host(std::vector<Call>& calls);
+  void run_cuda(const std::vector<Call>& calls);
   char* mailbox(int sender, int slot) const;  // this rank's symmetric address
 
   Rma& rma_;
@@ -73,6 +84,9 @@ class PointToPoint {
   uint64_t* filled_ = nullptr;  // [nranks], symmetric
   uint64_t* freed_ = nullptr;   // [nranks], symmetric
   char* boxes_ = nullptr;       // [nranks][kSlots][slot_bytes_], symmetric
+  char* headers_ = nullptr;     // the cuda space's: [nranks][kHeader], symmetric
+  std::unique_ptr<P2pCuda> cuda_;
+  DeviceComm world_{};  // the cuda space's kernels' handle of the world team
   std::vector<uint64_t> sent_, taken_;  // [peer]: chunks sent to it, taken from its mailbox
   std::vector<char> first_;  // a message's first chunk, its header before its data
 };

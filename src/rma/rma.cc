@@ -118,6 +118,24 @@ void Rma::start_team(symcommTeam_t id, const Team& team) {
   bootstrap_.barrier();  // cleared everywhere before any member's first barrier
 }
 
+DeviceComm Rma::device_comm(symcommTeam_t id) {
+  const Team& t = teams_.get(id);
+  SYMCOMM_REQUIRE(t.index_of(topology_.rank) >= 0, symcommInvalidArgument,
+                  "rank %d is not a member of team %d", topology_.rank, id);
+  DeviceComm handle{};
+  backend_->fill_device_comm(handle, id, t);
+  // Members that kernels do not reach by load and store: through their transport's ring.
+  for (int i = 0; i < t.size; ++i) {
+    const int member = t.world_of(i);
+    if (!transports_->connected(member)) continue;
+    Transport& tr = transports_->to(member);
+    if (tr.load_store()) continue;
+    handle.net = tr.device_ring();
+    break;
+  }
+  return handle;
+}
+
 BarrierArgs Rma::barrier_args(symcommTeam_t id) {
   // A failed barrier leaves the members' barrier counts apart (it counted itself here; a
   // member that never came did not), so a later barrier could pass on an arrival from

@@ -117,6 +117,9 @@ class Rma {
   Bootstrap& bootstrap() { return bootstrap_; }
   const Topology& topology() const { return topology_; }
   BarrierArgs barrier_args(symcommTeam_t id);
+  // A device handle of team `id` (of which this rank is a member): the backend's, with the
+  // ring of the transport of its first member that kernels do not reach by load and store.
+  DeviceComm device_comm(symcommTeam_t id);
   // The team's slot array of this rank (a symmetric address).
   uint64_t* slots(symcommTeam_t id) const;
 

@@ -60,6 +60,18 @@ __global__ void copy_kernel(char* dst, const char* src, size_t bytes) {
   detail::copy(dst, src, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
+// A host-side atomic on a stream (symcommAtomicFetchAddOnStream, ...CompareSwap...): one thread.
+__global__ void atomic_kernel(uint64_t* word, uint64_t operand, uint64_t desired,
+                              bool compare_swap, uint64_t* result) {
+  pdl_begin();
+  __threadfence_system();  // what the stream did before is visible first
+  auto* w = reinterpret_cast<unsigned long long*>(word);
+  const unsigned long long old =
+      compare_swap ? atomicCAS_system(w, operand, desired) : atomicAdd_system(w, operand);
+  *result = old;
+  __threadfence_system();  // the result before whatever the stream does next
+}
+
 __global__ void signal_kernel(uint64_t* sig, uint64_t value, symcommSignalOp_t op) {
   pdl_begin();
   __threadfence_system();  // what the stream did before is visible first
@@ -189,6 +201,13 @@ class CudaRma final : public RmaBackend {
       return;
     }
     launch_kernel(signal_kernel, 1, 1, stream, sig, value, op);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  void atomic(uint64_t* word, uint64_t operand, uint64_t desired, bool compare_swap,
+              uint64_t* result, symcommStream_t stream) override {
+    ContextScope guard(stream_context(drv_, stream), topology_.device);
+    launch_kernel(atomic_kernel, 1, 1, stream, word, operand, desired, compare_swap, result);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 

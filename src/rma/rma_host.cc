@@ -31,6 +31,16 @@ class HostRma final : public RmaBackend {
     if (op == symcommSignalAdd) __atomic_fetch_add(sig, value, __ATOMIC_RELEASE);
     else __atomic_store_n(sig, value, __ATOMIC_RELEASE);
   }
+  void atomic(uint64_t* word, uint64_t operand, uint64_t desired, bool compare_swap,
+              uint64_t* result, symcommStream_t) override {
+    if (compare_swap) {
+      __atomic_compare_exchange_n(word, &operand, desired, false, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST);
+      *result = operand;
+    } else {
+      *result = __atomic_fetch_add(word, operand, __ATOMIC_SEQ_CST);
+    }
+  }
   void wait(uint64_t* sig, symcommCmp_t cmp, uint64_t value, symcommStream_t) override {
     wait_until(sig, cmp, value);
   }

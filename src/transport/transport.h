@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "base/registry.h"
 #include "bootstrap/bootstrap.h"
 #include "memory/heap.h"
@@ -38,6 +39,11 @@ class LoadStoreMover {
   // Ordered after everything before it on `stream`.
   virtual void signal(uint64_t* sig, uint64_t value, symcommSignalOp_t op,
                       symcommStream_t stream) = 0;
+  // On the mapped word, in `stream`'s order: *result = the value before; the word += operand,
+  // or (compare_swap) becomes `desired` where it held `operand`. The GPU's system-scope
+  // atomics in the cuda space (atomic with the device API's), `result` memory it writes.
+  virtual void atomic(uint64_t* word, uint64_t operand, uint64_t desired, bool compare_swap,
+                      uint64_t* result, symcommStream_t stream) = 0;
 };
 
 // What a transport is opened with: the communicator's layers below rma.
@@ -101,6 +107,17 @@ class Transport {
   // so that they are atomic with each other whichever rank issues them.
   virtual uint64_t fetch_add(int pe, uint64_t* word, uint64_t value) = 0;
   virtual uint64_t compare_swap(int pe, uint64_t* word, uint64_t expected, uint64_t desired) = 0;
+  // The cuda space's: on `stream`, *result (memory this rank's GPU writes) = the value before,
+  // when the stream reaches it (LoadStoreMover::atomic). Only load/store peers so far.
+  virtual void atomic_on_stream(int pe, uint64_t* word, uint64_t operand, uint64_t desired,
+                                bool compare_swap, uint64_t* result, symcommStream_t stream) {
+    static_cast<void>(word), static_cast<void>(operand), static_cast<void>(desired);
+    static_cast<void>(compare_swap), static_cast<void>(result), static_cast<void>(stream);
+    SYMCOMM_THROW(symcommNotSupported,
+                  "host-side atomics in the cuda space reach members on this node only so far; "
+                  "rank %d is reached by the %s transport (the device API refuses atomics to "
+                  "it too)", pe, name());
+  }
   // Everything this rank issued to its peers through this transport has landed.
   virtual void quiet(symcommStream_t stream) = 0;
   // The communicator lost a peer: operations in flight end with symcommPeerLost.

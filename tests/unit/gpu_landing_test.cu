@@ -232,6 +232,9 @@ class NoMover final : public symcomm::LoadStoreMover {
   void put(void*, const void*, size_t, symcommEngine_t, symcommStream_t) override { ADD_FAILURE(); }
   void get(void*, const void*, size_t, symcommEngine_t, symcommStream_t) override { ADD_FAILURE(); }
   void signal(uint64_t*, uint64_t, symcommSignalOp_t, symcommStream_t) override { ADD_FAILURE(); }
+  void atomic(uint64_t*, uint64_t, uint64_t, bool, uint64_t*, symcommStream_t) override {
+    ADD_FAILURE();
+  }
 };
 
 TEST_F(GpuLanding, TheProxysWritesDoNotWaitForAKernelThatSpins) {

@@ -77,6 +77,7 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     init|heap|rma|device|register|coll_check|decomp_autotune) run "$1" "mp_$1" ;;
     coll) run coll mp_coll --gtest_filter='-CollLarge.*' ;;
     coll_large) run coll_large mp_coll --gtest_filter='CollLarge.*' ;;
+    send_recv) run send_recv mp_coll --gtest_filter='SendRecv.*' ;;
     coll_mix) run coll_mix mp_coll --gtest_filter='CollMix.*' --gtest_repeat=3 ;;
     decomp_mix) run decomp_mix mp_decomp --gtest_filter='DecompMix.*' --gtest_repeat=3 ;;
     rma_mix) run rma_mix mp_rma --gtest_filter='RmaMix.*' --gtest_repeat=3 ;;

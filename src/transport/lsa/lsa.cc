@@ -38,6 +38,11 @@ class Lsa final : public Transport {
                                 __ATOMIC_SEQ_CST);
     return expected;
   }
+  void atomic_on_stream(int pe, uint64_t* word, uint64_t operand, uint64_t desired,
+                        bool compare_swap, uint64_t* result, symcommStream_t stream) override {
+    mover_.atomic(reinterpret_cast<uint64_t*>(at(word, pe)), operand, desired, compare_swap,
+                  result, stream);
+  }
   void quiet(symcommStream_t) override {}  // rma's backend quiets its own stream work
 
  private:

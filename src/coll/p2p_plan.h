@@ -1,0 +1,95 @@
+// The cuda space's sends and receives (coll/p2p.h): one kernel per group and communicator,
+// a block per lane (the calls between this rank and one peer in one direction, in their
+// order), over the same mailboxes as the host space, through the device API (load and store
+// to members of this node, the GPU-to-proxy ring to the others). Its plan travels as the
+// kernel's parameters, which bounds a group's calls (P2pPlan::kMaxCalls, kMaxLanes).
+#pragma once
+
+#include <cstdint>
+
+#include "symcomm/device_comm.h"
+
+namespace symcomm {
+
+struct P2pCall {
+  const char* send;  // a send's buffer (nullptr for a receive)
+  char* recv;        // a receive's buffer
+  uint64_t bytes;
+  int32_t team;  // what the caller named, carried in the first chunk's header and checked
+  int32_t pad;
+};
+
+struct P2pLane {
+  int32_t peer;  // world rank
+  int32_t send;  // 1: sends to peer, 0: receives from it
+  int32_t first;  // its calls: calls[first, first + count)
+  int32_t count;
+};
+
+// The first receive whose send did not match it, in mapped host memory (the kernel writes
+// it; the communicator's next send or receive reports and clears it).
+struct P2pMismatch {
+  int32_t set;
+  int32_t peer;       // the sender
+  int32_t team;       // the sender's team
+  int32_t want_team;  // the receiver's
+  uint64_t total;     // the sender's bytes
+  uint64_t want;      // the receiver's
+};
+
+struct P2pPlan {
+  static constexpr int kMaxLanes = 64;
+  static constexpr int kMaxCalls = 72;
+  char* boxes;        // symmetric: [nranks][slots][slot_bytes], this rank's mailboxes
+  uint64_t* filled;   // symmetric: [nranks]
+  uint64_t* freed;    // symmetric: [nranks]
+  char* headers;      // symmetric: [nranks][64], a send's header before it goes out
+  uint64_t* sent;     // device memory: [nranks], chunks sent to each peer so far
+  uint64_t* taken;    // device memory: [nranks], chunks taken from each peer's mailbox
+  P2pMismatch* mismatch;
+  // The lane that swaps *mismatch_claim (device memory) from mismatch_gen to mismatch_gen + 1
+  // writes the record; the host moves to the next generation once it reported one.
+  unsigned long long* mismatch_claim;
+  uint64_t mismatch_gen;
+  uint64_t slot_bytes;
+  int32_t slots;
+  int32_t nlanes;
+  P2pLane lanes[kMaxLanes];
+  P2pCall calls[kMaxCalls];
+};
+// The kernel's parameters fit the 4 KiB that every launch takes.
+static_assert(sizeof(P2pPlan) + sizeof(DeviceComm) <= 4000, "the plan fits a launch");
+
+// The cuda space's state of a communicator's sends and receives (p2p_cuda.cu): the counters
+// in device memory, the mismatch record, and an event that orders one group's kernel after
+// the previous one (they share the counters), except while a stream is being captured.
+class P2pCuda {
+ public:
+  P2pCuda(int device, int nranks);  // throws where the memory cannot be had
+  ~P2pCuda();
+  P2pCuda(const P2pCuda&) = delete;
+  P2pCuda& operator=(const P2pCuda&) = delete;
+
+  // Sets the plan's counters and mismatch record.
+  void fill(P2pPlan& plan) const;
+  // The recorded mismatch, cleared: false where none.
+  bool take_mismatch(P2pMismatch* out);
+  // Launches the plan's kernel on `stream` (a cudaStream_t of the device), after the
+  // previous group's and after the work before it on `others` (the group's other streams),
+  // which then wait for it.
+  void launch(const DeviceComm& c, const P2pPlan& plan, void* stream, const void* const* others,
+              int nothers);
+
+ private:
+  int device_;
+  uint64_t* counters_ = nullptr;  // [2 nranks + 1]: sent, taken, the mismatch claim
+  uint64_t mismatch_gen_ = 0;
+  P2pMismatch* mismatch_ = nullptr;
+  void* last_ = nullptr;  // a cudaEvent_t: the previous group's kernel
+  int nranks_;
+};
+
+// Zeroes `bytes` of this GPU's memory at `p` and waits (the mailboxes' words at creation).
+void p2p_clear_device(int device, void* p, size_t bytes);
+
+}  // namespace symcomm
