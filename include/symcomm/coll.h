@@ -192,11 +192,16 @@ symcommResult_t symcommRecvOnStream(symcommComm_t comm, symcommTeam_t team, void
 /* Groups, per calling thread: the sends and receives called between symcommGroupStart and its
  * symcommGroupEnd (of any communicators) are only checked and queued; symcommGroupEnd runs
  * them all at once, so that a ring of sends and receives, or an all-to-all-v written with
- * them, cannot deadlock. Their buffers must stay valid until then. Groups nest: the outermost
- * symcommGroupEnd runs the calls. Collectives and other calls inside a group run at once, as
- * outside. symcommGroupEnd without a symcommGroupStart is symcommInvalidUsage; where a queued
- * call fails, symcommGroupEnd reports the first failure, the group is over, and the calls
- * that had not finished are not resumed. */
+ * them, cannot deadlock. The collectives called in a group (all of this header's but the
+ * barrier) are queued too, their communicator checked at the call and the rest when they run:
+ * symcommGroupEnd runs them first, ordered by communicator (the same order on every rank,
+ * whatever order each rank called them in) and by call within one, then the sends and
+ * receives. Buffers (and an all-to-all-v's host count arrays, which are copied, aside) must
+ * stay valid until then. Groups nest: the outermost symcommGroupEnd runs the calls. Other
+ * calls inside a group (one-sided, barriers) run at once, as outside. symcommGroupEnd without
+ * a symcommGroupStart is symcommInvalidUsage; where a queued call fails, symcommGroupEnd
+ * reports the first failure, the group is over, and the calls that had not finished are not
+ * resumed. */
 symcommResult_t symcommGroupStart(void);
 symcommResult_t symcommGroupEnd(void);
 /* The collectives, for symcommCollAlgorithm. */

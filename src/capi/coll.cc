@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "base/cuda_runtime_check.h"
 #include "capi/guard.h"
 #include "coll/agreement.h"
+#include "coll/p2p.h"
 #include "coll/selection.h"
 
 using namespace symcomm;
@@ -297,6 +299,27 @@ std::string describe(const char* fn, symcommTeam_t team, size_t count, symcommDa
                 static_cast<int>(type), algorithm ? algorithm : "NULL");
 }
 
+// Whether the calling thread is inside a group (symcommGroupStart; coll/p2p.h).
+bool group_open() { return this_threads_group().depth > 0; }
+
+// Inside a group: queues `again` (the call, made again at the group's end) and returns true.
+// The communicator is checked now; the rest when it runs.
+bool queued_in_group(symcommComm_t comm, std::function<symcommResult_t()> again) {
+  Group& g = this_threads_group();
+  if (g.depth == 0) return false;
+  symcommComm& c = checked(comm);
+  g.collectives.push_back({c.bootstrap->comm_id(), std::move(again)});
+  return true;
+}
+
+// The algorithm's name, kept for a call queued in a group (the caller's string may go).
+struct Algorithm {
+  explicit Algorithm(const char* a) : given(a != nullptr), name(a ? a : "") {}
+  const char* get() const { return given ? name.c_str() : nullptr; }
+  bool given;
+  std::string name;
+};
+
 }  // namespace
 
 extern "C" symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommTeam_t team,
@@ -305,6 +328,10 @@ extern "C" symcommResult_t symcommAllGatherOnStream(symcommComm_t comm, symcommT
                                                     symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllGatherOnStream", team, count, type, algorithm); },
                  [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommAllGatherOnStream(comm, team, send, recv, count, type, algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::AllGather, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
         [&]() -> std::pair<size_t, size_t> {
           const Team t = checked(comm).rma->teams().get(team);
@@ -322,6 +349,10 @@ extern "C" symcommResult_t symcommAllToAllOnStream(symcommComm_t comm, symcommTe
                                                    symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllToAllOnStream", team, count, type, algorithm); },
                  [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommAllToAllOnStream(comm, team, send, recv, count, type, algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::AllToAll, team, send, recv, count, type, symcommSum, 0, algorithm, stream,
         [&]() -> std::pair<size_t, size_t> {
           const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
@@ -336,6 +367,20 @@ extern "C" symcommResult_t symcommAllToAllvOnStream(
     symcommDataType_t type, const char* algorithm, symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllToAllvOnStream", team, 0, type, algorithm); },
                  [&] {
+    if (group_open()) {
+      // The counts and displacements are copied: the caller's arrays may change or go.
+      const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
+      auto copy = [n](const size_t* a) {
+        return a ? std::vector<size_t>(a, a + n) : std::vector<size_t>();
+      };
+      auto ptr = [](const std::vector<size_t>& a) { return a.empty() ? nullptr : a.data(); };
+      queued_in_group(comm, [=, algo = Algorithm(algorithm), sc = copy(sendcounts),
+                             sd = copy(sdispls), rc = copy(recvcounts), rd = copy(rdispls)] {
+        return symcommAllToAllvOnStream(comm, team, send, ptr(sc), ptr(sd), recv, ptr(rc),
+                                        ptr(rd), type, algo.get(), stream);
+      });
+      return;
+    }
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
     run(comm, CollOp::AllToAllv, team, send, recv, 0, type, symcommSum, 0, algorithm, stream,
         [&] {
@@ -358,6 +403,12 @@ extern "C" symcommResult_t symcommAllToAllvDeviceOnStream(
   return guarded([&] { return describe("symcommAllToAllvDeviceOnStream", team, recv_capacity,
                                        type, algorithm); }, [&] {
     const size_t* v[4] = {sendcounts, sdispls, recvcounts, rdispls};
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommAllToAllvDeviceOnStream(comm, team, send, sendcounts, sdispls, recv,
+                                                recv_capacity, recvcounts, rdispls, type,
+                                                algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::AllToAllv, team, send, recv, recv_capacity, type, symcommSum, 0, algorithm,
         stream, [&]() -> std::pair<size_t, size_t> {
           SYMCOMM_REQUIRE_ARG(send);
@@ -382,6 +433,11 @@ extern "C" symcommResult_t symcommReduceScatterOnStream(symcommComm_t comm, symc
                                                         symcommStream_t stream) {
   return guarded([&] { return describe("symcommReduceScatterOnStream", team, recvcount, type,
                                        algorithm); }, [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommReduceScatterOnStream(comm, team, send, recv, recvcount, type, op,
+                                              algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::ReduceScatter, team, send, recv, recvcount, type, op, 0, algorithm, stream,
         [&]() -> std::pair<size_t, size_t> {
           const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
@@ -397,6 +453,11 @@ extern "C" symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommT
                                                     symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllReduceOnStream", team, count, type, algorithm); },
                  [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommAllReduceOnStream(comm, team, send, recv, count, type, op, algo.get(),
+                                          stream);
+        }))
+      return;
     run(comm, CollOp::AllReduce, team, send, recv, count, type, op, 0, algorithm, stream,
         [&] { return std::pair<size_t, size_t>{count, count}; }, true);
   });
@@ -409,6 +470,11 @@ extern "C" symcommResult_t symcommBroadcastOnStream(symcommComm_t comm, symcommT
                                                     symcommStream_t stream) {
   return guarded([&] { return describe("symcommBroadcastOnStream", team, count, type, algorithm) +
                               format(" root=%d", root); }, [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommBroadcastOnStream(comm, team, send, recv, count, type, root,
+                                          algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::Broadcast, team, send, recv, count, type, symcommSum, root, algorithm,
         stream, [&] { return std::pair<size_t, size_t>{count, count}; }, true);
   });
@@ -421,6 +487,11 @@ extern "C" symcommResult_t symcommReduceOnStream(symcommComm_t comm, symcommTeam
                                                  symcommStream_t stream) {
   return guarded([&] { return describe("symcommReduceOnStream", team, count, type, algorithm) +
                               format(" root=%d", root); }, [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommReduceOnStream(comm, team, send, recv, count, type, op, root,
+                                       algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::Reduce, team, send, recv, count, type, op, root, algorithm, stream,
         [&] { return std::pair<size_t, size_t>{count, is_root(comm, team, root) ? count : 0}; },
         true);
@@ -433,6 +504,11 @@ extern "C" symcommResult_t symcommGatherOnStream(symcommComm_t comm, symcommTeam
                                                  const char* algorithm, symcommStream_t stream) {
   return guarded([&] { return describe("symcommGatherOnStream", team, count, type, algorithm) +
                               format(" root=%d", root); }, [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommGatherOnStream(comm, team, send, recv, count, type, root, algo.get(),
+                                       stream);
+        }))
+      return;
     run(comm, CollOp::Gather, team, send, recv, count, type, symcommSum, root, algorithm, stream,
         [&] {
           const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);
@@ -447,6 +523,11 @@ extern "C" symcommResult_t symcommScatterOnStream(symcommComm_t comm, symcommTea
                                                   const char* algorithm, symcommStream_t stream) {
   return guarded([&] { return describe("symcommScatterOnStream", team, count, type, algorithm) +
                               format(" root=%d", root); }, [&] {
+    if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
+          return symcommScatterOnStream(comm, team, send, recv, count, type, root,
+                                        algo.get(), stream);
+        }))
+      return;
     run(comm, CollOp::Scatter, team, send, recv, count, type, symcommSum, root, algorithm,
         stream, [&] {
           const size_t n = static_cast<size_t>(checked(comm).rma->teams().get(team).size);

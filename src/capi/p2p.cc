@@ -1,4 +1,5 @@
 // symcommSendOnStream, symcommRecvOnStream, symcommGroupStart, symcommGroupEnd (coll/p2p.h).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -101,10 +102,29 @@ extern "C" symcommResult_t symcommGroupEnd(void) {
                     "no group is open on this thread (symcommGroupStart first)");
     if (--g.depth > 0) return;
     std::vector<PointToPoint::Call> calls = std::move(g.calls);
+    std::vector<Group::Collective> collectives = std::move(g.collectives);
     g.calls.clear();
+    g.collectives.clear();
     // A communicator finalized since its calls were queued: refused, none of them run.
     for (const PointToPoint::Call& call : calls)
       checked(static_cast<symcommComm_t>(const_cast<void*>(call.handle))).check_live();
+    // The collectives first, in one order on every rank; each runs whatever the others did,
+    // as its peers' do, and the first failure is reported once the sends and receives ran.
+    std::stable_sort(collectives.begin(), collectives.end(),
+                     [](const Group::Collective& a, const Group::Collective& b) {
+                       return a.comm_id < b.comm_id;
+                     });
+    symcommResult_t failed = symcommSuccess;
+    std::string why;
+    for (Group::Collective& k : collectives) {
+      const symcommResult_t rc = k.run();
+      if (rc != symcommSuccess && failed == symcommSuccess) {
+        failed = rc;
+        why = symcommGetLastError();
+      }
+    }
     PointToPoint::run(calls);
+    SYMCOMM_REQUIRE(failed == symcommSuccess, failed, "a collective of the group: %s",
+                    why.c_str());
   });
 }

@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -92,10 +93,17 @@ class PointToPoint {
 };
 
 // The calling thread's group: depth of symcommGroupStart calls not yet ended, and the calls
-// queued in it.
+// queued in it: sends and receives, and collectives, which its end runs first, ordered by
+// communicator (its agreed id) and, within one, by call, so that ranks that called the
+// collectives of several communicators in different orders still run them in one order.
 struct Group {
+  struct Collective {
+    uint64_t comm_id;
+    std::function<symcommResult_t()> run;  // the call again, outside the group
+  };
   int depth = 0;
   std::vector<PointToPoint::Call> calls;
+  std::vector<Collective> collectives;
 };
 Group& this_threads_group();
 

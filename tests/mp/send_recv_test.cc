@@ -11,44 +11,24 @@
 #include <string>
 #include <vector>
 
-#include "mp.h"
+#include "stream_fixture.h"
 
 namespace {
 
 constexpr uint8_t kPoison = 0xA5;
 
-class SendRecv : public ::testing::Test {
+class SendRecv : public StreamTest {
  protected:
   void SetUp() override {
-    comm_ = mp::new_comm();
-    ASSERT_NE(comm_, nullptr);
-    me_ = mp::rank();
-    n_ = mp::nranks();
+    StreamTest::SetUp();
     seed_ = mp::test_seed();
-    stream_ = mp::new_stream();
   }
-  void TearDown() override {
-    for (void* b : bufs_) mp::local_free(b);
-    if (stream_) mp::free_stream(stream_);
-    if (comm_) {
-      EXPECT_EQ(symcommFinalize(comm_), symcommSuccess) << symcommGetLastError();
-    }
-  }
-  // A buffer of the space (GPU memory in the cuda space) holding `v`.
   char* buffer(const std::vector<uint8_t>& v) {
-    char* b = static_cast<char*>(mp::local_alloc(std::max<size_t>(v.size(), 1)));
-    bufs_.push_back(b);
-    if (!v.empty()) mp::copy_from_host(b, v.data(), v.size());
-    return b;
+    return reinterpret_cast<char*>(StreamTest::buffer(v));
   }
-  // `bytes` of buffer `b`, after the stream's work.
   std::vector<uint8_t> read(const char* b, size_t bytes) {
-    mp::sync(stream_);
-    std::vector<uint8_t> v(bytes);
-    if (bytes) mp::copy_to_host(v.data(), b, bytes);
-    return v;
+    return StreamTest::read(reinterpret_cast<const uint8_t*>(b), bytes);
   }
-  static bool cuda() { return mp::space() == symcommSpaceCuda; }
   // What rank `from` sends to rank `to` as message `k`: `bytes` of the pattern.
   std::vector<uint8_t> message(int from, int to, uint64_t k, size_t bytes) const {
     std::vector<uint8_t> m(bytes);
@@ -62,11 +42,7 @@ class SendRecv : public ::testing::Test {
     return d;
   }
 
-  symcommComm_t comm_ = nullptr;
-  int me_ = 0, n_ = 1;
   uint64_t seed_ = 0;
-  symcommStream_t stream_ = nullptr;
-  std::vector<void*> bufs_;
 };
 
 // Sizes around a slot's data (64 KiB less its 64-byte header) and past the 4 slots a peer has.
@@ -160,6 +136,32 @@ TEST_F(SendRecv, ARingCapturedInAGraphReplays) {
   SC_OK(symcommRecvOnStream(comm_, SYMCOMM_TEAM_WORLD, in2, 100, symcommUint8, left, stream_));
   SC_OK(symcommGroupEnd());
   EXPECT_EQ(differing(read(in2, 100), message(left, me_, 7, 100)), 0u);
+}
+
+TEST_F(SendRecv, AGroupOverTwoStreamsJoinsThem) {
+  // The cuda space: a group's send on one stream and receive on another run as one kernel on
+  // the first call's stream, after the work before the group on both and before the work
+  // after it on both: the receive stream's copy-out after the group sees the data.
+  if (!cuda()) GTEST_SKIP() << "streams: the cuda space";
+  SCOPED_TRACE(mp::seed_note(seed_));
+  const int right = (me_ + 1) % n_, left = (me_ + n_ - 1) % n_;
+  const size_t bytes = 3 * 65472 + 11;
+  symcommStream_t other = mp::new_stream();
+  const std::vector<uint8_t> m = message(me_, right, 11, bytes);
+  char* out = buffer(std::vector<uint8_t>(bytes, 0));
+  char* in = buffer(std::vector<uint8_t>(bytes, kPoison));
+  char* copy = buffer(std::vector<uint8_t>(bytes, 0));
+  mp::sync(stream_);
+  mp::copy_from_host_on(stream_, out, m.data(), bytes);  // before the group, on stream_
+  SC_OK(symcommGroupStart());
+  SC_OK(symcommSendOnStream(comm_, SYMCOMM_TEAM_WORLD, out, bytes, symcommUint8, right,
+                            stream_));
+  SC_OK(symcommRecvOnStream(comm_, SYMCOMM_TEAM_WORLD, in, bytes, symcommUint8, left, other));
+  SC_OK(symcommGroupEnd());
+  mp::copy_on(other, copy, in, bytes);  // after the group, on the other stream
+  mp::sync(other);
+  EXPECT_EQ(differing(read(copy, bytes), message(left, me_, 11, bytes)), 0u);
+  mp::free_stream(other);
 }
 
 TEST_F(SendRecv, MatchedInTheOrderOfTheCalls) {

@@ -218,6 +218,12 @@ void copy_from_host_on(symcommStream_t stream, void* dst, const void* src, size_
     cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize(copy_from_host_on)");
 }
 
+void copy_on(symcommStream_t stream, void* dst, const void* src, size_t bytes) {
+  if (space() == symcommSpaceHost) return std::memcpy(dst, src, bytes), void();
+  cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+          "cudaMemcpyAsync(copy_on)");
+}
+
 std::vector<uint8_t> fetch(symcommStream_t stream, const void* p, size_t bytes) {
   sync(stream);
   std::vector<uint8_t> out(bytes);

@@ -113,6 +113,8 @@ void copy_from_host_on(symcommStream_t stream, void* dst, const void* src, size_
 // The same as byte vectors: `bytes` of p after everything on `stream` finished, and back.
 std::vector<uint8_t> fetch(symcommStream_t stream, const void* p, size_t bytes);
 void store(void* p, const std::vector<uint8_t>& v);
+// Memory of the space to memory of the space, in `stream`'s order (memcpy on the host).
+void copy_on(symcommStream_t stream, void* dst, const void* src, size_t bytes);
 // CUDA graph capture of a stream (cuda space): 0 on success; the executable graph as void*.
 int begin_capture(symcommStream_t s);
 void* end_capture(symcommStream_t s);
