@@ -53,7 +53,8 @@ namespace bench {
 
 const char* const kCollUsage =
     "  --ops LIST       alltoall,alltoallv,alltoallv_device,allgather,reducescatter,\n"
-    "                   allreduce,broadcast,reduce,gather,scatter,barrier,sendrecv\n"
+    "                   allreduce,broadcast,reduce,gather,scatter,barrier,sendrecv,\n"
+    "                   allreduce_group\n"
     "                   (default: all)\n"
     "  --impls LIST     nccl (NCCL called directly), auto, algorithm names (copy or\n"
     "                   symcomm:copy, symcomm:nccl, ...); default: all of them\n"
@@ -97,6 +98,8 @@ const OpInfo kOps[] = {
     {Op::Gather, "gather", false, "the root's recv (n x count; send is count)"},
     {Op::Scatter, "scatter", false, "the root's send (n x count; recv is count)"},
     {Op::Barrier, "barrier", false, "0 (time per barrier; no bandwidth)"},
+    {Op::AllReduceGroup, "allreduce_group", true,
+     "send = recv (count, as 8 all-reduces of count / 8 in one group)"},
     {Op::SendRecv, "sendrecv", false,
      "send = recv (count; a ring: a group of a send to the next rank and a receive from the "
      "previous)"},
@@ -430,6 +433,7 @@ int run_coll(Context& ctx) {
         if (impl.counts_to_host && op.op != Op::AllToAllvDevice) continue;
         // Sends and receives have no algorithms to choose: symcomm's line is auto's alone.
         if (op.op == Op::SendRecv && !impl.nccl && impl.algorithm) continue;
+        if (op.op == Op::AllReduceGroup && count < static_cast<size_t>(kGroupCalls)) continue;
         const std::string where = point_name(op, impl, bytes, count);
         auto skip = [&](const std::string& why) {
           if (ctx.rank == 0 && noted.insert(impl.name + " " + op.name).second)

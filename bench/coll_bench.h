@@ -17,8 +17,12 @@ namespace bench::coll {
 
 enum class Op {
   AllToAll, AllToAllv, AllToAllvDevice, AllGather, ReduceScatter, AllReduce, Broadcast, Barrier,
-  Reduce, Gather, Scatter, SendRecv
+  Reduce, Gather, Scatter, SendRecv, AllReduceGroup
 };
+
+// AllReduceGroup: the buffer's all-reduce as this many calls of a part each, in one group
+// (the small all-reduces of a model's layers that users batch so).
+constexpr int kGroupCalls = 8;
 
 struct OpInfo {
   Op op;
@@ -45,7 +49,7 @@ struct OpInfo {
     return op == Op::Broadcast || op == Op::Reduce || op == Op::Gather || op == Op::Scatter;
   }
   double bus_factor(int n) const {  // (nccl-tests')
-    if (op == Op::AllReduce) return 2.0 * (n - 1) / n;
+    if (op == Op::AllReduce || op == Op::AllReduceGroup) return 2.0 * (n - 1) / n;
     if (op == Op::Broadcast || op == Op::Reduce || op == Op::SendRecv) return 1.0;
     return static_cast<double>(n - 1) / n;
   }

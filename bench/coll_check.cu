@@ -67,7 +67,8 @@ struct Reference {
       case Op::AllGather: return bits(seeds[p / count], p % count);
       case Op::Broadcast: return bits(seeds[static_cast<size_t>(root)], p);
       case Op::ReduceScatter:
-      case Op::AllReduce: {
+      case Op::AllReduce:
+      case Op::AllReduceGroup: {
         const size_t k = op.op == Op::ReduceScatter ? mine + p : p;
         float sum = 0;
         for (int j = 0; j < n; ++j) sum += value(seeds[static_cast<size_t>(j)], k);
@@ -193,6 +194,13 @@ void set_counts(const Context& ctx, Buffers& b, size_t count, int n) {
   sync(ctx);
 }
 
+// Part j of kGroupCalls of `count` elements (AllReduceGroup): its first element and its size;
+// the last part takes the remainder.
+static std::pair<size_t, size_t> group_part(size_t count, int j) {
+  const size_t part = count / kGroupCalls, at = part * static_cast<size_t>(j);
+  return {at, j == kGroupCalls - 1 ? count - at : part};
+}
+
 // One call of `impl` on ctx.stream: symcomm's result (NCCL's failures end the run).
 symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op, const Impl& impl,
                          size_t count, int root) {
@@ -241,6 +249,15 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
         break;
       case Op::AllReduce:
         BENCH_NCCL(ncclAllReduce(b.send, b.recv, count, ncclFloat, ncclSum, c, s));
+        break;
+      case Op::AllReduceGroup:
+        BENCH_NCCL(ncclGroupStart());
+        for (int j = 0; j < kGroupCalls; ++j) {
+          const auto [at, part] = group_part(count, j);
+          BENCH_NCCL(ncclAllReduce(b.send + at * sizeof(float), b.recv + at * sizeof(float), part,
+                                   ncclFloat, ncclSum, c, s));
+        }
+        BENCH_NCCL(ncclGroupEnd());
         break;
       case Op::Broadcast:
         BENCH_NCCL(ncclBroadcast(b.send, b.recv, count, ncclFloat, root, c, s));
@@ -298,6 +315,20 @@ symcommResult_t run_once(const Context& ctx, const Buffers& b, const OpInfo& op,
       return symcommReduceScatterOnStream(ctx.comm, w, b.send, b.recv, count, f, symcommSum, a, s);
     case Op::AllReduce:
       return symcommAllReduceOnStream(ctx.comm, w, b.send, b.recv, count, f, symcommSum, a, s);
+    case Op::AllReduceGroup: {
+      symcommResult_t rc = symcommGroupStart();
+      if (rc != symcommSuccess) return rc;
+      symcommResult_t first = symcommSuccess;
+      for (int j = 0; j < kGroupCalls; ++j) {
+        const auto [at, part] = group_part(count, j);
+        const symcommResult_t r =
+            symcommAllReduceOnStream(ctx.comm, w, b.send + at * sizeof(float),
+                                     b.recv + at * sizeof(float), part, f, symcommSum, a, s);
+        if (first == symcommSuccess) first = r;
+      }
+      rc = symcommGroupEnd();
+      return first != symcommSuccess ? first : rc;
+    }
     case Op::Broadcast:
       return symcommBroadcastOnStream(ctx.comm, w, b.send, b.recv, count, f, root, a, s);
     case Op::Reduce:
