@@ -137,6 +137,12 @@ P2pCuda::P2pCuda(int device, int nranks) : device_(device), nranks_(nranks) {
     cudaEvent_t e = nullptr;
     SYMCOMM_CUDART(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     last_ = e;
+    // Every lane waits for its peers' lanes: all of a group's blocks must be resident at once.
+    int per_sm = 0, sms = 0;
+    SYMCOMM_CUDART(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, p2p_kernel, kThreads, 0));
+    SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+    max_lanes_ = per_sm * sms;
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   } catch (...) {
     if (counters_) static_cast<void>(cudaFree(counters_));
@@ -170,6 +176,10 @@ bool P2pCuda::take_mismatch(P2pMismatch* out) {
 
 void P2pCuda::launch(const DeviceComm& c, const P2pPlan& plan, void* stream,
                      const void* const* others, int nothers) {
+  SYMCOMM_REQUIRE(plan.nlanes <= max_lanes_, symcommNotSupported,
+                  "a group of sends and receives with %d (peer, direction) pairs: the GPU "
+                  "holds %d of its blocks at once, and every pair's block must run beside "
+                  "the others", plan.nlanes, max_lanes_);
   DeviceScope scope(device_);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaEvent_t last = static_cast<cudaEvent_t>(last_);

@@ -87,6 +87,7 @@ class P2pCuda {
   P2pMismatch* mismatch_ = nullptr;
   void* last_ = nullptr;  // a cudaEvent_t: the previous group's kernel
   int nranks_;
+  int max_lanes_ = 0;  // the kernel's blocks that the GPU (or this MPS client's share) holds
 };
 
 // Zeroes `bytes` of this GPU's memory at `p` and waits (the mailboxes' words at creation).
