@@ -75,11 +75,11 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
     world_ = rma_.device_comm(SYMCOMM_TEAM_WORLD);
   } else {
     std::memset(area, 0, words);
+    sent_.assign(n, 0);  // the host space's progress (the cuda space's is on the device)
+    taken_.assign(n, 0);
+    first_.resize(slot_bytes_);
   }
   boxes_ = area + words + headers;
-  sent_.assign(n, 0);
-  taken_.assign(n, 0);
-  first_.resize(slot_bytes_);
 }
 
 void PointToPoint::raise_mismatch() {

@@ -88,7 +88,8 @@ class PointToPoint {
   char* headers_ = nullptr;     // the cuda space's: [nranks][kHeader], symmetric
   std::unique_ptr<P2pCuda> cuda_;
   DeviceComm world_{};  // the cuda space's kernels' handle of the world team
-  std::vector<uint64_t> sent_, taken_;  // [peer]: chunks sent to it, taken from its mailbox
+  // The host space's progress: [peer] chunks sent to it, taken from its mailbox.
+  std::vector<uint64_t> sent_, taken_;
   std::vector<char> first_;  // a message's first chunk, its header before its data
 };
 

@@ -7,8 +7,6 @@
 // copies the chunk out and adds 1 to the sender's `freed` word for it.
 #include <cuda_runtime.h>
 
-#include <vector>
-
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "base/kernel_load.h"
@@ -131,12 +129,15 @@ P2pCuda::P2pCuda(int device, int nranks) : device_(device), nranks_(nranks) {
     SYMCOMM_CUDART(cudaMalloc(&p, bytes));
     counters_ = static_cast<uint64_t*>(p);
     SYMCOMM_CUDART(cudaMemset(counters_, 0, bytes));
-    SYMCOMM_CUDART(cudaHostAlloc(&p, sizeof(P2pMismatch), cudaHostAllocMapped | cudaHostAllocPortable));
+    SYMCOMM_CUDART(
+        cudaHostAlloc(&p, sizeof(P2pMismatch), cudaHostAllocMapped | cudaHostAllocPortable));
     mismatch_ = static_cast<P2pMismatch*>(p);
     *mismatch_ = P2pMismatch{};
-    cudaEvent_t e = nullptr;
-    SYMCOMM_CUDART(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    last_ = e;
+    for (void** e : {&last_, &join_}) {
+      cudaEvent_t made = nullptr;
+      SYMCOMM_CUDART(cudaEventCreateWithFlags(&made, cudaEventDisableTiming));
+      *e = made;
+    }
     // Every lane waits for its peers' lanes: all of a group's blocks must be resident at once.
     int per_sm = 0, sms = 0;
     SYMCOMM_CUDART(
@@ -145,6 +146,8 @@ P2pCuda::P2pCuda(int device, int nranks) : device_(device), nranks_(nranks) {
     max_lanes_ = per_sm * sms;
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   } catch (...) {
+    for (void* e : {last_, join_})
+      if (e) static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
     if (counters_) static_cast<void>(cudaFree(counters_));
     if (mismatch_) static_cast<void>(cudaFreeHost(mismatch_));
     throw;
@@ -153,7 +156,8 @@ P2pCuda::P2pCuda(int device, int nranks) : device_(device), nranks_(nranks) {
 
 P2pCuda::~P2pCuda() {
   DeviceScope scope(device_);
-  for (cudaError_t e : {cudaEventDestroy(static_cast<cudaEvent_t>(last_)), cudaFree(counters_),
+  for (cudaError_t e : {cudaEventDestroy(static_cast<cudaEvent_t>(last_)),
+                        cudaEventDestroy(static_cast<cudaEvent_t>(join_)), cudaFree(counters_),
                         cudaFreeHost(mismatch_)})
     if (e != cudaSuccess) static_cast<void>(cudaGetLastError());
 }
@@ -189,31 +193,22 @@ void P2pCuda::launch(const DeviceComm& c, const P2pPlan& plan, void* stream,
   // After the previous group's kernel (an event recorded outside a capture cannot be
   // waited for inside one: a captured group is ordered by its graph's own dependencies).
   if (!capturing) SYMCOMM_CUDART(cudaStreamWaitEvent(s, last, 0));
-  // The group's other streams: their work before the group first, their work after it last.
-  std::vector<cudaEvent_t> joins;
-  try {
-    for (int i = 0; i < nothers; ++i) {
-      cudaEvent_t e = nullptr;
-      SYMCOMM_CUDART(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      joins.push_back(e);
-      cudaStream_t o = static_cast<cudaStream_t>(const_cast<void*>(others[i]));
-      SYMCOMM_CUDART(cudaEventRecord(e, o));
-      SYMCOMM_CUDART(cudaStreamWaitEvent(s, e, 0));
-    }
-    launch_kernel(p2p_kernel, plan.nlanes, kThreads, s, c, plan);
-    SYMCOMM_CUDART(cudaGetLastError());
-    if (!capturing) SYMCOMM_CUDART(cudaEventRecord(last, s));
-    if (nothers > 0) {
-      SYMCOMM_CUDART(cudaEventRecord(joins[0], s));
-      for (int i = 0; i < nothers; ++i)
-        SYMCOMM_CUDART(cudaStreamWaitEvent(
-            static_cast<cudaStream_t>(const_cast<void*>(others[i])), joins[0], 0));
-    }
-  } catch (...) {
-    for (cudaEvent_t e : joins) static_cast<void>(cudaEventDestroy(e));
-    throw;
+  // The group's other streams: their work before the group first, their work after it last
+  // (one event serves every fork and join: each wait takes the record before it).
+  cudaEvent_t join = static_cast<cudaEvent_t>(join_);
+  for (int i = 0; i < nothers; ++i) {
+    cudaStream_t o = static_cast<cudaStream_t>(const_cast<void*>(others[i]));
+    SYMCOMM_CUDART(cudaEventRecord(join, o));
+    SYMCOMM_CUDART(cudaStreamWaitEvent(s, join, 0));
   }
-  for (cudaEvent_t e : joins) SYMCOMM_CUDART(cudaEventDestroy(e));
+  launch_kernel(p2p_kernel, plan.nlanes, kThreads, s, c, plan);
+  SYMCOMM_CUDART(cudaGetLastError());
+  if (!capturing) SYMCOMM_CUDART(cudaEventRecord(last, s));
+  if (nothers == 0) return;
+  SYMCOMM_CUDART(cudaEventRecord(join, s));
+  for (int i = 0; i < nothers; ++i)
+    SYMCOMM_CUDART(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(const_cast<void*>(others[i])), join, 0));
 }
 
 void p2p_clear_device(int device, void* p, size_t bytes) {

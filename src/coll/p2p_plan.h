@@ -61,8 +61,9 @@ struct P2pPlan {
 static_assert(sizeof(P2pPlan) + sizeof(DeviceComm) <= 4000, "the plan fits a launch");
 
 // The cuda space's state of a communicator's sends and receives (p2p_cuda.cu): the counters
-// in device memory, the mismatch record, and an event that orders one group's kernel after
-// the previous one (they share the counters), except while a stream is being captured.
+// in device memory, the mismatch record, an event that orders one group's kernel after the
+// previous one (they share the counters), except while a stream is being captured, and one
+// that joins a group's other streams to its kernel.
 class P2pCuda {
  public:
   P2pCuda(int device, int nranks);  // throws where the memory cannot be had
@@ -86,6 +87,7 @@ class P2pCuda {
   uint64_t mismatch_gen_ = 0;
   P2pMismatch* mismatch_ = nullptr;
   void* last_ = nullptr;  // a cudaEvent_t: the previous group's kernel
+  void* join_ = nullptr;  // a cudaEvent_t: a group's other streams' fork and join
   int nranks_;
   int max_lanes_ = 0;  // the kernel's blocks that the GPU (or this MPS client's share) holds
 };

@@ -1,0 +1,24 @@
+// What the collectives' entry points (coll.cc) and their queries (coll_query.cc) share.
+#pragma once
+
+#include <string>
+
+#include "capi/comm.h"
+#include "coll/coll.h"
+
+namespace symcomm::capi {
+
+// Element counts beyond this are refused: counts and extents times the element size (and
+// the team size) stay far from overflowing.
+size_t max_elems(size_t elem);
+
+// What every collective shares: the team, this rank's place in it, the type, op and root.
+CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
+                   symcommDataType_t type, symcommRedOp_t redop, int root,
+                   symcommStream_t stream);
+
+// A call's text for its error messages.
+std::string describe(const char* fn, symcommTeam_t team, size_t count, symcommDataType_t type,
+                     const char* algorithm);
+
+}  // namespace symcomm::capi
