@@ -2,7 +2,7 @@
 // memory as symcommOutOfMemory, anything else as symcommCudaError), and clears the runtime's
 // last error, which symcomm's result reports instead: the caller's next cudaGetLastError
 // (after a launch of its own) does not see it. And DeviceScope, which makes a communicator's device
-// current for a call, and ContextScope, which makes a given context current.
+// current for a call, ContextScope, which makes a given context current, and RelaxedCapture.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +44,23 @@ class ContextScope {
 class DeviceScope : public ContextScope {
  public:
   explicit DeviceScope(int device) : ContextScope(nullptr, device) {}
+};
+
+// This thread in relaxed stream-capture mode for the scope: a query or an allocation made
+// while the caller captures a graph is this thread's own business, not the capture's, and
+// must not be taken for an unsafe call, which would end the capture.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { set_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
+  ~RelaxedCapture() {
+    if (set_) static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode_));  // the caller's
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool set_ = false;
 };
 
 }  // namespace symcomm

@@ -33,22 +33,6 @@ struct AccessibleRange {
 };
 thread_local AccessibleRange t_accessible;
 
-// This thread in relaxed stream-capture mode for the scope: a query made while the caller
-// captures a graph must not be taken for an unsafe call, which would end the capture.
-class RelaxedCapture {
- public:
-  RelaxedCapture() { set_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
-  ~RelaxedCapture() {
-    if (set_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);  // the caller's mode again
-  }
-  RelaxedCapture(const RelaxedCapture&) = delete;
-  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-  bool set_ = false;
-};
-
 class CudaSpace final : public Space {
  public:
   explicit CudaSpace(int device) : drv_(cuda_driver()), device_(device) {

@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
-#include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -60,27 +59,7 @@ DeviceRing::DeviceRing(int device, const char* heap_lo, const char* heap_hi) : d
     counters_ = static_cast<unsigned long long*>(counters);
     SYMCOMM_CUDART(cudaMemset(counters_, 0, kCounters * sizeof(unsigned long long)));
     SYMCOMM_CUDART(cudaDeviceSynchronize());
-    const CudaDriver& drv = cuda_driver();
-    CUmemAllocationProp prop = {};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device_;
-    size_t granularity = 0;
-    SYMCOMM_CU(drv, cuMemGetAllocationGranularity(&granularity, &prop,
-                                                  CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    const size_t want = kDeviceNetBounceSlots * kDeviceNetBounceBytes;
-    bounce_bytes_ = (want + granularity - 1) / granularity * granularity;
-    CUmemGenericAllocationHandle h = 0;
-    SYMCOMM_CU(drv, cuMemCreate(&h, bounce_bytes_, &prop, 0));
-    bounce_handle_ = h;
-    CUdeviceptr p = 0;
-    SYMCOMM_CU(drv, cuMemAddressReserve(&p, bounce_bytes_, granularity, 0, 0));
-    bounce_ = reinterpret_cast<void*>(p);
-    SYMCOMM_CU(drv, cuMemMap(p, bounce_bytes_, 0, h, 0));
-    CUmemAccessDesc access = {};
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    SYMCOMM_CU(drv, cuMemSetAccess(p, bounce_bytes_, &access, 1));
+    bounce_ = std::make_unique<VmmBuffer>(device_, kDeviceNetBounceSlots * kDeviceNetBounceBytes);
     Mapped* dev = static_cast<Mapped*>(mapped_device);
     view_.slots = dev->slots;
     view_.tail = counters_;
@@ -88,7 +67,7 @@ DeviceRing::DeviceRing(int device, const char* heap_lo, const char* heap_hi) : d
     view_.freed = &dev->freed;
     view_.done = &dev->done;
     view_.capacity = kCapacity;
-    view_.bounce = static_cast<char*>(bounce_);
+    view_.bounce = bounce_->data();
     view_.bounce_tail = counters_ + 2;
     view_.bounce_gen = reinterpret_cast<uint64_t*>(counters_ + 4);
     view_.heap_lo = heap_lo;
@@ -96,30 +75,17 @@ DeviceRing::DeviceRing(int device, const char* heap_lo, const char* heap_hi) : d
     reader_ = std::make_unique<RingReader>(mapped_->slots, kCapacity, &mapped_->freed,
                                            &mapped_->done);
   } catch (...) {
-    free_bounce();
+    bounce_.reset();
     if (counters_) cudaFree(counters_);
     cudaFreeHost(mapped_);
     throw;
   }
 }
 
-void DeviceRing::free_bounce() {
-  const CudaDriver& drv = cuda_driver();
-  const auto p = reinterpret_cast<CUdeviceptr>(bounce_);
-  if (bounce_ && drv.cuMemUnmap(p, bounce_bytes_) != CUDA_SUCCESS)
-    SYMCOMM_WARN("the device ring's bounce buffers: cuMemUnmap failed");
-  if (bounce_ && drv.cuMemAddressFree(p, bounce_bytes_) != CUDA_SUCCESS)
-    SYMCOMM_WARN("the device ring's bounce buffers: cuMemAddressFree failed");
-  if (bounce_handle_ && drv.cuMemRelease(bounce_handle_) != CUDA_SUCCESS)
-    SYMCOMM_WARN("the device ring's bounce buffers: cuMemRelease failed");
-  bounce_ = nullptr;
-  bounce_handle_ = 0;
-}
-
 DeviceRing::~DeviceRing() {
   DeviceScope scope(device_);
   // A kernel still waiting on the ring when the communicator goes is the caller's error.
-  free_bounce();
+  bounce_.reset();
   if (cudaFree(counters_) != cudaSuccess) static_cast<void>(cudaGetLastError());
   if (cudaFreeHost(mapped_) != cudaSuccess) static_cast<void>(cudaGetLastError());
 }

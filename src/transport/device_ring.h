@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "symcomm/device_comm.h"
+#include "transport/vmm_buffer.h"
 
 namespace symcomm {
 
@@ -42,8 +43,7 @@ class RingReader {
 
 // The ring's memory on GPU `device`: slots and the two counters in mapped host memory, the
 // ticket counter, the flush mark and the bounce buffers' counters in device memory, the bounce
-// buffers in memory of the virtual memory management API (which every context of the device
-// reaches, the transport's copy context too). Made on the calling thread (the application's
+// buffers a VmmBuffer (the transport's copy context reaches it). Made on the calling thread (the application's
 // context of the device). [heap_lo, heap_hi): this rank's heap window.
 class DeviceRing {
  public:
@@ -63,14 +63,11 @@ class DeviceRing {
     uint64_t freed;
     uint64_t done;
   };
-  void free_bounce();
   int device_;
   Mapped* mapped_ = nullptr;           // host view
   // Device memory: tail, flushed, bounce_tail, bounce_gen[kDeviceNetBounceSlots].
   unsigned long long* counters_ = nullptr;
-  void* bounce_ = nullptr;  // kDeviceNetBounceSlots * kDeviceNetBounceBytes, rounded up
-  size_t bounce_bytes_ = 0;
-  uint64_t bounce_handle_ = 0;
+  std::unique_ptr<VmmBuffer> bounce_;  // kDeviceNetBounceSlots * kDeviceNetBounceBytes
   DeviceNetRing view_{};
   std::unique_ptr<RingReader> reader_;
 };

@@ -165,6 +165,57 @@ TEST_F(Rma, PageableLocalBuffers) {
   SC_OK(symcommFree(comm_, sym));
 }
 
+// Stream-ordered memory (cudaMallocAsync) as the local side of puts, gets and a put-signal,
+// larger than a bounce buffer (8 MiB) and of an odd size: to another node the net transport
+// moves such memory through the stream's bounce buffer (transport/net/stream_bounce.h); its
+// own copy context crashed inside the driver on it.
+TEST_F(Rma, StreamOrderedLocalBuffers) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "stream-ordered memory is the GPU's";
+  const size_t bytes = (size_t{17} << 20) + 4099;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  char* sym;
+  uint64_t* word;
+  SC_OK(symcommMalloc(comm_, bytes, reinterpret_cast<void**>(&sym)));
+  SC_OK(symcommMalloc(comm_, 8, reinterpret_cast<void**>(&word)));
+  mp::write_u64(word, 0);
+  void* src = nullptr;
+  void* dst = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&src, bytes, stream), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&dst, bytes, stream), cudaSuccess);
+  std::vector<uint8_t> host(bytes);
+  for (size_t i = 0; i < bytes; ++i) host[i] = mp::pattern(mp::rank(), 31, i);
+  mp::copy_from_host_on(stream_, src, host.data(), bytes);
+  ASSERT_EQ(cudaMemsetAsync(dst, 0xa5, bytes, stream), cudaSuccess);
+  mp::fill(sym, bytes, 0xff, 0);
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  SC_OK(symcommPutOnStream(comm_, sym, src, bytes, right(), symcommEngineAuto, stream_));
+  SC_OK(symcommQuietOnStream(comm_, stream_));
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  EXPECT_EQ(mismatches(sym, bytes, left(), 31), 0u) << "put";
+  SC_OK(symcommGetOnStream(comm_, dst, sym, bytes, right(), symcommEngineAuto, stream_));
+  mp::sync(stream_);
+  EXPECT_EQ(mismatches(dst, bytes, mp::rank(), 31), 0u) << "get (right holds this rank's)";
+  SC_OK(symcommHostBarrier(comm_));
+  // A put-signal small enough to go as one message (SYMCOMM_NET_EAGER_MAX) across nodes.
+  const size_t small = 4000;
+  for (size_t i = 0; i < small; ++i) host[i] = mp::pattern(mp::rank(), 32, i);
+  mp::copy_from_host_on(stream_, src, host.data(), small);
+  SC_OK(symcommPutSignalOnStream(comm_, sym, src, small, word, 1, symcommSignalSet, right(),
+                                 symcommEngineAuto, stream_));
+  SC_OK(symcommSignalWaitOnStream(comm_, word, symcommCmpEq, 1, stream_));
+  mp::sync(stream_);
+  SC_OK(symcommQuietOnStream(comm_, stream_));  // no wait failed on the device
+  EXPECT_EQ(mismatches(sym, small, left(), 32), 0u) << "put-signal";
+  SC_OK(symcommHostBarrier(comm_));
+  ASSERT_EQ(cudaFreeAsync(src, stream), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(dst, stream), cudaSuccess);
+  mp::sync(stream_);
+  SC_OK(symcommFree(comm_, word));
+  SC_OK(symcommFree(comm_, sym));
+}
+
 // A stream of another GPU is refused before anything is enqueued: the communicator's kernels
 // would run on that GPU, on addresses it does not map, and the fault would end both GPUs'
 // contexts (a put by the SM engine and a barrier would return success and then do so).

@@ -36,6 +36,7 @@
 #include "transport/net/rail_set.h"
 #include "transport/net/rail_transfer.h"
 #include "transport/net/staging.h"
+#include "transport/net/stream_bounce.h"
 #include "transport/stream_jobs.h"
 #include "transport/trace.h"
 #include "transport/transport.h"
@@ -66,6 +67,10 @@ namespace {
 // (3.5 ms once it polled through the round): it polls through a round of communication.
 constexpr auto kBusyHost = std::chrono::microseconds(500);
 constexpr auto kBusyCuda = std::chrono::microseconds(50000);
+
+// A stream's bounce buffer (stream_bounce.h; at least a chunk): what a stream job moves at a
+// time of a buffer outside the heap.
+constexpr size_t kStreamBounceBytes = size_t{8} << 20;
 
 class Net final : public Transport {
  public:
@@ -101,6 +106,9 @@ class Net final : public Transport {
                                            timeout_ms_);
       staging_->set_heap(heap_.base(), &end_);
       jobs_ = std::make_unique<StreamJobs>(device_, "net");
+      bounce_ = std::make_unique<StreamBounce>(device_, heap_.base(),
+                                               heap_.base() + heap_.max_bytes(),
+                                               std::max(kStreamBounceBytes, chunk_));
     } else {
       memory_ = make_host_memory();
       rail_set_->register_heap_range(heap_.base(), 0, heap_.mapped());
@@ -181,8 +189,19 @@ class Net final : public Transport {
   void put(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
            symcommStream_t stream) override {
     const size_t offset = heap_.offset_of(dst);
-    if (cuda_)
-      return jobs_->enqueue(stream, [=, this] { staging_->put(*proxy_, pe, offset, src, bytes); });
+    if (cuda_) {
+      if (!bounce_->needed(src))
+        return jobs_->enqueue(stream,
+                              [=, this] { staging_->put(*proxy_, pe, offset, src, bytes); });
+      // Piece by piece through the stream's bounce buffer (stream_bounce.h).
+      char* b = bounce_->buffer(stream);
+      for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
+        const size_t n = std::min(bounce_->bytes(), bytes - at);
+        bounce_->copy(b, static_cast<const char*>(src) + at, n, stream);
+        jobs_->enqueue(stream, [=, this] { staging_->put(*proxy_, pe, offset + at, b, n); });
+      }
+      return;
+    }
     transfers_->finish_begun();
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
@@ -190,8 +209,18 @@ class Net final : public Transport {
   void get(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t,
            symcommStream_t stream) override {
     const size_t offset = heap_.offset_of(src);
-    if (cuda_)
-      return jobs_->enqueue(stream, [=, this] { staging_->get(*proxy_, pe, dst, offset, bytes); });
+    if (cuda_) {
+      if (!bounce_->needed(dst))
+        return jobs_->enqueue(stream,
+                              [=, this] { staging_->get(*proxy_, pe, dst, offset, bytes); });
+      char* b = bounce_->buffer(stream);  // as put's
+      for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
+        const size_t n = std::min(bounce_->bytes(), bytes - at);
+        jobs_->enqueue(stream, [=, this] { staging_->get(*proxy_, pe, b, offset + at, n); });
+        bounce_->copy(static_cast<char*>(dst) + at, b, n, stream);
+      }
+      return;
+    }
     transfers_->finish_begun();
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Read, pe, offset, dst, bytes);
@@ -243,7 +272,14 @@ class Net final : public Transport {
     h.word = heap_.offset_of(sig);
     h.a = value;
     h.op = static_cast<uint8_t>(op);
-    if (cuda_) return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, src); });
+    if (cuda_) {
+      const void* from = src;
+      if (bounce_->needed(src)) {  // as put's
+        from = bounce_->buffer(stream);
+        bounce_->copy(const_cast<void*>(from), src, bytes, stream);
+      }
+      return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, from); });
+    }
     transfers_->finish_begun();
     send(pe, h, src, "a put-signal");
   }
@@ -466,6 +502,7 @@ class Net final : public Transport {
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
+  std::unique_ptr<StreamBounce> bounce_;  // the cuda space's
   std::vector<bool> serves_ = std::vector<bool>(dirty_.size(), false);  // [pe]: a peer of ours
   std::mutex ring_mutex_;
   std::unique_ptr<DeviceRing> ring_;   // the cuda space's, from the first device handle

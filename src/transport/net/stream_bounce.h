@@ -1,0 +1,55 @@
+// The cuda space's stream calls across nodes: application memory outside the heap goes
+// through a bounce buffer of the call's stream.
+//
+// Why: the transport's threads copy in a context of their own (copy_context.h), and memory
+// that belongs to the application's context is reached there badly or not at all: a copy of
+// cudaMallocAsync memory (a pre-multiplied sum's scaled input, across nodes) crashed the
+// driver inside cuMemcpyAsync, and a copy of cudaMalloc memory never finished beside the
+// application's running kernels (the device API's case, which the device ring's bounce slots
+// answer the same way). So the call copies such a buffer on the caller's stream, in the
+// application's context, to or from a VmmBuffer, which the copy context reaches; the worker
+// moves only that.
+//
+// A buffer per stream, made at its first such call and kept until the transport goes: the
+// stream's order keeps one call's use before the next's. A call captured into a graph gets a
+// buffer of its capture and stream, which the graph then owns for good: its replays (on any
+// stream) never share it with calls outside the graph. The memory is the cost: `bytes()` per
+// stream, and per stream of each capture that moves such memory.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "symcomm/symcomm.h"
+#include "transport/vmm_buffer.h"
+
+namespace symcomm {
+
+class StreamBounce {
+ public:
+  // [heap_lo, heap_hi): this rank's heap window, which the copy context reaches.
+  // `bytes`: each buffer's size (what a call moves at a time).
+  StreamBounce(int device, const char* heap_lo, const char* heap_hi, size_t bytes);
+
+  // Whether a call's local buffer `p` must go through it: device memory outside the heap.
+  bool needed(const void* p) const;
+  // The buffer of `stream` (of its capture, where it is being captured); made at first use.
+  char* buffer(symcommStream_t stream);
+  size_t bytes() const { return bytes_; }
+  // `bytes` from `src` to `dst` on `stream`, in the application's context.
+  void copy(void* dst, const void* src, size_t bytes, symcommStream_t stream) const;
+
+ private:
+  int device_;
+  const char* heap_lo_;
+  const char* heap_hi_;
+  size_t bytes_;
+  std::mutex mutex_;
+  // (stream, capture id: 0 outside a capture) -> its buffer
+  std::map<std::pair<symcommStream_t, unsigned long long>, std::unique_ptr<VmmBuffer>> buffers_;
+};
+
+}  // namespace symcomm
