@@ -12,6 +12,7 @@
 # SYMRUN_ARGS="--nodes 2", the 2-node ones) there.
 # NCCL refuses two ranks on one GPU, so nccl algorithms and backends are filtered out.
 #   [SUITES="coll decomp"] tools/probe/shared_gpus.sh [RANKS]     RANKS: 8 by default
+# GTEST_FILTER narrows the suites that name no filter of their own; COLL_FILTER the coll one.
 # The MPS control daemon runs with private pipe and log directories and is stopped on exit;
 # nothing else on the machine changes (no compute mode, clocks or MIG).
 set -uo pipefail
@@ -75,7 +76,7 @@ run() {  # name binary [gtest args...]
 suite() {  # the suites by name: SUITES="coll decomp" runs those only
   case $1 in
     init|heap|rma|device|register|coll_check|decomp_autotune) run "$1" "mp_$1" ;;
-    coll) run coll mp_coll --gtest_filter='-CollLarge.*' ;;
+    coll) run coll mp_coll --gtest_filter="${COLL_FILTER:--CollLarge.*}" ;;
     coll_large) run coll_large mp_coll --gtest_filter='CollLarge.*' ;;
     send_recv) run send_recv mp_coll --gtest_filter='SendRecv.*' ;;
     coll_mix) run coll_mix mp_coll --gtest_filter='CollMix.*' --gtest_repeat=3 ;;
