@@ -95,8 +95,8 @@ class CollMix : public ::testing::Test {
   }
 
   // The sequence, the same on every rank: `calls` calls whose buffers hold at most
-  // `max_bytes` each.
-  void plan(int calls, size_t max_bytes) {
+  // `max_bytes` each; `for_capture`: only calls that some algorithm can capture here.
+  void plan(int calls, size_t max_bytes, bool for_capture) {
     std::mt19937_64 rng(seed_);
     // SYMCOMM_TEST_MIX_ALGOS (comma-separated): draw from those only. compute-sanitizer runs
     // leave out nccl, whose LL kernels load 4 bytes from a 2-byte float16 buffer (an exact
@@ -124,6 +124,16 @@ class CollMix : public ::testing::Test {
         if (caps.does(api_op(op))) ops.push_back(op);
       c.op = ops[rng() % ops.size()];
       c.kind = static_cast<int>(rng() % 3);
+      // In a capture an all-to-all-v across nodes runs on NCCL only (hier and copy read the
+      // counts back on the host): where NCCL cannot serve the team (GPUs shared under MPS, or
+      // no NCCL), another operation.
+      if (for_capture && c.op == Op::AllToAllv && teams_.nodes(c.kind) > 1 &&
+          symcommCollAlgorithmCanRun(comm_, teams_.id[c.kind], symcommCollAllToAllv, 1,
+                                     symcommInt32, 0, "nccl") != symcommSuccess) {
+        ops.erase(std::remove(ops.begin(), ops.end(), Op::AllToAllv), ops.end());
+        if (ops.empty()) c.algo = "auto", ops.push_back(Op::AllReduce);
+        c.op = ops[rng() % ops.size()];
+      }
       c.t = &kTypes[rng() % (sizeof kTypes / sizeof kTypes[0])];
       const size_t ts = static_cast<size_t>(teams_.size(c.kind)), e = c.t->size;
       const bool per_member = c.op == Op::AllGather || c.op == Op::AllToAll ||
@@ -292,8 +302,9 @@ class CollMix : public ::testing::Test {
 
   // Plans `calls` calls on buffers of at most `max_bytes`, runs them once eagerly and checks
   // every output; `fell_back` says which calls ran with auto instead.
-  void run_eagerly(int calls, size_t max_bytes, std::vector<uint8_t>& fell_back) {
-    plan(calls, max_bytes);
+  void run_eagerly(int calls, size_t max_bytes, std::vector<uint8_t>& fell_back,
+                   bool for_capture = false) {
+    plan(calls, max_bytes, for_capture);
     allocate();
     expect(0);
     refill(0);
@@ -434,7 +445,7 @@ TEST_F(CollMix, RandomSequenceAcrossAlgorithmsAndTeams) {
 TEST_F(CollMix, RandomSequenceReplayedFromAGraph) {
   if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "CUDA graphs need the cuda space";
   std::vector<uint8_t> fell_back;
-  ASSERT_NO_FATAL_FAILURE(run_eagerly(mix_calls(48), mix_max_bytes(), fell_back));
+  ASSERT_NO_FATAL_FAILURE(run_eagerly(mix_calls(48), mix_max_bytes(), fell_back, true));
   mp::capture_and_replay(
       comm_, stream_, [&] { return run_sequence(true, fell_back); },
       [&](int run) {
