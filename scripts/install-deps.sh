@@ -24,3 +24,11 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
   echo "install-deps: the CUDA toolkit (nvcc) is missing: install CUDA 12.4 or newer" >&2; exit 1; }
+# The Python module's build and test requirements (nanobind, scikit-build-core, numpy, pytest:
+# python/requirements.txt), where the interpreter lacks them. Without them the module and its
+# tests are left out of the build, which says so.
+if command -v python3 >/dev/null && ! python3 -c "import nanobind, numpy, pytest" 2>/dev/null; then
+  echo "install-deps: pip install -r python/requirements.txt"
+  python3 -m pip install -q -r python/requirements.txt || \
+    echo "install-deps: pip could not install python/requirements.txt: no Python module" >&2
+fi

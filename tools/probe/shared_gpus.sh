@@ -56,22 +56,24 @@ failed=0
 # running after SUITE_LIMIT seconds (default 240) has its processes' stacks written to its
 # log's folder (where scripts/gdb-kit's .gdbkit.tar.xz was carried), then is stopped.
 limit=${SUITE_LIMIT:-240}
-run() {  # name binary [gtest args...]
+run() {  # name binary [args...]: a binary of the build, or a path (python3's)
   local name=$1 bin=$2; shift 2
+  case $bin in /*) ;; *) bin=$B/$bin ;; esac
   local t0=$SECONDS
   # shellcheck disable=SC2086  # SYMRUN_ARGS is a list of options
-  $B/symrun -n "$n" ${SYMRUN_ARGS:-} --timeout $((limit + 60)) $B/$bin "$@" > "$L/$name.log" 2>&1 &
+  $B/symrun -n "$n" ${SYMRUN_ARGS:-} --timeout $((limit + 60)) "$bin" "$@" > "$L/$name.log" 2>&1 &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; done
   if kill -0 "$pid" 2>/dev/null; then
-    [ -f .gdbkit.tar.xz ] && scripts/stacks "$B/$bin" > "$L/stacks_$name.txt" 2>&1
-    pkill -9 -f "$B/$bin"; pkill -9 -f "$B/symrun"
+    [ -f .gdbkit.tar.xz ] && scripts/stacks "$bin" > "$L/stacks_$name.txt" 2>&1
+    pkill -9 -f "$bin"; pkill -9 -f "$B/symrun"
   fi
   wait "$pid"
   local rc=$?
   [ "$rc" = 0 ] || failed=1
   echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[0\] \[  (PASSED|FAILED|SKIPPED) +\] [0-9]' "$L/$name.log" | tr '\n' ' ')"
   grep -E "^\[0\] \[  FAILED  \] [A-Za-z]" "$L/$name.log" | head -20
+  if [ "$name" = py ]; then tail -5 "$L/$name.log"; fi
 }
 suite() {  # the suites by name: SUITES="coll decomp" runs those only
   case $1 in
@@ -84,6 +86,9 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     rma_mix) run rma_mix mp_rma --gtest_filter='RmaMix.*' --gtest_repeat=3 ;;
     device_mix) run device_mix mp_device --gtest_filter='DeviceMix.*' --gtest_repeat=3 ;;
     decomp) run decomp mp_decomp --gtest_filter='-*/nccl*' ;;  # NCCL refuses shared GPUs
+    # The Python module's cuda-space tests (tests/python/test_cuda.py), where it was built.
+    py) SYMCOMM_MEMORY_SPACE=cuda PYTHONPATH=build-gpu/python run py "$(command -v python3)" \
+          -m pytest -q -p no:cacheprovider tests/python/test_cuda.py ;;
     # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
     # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
     coll_bench)

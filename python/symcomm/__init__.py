@@ -1,0 +1,53 @@
+"""symcomm: GPU-to-GPU communication through symmetric memory, from Python.
+
+A communicator joins the ranks of a launcher (``symcomm.init()`` under symrun, torchrun,
+mpirun or srun), of a unique id (``symcomm.Comm(nranks, rank, uid)``), or of a
+``torch.distributed`` store (``symcomm.init_from_store``). Arrays are anything that speaks
+DLPack (numpy, torch, cupy, jax); ``comm.empty`` makes arrays on the symmetric heap.
+Every call takes an optional ``stream`` (an int cudaStream_t, or a torch.cuda.Stream), and
+fails with ``symcomm.Error`` carrying the library's code and message. docs/python.md has
+the reference.
+"""
+
+import contextlib
+
+from ._symcomm import Comm, Error, group_end, group_start, unique_id, version
+
+__all__ = ["Comm", "Error", "init", "init_from_store", "group", "unique_id", "version",
+           "WORLD"]
+
+WORLD = 0  # the team of every rank (SYMCOMM_TEAM_WORLD)
+
+
+def init(space=None, device=-1):
+    """Joins the communicator of the launcher's environment (collective).
+
+    space: "cuda", "host" or None (SYMCOMM_MEMORY_SPACE, else cuda where a GPU is);
+    device: -1 for SYMCOMM_DEVICE, else the local rank modulo the GPUs.
+    """
+    return Comm.from_env(space, device)
+
+
+def init_from_store(store, rank, world_size, space=None, device=-1, key="symcomm/unique_id"):
+    """Joins a communicator through a key-value store that every rank reaches
+    (torch.distributed's TCPStore or FileStore, or anything with set(key, value) and a
+    blocking get(key)): rank 0 makes the unique id and publishes it under ``key``."""
+    if rank == 0:
+        uid = unique_id()
+        store.set(key, uid)
+    else:
+        uid = store.get(key)
+        if isinstance(uid, bytes):
+            uid = uid.decode()
+    return Comm(world_size, rank, uid, space, device)
+
+
+@contextlib.contextmanager
+def group():
+    """The calls in the block (on this thread) are issued as one unit at its end
+    (symcommGroupStart / symcommGroupEnd): a ring of sends and receives cannot deadlock."""
+    group_start()
+    try:
+        yield
+    finally:
+        group_end()

@@ -1,0 +1,80 @@
+# The cuda space from Python without a GPU framework: arrays on the heap (DLPack arrays of
+# GPU memory) filled and read through put and get from numpy arrays, every collective on
+# them checked against numpy. ctest's gpu_py_n2 runs this file in the cuda space; elsewhere
+# it skips.
+import numpy as np
+import pytest
+
+from conftest import rank_data
+
+
+@pytest.fixture
+def gpu(comm):
+    if comm.space != "cuda":
+        pytest.skip("the cuda space's tests")
+    return comm
+
+
+def upload(comm, host, dtype):
+    a = comm.empty(host.size, dtype)
+    comm.put(a, np.ascontiguousarray(host, dtype), comm.rank)  # to this rank's own copy
+    return a
+
+
+def download(comm, a, n, dtype):
+    out = np.full(n, 77, dtype)
+    comm.get(out, a, comm.rank)
+    comm.synchronize()  # the stream's work, the get's included, is done
+    return out
+
+
+def test_heap_arrays_are_gpu_memory(gpu):
+    a = gpu.empty(16, "float32")
+    assert a.__dlpack_device__() == (2, gpu.device)  # kDLCUDA
+    gpu.free(a)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64"])
+def test_collectives_on_the_gpu(gpu, dtype):
+    n, p, me = 4099, gpu.size, gpu.rank
+    data = [rank_data(9, r, n * p, dtype) for r in range(p)]
+    send = upload(gpu, data[me], dtype)
+    recv = upload(gpu, np.full(n * p, 77, dtype), dtype)
+    gpu.all_reduce(send, recv)
+    want = np.sum(np.stack(data).astype(np.float64), axis=0).astype(dtype)
+    np.testing.assert_array_equal(download(gpu, recv, n * p, dtype), want)
+    part = upload(gpu, np.full(n, 77, dtype), dtype)
+    gpu.reduce_scatter(send, part, op="max")
+    want = np.max(np.stack(data), axis=0)[me * n:(me + 1) * n]
+    np.testing.assert_array_equal(download(gpu, part, n, dtype), want)
+    gpu.all_gather(part, recv)
+    want = np.concatenate([np.max(np.stack(data), axis=0)[j * n:(j + 1) * n] for j in range(p)])
+    np.testing.assert_array_equal(download(gpu, recv, n * p, dtype), want)
+    gpu.all_to_all(send, recv)
+    want = np.concatenate([data[j][me * n:(me + 1) * n] for j in range(p)])
+    np.testing.assert_array_equal(download(gpu, recv, n * p, dtype), want)
+    for a in (part, recv, send):
+        gpu.free(a)
+
+
+def test_send_recv_and_put_signal_on_the_gpu(gpu):
+    import symcomm
+    p, me = gpu.size, gpu.rank
+    right, left = (me + 1) % p, (me + p - 1) % p
+    n = 1 << 20
+    out = upload(gpu, np.arange(n, dtype=np.float32) + me, "float32")
+    got = upload(gpu, np.zeros(n, np.float32), "float32")
+    with symcomm.group():
+        gpu.send(out, right)
+        gpu.recv(got, left)
+    np.testing.assert_array_equal(download(gpu, got, n, "float32"),
+                                  np.arange(n, dtype=np.float32) + left)
+    sig = upload(gpu, np.zeros(1, np.uint64), "uint64")
+    gpu.host_barrier()
+    gpu.put_signal(got, np.arange(n, dtype=np.float32) * 2 + me, sig, 1, right)
+    gpu.signal_wait(sig, "eq", 1)
+    np.testing.assert_array_equal(download(gpu, got, n, "float32"),
+                                  np.arange(n, dtype=np.float32) * 2 + left)
+    gpu.host_barrier()
+    for a in (sig, got, out):
+        gpu.free(a)
