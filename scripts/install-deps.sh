@@ -32,3 +32,16 @@ if command -v python3 >/dev/null && ! python3 -c "import nanobind, numpy, pytest
   python3 -m pip install -q -r python/requirements.txt || \
     echo "install-deps: pip could not install python/requirements.txt: no Python module" >&2
 fi
+# torch for the torch.distributed backend's tests (python/requirements-torch.txt: 4.6 GB with
+# CUDA's libraries), where missing and the disk has room; without it those tests report
+# themselves skipped.
+if command -v python3 >/dev/null && ! python3 -c "import torch" 2>/dev/null; then
+  free_kb=$(df -Pk "$(python3 -c 'import site; print(site.getsitepackages()[0])')" | awk 'NR==2 {print $4}')
+  if [ "${free_kb:-0}" -ge $((10 * 1024 * 1024)) ]; then
+    echo "install-deps: pip install -r python/requirements-torch.txt (about 4.6 GB)"
+    python3 -m pip install -q -r python/requirements-torch.txt || \
+      echo "install-deps: pip could not install torch: its tests will skip" >&2
+  else
+    echo "install-deps: less than 10 GB free: torch is not installed, its tests will skip" >&2
+  fi
+fi

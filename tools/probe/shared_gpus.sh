@@ -73,7 +73,7 @@ run() {  # name binary [args...]: a binary of the build, or a path (python3's)
   [ "$rc" = 0 ] || failed=1
   echo "$name: rc=$rc, $((SECONDS - t0)) s; $(grep -E '^\[0\] \[  (PASSED|FAILED|SKIPPED) +\] [0-9]' "$L/$name.log" | tr '\n' ' ')"
   grep -E "^\[0\] \[  FAILED  \] [A-Za-z]" "$L/$name.log" | head -20
-  if [ "$name" = py ]; then tail -5 "$L/$name.log"; fi
+  case $name in py*) tail -5 "$L/$name.log" ;; esac
 }
 suite() {  # the suites by name: SUITES="coll decomp" runs those only
   case $1 in
@@ -89,6 +89,8 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     # The Python module's cuda-space tests (tests/python/test_cuda.py), where it was built.
     py) SYMCOMM_MEMORY_SPACE=cuda PYTHONPATH=build-gpu/python run py "$(command -v python3)" \
           -m pytest -q -p no:cacheprovider tests/python/test_cuda.py ;;
+    py_torch) SYMCOMM_MEMORY_SPACE=cuda SYMCOMM_TEST_TORCH_DEVICE=cuda PYTHONPATH=build-gpu/python \
+          run py_torch "$(command -v python3)" -m pytest -q -p no:cacheprovider tests/python/test_torch.py ;;
     # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
     # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
     coll_bench)

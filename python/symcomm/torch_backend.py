@@ -1,0 +1,361 @@
+"""symcomm as a torch.distributed backend.
+
+``import symcomm.torch_backend`` registers the backend "symcomm" for CPU and CUDA tensors:
+
+    import torch.distributed as dist
+    import symcomm.torch_backend  # noqa: F401
+    dist.init_process_group(backend="symcomm")          # or "cuda:symcomm,cpu:gloo"
+
+Each process group holds a communicator of the host space (CPU tensors) and, where torch
+sees a GPU, one of the cuda space on the current device (CUDA tensors, on the current
+stream), both joined through the group's store when the group is made. Tensors go through
+symcomm's staged paths (they are not on the symmetric heap); a non-contiguous tensor goes
+through a contiguous copy. What the backend cannot do raises an error naming the operation.
+"""
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import (AllgatherOptions, AllreduceCoalescedOptions,
+                                        AllreduceOptions, AllToAllOptions, BarrierOptions,
+                                        BroadcastOptions, GatherOptions, ReduceOptions,
+                                        ReduceScatterOptions, ScatterOptions,
+                                        _create_work_from_future)
+from torch.futures import Future
+
+from . import group, init_from_store
+
+__all__ = ["SymcommProcessGroup"]
+
+_NAME = "symcomm"
+
+
+def _unsupported(what):
+    return RuntimeError(f"the symcomm backend does not support {what}")
+
+
+def _redop(opts, what):
+    op = opts.reduceOp
+    for torch_op, name in ((dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.MIN, "min"),
+                           (dist.ReduceOp.MAX, "max"), (dist.ReduceOp.PRODUCT, "prod"),
+                           (dist.ReduceOp.AVG, "avg")):
+        if op == torch_op:
+            return name
+    raise _unsupported(f"{what} with the reduction {op}")
+
+
+def _done(result):
+    """A Work that is complete (CPU) or ordered in the current stream (CUDA) already."""
+    fut = Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+def _movable(t):
+    """The tensor as symcomm moves it: bool as uint8 (data movement only)."""
+    return t.view(torch.uint8) if t.dtype == torch.bool else t
+
+
+class _QueuedWork(dist._Work):
+    """The work of a queued send or receive: waiting for it issues the queue."""
+
+    def __init__(self, pg, tensors):
+        super().__init__()
+        self._pg, self._tensors, self._fut = pg, tensors, Future()
+
+    def wait(self, timeout=None):
+        self._pg._flush()
+        return True
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def get_future(self):
+        self._pg._flush()
+        return self._fut
+
+
+class _Contiguous:
+    """A contiguous tensor for the call; written back to the caller's on exit (outputs)."""
+
+    def __init__(self, t, output=False):
+        self.t, self.output = t, output
+        self.c = t if t.is_contiguous() else t.contiguous()
+
+    def __enter__(self):
+        return _movable(self.c).reshape(-1)
+
+    def __exit__(self, *exc):
+        if self.output and self.c is not self.t and exc[0] is None:
+            self.t.copy_(self.c)
+
+
+class SymcommProcessGroup(dist.ProcessGroup):
+    """A process group whose collectives and point-to-point calls are symcomm's."""
+
+    def __init__(self, store, rank, size, timeout=None):
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        self._pending = []  # queued sends and receives (_queue)
+        self._comms = {"host": init_from_store(store, rank, size, space="host",
+                                               key="symcomm/host")}
+        if torch.cuda.is_available():
+            self._comms["cuda"] = init_from_store(store, rank, size, space="cuda",
+                                                  device=torch.cuda.current_device(),
+                                                  key="symcomm/cuda")
+
+    # --- what every call shares -------------------------------------------------------
+    def _on(self, tensors, what):
+        """The communicator and stream for `tensors` (all CPU or all on this rank's GPU);
+        a collective first issues the queued sends and receives."""
+        if what not in ("send", "recv"):
+            self._flush()
+        cuda = {t.is_cuda for t in tensors}
+        if len(cuda) != 1:
+            raise _unsupported(f"{what} on CPU and CUDA tensors at once")
+        if cuda.pop():
+            comm = self._comms.get("cuda")
+            if comm is None:
+                raise _unsupported(f"{what} on CUDA tensors: torch saw no GPU when the "
+                                   "group was made")
+            device = tensors[0].device
+            if device.index != comm.device:
+                raise _unsupported(f"{what} on {device}: the group's GPU is cuda:{comm.device}")
+            return comm, torch.cuda.current_stream(device).cuda_stream
+        return self._comms["host"], None
+
+    def getBackendName(self):
+        return _NAME
+
+    def size(self):
+        return self._size
+
+    def rank(self):
+        return self._rank
+
+    # --- collectives ------------------------------------------------------------------
+    def allreduce(self, tensors, opts=AllreduceOptions()):
+        comm, stream = self._on(tensors, "allreduce")
+        op = _redop(opts, "allreduce")
+        views = [_Contiguous(t, output=True) for t in tensors]
+        with group():  # several tensors: one unit, run at the group's end
+            for v in views:
+                comm.all_reduce(v.__enter__(), op=op, stream=stream)
+        for v in views:  # then written back where a copy was reduced
+            v.__exit__(None, None, None)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=AllreduceCoalescedOptions()):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=BroadcastOptions()):
+        comm, stream = self._on(tensors, "broadcast")
+        for t in tensors:
+            with _Contiguous(t, output=True) as c:
+                comm.broadcast(c, root=opts.rootRank, stream=stream)
+        return _done(tensors)
+
+    def _allgather_base(self, output, input, opts=AllgatherOptions()):
+        comm, stream = self._on([output, input], "all_gather_into_tensor")
+        with _Contiguous(input) as i, _Contiguous(output, output=True) as o:
+            comm.all_gather(i, o, stream=stream)
+        return _done([output])
+
+    def allgather(self, output_lists, inputs, opts=AllgatherOptions()):
+        for outputs, input in zip(output_lists, inputs):
+            if any(o.numel() != input.numel() or o.dtype != input.dtype for o in outputs):
+                raise _unsupported("all_gather into tensors of other sizes or types than the "
+                                   "input's")
+            gathered = input.new_empty((self._size * input.numel(),))
+            self._allgather_base(gathered, input.reshape(-1), opts)
+            for o, part in zip(outputs, gathered.chunk(self._size)):
+                o.copy_(part.view(o.shape))
+        return _done(output_lists)
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=AllgatherOptions()):
+        for o, i in zip(outputs, inputs):
+            self._allgather_base(o, i, opts)
+        return _done(outputs)
+
+    def _reduce_scatter_base(self, output, input, opts=ReduceScatterOptions()):
+        comm, stream = self._on([output, input], "reduce_scatter_tensor")
+        op = _redop(opts, "reduce_scatter")
+        with _Contiguous(input) as i, _Contiguous(output, output=True) as o:
+            comm.reduce_scatter(i, o, op=op, stream=stream)
+        return _done([output])
+
+    def reduce_scatter(self, outputs, input_lists, opts=ReduceScatterOptions()):
+        for output, inputs in zip(outputs, input_lists):
+            whole = torch.cat([t.reshape(-1) for t in inputs])
+            self._reduce_scatter_base(output, whole, opts)
+        return _done(outputs)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs,
+                                        opts=ReduceScatterOptions()):
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return _done(outputs)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,
+                      opts=AllToAllOptions()):
+        comm, stream = self._on([output, input], "all_to_all_single")
+        with _Contiguous(input) as i, _Contiguous(output, output=True) as o:
+            if not output_split_sizes and not input_split_sizes:
+                comm.all_to_all(i, o, stream=stream)
+            else:
+                def layout(t, splits):  # rows of dim 0 -> elements
+                    row = t[0].numel() if t.dim() and t.shape[0] else 1
+                    counts = ([s * row for s in splits] if splits
+                              else [t.numel() // self._size] * self._size)
+                    displs = [sum(counts[:j]) for j in range(self._size)]
+                    return counts, displs
+                sc, sd = layout(input, input_split_sizes)
+                rc, rd = layout(output, output_split_sizes)
+                comm.all_to_all_v(i, sc, sd, o, rc, rd, stream=stream)
+        return _done([output])
+
+    def alltoall(self, outputs, inputs, opts=AllToAllOptions()):
+        send = torch.cat([t.reshape(-1) for t in inputs])
+        recv = outputs[0].new_empty((sum(t.numel() for t in outputs),))
+        comm, stream = self._on([send, recv], "all_to_all")
+        sc = [t.numel() for t in inputs]
+        rc = [t.numel() for t in outputs]
+        comm.all_to_all_v(_movable(send), sc, [sum(sc[:j]) for j in range(len(sc))],
+                          _movable(recv), rc, [sum(rc[:j]) for j in range(len(rc))],
+                          stream=stream)
+        for o, part in zip(outputs, recv.split(rc)):
+            o.copy_(part.view(o.shape))
+        return _done(outputs)
+
+    def reduce(self, tensors, opts=ReduceOptions()):
+        comm, stream = self._on(tensors, "reduce")
+        op = _redop(opts, "reduce")
+        for t in tensors:
+            with _Contiguous(t, output=True) as c:
+                comm.reduce(c, c if self._rank == opts.rootRank else None, op=op,
+                            root=opts.rootRank, stream=stream)
+        return _done(tensors)
+
+    def gather(self, output_lists, inputs, opts=GatherOptions()):
+        comm, stream = self._on(inputs, "gather")
+        root = opts.rootRank
+        for k, input in enumerate(inputs):
+            gathered = None
+            if self._rank == root:
+                gathered = input.new_empty((self._size * input.numel(),))
+            with _Contiguous(input) as i:
+                comm.gather(i, None if gathered is None else _movable(gathered), root=root,
+                            stream=stream)
+            if gathered is not None:
+                for o, part in zip(output_lists[k], gathered.chunk(self._size)):
+                    o.copy_(part.view(o.shape))
+        return _done(output_lists)
+
+    def scatter(self, outputs, input_lists, opts=ScatterOptions()):
+        comm, stream = self._on(outputs, "scatter")
+        root = opts.rootRank
+        for k, output in enumerate(outputs):
+            whole = None
+            if self._rank == root:
+                whole = torch.cat([t.reshape(-1) for t in input_lists[k]])
+            with _Contiguous(output, output=True) as o:
+                comm.scatter(None if whole is None else _movable(whole), o, root=root,
+                             stream=stream)
+        return _done(outputs)
+
+    def gather_single(self, output, input, opts=GatherOptions()):
+        comm, stream = self._on([input], "gather_into_tensor")
+        root = opts.rootRank
+        with _Contiguous(input) as i:
+            if self._rank == root:
+                with _Contiguous(output, output=True) as o:
+                    comm.gather(i, o, root=root, stream=stream)
+            else:
+                comm.gather(i, None, root=root, stream=stream)
+        return _done([output])
+
+    # Newer torch calls the operations on one tensor by these names.
+    all_gather_single = _allgather_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single = _reduce_scatter_base
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+    all_to_all_single = alltoall_base
+
+    def allgather_coalesced(self, output_lists, inputs, opts=AllgatherOptions()):
+        return self.allgather(output_lists, inputs, opts)
+
+    def _get_backend(self, device):
+        """The backend of every device is this group itself (torch asks it, for instance,
+        whether it coalesces point-to-point calls: it does not)."""
+        return self
+
+    supports_coalescing = False
+
+    def barrier(self, opts=BarrierOptions()):
+        self._flush()
+        comm = self._comms.get("cuda")
+        if comm is not None:  # the GPU's work before it is ordered too, as NCCL's barrier
+            stream = torch.cuda.current_stream().cuda_stream
+            comm.barrier(stream=stream)
+            comm.synchronize(stream)
+        self._comms["host"].host_barrier()
+        return _done([])
+
+    # --- point to point ---------------------------------------------------------------
+    # Sends and receives wait in a queue and are issued as one symcomm group at the first
+    # wait of one of their works, or before the next collective: a ring of isend/irecv
+    # (batch_isend_irecv, which torch issues one by one here) cannot deadlock, where a lone
+    # send on a GPU stream would wait for a receive queued behind it on the peer.
+    def _queue(self, kind, tensors, peer):
+        comm, stream = self._on(tensors, kind)
+        views = [_Contiguous(t, output=(kind == "recv")) for t in tensors]
+        work = _QueuedWork(self, tensors)
+        self._pending.append((kind, comm, stream, views, peer, work))
+        return work
+
+    def _flush(self):
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        with group():
+            for kind, comm, stream, views, peer, _ in pending:
+                for v in views:
+                    getattr(comm, kind)(v.__enter__(), peer, stream=stream)
+        for _, _, _, views, _, work in pending:
+            for v in views:
+                v.__exit__(None, None, None)
+            work._fut.set_result(work._tensors)
+
+    def send(self, tensors, dst, tag=0):
+        return self._queue("send", tensors, dst)
+
+    def recv(self, tensors, src, tag=0):
+        return self._queue("recv", tensors, src)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise _unsupported("recv from any source (symcomm matches receives per peer)")
+
+    # --- failure control --------------------------------------------------------------
+    def abort(self):
+        for comm in self._comms.values():
+            comm.abort()
+
+    def shutdown(self):
+        for comm in self._comms.values():
+            comm.finalize()
+
+    def async_error(self):
+        """None, or (code, message) of the first communicator that failed."""
+        for comm in self._comms.values():
+            error = comm.async_error()
+            if error is not None:
+                return error
+        return None
+
+
+def _create(store, rank, size, timeout):
+    return SymcommProcessGroup(store, rank, size, timeout)
+
+
+if _NAME.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(_NAME, _create, devices=["cpu", "cuda"])
+

@@ -1,0 +1,209 @@
+# The torch.distributed backend (symcomm.torch_backend) on CPU tensors (CUDA tensors with
+# SYMCOMM_TEST_TORCH_DEVICE=cuda, ctest's gpu_py_torch_n2): every operation of
+# torch.distributed that it serves against a reference recomputed from every rank's input,
+# a subgroup, the refusals, and a DDP training loop whose parameters match a single process
+# trained on every rank's data. Run on every rank under symrun (ctest: py_torch_n2,
+# py_torch_n4); skipped where torch is not installed.
+import hashlib
+import os
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+import symcomm.torch_backend  # noqa: E402,F401 - registers "symcomm"
+
+DEV = os.environ.get("SYMCOMM_TEST_TORCH_DEVICE", "cpu")
+
+
+def on(t):
+    return t.to(DEV)
+
+
+def close(got, want, **tol):
+    torch.testing.assert_close(got.cpu(), want.cpu(), **(tol or {"rtol": 0, "atol": 0}))
+
+
+@pytest.fixture(scope="module")
+def pg():
+    rank, size = int(os.environ["SYMCOMM_RANK"]), int(os.environ["SYMCOMM_NRANKS"])
+    # A file store that every rank of this run names alike (symrun's unique id).
+    tag = hashlib.sha1(os.environ["SYMCOMM_UNIQUE_ID"].encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"symcomm_torch_store_{tag}")
+    store = dist.FileStore(path, size)
+    if DEV == "cuda":  # a GPU per rank, or one shared under MPS (SYMCOMM_TEST_SHARED_GPUS)
+        torch.cuda.set_device(int(os.environ["SYMCOMM_LOCAL_RANK"]) % torch.cuda.device_count())
+    dist.init_process_group(backend="symcomm", store=store, rank=rank, world_size=size)
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+    if rank == 0 and os.path.exists(path):
+        os.remove(path)
+
+
+def data(rank, n, dtype=torch.float32, seed=0):
+    """Rank `rank`'s input: small integers, exact in every type and in their sums."""
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    return torch.randint(-8, 9, (n,), generator=g).to(dtype)
+
+
+def test_backend_name(pg):
+    assert dist.get_backend(pg) == "symcomm"
+
+
+@pytest.mark.parametrize("op,ref", [(dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.MAX, "max"),
+                                    (dist.ReduceOp.MIN, "min"), (dist.ReduceOp.PRODUCT, "prod"),
+                                    (dist.ReduceOp.AVG, "avg")])
+def test_all_reduce(pg, op, ref):
+    me, p = dist.get_rank(), dist.get_world_size()
+    stack = torch.stack([data(r, 1000, torch.float64) for r in range(p)])
+    want = {"sum": stack.sum(0), "max": stack.max(0).values, "min": stack.min(0).values,
+            "prod": stack.prod(0), "avg": stack.sum(0) / p}[ref]
+    t = on(data(me, 1000, torch.float64))
+    dist.all_reduce(t, op=op)
+    close(t, want)
+
+
+def test_all_reduce_async_and_non_contiguous(pg):
+    me, p = dist.get_rank(), dist.get_world_size()
+    t = on(data(me, 64 * 2)).reshape(64, 2).t()  # not contiguous
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    want = sum(data(r, 64 * 2).reshape(64, 2).t() for r in range(p))
+    close(t, want)
+
+
+def test_gathers_and_scatters(pg):
+    me, p, n = dist.get_rank(), dist.get_world_size(), 37
+    everyone = [data(r, n * p, seed=1) for r in range(p)]
+    mine = on(everyone[me])
+    outs = [on(torch.full((n,), 77.0)) for _ in range(p)]
+    dist.all_gather(outs, mine[:n])
+    for r in range(p):
+        close(outs[r], everyone[r][:n])
+    whole = on(torch.full((n * p,), 77.0))
+    dist.all_gather_into_tensor(whole, mine[:n])
+    close(whole, torch.cat([e[:n] for e in everyone]))
+    part = on(torch.full((n,), 77.0))
+    dist.reduce_scatter_tensor(part, mine)
+    close(part, sum(everyone)[me * n:(me + 1) * n])
+    part.fill_(77)
+    dist.reduce_scatter(part, list(mine.chunk(p)), op=dist.ReduceOp.MAX)
+    close(part, torch.stack(everyone).max(0).values[me * n:(me + 1) * n])
+
+
+@pytest.mark.parametrize("root", [0, -1])
+def test_rooted(pg, root):
+    me, p, n = dist.get_rank(), dist.get_world_size(), 19
+    root %= p
+    everyone = [data(r, n * p, seed=2) for r in range(p)]
+    t = on(everyone[me][:n].clone() if me == root else torch.full((n,), 77.0))
+    dist.broadcast(t, src=root)
+    close(t, everyone[root][:n])
+    t = on(everyone[me][:n].clone())
+    dist.reduce(t, dst=root, op=dist.ReduceOp.SUM)
+    if me == root:
+        close(t, sum(e[:n] for e in everyone))
+    outs = [on(torch.full((n,), 77.0)) for _ in range(p)] if me == root else None
+    dist.gather(on(everyone[me][:n]), outs, dst=root)
+    if me == root:
+        for r in range(p):
+            close(outs[r], everyone[r][:n])
+    got = on(torch.full((n,), 77.0))
+    dist.scatter(got, [on(c) for c in everyone[me].chunk(p)] if me == root else None, src=root)
+    close(got, everyone[root][me * n:(me + 1) * n])
+
+
+def test_all_to_all(pg):
+    me, p = dist.get_rank(), dist.get_world_size()
+    rows = lambda i, j: (i + 2 * j) % 3 + 1  # noqa: E731 - rows rank i sends rank j
+    send = on(torch.cat([torch.full((rows(me, j), 4), 100.0 * me + j) for j in range(p)]))
+    recv = on(torch.full((sum(rows(i, me) for i in range(p)), 4), 77.0))
+    dist.all_to_all_single(recv, send, [rows(i, me) for i in range(p)],
+                           [rows(me, j) for j in range(p)])
+    close(recv, torch.cat([torch.full((rows(i, me), 4), 100.0 * i + me) for i in range(p)]))
+    even = on(torch.arange(p * 3, dtype=torch.float32) + 10 * me)
+    out = on(torch.full((p * 3,), 77.0))
+    dist.all_to_all_single(out, even)
+    close(out, torch.cat([torch.arange(me * 3, me * 3 + 3, dtype=torch.float32) + 10 * i
+                          for i in range(p)]))
+    outs = [on(torch.full((j + 1,), 77.0)) for j in range(p)]  # rank j sends me j + 1
+    dist.all_to_all(outs, [on(torch.full((me + 1,), float(me * 10 + j))) for j in range(p)])
+    for j in range(p):
+        close(outs[j], torch.full((j + 1,), float(j * 10 + me)))
+
+
+def test_send_recv_and_bool(pg):
+    me, p = dist.get_rank(), dist.get_world_size()
+    right, left = (me + 1) % p, (me + p - 1) % p
+    out, got = on(torch.arange(500.0) + me), on(torch.full((500,), 77.0))
+    ops = [dist.P2POp(dist.isend, out, right), dist.P2POp(dist.irecv, got, left)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    close(got, torch.arange(500.0) + left)
+    # Blocking calls, ordered so that no rank waits for itself; a non-contiguous receive.
+    wide = on(torch.full((500, 2), 77.0))
+    if me % 2 == 0:
+        dist.send(out, right)
+        dist.recv(wide[:, 1], left)
+    else:
+        dist.recv(wide[:, 1], left)
+        dist.send(out, right)
+    close(wide[:, 1], torch.arange(500.0) + left)
+    close(wide[:, 0], torch.full((500,), 77.0))
+    flags = torch.tensor([me == 0, True, False]) if me == 0 else torch.zeros(3, dtype=torch.bool)
+    flags = on(flags)
+    dist.broadcast(flags, src=0)
+    assert flags.tolist() == [True, True, False]
+
+
+def test_subgroup(pg):
+    me, p = dist.get_rank(), dist.get_world_size()
+    evens = list(range(0, p, 2))
+    sub = dist.new_group(evens, backend="symcomm")
+    if me in evens:
+        t = on(torch.tensor([float(me)]))
+        dist.all_reduce(t, group=sub)
+        assert t.item() == float(sum(evens))
+    dist.barrier()
+
+
+def test_refusals(pg):
+    t = on(torch.ones(4, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="does not support allreduce with the reduction"):
+        dist.all_reduce(t, op=dist.ReduceOp.BAND)
+    with pytest.raises(RuntimeError, match="recv from any source"):
+        dist.recv(t)  # no source: any
+    dist.barrier()
+
+
+def test_ddp_matches_one_process(pg):
+    me, p = dist.get_rank(), dist.get_world_size()
+
+    def model():
+        torch.manual_seed(7)
+        return on(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                      torch.nn.Linear(16, 1)))
+
+    def batch(rank, step):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        return on(torch.randn(4, 8, generator=g)), on(torch.randn(4, 1, generator=g))
+
+    ddp = torch.nn.parallel.DistributedDataParallel(model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    single = model()
+    ref_opt = torch.optim.SGD(single.parameters(), lr=0.1)
+    for step in range(5):
+        x, y = batch(me, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        opt.step()
+        # One process on every rank's batch: the mean of the ranks' mean losses.
+        ref_opt.zero_grad()
+        loss = sum(torch.nn.functional.mse_loss(single(xb), yb)
+                   for xb, yb in (batch(r, step) for r in range(p))) / p
+        loss.backward()
+        ref_opt.step()
+    for a, b in zip(ddp.module.parameters(), single.parameters()):
+        close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6)
