@@ -126,6 +126,15 @@ class SymcommProcessGroup(dist.ProcessGroup):
     def getBackendName(self):
         return _NAME
 
+    # The group's name: torch keeps it in a group's C++ backends, which this group has none
+    # of; functional collectives and torch.compile look groups up by it.
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    @property
+    def group_name(self):
+        return self._group_name
+
     def size(self):
         return self._size
 

@@ -207,3 +207,41 @@ def test_ddp_matches_one_process(pg):
         ref_opt.step()
     for a, b in zip(ddp.module.parameters(), single.parameters()):
         close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_step(pg):
+    # torch.compile traces dist.all_reduce and functional collectives through the group
+    # (found by its name) without a graph break; aot_eager: no code generation needed.
+    import torch.distributed._functional_collectives as fc
+    me, p = dist.get_rank(), dist.get_world_size()
+
+    def step(x):
+        y = x * 2
+        dist.all_reduce(y)
+        return fc.all_reduce(y + 1, "sum", dist.group.WORLD)
+
+    got = torch.compile(step, backend="aot_eager", fullgraph=True)(on(torch.ones(8) * (me + 1)))
+    close(got, torch.full((8,), float(p * (2 * sum(range(1, p + 1)) + 1))))
+
+
+def test_cuda_graph_replays_a_step(pg):
+    if DEV != "cuda":
+        pytest.skip("CUDA graphs need CUDA tensors")
+    me, p = dist.get_rank(), dist.get_world_size()
+    x = on(torch.zeros(4096))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture
+        y = x * 2
+        dist.all_reduce(y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = x * 2
+        dist.all_reduce(y)
+    for k in range(3):
+        x.fill_(float(k + me))
+        graph.replay()
+        torch.cuda.synchronize()
+        close(y, torch.full((4096,), float(sum(2 * (k + r) for r in range(p)))))
+    dist.barrier()
