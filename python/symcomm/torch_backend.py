@@ -343,6 +343,25 @@ class SymcommProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag=0):
         raise _unsupported("recv from any source (symcomm matches receives per peer)")
 
+    # --- the group's symmetric heap ---------------------------------------------------
+    def communicator(self, device="cuda"):
+        """The group's symcomm communicator of `device` ("cuda" or "cpu")."""
+        comm = self._comms.get("cuda" if str(device).startswith("cuda") else "host")
+        if comm is None:
+            raise _unsupported("CUDA tensors: torch saw no GPU when the group was made")
+        return comm
+
+    def empty(self, shape, dtype=torch.float32, device="cuda"):
+        """Collective: a tensor on the heap of the group's communicator of `device`, which its
+        collectives use in place (no staging); free() (collective) or the group's end frees
+        it."""
+        name = str(dtype).replace("torch.", "")
+        return self.communicator(device).empty(shape, name, framework="torch")
+
+    def free(self, tensor):
+        """Collective: frees a tensor of empty()."""
+        self.communicator(tensor.device.type).free(tensor)
+
     # --- failure control --------------------------------------------------------------
     def abort(self):
         for comm in self._comms.values():

@@ -245,3 +245,18 @@ def test_cuda_graph_replays_a_step(pg):
         torch.cuda.synchronize()
         close(y, torch.full((4096,), float(sum(2 * (k + r) for r in range(p)))))
     dist.barrier()
+
+
+def test_heap_tensors(pg):
+    # Tensors on the group's symmetric heap: its collectives use them in place.
+    me, p = dist.get_rank(), dist.get_world_size()
+    t = pg.empty(1000, torch.float32, DEV)
+    assert t.device.type == DEV
+    t.fill_(float(me + 1))
+    dist.all_reduce(t)
+    close(t, torch.full((1000,), float(sum(range(1, p + 1)))))
+    whole = pg.empty(1000 * p, torch.float32, DEV)
+    dist.all_gather_into_tensor(whole, t)
+    close(whole, torch.full((1000 * p,), float(sum(range(1, p + 1)))))
+    pg.free(whole)
+    pg.free(t)
