@@ -164,4 +164,5 @@ NB_MODULE(_symcomm, m) {
   nb::class_<Comm> comm = bind_comm(m);
   bind_coll(m, comm);
   bind_rma(m, comm);
+  bind_decomp(m, comm);
 }

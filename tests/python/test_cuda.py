@@ -78,3 +78,21 @@ def test_send_recv_and_put_signal_on_the_gpu(gpu):
     gpu.host_barrier()
     for a in (sig, got, out):
         gpu.free(a)
+
+
+def test_transposes_on_the_gpu(gpu):
+    from test_decomp import GDIMS, fill, mismatches, most
+    d = gpu.decomp(GDIMS, pdims=(1, gpu.size))
+    ws = gpu.empty(most(gpu, max(1, d.workspace_size("float64"))), "uint8")
+    pencils = [d.pencil(a) for a in range(3)]
+    n = most(gpu, max(p["size"] for p in pencils))
+    a = upload(gpu, np.concatenate([fill(pencils[0], "float64"),
+                                    np.zeros(n - pencils[0]["size"])]), "float64")
+    b = upload(gpu, np.full(n, -7.0), "float64")
+    for src, dst in ((0, 1), (1, 2), (2, 1), (1, 0)):
+        d.transpose(src, dst, a, b, ws)
+        assert mismatches(pencils[dst], download(gpu, b, n, "float64")) == 0, f"{src}->{dst}"
+        a, b = b, a
+    d.destroy()
+    for x in (b, a, ws):
+        gpu.free(x)
