@@ -80,8 +80,17 @@ def test_send_recv_and_put_signal_on_the_gpu(gpu):
         gpu.free(a)
 
 
+def most(comm, n):
+    """The largest of every rank's n, through the GPU (a symmetric allocation has one size)."""
+    a = upload(comm, np.array([n], np.int64), "int64")
+    comm.all_reduce(a, op="max")
+    got = int(download(comm, a, 1, "int64")[0])
+    comm.free(a)
+    return got
+
+
 def test_transposes_on_the_gpu(gpu):
-    from test_decomp import GDIMS, fill, mismatches, most
+    from test_decomp import GDIMS, fill, mismatches
     d = gpu.decomp(GDIMS, pdims=(1, gpu.size))
     ws = gpu.empty(most(gpu, max(1, d.workspace_size("float64"))), "uint8")
     pencils = [d.pencil(a) for a in range(3)]
