@@ -70,5 +70,6 @@ nb::class_<Comm> bind_comm(nb::module_& m);
 void bind_coll(nb::module_& m, nb::class_<Comm>& c);
 void bind_rma(nb::module_& m, nb::class_<Comm>& c);
 void bind_decomp(nb::module_& m, nb::class_<Comm>& c);
+void bind_fused(nb::module_& m, nb::class_<Comm>& c);
 
 }  // namespace symcomm_py

@@ -165,4 +165,5 @@ NB_MODULE(_symcomm, m) {
   bind_coll(m, comm);
   bind_rma(m, comm);
   bind_decomp(m, comm);
+  bind_fused(m, comm);
 }

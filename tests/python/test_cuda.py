@@ -105,3 +105,24 @@ def test_transposes_on_the_gpu(gpu):
     d.destroy()
     for x in (b, a, ws):
         gpu.free(x)
+
+
+def test_all_gather_gemm_on_the_gpu(gpu):
+    from test_fused import ints
+    p, me, k, n = gpu.size, gpu.rank, 64, 32
+    rows = [16 + 8 * r for r in range(p)]
+    a = [ints(10 + r, (rows[r], k)) for r in range(p)]
+    b = ints(99, (k, n))
+    plan = gpu.fused_plan("all_gather_gemm", n, k, rows=rows, a_type="float16",
+                          c_type="float32")
+    m = sum(rows)
+    a_dev = upload(gpu, np.concatenate([a[me].reshape(-1),
+                                        np.zeros(max(rows) * k - rows[me] * k, np.float16)]),
+                   "float16")
+    b_dev = upload(gpu, b.reshape(-1), "float16")
+    c_dev = upload(gpu, np.full(m * n, 77, np.float32), "float32")
+    ws = gpu.empty(plan.workspace_size, "uint8") if plan.workspace_size else None
+    plan.run(a_dev, b_dev, c_dev, workspace=ws)
+    got = download(gpu, c_dev, m * n, "float32").reshape(m, n)
+    np.testing.assert_array_equal(got, np.vstack(a).astype(np.float32) @ b.astype(np.float32))
+    plan.destroy()
