@@ -81,9 +81,27 @@ nb::object heap_array(void* p, const std::vector<size_t>& shape, symcommDataType
   invalid("framework '" + framework + "' is not 'numpy', 'torch' or 'dlpack'");
 }
 
+// A registration (symcommRegister) and the communicator it belongs to.
+struct Registration {
+  symcommRegistration_t handle = nullptr;
+  nb::object comm;
+};
+
 }  // namespace
 
 nb::class_<Comm> bind_comm(nb::module_& m) {
+  nb::class_<Registration>(m, "Registration", "An array registered with Comm.register.")
+      .def("deregister",
+           [](Registration& r) {
+             if (!r.handle) return;
+             symcommRegistration_t h = r.handle;
+             r.handle = nullptr;
+             const Comm& c = nb::cast<const Comm&>(r.comm);
+             nb::gil_scoped_release release;  // collective
+             check(symcommDeregister(c.get(), h));
+           },
+           "Collective: ends the registration (no collective using the array may be in "
+           "flight); a second call does nothing.");
   m.def("unique_id", &unique_id,
         "A new unique id (text) for Comm(nranks, rank, unique_id): starts the bootstrap root "
         "in this process, which serves one init of any number of ranks.");
@@ -231,6 +249,21 @@ nb::class_<Comm> bind_comm(nb::module_& m) {
            nb::arg("array"),
            "Collective: frees an array of empty() (every rank its own); the array must not be "
            "used afterwards.")
+      .def("register",
+           [](nb::handle self, const Array& a) {
+             const Comm& c = nb::cast<const Comm&>(self);
+             symcommRegistration_t r = nullptr;
+             {
+               nb::gil_scoped_release release;  // collective
+               check(symcommRegister(c.get(), a.data(), a.nbytes(), &r));
+             }
+             return new Registration{r, nb::borrow(self)};
+           },
+           nb::arg("array"), nb::rv_policy::take_ownership,
+           "Collective: makes an array of the application's own (cudaMalloc memory: a torch "
+           "or cupy CUDA tensor) reachable by peers, so that collectives use it in place "
+           "(every rank its own array, the same size). The cuda space only. Returns a "
+           "Registration; its deregister() is collective too.")
       .def("peer",
            [](nb::handle self, const Array& a, int pe, std::optional<std::string> framework) {
              const Comm& c = nb::cast<const Comm&>(self);

@@ -13,8 +13,8 @@ import contextlib
 
 from ._symcomm import Comm, Error, group_end, group_start, unique_id, version
 
-__all__ = ["Comm", "Error", "init", "init_from_store", "group", "unique_id", "version",
-           "WORLD"]
+__all__ = ["Comm", "Error", "init", "init_from_group", "init_from_store", "group",
+           "unique_id", "version", "WORLD"]
 
 WORLD = 0  # the team of every rank (SYMCOMM_TEAM_WORLD)
 
@@ -40,6 +40,19 @@ def init_from_store(store, rank, world_size, space=None, device=-1, key="symcomm
         if isinstance(uid, bytes):
             uid = uid.decode()
     return Comm(world_size, rank, uid, space, device)
+
+
+def init_from_group(group=None, space=None, device=-1):
+    """Joins a communicator of the ranks of a torch.distributed process group (collective
+    over it; None: the default group): its rank 0 makes the unique id and broadcasts it
+    through the group."""
+    import torch.distributed as dist
+
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
+    box = [unique_id() if rank == 0 else None]
+    root = dist.get_global_rank(group, 0) if group is not None else 0
+    dist.broadcast_object_list(box, src=root, group=group)
+    return Comm(size, rank, box[0], space, device)
 
 
 @contextlib.contextmanager

@@ -126,3 +126,17 @@ def test_all_gather_gemm_on_the_gpu(gpu):
     got = download(gpu, c_dev, m * n, "float32").reshape(m, n)
     np.testing.assert_array_equal(got, np.vstack(a).astype(np.float32) @ b.astype(np.float32))
     plan.destroy()
+
+
+def test_register_a_gpu_array(gpu):
+    # Memory of the application's own (cudaMalloc through torch or cupy, where installed):
+    # registered, a collective on it in place, deregistered.
+    torch = pytest.importorskip("torch")
+    me, p = gpu.rank, gpu.size
+    t = torch.full((1000,), float(me + 1), device=f"cuda:{gpu.device}")
+    reg = gpu.register(t)
+    gpu.all_reduce(t, stream=torch.cuda.current_stream(t.device).cuda_stream)
+    torch.cuda.synchronize()
+    assert bool((t == float(sum(range(1, p + 1)))).all())
+    reg.deregister()
+    reg.deregister()

@@ -67,3 +67,11 @@ def test_library_errors(comm):
         comm.put(comm_word(comm), np.zeros(1, np.uint64), comm.size)
     with fails("bad id"):
         symcomm.Comm(2, 0, "not-a-unique-id")
+
+
+def test_register_is_the_cuda_spaces(comm):
+    if comm.space != "host":
+        pytest.skip("the host space's refusal")
+    with pytest.raises(symcomm.Error) as e:
+        comm.register(np.zeros(1024, np.float32))  # collective: every rank fails alike
+    assert e.value.name == "symcommNotSupported"

@@ -260,3 +260,16 @@ def test_heap_tensors(pg):
     close(whole, torch.full((1000 * p,), float(sum(range(1, p + 1)))))
     pg.free(whole)
     pg.free(t)
+
+
+def test_init_from_group(pg):
+    # A symcomm communicator of the group's ranks, its id passed through the group.
+    import symcomm
+    me, p = dist.get_rank(), dist.get_world_size()
+    comm = symcomm.init_from_group(space="host")
+    assert (comm.rank, comm.size) == (me, p)
+    import numpy as np
+    x = np.full(4, me + 1.0)
+    comm.all_reduce(x)
+    assert (x == sum(range(1, p + 1))).all()
+    comm.finalize()
