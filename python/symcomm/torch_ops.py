@@ -1,0 +1,130 @@
+"""symcomm's collectives as torch operators (torch.library), so that torch.compile traces
+them without a graph break and CUDA graphs capture them:
+
+    import symcomm.torch_ops as ops
+    y = ops.all_reduce(comm, x)          # a new tensor: the sum over the team
+    ops.all_reduce_(comm, x)             # in place
+    g = ops.all_gather(comm, x)          # team size x x's rows, in team-rank order
+
+Each runs on torch.cuda.current_stream() for CUDA tensors (the host space for CPU tensors),
+as the Comm's method of the same name does; the functional forms allocate their output with
+torch, so they are plain tensors (the staged paths). A communicator passed here is kept
+alive for the process's life (the operators name it by a number).
+"""
+
+import torch
+from torch import Tensor
+
+__all__ = ["all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all",
+           "broadcast_"]
+
+_comms = {}  # the number an operator names a communicator by -> the Comm
+
+
+def _key(comm):
+    key = id(comm)
+    _comms[key] = comm
+    return key
+
+
+def _stream(t):
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
+
+
+def _flat(t):
+    if not t.is_contiguous():
+        raise RuntimeError("symcomm operators take contiguous tensors")
+    return t.reshape(-1)
+
+
+@torch.library.custom_op("symcomm::all_reduce_", mutates_args=("t",))
+def _all_reduce_(t: Tensor, comm: int, op: str, team: int) -> None:
+    _comms[comm].all_reduce(_flat(t), op=op, team=team, stream=_stream(t))
+
+
+@torch.library.custom_op("symcomm::all_reduce", mutates_args=())
+def _all_reduce(t: Tensor, comm: int, op: str, team: int) -> Tensor:
+    out = t.contiguous().clone()
+    _comms[comm].all_reduce(_flat(out), op=op, team=team, stream=_stream(out))
+    return out
+
+
+@_all_reduce.register_fake
+def _(t, comm, op, team):
+    return torch.empty_like(t, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("symcomm::all_gather", mutates_args=())
+def _all_gather(t: Tensor, comm: int, team: int) -> Tensor:
+    c = _comms[comm]
+    x = t.contiguous()
+    out = x.new_empty((c.team_size(team) * x.shape[0],) + tuple(x.shape[1:]))
+    c.all_gather(_flat(x), _flat(out), team=team, stream=_stream(x))
+    return out
+
+
+@_all_gather.register_fake
+def _(t, comm, team):
+    return t.new_empty((_comms[comm].team_size(team) * t.shape[0],) + tuple(t.shape[1:]))
+
+
+@torch.library.custom_op("symcomm::reduce_scatter", mutates_args=())
+def _reduce_scatter(t: Tensor, comm: int, op: str, team: int) -> Tensor:
+    c = _comms[comm]
+    x = t.contiguous()
+    out = x.new_empty((x.shape[0] // c.team_size(team),) + tuple(x.shape[1:]))
+    c.reduce_scatter(_flat(x), _flat(out), op=op, team=team, stream=_stream(x))
+    return out
+
+
+@_reduce_scatter.register_fake
+def _(t, comm, op, team):
+    return t.new_empty((t.shape[0] // _comms[comm].team_size(team),) + tuple(t.shape[1:]))
+
+
+@torch.library.custom_op("symcomm::all_to_all", mutates_args=())
+def _all_to_all(t: Tensor, comm: int, team: int) -> Tensor:
+    x = t.contiguous()
+    out = torch.empty_like(x)
+    _comms[comm].all_to_all(_flat(x), _flat(out), team=team, stream=_stream(x))
+    return out
+
+
+@_all_to_all.register_fake
+def _(t, comm, team):
+    return torch.empty_like(t, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("symcomm::broadcast_", mutates_args=("t",))
+def _broadcast_(t: Tensor, comm: int, root: int, team: int) -> None:
+    _comms[comm].broadcast(_flat(t), root=root, team=team, stream=_stream(t))
+
+
+def all_reduce_(comm, t, op="sum", team=0):
+    """In place: t = op over the team of every member's t."""
+    torch.ops.symcomm.all_reduce_(t, _key(comm), op, team)
+
+
+def all_reduce(comm, t, op="sum", team=0):
+    """A new tensor: op over the team of every member's t."""
+    return torch.ops.symcomm.all_reduce(t, _key(comm), op, team)
+
+
+def all_gather(comm, t, team=0):
+    """A new tensor of team size x t's rows: every member's t in team-rank order."""
+    return torch.ops.symcomm.all_gather(t, _key(comm), team)
+
+
+def reduce_scatter(comm, t, op="sum", team=0):
+    """A new tensor of t's rows / team size: this member's block of op over the team."""
+    return torch.ops.symcomm.reduce_scatter(t, _key(comm), op, team)
+
+
+def all_to_all(comm, t, team=0):
+    """A new tensor: block j (t's rows / team size) is member j's block of this member."""
+    return torch.ops.symcomm.all_to_all(t, _key(comm), team)
+
+
+def broadcast_(comm, t, root=0, team=0):
+    """In place: t of every member = t of member root."""
+    torch.ops.symcomm.broadcast_(t, _key(comm), root, team)

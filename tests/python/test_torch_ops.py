@@ -1,0 +1,59 @@
+# symcomm's collectives as torch operators (symcomm.torch_ops): eager against a reference,
+# and inside torch.compile(fullgraph=True) (no graph break; aot_eager: no code generation),
+# on CPU tensors (CUDA tensors with SYMCOMM_TEST_TORCH_DEVICE=cuda).
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import symcomm.torch_ops as ops  # noqa: E402
+
+DEV = os.environ.get("SYMCOMM_TEST_TORCH_DEVICE", "cpu")
+
+
+def rows(rank, n=6, width=3, seed=0):
+    g = torch.Generator().manual_seed(seed * 100 + rank)
+    return torch.randint(-8, 9, (n, width), generator=g).float()
+
+
+@pytest.fixture
+def tcomm(comm):
+    if (DEV == "cuda") != (comm.space == "cuda"):
+        pytest.skip("the communicator's space is not this device's")
+    return comm
+
+
+def test_operators_eager(tcomm):
+    me, p = tcomm.rank, tcomm.size
+    everyone = [rows(r, n=2 * p) for r in range(p)]
+    x = everyone[me].to(DEV)
+    torch.testing.assert_close(ops.all_reduce(tcomm, x).cpu(), sum(everyone))
+    torch.testing.assert_close(x.cpu(), everyone[me])  # the functional form leaves x alone
+    torch.testing.assert_close(ops.all_gather(tcomm, x).cpu(), torch.cat(everyone))
+    block = x.shape[0] // p
+    torch.testing.assert_close(ops.reduce_scatter(tcomm, x, op="max").cpu(),
+                               torch.stack(everyone).max(0).values[me * block:(me + 1) * block])
+    torch.testing.assert_close(ops.all_to_all(tcomm, x).cpu(),
+                               torch.cat([e[me * block:(me + 1) * block] for e in everyone]))
+    y = x.clone()
+    ops.broadcast_(tcomm, y, root=p - 1)
+    torch.testing.assert_close(y.cpu(), everyone[p - 1])
+    ops.all_reduce_(tcomm, y)
+    torch.testing.assert_close(y.cpu(), everyone[p - 1] * p)
+
+
+def test_operators_compiled(tcomm):
+    me, p = tcomm.rank, tcomm.size
+    everyone = [rows(r, n=2 * p, seed=1) for r in range(p)]
+
+    def layer(x):
+        h = ops.all_gather(tcomm, x * 2)      # [p * rows, width]
+        s = ops.reduce_scatter(tcomm, h + 1)  # this rank's block of the sum
+        return ops.all_reduce(tcomm, s.relu())
+
+    got = torch.compile(layer, backend="aot_eager", fullgraph=True)(everyone[me].to(DEV))
+    h = torch.cat(everyone) * 2 + 1
+    n = h.shape[0] // p
+    want = sum((h * p)[r * n:(r + 1) * n].relu() for r in range(p))
+    torch.testing.assert_close(got.cpu(), want)
