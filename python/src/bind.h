@@ -44,8 +44,11 @@ struct Comm {
   int team_rank(symcommTeam_t team) const;
 };
 
-// Any array that speaks DLPack (numpy, torch, cupy, jax), C-contiguous.
-using Array = nb::ndarray<nb::c_contig>;
+// Any array that speaks DLPack (numpy, torch, cupy, jax), taken as it is: no copy is made
+// (a call on a copy would leave an output as it was), so at() checks its layout.
+using Array = nb::ndarray<>;
+// The array's memory; symcommInvalidArgument where it is not C-contiguous.
+void* at(const Array& a);
 
 // The symcomm type of an array's dtype; symcommInvalidArgument for one symcomm lacks.
 symcommDataType_t type_of(const Array& a);

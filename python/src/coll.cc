@@ -94,7 +94,7 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
           holds(out, send.size(), "all_reduce", "recv");
           const symcommStream_t st = stream_of(s);  // with the GIL held
           const symcommRedOp_t o = redop_of(op);
-          SYMCOMM_PY_CALL(symcommAllReduceOnStream(self.get(), team, send.data(), out.data(),
+          SYMCOMM_PY_CALL(symcommAllReduceOnStream(self.get(), team, at(send), at(out),
                                                    send.size(), t, o, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv") = nb::none(), nb::arg("op") = "sum", team, algorithm,
@@ -106,7 +106,7 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
           holds(recv, send.size() * static_cast<size_t>(self.team_size(team)), "all_gather",
                 "recv (team size x send)");
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommAllGatherOnStream(self.get(), team, send.data(), recv.data(),
+          SYMCOMM_PY_CALL(symcommAllGatherOnStream(self.get(), team, at(send), at(recv),
                                                    send.size(), t, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv"), team, algorithm, stream,
@@ -119,8 +119,8 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
                 "send (team size x recv)");
           const symcommStream_t st = stream_of(s);  // with the GIL held
           const symcommRedOp_t o = redop_of(op);
-          SYMCOMM_PY_CALL(symcommReduceScatterOnStream(self.get(), team, send.data(),
-                                                       recv.data(), recv.size(), t,
+          SYMCOMM_PY_CALL(symcommReduceScatterOnStream(self.get(), team, at(send),
+                                                       at(recv), recv.size(), t,
                                                        o, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv"), nb::arg("op") = "sum", team, algorithm, stream,
@@ -135,7 +135,7 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
             invalid("all_to_all: send holds " + std::to_string(send.size()) +
                     " elements, not a multiple of the team's size " + std::to_string(n));
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommAllToAllOnStream(self.get(), team, send.data(), recv.data(),
+          SYMCOMM_PY_CALL(symcommAllToAllOnStream(self.get(), team, at(send), at(recv),
                                                   send.size() / n, t, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv"), team, algorithm, stream,
@@ -158,7 +158,7 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
           }
           const symcommStream_t st = stream_of(s);  // with the GIL held
           SYMCOMM_PY_CALL(symcommAllToAllvOnStream(
-              self.get(), team, send.data(), send_counts.data(), send_displs.data(), recv.data(),
+              self.get(), team, at(send), send_counts.data(), send_displs.data(), at(recv),
               recv_counts.data(), recv_displs.data(), t, alg(a), st));
         },
         nb::arg("send"), nb::arg("send_counts"), nb::arg("send_displs"), nb::arg("recv"),
@@ -171,7 +171,7 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
           const symcommDataType_t t = same_type(send, out, "broadcast");
           holds(out, send.size(), "broadcast", "recv");
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommBroadcastOnStream(self.get(), team, send.data(), out.data(),
+          SYMCOMM_PY_CALL(symcommBroadcastOnStream(self.get(), team, at(send), at(out),
                                                    send.size(), t, root, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv") = nb::none(), nb::arg("root") = 0, team, algorithm,
@@ -188,8 +188,8 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
           }
           const symcommStream_t st = stream_of(s);  // with the GIL held
           const symcommRedOp_t o = redop_of(op);
-          SYMCOMM_PY_CALL(symcommReduceOnStream(self.get(), team, send.data(),
-                                                recv ? recv->data() : nullptr, send.size(), t,
+          SYMCOMM_PY_CALL(symcommReduceOnStream(self.get(), team, at(send),
+                                                recv ? at(*recv) : nullptr, send.size(), t,
                                                 o, root, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv") = nb::none(), nb::arg("op") = "sum",
@@ -206,8 +206,8 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
             holds(*recv, send.size() * static_cast<size_t>(self.team_size(team)), "gather",
                   "recv (team size x send)");
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommGatherOnStream(self.get(), team, send.data(),
-                                                recv ? recv->data() : nullptr, send.size(), t,
+          SYMCOMM_PY_CALL(symcommGatherOnStream(self.get(), team, at(send),
+                                                recv ? at(*recv) : nullptr, send.size(), t,
                                                 root, alg(a), st));
         },
         nb::arg("send"), nb::arg("recv") = nb::none(), nb::arg("root") = 0, team, algorithm,
@@ -223,15 +223,15 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
             holds(*send, recv.size() * static_cast<size_t>(self.team_size(team)), "scatter",
                   "send (team size x recv)");
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommScatterOnStream(self.get(), team, send ? send->data() : nullptr,
-                                                 recv.data(), recv.size(), t, root, alg(a), st));
+          SYMCOMM_PY_CALL(symcommScatterOnStream(self.get(), team, send ? at(*send) : nullptr,
+                                                 at(recv), recv.size(), t, root, alg(a), st));
         },
         nb::arg("send").none(), nb::arg("recv"), nb::arg("root") = 0, team, algorithm, stream,
         "recv of member j = block j of member root's send (others: send None).");
   c.def("send",
         [](const Comm& self, const Array& buf, int peer, symcommTeam_t team, nb::handle s) {
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommSendOnStream(self.get(), team, buf.data(), buf.size(),
+          SYMCOMM_PY_CALL(symcommSendOnStream(self.get(), team, at(buf), buf.size(),
                                               type_of(buf), peer, st));
         },
         nb::arg("buf"), nb::arg("peer"), team, stream,
@@ -239,7 +239,7 @@ void bind_coll(nb::module_& m, nb::class_<Comm>& c) {
   c.def("recv",
         [](const Comm& self, const Array& buf, int peer, symcommTeam_t team, nb::handle s) {
           const symcommStream_t st = stream_of(s);  // with the GIL held
-          SYMCOMM_PY_CALL(symcommRecvOnStream(self.get(), team, buf.data(), buf.size(),
+          SYMCOMM_PY_CALL(symcommRecvOnStream(self.get(), team, at(buf), buf.size(),
                                               type_of(buf), peer, st));
         },
         nb::arg("buf"), nb::arg("peer"), team, stream, "Receives into buf from member peer.");

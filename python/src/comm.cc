@@ -244,7 +244,7 @@ nb::class_<Comm> bind_comm(nb::module_& m) {
       .def("free",
            [](const Comm& c, const Array& a) {
              nb::gil_scoped_release release;  // collective
-             check(symcommFree(c.get(), a.data()));
+             check(symcommFree(c.get(), at(a)));
            },
            nb::arg("array"),
            "Collective: frees an array of empty() (every rank its own); the array must not be "
@@ -255,7 +255,7 @@ nb::class_<Comm> bind_comm(nb::module_& m) {
              symcommRegistration_t r = nullptr;
              {
                nb::gil_scoped_release release;  // collective
-               check(symcommRegister(c.get(), a.data(), a.nbytes(), &r));
+               check(symcommRegister(c.get(), at(a), a.nbytes(), &r));
              }
              return new Registration{r, nb::borrow(self)};
            },
@@ -267,7 +267,7 @@ nb::class_<Comm> bind_comm(nb::module_& m) {
       .def("peer",
            [](nb::handle self, const Array& a, int pe, std::optional<std::string> framework) {
              const Comm& c = nb::cast<const Comm&>(self);
-             void* p = symcommPtr(c.get(), a.data(), pe);
+             void* p = symcommPtr(c.get(), at(a), pe);
              if (!p)
                throw Error(symcommInvalidArgument,
                            "rank " + std::to_string(pe) + " cannot be reached by load/store "

@@ -150,7 +150,7 @@ void bind_decomp(nb::module_& m, nb::class_<Comm>& c) {
              if (decomp_type(output) != t) invalid("transpose: input and output types differ");
              const symcommStream_t st = stream_of(s);  // with the GIL held
              SYMCOMM_PY_CALL(symcommDecompTranspose(
-                 d.get(), from, to, input.data(), output.data(), workspace.data(), t,
+                 d.get(), from, to, at(input), at(output), at(workspace), t,
                  ptr(in_halo), ptr(in_padding), ptr(out_halo), ptr(out_padding), st));
            },
            nb::arg("from_axis"), nb::arg("to_axis"), nb::arg("input"), nb::arg("output"),
@@ -173,8 +173,8 @@ void bind_decomp(nb::module_& m, nb::class_<Comm>& c) {
            [](const Decomp& d, int axis, int dim, const Array& buffer, const Array& workspace,
               OptTriple halo, OptTriple padding, std::array<int, 3> periodic, nb::handle s) {
              const symcommStream_t st = stream_of(s);  // with the GIL held
-             SYMCOMM_PY_CALL(symcommDecompHalo(d.get(), axis, dim, buffer.data(),
-                                               workspace.data(), decomp_type(buffer),
+             SYMCOMM_PY_CALL(symcommDecompHalo(d.get(), axis, dim, at(buffer),
+                                               at(workspace), decomp_type(buffer),
                                                ptr(halo), ptr(padding), periodic.data(), st));
            },
            nb::arg("axis"), nb::arg("dim"), nb::arg("buffer"), nb::arg("workspace"),

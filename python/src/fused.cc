@@ -63,7 +63,7 @@ symcommFusedConfig_t config_of(const std::string& op, int64_t n, int64_t k,
   return config;
 }
 
-void* data_or_null(const std::optional<Array>& a) { return a ? a->data() : nullptr; }
+void* data_or_null(const std::optional<Array>& a) { return a ? at(*a) : nullptr; }
 
 }  // namespace
 

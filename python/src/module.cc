@@ -65,6 +65,19 @@ int Comm::team_rank(symcommTeam_t team) const {
   return r;
 }
 
+void* at(const Array& a) {
+  if (a.size() == 0) return a.data();
+  int64_t expect = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect)
+      invalid("an array is not C-contiguous (dimension " + std::to_string(i) + " has stride " +
+              std::to_string(a.stride(i)) + ", not " + std::to_string(expect) +
+              "): pass a contiguous one (numpy.ascontiguousarray, tensor.contiguous())");
+    expect *= static_cast<int64_t>(a.shape(i));
+  }
+  return a.data();
+}
+
 symcommDataType_t type_of(const Array& a) {
   for (const TypeName& t : kTypes)
     if (t.dl == a.dtype()) return t.type;

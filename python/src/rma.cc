@@ -34,7 +34,7 @@ symcommCmp_t cmp_of(const std::string& name) {
 uint64_t* word_of(const Array& a, const char* what) {
   if (a.size() != 1 || a.dtype() != nb::dtype<uint64_t>())
     invalid(std::string(what) + ": the signal is a uint64 array of one element");
-  return static_cast<uint64_t*>(a.data());
+  return static_cast<uint64_t*>(at(a));
 }
 
 // Both arrays hold as many bytes; returns them.
@@ -54,7 +54,7 @@ auto transfer() {
     const auto call = Put ? (nbi ? symcommPutNbiOnStream : symcommPutOnStream)
                           : (nbi ? symcommGetNbiOnStream : symcommGetOnStream);
     const symcommStream_t st = stream_of(s);  // with the GIL held
-    SYMCOMM_PY_CALL(call(self.get(), dst.data(), src.data(), bytes, pe, engine_of(e), st));
+    SYMCOMM_PY_CALL(call(self.get(), at(dst), at(src), bytes, pe, engine_of(e), st));
   };
 }
 
@@ -77,7 +77,7 @@ void bind_rma(nb::module_&, nb::class_<Comm>& c) {
           if (op != "set" && op != "add") invalid("put_signal: op is 'set' or 'add'");
           const symcommStream_t st = stream_of(s);  // with the GIL held
           SYMCOMM_PY_CALL(symcommPutSignalOnStream(
-              self.get(), dst.data(), src.data(), bytes, word_of(signal, "put_signal"), value,
+              self.get(), at(dst), at(src), bytes, word_of(signal, "put_signal"), value,
               op == "set" ? symcommSignalSet : symcommSignalAdd, pe, engine_of(e),
               st));
         },

@@ -43,6 +43,8 @@ def test_bad_arguments(comm):
         comm.signal_wait(comm_word(comm), "equal", 0)
     with fails("engine", "engine 'dma'"):
         comm.put(x, x, 0, engine="dma")
+    with fails("layout", "not C-contiguous", "dimension 1 has stride 2"):
+        comm.all_reduce(np.zeros((4, 4), np.float32)[:, ::2])  # no silent copy
     # Still usable.
     y = np.ones(8, np.float32)
     comm.all_reduce(y)
