@@ -151,6 +151,10 @@ const char* algorithm_of(const std::string* name) { return name ? name->c_str() 
 NB_MODULE(_symcomm, m) {
   using namespace symcomm_py;
   m.doc() = "symcomm: GPU-to-GPU communication through symmetric memory";
+  // Communicators held by torch's process groups (symcomm.torch_backend) or by the torch
+  // operators' table live until the interpreter ends, after the module's teardown: that is
+  // their lifetime, not a leak to report at every exit.
+  nb::set_leak_warnings(false);
   g_error = PyErr_NewExceptionWithDoc(
       "symcomm.Error",
       "A failed symcomm call: `code` (the symcommResult_t), `name` (its name) and the "

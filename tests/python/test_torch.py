@@ -273,3 +273,42 @@ def test_init_from_group(pg):
     comm.all_reduce(x)
     assert (x == sum(range(1, p + 1))).all()
     comm.finalize()
+
+
+def test_fsdp_matches_one_process(pg):
+    # FSDP2 (fully_shard over a device mesh of the default group): all-gathers of the
+    # parameters, reduce-scatters of the gradients; the parameters after 3 SGD steps match
+    # one process trained on every rank's batches.
+    fsdp = pytest.importorskip("torch.distributed.fsdp")
+    from torch.distributed.device_mesh import init_device_mesh
+    me, p = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh(DEV, (p,))
+
+    def model():
+        torch.manual_seed(7)
+        return on(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                      torch.nn.Linear(16, 1)))
+
+    def batch(rank, step):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        return on(torch.randn(4, 8, generator=g)), on(torch.randn(4, 1, generator=g))
+
+    sharded = model()
+    for layer in sharded:
+        if isinstance(layer, torch.nn.Linear):
+            fsdp.fully_shard(layer, mesh=mesh)
+    fsdp.fully_shard(sharded, mesh=mesh)
+    opt = torch.optim.SGD(sharded.parameters(), lr=0.1)
+    single = model()
+    ref_opt = torch.optim.SGD(single.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = batch(me, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(sharded(x), y).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        (sum(torch.nn.functional.mse_loss(single(xb), yb)
+             for xb, yb in (batch(r, step) for r in range(p))) / p).backward()
+        ref_opt.step()
+    for a, b in zip(sharded.parameters(), single.parameters()):
+        close(a.full_tensor().detach(), b.detach(), rtol=1e-5, atol=1e-6)
