@@ -91,7 +91,7 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
           -m pytest -q -p no:cacheprovider tests/python/test_cuda.py ;;
     py_torch) SYMCOMM_MEMORY_SPACE=cuda SYMCOMM_TEST_TORCH_DEVICE=cuda PYTHONPATH=build-gpu/python \
           run py_torch "$(command -v python3)" -m pytest -q -p no:cacheprovider tests/python/test_torch.py \
-          tests/python/test_torch_ops.py ;;
+          tests/python/test_torch_ops.py tests/python/test_torch_fused.py ;;
     # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
     # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
     coll_bench)
