@@ -65,9 +65,11 @@ symcommResult_t symcommRedOpDestroy(symcommRedOp_t op, symcommComm_t comm);
  * space too; docs/coll.md).
  *
  * Buffers may be any memory this rank's GPU can read and write (host memory in the host
- * space), aligned to the size of `type` (else symcommInvalidArgument). send and recv may be
- * the same buffer where the operation allows it: all-reduce and broadcast (send == recv) and
- * all-gather (send is this rank's block of recv, recv + team_rank * count elements).
+ * space; checked in the cuda space: pageable host memory and another GPU's memory are
+ * symcommInvalidArgument), aligned to the size of `type` (else symcommInvalidArgument).
+ * send and recv may be the same buffer where the operation allows it: all-reduce and
+ * broadcast (send == recv) and all-gather (send is this rank's block of recv,
+ * recv + team_rank * count elements).
  * Symmetric buffers are used in place; others are staged through a symmetric workspace.
  * Counts are in elements.
  *

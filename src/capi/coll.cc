@@ -82,15 +82,22 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   const bool root_send = op == CollOp::Broadcast || op == CollOp::Scatter;
   const bool reads_send = !root_send || a.me == root;
   // A symmetric buffer must lie inside its allocation: past its end are other allocations.
+  // A plain buffer is memory this rank's GPU accesses (symcomm.h): pageable host memory or
+  // another GPU's is refused here rather than left to fault in a kernel of the algorithm's.
+  auto require_reach = [&](const void* p, size_t bytes, const char* what) {
+    if (c.heap->contains(p)) return c.heap->require_in_allocation(p, bytes, what);
+    const std::string problem = c.space->device_access_problem(p);
+    SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument, "%s: %s", what, problem.c_str());
+  };
   if (sb && reads_send) {
     SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
     require_aligned(send, a.elem, "send");
-    if (c.heap->contains(send)) c.heap->require_in_allocation(send, sb, "send");
+    require_reach(send, sb, "send");
   }
   if (rb) {
     SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
     require_aligned(recv, a.elem, "recv");
-    if (c.heap->contains(recv)) c.heap->require_in_allocation(recv, rb, "recv");
+    require_reach(recv, rb, "recv");
   }
   if (reads_send && !(exact_in_place && send == recv))
     SYMCOMM_REQUIRE(!overlap(send, sb, recv, rb), symcommInvalidArgument,

@@ -25,13 +25,15 @@ void warn_if_failed(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) SYMCOMM_WARN("%s failed with CUDA error %d", what, static_cast<int>(r));
 }
 
-// The allocation a space last found accessible to its GPU, on this thread.
+// The allocations a space last found accessible to its GPU, on this thread: two, so that a
+// collective's send and recv, asked about at every call, both stay known.
 struct AccessibleRange {
   const void* space = nullptr;
   int device = -1;
   uintptr_t lo = 0, hi = 0;
 };
-thread_local AccessibleRange t_accessible;
+thread_local AccessibleRange t_accessible[2];
+thread_local unsigned t_accessible_next = 0;  // the entry a new range replaces
 
 class CudaSpace final : public Space {
  public:
@@ -203,9 +205,8 @@ class CudaSpace final : public Space {
   // the capture-mode switch around it) costs far more than a range check.
   std::string device_access_problem(const void* ptr) const override {
     const auto p = reinterpret_cast<uintptr_t>(ptr);
-    if (t_accessible.space == this && t_accessible.device == device_ && p >= t_accessible.lo &&
-        p < t_accessible.hi)
-      return "";
+    for (const AccessibleRange& r : t_accessible)
+      if (r.space == this && r.device == device_ && p >= r.lo && p < r.hi) return "";
     cudaPointerAttributes attr{};
     bool accessible = false;
     {
@@ -220,7 +221,7 @@ class CudaSpace final : public Space {
       size_t size = 0;
       if (accessible &&
           drv_.cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(p)) == CUDA_SUCCESS)
-        t_accessible = AccessibleRange{this, device_, base, base + size};
+        t_accessible[t_accessible_next++ % 2] = AccessibleRange{this, device_, base, base + size};
     }
     if (accessible) return "";
     if (attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr) return "";

@@ -1,6 +1,8 @@
 // The collectives' bad arguments, for every algorithm. The automatic choice, the refusals,
 // the waits cut at SYMCOMM_WAIT_TIMEOUT and ce's streams are in coll_choice_test.cc,
 // coll_refusals_test.cc, coll_timeouts_test.cc and coll_ce_streams_test.cc (one binary).
+#include <vector>
+
 #include "coll_fixture.h"
 
 namespace coll_test {
@@ -180,6 +182,36 @@ TEST_P(Coll, BadArguments) {
   mp::sync(stream_);
   release(a, false);
   release(b, false);
+}
+
+// In the cuda space a plain buffer the GPU cannot access (pageable host memory) is refused
+// before anything is enqueued, naming the buffer, on every rank alike (every rank passes
+// one), as the decomposition and the one-sided calls refuse it; in the host space all
+// memory is the host's.
+TEST_P(Coll, PageableBuffersAreRefused) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "the host space takes any host memory";
+  if (lacks({Op::AllReduce})) GTEST_SKIP() << algo_ << " does no all-reduce";
+  const size_t count = 1024;
+  std::vector<float> pageable(count * static_cast<size_t>(n_), 1.0f);
+  void* dev = buffer(count * 4 * static_cast<size_t>(n_), false);
+  const symcommTeam_t w = SYMCOMM_TEAM_WORLD;
+  SC_FAILS_SAYING(symcommAllReduceOnStream(comm_, w, pageable.data(), dev, count, symcommFloat32,
+                                           symcommSum, algo_, stream_),
+                  symcommInvalidArgument, "send", "pageable host memory");
+  SC_FAILS_SAYING(symcommAllReduceOnStream(comm_, w, dev, pageable.data(), count, symcommFloat32,
+                                           symcommSum, algo_, stream_),
+                  symcommInvalidArgument, "recv", "pageable host memory");
+  if (!lacks({Op::AllGather}))
+    SC_FAILS_SAYING(symcommAllGatherOnStream(comm_, w, dev, pageable.data(), count,
+                                             symcommFloat32, algo_, stream_),
+                    symcommInvalidArgument, "recv", "pageable host memory");
+  // The communicator goes on: the same call on device memory runs.
+  if (refuses(Op::AllReduce, false)) return;  // in place only
+  void* out = buffer(count * 4, false);
+  put(dev, std::vector<uint8_t>(count * 4, 0));
+  SC_OK(symcommAllReduceOnStream(comm_, w, dev, out, count, symcommFloat32, symcommSum, algo_,
+                                 stream_));
+  mp::sync(stream_);
 }
 
 }  // namespace coll_test
