@@ -299,6 +299,11 @@ class SymcommProcessGroup(dist.ProcessGroup):
 
     supports_coalescing = False
 
+    def monitored_barrier(self, opts=BarrierOptions(), wait_all_ranks=False):
+        """A barrier (every wait of symcomm's is bounded: a rank that never comes ends it with
+        symcommTimeout or symcommPeerLost, naming the rank)."""
+        return self.barrier(opts)
+
     def barrier(self, opts=BarrierOptions()):
         self._flush()
         comm = self._comms.get("cuda")
