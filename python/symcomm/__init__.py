@@ -10,6 +10,7 @@ the reference.
 """
 
 import contextlib
+import os
 
 from ._symcomm import Comm, Error, group_end, group_start, unique_id, version
 
@@ -19,12 +20,35 @@ __all__ = ["Comm", "Error", "init", "init_from_group", "init_from_store", "group
 WORLD = 0  # the team of every rank (SYMCOMM_TEAM_WORLD)
 
 
+_inits = 0  # communicators joined through torchrun's store by this process
+
+
 def init(space=None, device=-1):
     """Joins the communicator of the launcher's environment (collective).
 
     space: "cuda", "host" or None (SYMCOMM_MEMORY_SPACE, else cuda where a GPU is);
     device: -1 for SYMCOMM_DEVICE, else the local rank modulo the GPUs.
+
+    Under torchrun (its agent's store named by TORCHELASTIC_USE_AGENT_STORE) the unique id
+    goes through that store: the C API's own rule for torchrun, a bootstrap root at
+    MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET, finds that port taken at times under
+    `torchrun --standalone`, whose store's clients hold ports next to MASTER_PORT.
     """
+    global _inits
+    if (os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and
+            "SYMCOMM_UNIQUE_ID" not in os.environ):
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            dist = None
+        if dist is not None:
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                  is_master=False)
+            _inits += 1
+            key = (f"symcomm/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/"
+                   f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{_inits}")
+            return init_from_store(store, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                                   space, device, key=key)
     return Comm.from_env(space, device)
 
 
