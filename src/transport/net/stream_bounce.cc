@@ -27,8 +27,10 @@ char* StreamBounce::buffer(symcommStream_t stream) {
     SYMCOMM_CUDART(cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &status, &capture));
   }
   if (status != cudaStreamCaptureStatusActive) capture = 0;
+  const bool per_thread = static_cast<cudaStream_t>(stream) == cudaStreamPerThread;
+  const Key key{stream, capture, per_thread ? std::this_thread::get_id() : std::thread::id()};
   std::lock_guard<std::mutex> lock(mutex_);
-  std::unique_ptr<VmmBuffer>& b = buffers_[{stream, capture}];
+  std::unique_ptr<VmmBuffer>& b = buffers_[key];
   if (!b) {
     DeviceScope scope(device_);
     RelaxedCapture relaxed;  // this thread's allocation, not the capture's

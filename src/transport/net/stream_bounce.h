@@ -10,8 +10,9 @@
 // application's context, to or from a VmmBuffer, which the copy context reaches; the worker
 // moves only that.
 //
-// A buffer per stream, made at its first such call and kept until the transport goes: the
-// stream's order keeps one call's use before the next's. A call captured into a graph gets a
+// A buffer per stream (cudaStreamPerThread: per calling thread, whose stream it names), made
+// at its first such call and kept until the transport goes: the stream's order keeps one
+// call's use before the next's. A call captured into a graph gets a
 // buffer of its capture and stream, which the graph then owns for good: its replays (on any
 // stream) never share it with calls outside the graph. The memory is the cost: `bytes()` per
 // stream, and per stream of each capture that moves such memory.
@@ -21,7 +22,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <utility>
+#include <thread>
+#include <tuple>
 
 #include "symcomm/symcomm.h"
 #include "transport/vmm_buffer.h"
@@ -47,9 +49,16 @@ class StreamBounce {
   const char* heap_lo_;
   const char* heap_hi_;
   size_t bytes_;
+  struct Key {
+    symcommStream_t stream;
+    unsigned long long capture;  // 0 outside a capture
+    std::thread::id thread;      // cudaStreamPerThread is a stream per calling thread
+    bool operator<(const Key& o) const {
+      return std::tie(stream, capture, thread) < std::tie(o.stream, o.capture, o.thread);
+    }
+  };
   std::mutex mutex_;
-  // (stream, capture id: 0 outside a capture) -> its buffer
-  std::map<std::pair<symcommStream_t, unsigned long long>, std::unique_ptr<VmmBuffer>> buffers_;
+  std::map<Key, std::unique_ptr<VmmBuffer>> buffers_;
 };
 
 }  // namespace symcomm
