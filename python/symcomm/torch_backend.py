@@ -96,12 +96,13 @@ class SymcommProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
         self._pending = []  # queued sends and receives (_queue)
+        # The group's own communicators: never the module's default one (symcomm.empty).
         self._comms = {"host": init_from_store(store, rank, size, space="host",
-                                               key="symcomm/host")}
+                                               key="symcomm/host", make_default=False)}
         if torch.cuda.is_available():
             self._comms["cuda"] = init_from_store(store, rank, size, space="cuda",
                                                   device=torch.cuda.current_device(),
-                                                  key="symcomm/cuda")
+                                                  key="symcomm/cuda", make_default=False)
 
     # --- what every call shares -------------------------------------------------------
     def _on(self, tensors, what):

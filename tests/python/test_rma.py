@@ -84,3 +84,19 @@ def test_atomics(comm):
 def test_stream_barrier(comm):
     comm.barrier()
     comm.barrier(team=symcomm.WORLD)
+
+
+def test_module_level_empty_and_peer(comm):
+    # symcomm.empty and symcomm.peer on the default communicator (the session's, joined
+    # first by this process).
+    assert symcomm.default_comm() is comm
+    a = symcomm.empty(16, "int64")
+    a[:] = comm.rank
+    comm.host_barrier()
+    for pe in range(comm.size):
+        if comm.peer_accessible(pe):
+            assert (symcomm.peer(a, pe) == pe).all()
+    comm.host_barrier()
+    with pytest.raises(symcomm.Error, match="heap is in the host space"):
+        symcomm.empty(4, "float32", device="cuda")
+    comm.free(a)
