@@ -140,6 +140,28 @@ nb::class_<Comm> bind_comm(nb::module_& m) {
                    [](const Comm& c) { int d; check(symcommCommDevice(c.get(), &d)); return d; },
                    "This rank's CUDA device, or -1 in the host space")
       .def_prop_ro("finalized", [](const Comm& c) { return c.handle == nullptr; })
+      .def("__repr__",
+           [](const Comm& c) {
+             if (!c.handle) return std::string("<symcomm.Comm (finalized)>");
+             int r = 0, n = 0;
+             symcommMemorySpace_t s = symcommSpaceHost;
+             check(symcommCommRank(c.handle, &r));
+             check(symcommCommSize(c.handle, &n));
+             check(symcommCommMemorySpace(c.handle, &s));
+             return "<symcomm.Comm rank " + std::to_string(r) + " of " + std::to_string(n) +
+                    (s == symcommSpaceCuda ? ", cuda space>" : ", host space>");
+           })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__",
+           [](Comm& c, nb::handle, nb::handle, nb::handle) {
+             if (!c.handle) return;
+             symcommComm_t h = c.handle;
+             c.handle = nullptr;
+             nb::gil_scoped_release release;
+             check(symcommFinalize(h));  // collective, as finalize()
+           },
+           nb::arg("type").none(), nb::arg("value").none(), nb::arg("traceback").none(),
+           "`with symcomm.init() as comm:` finalizes it at the block's end (collective).")
       .def("team_size", &Comm::team_size, nb::arg("team") = 0)
       .def("team_rank", &Comm::team_rank, nb::arg("team") = 0)
       .def("peer_accessible",

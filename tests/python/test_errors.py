@@ -77,3 +77,14 @@ def test_register_is_the_cuda_spaces(comm):
     with pytest.raises(symcomm.Error) as e:
         comm.register(np.zeros(1024, np.float32))  # collective: every rank fails alike
     assert e.value.name == "symcommNotSupported"
+
+
+def test_repr_and_with_block(comm):
+    assert repr(comm) == f"<symcomm.Comm rank {comm.rank} of {comm.size}, host space>" or \
+        comm.space == "cuda"
+    with comm.split(0) as sub:  # every rank: color 0
+        assert sub.size == comm.size
+        x = np.ones(2)
+        sub.all_reduce(x)
+        assert (x == comm.size).all()
+    assert sub.finalized and repr(sub) == "<symcomm.Comm (finalized)>"
