@@ -75,9 +75,8 @@ def init(space=None, device=-1):
     device: -1 for SYMCOMM_DEVICE, else the local rank modulo the GPUs.
 
     Under torchrun (its agent's store named by TORCHELASTIC_USE_AGENT_STORE) the unique id
-    goes through that store: the C API's own rule for torchrun, a bootstrap root at
-    MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET, finds that port taken at times under
-    `torchrun --standalone`, whose store's clients hold ports next to MASTER_PORT.
+    goes through that store, rather than through a bootstrap root of its own near
+    MASTER_PORT + SYMCOMM_MASTER_PORT_OFFSET (the C API's rule, docs/launch.md).
     """
     global _inits
     if (os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and

@@ -89,7 +89,8 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int 
   }
   Fd root;
   try {
-    root = tcp_connect(uid.root, deadline, nullptr, "connecting to the bootstrap root");
+    root = tcp_connect_first(uid.root, uid.root_ports, deadline, nullptr,
+                             "connecting to the bootstrap root");
   } catch (const Error& e) {
     if (e.code() != symcommTimeout) throw;
     throw Error(symcommTimeout,

@@ -1,5 +1,6 @@
 #include "bootstrap/launcher_env.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -149,6 +150,7 @@ LaunchEnv read_launch_env() {
     env.root = NetAddr::parse(kRoot.text());
   } else if (set(kMasterAddr) && set(kMasterPort)) {
     env.root = NetAddr::parse(kMasterAddr.text(), master_root_port());
+    env.root_ports = std::min(kMasterRootPorts, 65536 - static_cast<int>(env.root->port));
   } else {
     SYMCOMM_THROW(symcommInvalidArgument,
                   "%s environment gives rank %d of %d but no way to meet: set "

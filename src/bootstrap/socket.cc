@@ -167,7 +167,8 @@ static void set_socket_options(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-Fd tcp_listen(const NetAddr& addr, int backlog) {
+// `busy`: where not null, a taken port (EADDRINUSE) returns an empty Fd and sets it.
+static Fd listen_on(const NetAddr& addr, int backlog, bool* busy) {
   Fd fd(::socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   SYMCOMM_SYSCHECK(fd.get());
   int one = 1;
@@ -176,11 +177,22 @@ Fd tcp_listen(const NetAddr& addr, int backlog) {
   socklen_t len = addr.to_sockaddr(&ss);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     int err = errno;
+    if (busy && err == EADDRINUSE) {
+      *busy = true;
+      return Fd();
+    }
     SYMCOMM_THROW(symcommSystemError, "cannot bind bootstrap socket to %s: %s",
                   addr.to_string().c_str(), strerror(err));
   }
   SYMCOMM_SYSCHECK(::listen(fd.get(), backlog));
   return fd;
+}
+
+Fd tcp_listen(const NetAddr& addr, int backlog) { return listen_on(addr, backlog, nullptr); }
+
+Fd tcp_listen_if_free(const NetAddr& addr, int backlog) {
+  bool busy = false;
+  return listen_on(addr, backlog, &busy);
 }
 
 NetAddr socket_local_addr(int fd) {
@@ -240,6 +252,29 @@ Fd tcp_connect(const NetAddr& addr, Deadline deadline, const AbortCheck& abort, 
   }
   SYMCOMM_THROW(symcommTimeout, "timed out %s: cannot connect to %s (last error: %s)", what,
                 addr.to_string().c_str(), strerror(last_err));
+}
+
+Fd tcp_connect_first(const NetAddr& addr, int ports, Deadline deadline, const AbortCheck& abort,
+                     const char* what) {
+  if (ports <= 1) return tcp_connect(addr, deadline, abort, what);
+  while (true) {
+    for (int k = 0; k < ports && addr.port + k <= 65535; ++k) {
+      NetAddr at = addr;
+      at.port = static_cast<uint16_t>(addr.port + k);
+      // A short slice each (a refused connection is tried again after 50 ms, once): a port
+      // without the root is passed over.
+      try {
+        return tcp_connect(at, Deadline::after_ms(std::min(60, deadline.remaining_ms(60))), abort,
+                           what);
+      } catch (const Error& e) {
+        if (e.code() != symcommTimeout) throw;
+      }
+      if (deadline.expired()) break;
+    }
+    if (deadline.expired()) break;
+  }
+  SYMCOMM_THROW(symcommTimeout, "timed out %s: nothing accepted a connection on %s or the %d "
+                "ports after it", what, addr.to_string().c_str(), ports - 1);
 }
 
 // accept(2): Linux passes pending network errors of the new connection to accept, which

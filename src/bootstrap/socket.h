@@ -70,9 +70,16 @@ std::string bootstrap_host();
 bool bootstrap_addr_configured();
 
 Fd tcp_listen(const NetAddr& addr, int backlog);  // port 0: any free port
+// As tcp_listen, but an empty Fd where the port is taken (EADDRINUSE).
+Fd tcp_listen_if_free(const NetAddr& addr, int backlog);
 NetAddr socket_local_addr(int fd);
 // Connects, retrying refused connections until the deadline (the listener may not be up yet).
 Fd tcp_connect(const NetAddr& addr, Deadline deadline, const AbortCheck& abort, const char* what);
+// The first of `ports` consecutive ports from addr's that accepts a connection, tried in
+// turn (each refusal moves on to the next; a round of refusals waits a moment) until the
+// deadline (symcommTimeout naming them).
+Fd tcp_connect_first(const NetAddr& addr, int ports, Deadline deadline, const AbortCheck& abort,
+                     const char* what);
 // Accepts one connection on a listening socket (TCP or Unix).
 Fd accept_before(int listen_fd, Deadline deadline, const AbortCheck& abort, const char* what);
 

@@ -17,6 +17,9 @@ struct UniqueId {
   static constexpr uint32_t kVersion = 1;
   NetAddr root;
   Token token{};
+  // Ports from root's on which the root may listen, the first free one (launcher_env.h):
+  // joining ranks try them in turn. Not part of the encoded id (always 1 there).
+  int root_ports = 1;
 
   symcommUniqueId encode() const;
   // Throws symcommInvalidArgument if `uid` was not made by encode() of this version.

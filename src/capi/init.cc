@@ -217,6 +217,7 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
     } else {
       uid.root = *env.root;
       uid.token = env.token;
+      uid.root_ports = env.root_ports;
       if (env.rank == 0) {
         // MASTER_ADDR (or the root's host name) is how the others reach rank 0, and may
         // resolve here to an address they cannot reach (127.0.1.1 for the host's own name on
@@ -226,7 +227,18 @@ extern "C" symcommResult_t symcommInitFromEnv(symcommComm_t* comm,
         NetAddr bind_addr = *env.root;
         if (!bootstrap_addr_configured())
           std::memset(bind_addr.addr, 0, sizeof bind_addr.addr);  // INADDR_ANY, in6addr_any
-        start_bootstrap_root(tcp_listen(bind_addr, SOMAXCONN), env.token);
+        // The first free one of the root's ports (LaunchEnv::root_ports); the last is bound
+        // with tcp_listen, whose error then names it.
+        Fd listener;
+        for (int k = 0; k < env.root_ports && !listener; ++k) {
+          NetAddr at = bind_addr;
+          at.port = static_cast<uint16_t>(bind_addr.port + k);
+          listener = k + 1 < env.root_ports ? tcp_listen_if_free(at, SOMAXCONN)
+                                            : tcp_listen(at, SOMAXCONN);
+          if (!listener)
+            SYMCOMM_DEBUG("bootstrap root: port %d is taken, trying the next", at.port);
+        }
+        start_bootstrap_root(std::move(listener), env.token);
       }
     }
     *comm = create(uid, env.nranks, env.rank, c).release();
