@@ -81,12 +81,21 @@ class _Contiguous:
         self.t, self.output = t, output
         self.c = t if t.is_contiguous() else t.contiguous()
 
-    def __enter__(self):
+    def flat(self):
+        """What symcomm is given: the contiguous tensor, flat (bool as uint8)."""
         return _movable(self.c).reshape(-1)
 
-    def __exit__(self, *exc):
-        if self.output and self.c is not self.t and exc[0] is None:
+    def write_back(self):
+        """An output reduced in a copy: the result into the caller's tensor."""
+        if self.output and self.c is not self.t:
             self.t.copy_(self.c)
+
+    def __enter__(self):
+        return self.flat()
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.write_back()
 
 
 class SymcommProcessGroup(dist.ProcessGroup):
@@ -149,9 +158,9 @@ class SymcommProcessGroup(dist.ProcessGroup):
         views = [_Contiguous(t, output=True) for t in tensors]
         with group():  # several tensors: one unit, run at the group's end
             for v in views:
-                comm.all_reduce(v.__enter__(), op=op, stream=stream)
+                comm.all_reduce(v.flat(), op=op, stream=stream)
         for v in views:  # then written back where a copy was reduced
-            v.__exit__(None, None, None)
+            v.write_back()
         return _done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=AllreduceCoalescedOptions()):
@@ -334,10 +343,10 @@ class SymcommProcessGroup(dist.ProcessGroup):
         with group():
             for kind, comm, stream, views, peer, _ in pending:
                 for v in views:
-                    getattr(comm, kind)(v.__enter__(), peer, stream=stream)
+                    getattr(comm, kind)(v.flat(), peer, stream=stream)
         for _, _, _, views, _, work in pending:
             for v in views:
-                v.__exit__(None, None, None)
+                v.write_back()
             work._fut.set_result(work._tensors)
 
     def send(self, tensors, dst, tag=0):

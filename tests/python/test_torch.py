@@ -48,6 +48,35 @@ def data(rank, n, dtype=torch.float32, seed=0):
     return torch.randint(-8, 9, (n,), generator=g).to(dtype)
 
 
+def mlp():
+    """The same small model on every rank (and in the one-process reference)."""
+    torch.manual_seed(7)
+    return on(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                  torch.nn.Linear(16, 1)))
+
+
+def batch(rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return on(torch.randn(4, 8, generator=g)), on(torch.randn(4, 1, generator=g))
+
+
+def train_beside_one_process(wrapped, single, steps):
+    """SGD steps of `wrapped` (DDP or FSDP) on this rank's batches, and of `single` as one
+    process on every rank's: the mean of the ranks' mean losses."""
+    me, p = dist.get_rank(), dist.get_world_size()
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(single.parameters(), lr=0.1)
+    for step in range(steps):
+        x, y = batch(me, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(wrapped(x), y).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        (sum(torch.nn.functional.mse_loss(single(xb), yb)
+             for xb, yb in (batch(r, step) for r in range(p))) / p).backward()
+        ref_opt.step()
+
+
 def test_backend_name(pg):
     assert dist.get_backend(pg) == "symcomm"
 
@@ -179,32 +208,9 @@ def test_refusals(pg):
 
 
 def test_ddp_matches_one_process(pg):
-    me, p = dist.get_rank(), dist.get_world_size()
-
-    def model():
-        torch.manual_seed(7)
-        return on(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
-                                      torch.nn.Linear(16, 1)))
-
-    def batch(rank, step):
-        g = torch.Generator().manual_seed(1000 * step + rank)
-        return on(torch.randn(4, 8, generator=g)), on(torch.randn(4, 1, generator=g))
-
-    ddp = torch.nn.parallel.DistributedDataParallel(model())
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    single = model()
-    ref_opt = torch.optim.SGD(single.parameters(), lr=0.1)
-    for step in range(5):
-        x, y = batch(me, step)
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(ddp(x), y).backward()
-        opt.step()
-        # One process on every rank's batch: the mean of the ranks' mean losses.
-        ref_opt.zero_grad()
-        loss = sum(torch.nn.functional.mse_loss(single(xb), yb)
-                   for xb, yb in (batch(r, step) for r in range(p))) / p
-        loss.backward()
-        ref_opt.step()
+    ddp = torch.nn.parallel.DistributedDataParallel(mlp())
+    single = mlp()
+    train_beside_one_process(ddp, single, steps=5)
     for a, b in zip(ddp.module.parameters(), single.parameters()):
         close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6)
 
@@ -281,34 +287,13 @@ def test_fsdp_matches_one_process(pg):
     # one process trained on every rank's batches.
     fsdp = pytest.importorskip("torch.distributed.fsdp")
     from torch.distributed.device_mesh import init_device_mesh
-    me, p = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh(DEV, (p,))
-
-    def model():
-        torch.manual_seed(7)
-        return on(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
-                                      torch.nn.Linear(16, 1)))
-
-    def batch(rank, step):
-        g = torch.Generator().manual_seed(1000 * step + rank)
-        return on(torch.randn(4, 8, generator=g)), on(torch.randn(4, 1, generator=g))
-
-    sharded = model()
+    mesh = init_device_mesh(DEV, (dist.get_world_size(),))
+    sharded = mlp()
     for layer in sharded:
         if isinstance(layer, torch.nn.Linear):
             fsdp.fully_shard(layer, mesh=mesh)
     fsdp.fully_shard(sharded, mesh=mesh)
-    opt = torch.optim.SGD(sharded.parameters(), lr=0.1)
-    single = model()
-    ref_opt = torch.optim.SGD(single.parameters(), lr=0.1)
-    for step in range(3):
-        x, y = batch(me, step)
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(sharded(x), y).backward()
-        opt.step()
-        ref_opt.zero_grad()
-        (sum(torch.nn.functional.mse_loss(single(xb), yb)
-             for xb, yb in (batch(r, step) for r in range(p))) / p).backward()
-        ref_opt.step()
+    single = mlp()
+    train_beside_one_process(sharded, single, steps=3)
     for a, b in zip(sharded.parameters(), single.parameters()):
         close(a.full_tensor().detach(), b.detach(), rtol=1e-5, atol=1e-6)
