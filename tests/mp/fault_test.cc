@@ -10,7 +10,8 @@
 // NCCL's kernels, host waits) wait for a rank that is gone: the loss must end them and the
 // call must report symcommPeerLost, long before SYMCOMM_WAIT_TIMEOUT.
 //
-// dies-during-fused NAME: the same with an all-gather + GEMM by fused implementation NAME.
+// dies-during-fused NAME: the same with an all-gather + GEMM by fused implementation NAME
+//                      (NAME:transpose: a transpose + accumulate by it).
 //
 // dies-during-wait / dies-during-recv: the survivors wait for a signal from the victim, or
 // receive from it (symcommRecvOnStream), when it dies: symcommPeerLost naming it, in time.
@@ -72,7 +73,8 @@ int fail(const char* scenario, int rank, const std::string& why) {
 
 // The call of dies-during-coll (a collective by one algorithm), dies-during-transpose (a
 // Y->Z transpose on a 1 x N grid, so that every rank exchanges with every other, by one
-// backend) or dies-during-fused (an all-gather + GEMM by one implementation), on symmetric
+// backend) or dies-during-fused (an all-gather + GEMM by one implementation, or with NAME:transpose
+// a transpose + accumulate), on symmetric
 // buffers, on a stream of its own in the cuda space.
 class Workload {
  public:
@@ -105,12 +107,21 @@ class Workload {
       bytes = kPoints * kPoints * kPoints * sizeof(double);  // the grid: room for any pencil
     }
     if (fused_) {
-      // C [16 n, 8] = the gathered A [16 n, 8] x B [8, 8], bfloat16 (A and B of zeros).
+      // C [16 n, 8] = the gathered A [16 n, 8] x B [8, 8], bfloat16 (A and B of zeros); for
+      // NAME:transpose, out [16 n, 16] += X's block transposed, 16 columns a member.
       symcommFusedConfig_t c;
       symcommFusedConfigInit(&c);
       c.n = c.k = 8;
       for (int r = 0; r < n_; ++r) c.rows[r] = 16;
-      std::snprintf(c.implementation, sizeof c.implementation, "%s", name_.c_str());
+      std::string impl = name_;
+      const size_t colon = impl.find(':');
+      if (colon != std::string::npos && impl.substr(colon) == ":transpose") {
+        impl.resize(colon);
+        c.op = symcommFusedTransposeAccumulate;
+        c.n = 16 * n_;
+        for (int r = 0; r < n_; ++r) c.rows[r] = 0, c.cols[r] = 16;
+      }
+      std::snprintf(c.implementation, sizeof c.implementation, "%s", impl.c_str());
       size_t ws = 0;
       if (symcommFusedPlanCreate(comm, SYMCOMM_TEAM_WORLD, &c, &plan_) != symcommSuccess ||
           symcommFusedWorkspaceSize(plan_, &ws) != symcommSuccess ||

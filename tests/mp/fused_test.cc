@@ -348,16 +348,27 @@ TEST(Fused, TransposeAccumulate) {
   const int n = mp::nranks(), me = mp::rank();
   std::string skip;
   int ran = 0, i = 0;
+  // Small blocks, with no empty member and then with the last one empty; blocks over several
+  // 64 x 64 tiles, even (kernels may move pairs of elements) and odd.
+  struct Blocks {
+    int64_t base, step;
+    int zero;
+  };
+  const Blocks kinds[] = {{2, 3, -1}, {2, 3, n - 1}, {66, 64, -1}, {61, 67, -1}};
   for (Type t : {symcommFloat32, symcommFloat16, symcommBfloat16})
-    for (int zero = -1; zero < n; zero += n, ++i) {  // no empty member, then the last
+    for (const Blocks& kind : kinds) {
+      ++i;
       symcommFusedConfig_t c;
       SC_OK(symcommFusedConfigInit(&c));
       c.op = symcommFusedTransposeAccumulate;
       c.a_type = c.c_type = t;
+      // SYMCOMM_TEST_FUSED_IMPL names the implementation, as for the GEMMs.
+      if (const char* impl = std::getenv("SYMCOMM_TEST_FUSED_IMPL"))
+        std::snprintf(c.implementation, sizeof c.implementation, "%s", impl);
       std::vector<int64_t> off(n + 1, 0);
       int64_t most = 1;
       for (int r = 0; r < n; ++r) {
-        c.cols[r] = r == zero ? 0 : 2 + 3 * ((r + i) % n);
+        c.cols[r] = r == kind.zero ? 0 : kind.base + kind.step * ((r + i) % n);
         off[r + 1] = off[r] + c.cols[r];
         most = std::max(most, c.cols[r]);
       }

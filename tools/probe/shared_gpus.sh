@@ -86,6 +86,12 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     rma_mix) run rma_mix mp_rma --gtest_filter='RmaMix.*' --gtest_repeat=3 ;;
     device_mix) run device_mix mp_device --gtest_filter='DeviceMix.*' --gtest_repeat=3 ;;
     decomp) run decomp mp_decomp --gtest_filter='-*/nccl*' ;;  # NCCL refuses shared GPUs
+    # The fused layer by each implementation (its GEMM cases skip where it has none).
+    fused) for impl in ${FUSED_IMPLS:-fused pipelined sequential}; do
+             SYMCOMM_TEST_FUSED_IMPL=$impl run "fused_$impl" mp_fused
+           done ;;
+    fused_bench) run fused_bench symcomm-bench fused --fused-ops "${FUSED_OPS:-transpose}" \
+                   --shapes "${FUSED_SHAPES:-1024,4096,8192}" ;;
     # The Python module's cuda-space tests (tests/python/test_cuda.py), where it was built.
     py) SYMCOMM_MEMORY_SPACE=cuda PYTHONPATH=build-gpu/python run py "$(command -v python3)" \
           -m pytest -q -p no:cacheprovider tests/python/test_cuda.py ;;

@@ -1,0 +1,190 @@
+// The fused implementation, in the cuda space: the communication inside the compute kernel.
+//   transpose + accumulate: one kernel reads every member's block straight from the member's
+//     X (its memory mapped here), transposes it through shared memory and adds it to out:
+//     no all-to-all, no staging buffer, one pass over out's tiles per member. The members
+//     are read in turn from the one after this member (this member's own block last), so
+//     that the members do not all read the same member at once. Members on this node only.
+//   The GEMMs have no fused kernel yet: pipelined and sequential run them.
+// Every run is framed by team barriers, as sequential's: every member's X is written before
+// anyone reads it, and nobody changes X before every member has read it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "base/cuda_runtime_check.h"
+#include "base/error.h"
+#include "base/kernel_load.h"
+#include "base/launch.cuh"
+#include "fused/convert.cuh"
+#include "fused/fused.h"
+
+namespace symcomm {
+
+namespace {
+
+using fused_detail::from_float;
+using fused_detail::to_float;
+
+constexpr int kTile = 64;         // a tile is kTile x kTile elements
+constexpr int kThreadsX = 32;     // a block is kThreadsX x kThreadsY threads; each thread
+constexpr int kThreadsY = 8;      // moves two neighbouring elements of a row at a time
+
+// Where member `t`'s block of this member's columns is: block [w, wt] row-major (rows: this
+// member's columns of X, columns: member t's), added transposed to out's rows first ..
+// first + wt. `tiles_end`: the running count of tiles up to and including this member's.
+struct TransposeSource {
+  const void* block;
+  int64_t wt;
+  int64_t first;
+  int64_t tiles_end;
+};
+
+struct TransposeSources {
+  TransposeSource member[SYMCOMM_FUSED_MAX_MEMBERS];
+  int count;
+};
+
+template <typename T>
+struct alignas(2 * sizeof(T)) Pair {
+  T x, y;
+};
+
+// out [N, w] row-major: out[(first + i) * w + j] += block[j * wt + i] for every member's
+// block. kPairs: every row of every block and of out has an even length (and the bases are
+// aligned to two elements), so each thread reads and writes two neighbours at once.
+template <typename T, bool kPairs>
+__global__ void __launch_bounds__(kThreadsX * kThreadsY)
+    transpose_peers_kernel(const __grid_constant__ TransposeSources sources, int64_t w,
+                           T* out) {
+  pdl_begin();
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t tiles_j = (w + kTile - 1) / kTile;
+  const int64_t total = sources.member[sources.count - 1].tiles_end;
+  int m = 0;
+  for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
+    while (b >= sources.member[m].tiles_end) ++m;  // tiles go up with b
+    const TransposeSource& s = sources.member[m];
+    const int64_t local = b - (m ? sources.member[m - 1].tiles_end : 0);
+    const int64_t ti = local / tiles_j, tj = local % tiles_j;
+    const T* block = static_cast<const T*>(s.block);
+    const int64_t i0 = ti * kTile, j0 = tj * kTile;
+    // Read block rows j0.., columns i0.. (along the rows: coalesced over the link).
+    for (int r = threadIdx.y; r < kTile; r += kThreadsY) {
+      const int64_t j = j0 + r, i = i0 + 2 * threadIdx.x;
+      float v0 = 0.f, v1 = 0.f;
+      if (j < w) {
+        if (kPairs) {
+          if (i < s.wt) {
+            const Pair<T> p = *reinterpret_cast<const Pair<T>*>(block + j * s.wt + i);
+            v0 = to_float(p.x), v1 = to_float(p.y);
+          }
+        } else {
+          if (i < s.wt) v0 = to_float(block[j * s.wt + i]);
+          if (i + 1 < s.wt) v1 = to_float(block[j * s.wt + i + 1]);
+        }
+      }
+      tile[r][2 * threadIdx.x] = v0;
+      tile[r][2 * threadIdx.x + 1] = v1;
+    }
+    __syncthreads();
+    // out row first + i0 + r, columns j0 + 2x, + 1: block[j0 + 2x (+1)][i0 + r].
+    for (int r = threadIdx.y; r < kTile; r += kThreadsY) {
+      const int64_t i = i0 + r, j = j0 + 2 * threadIdx.x;
+      if (i < s.wt) {
+        T* o = out + (s.first + i) * w + j;
+        if (kPairs) {
+          if (j < w) {
+            Pair<T> p = *reinterpret_cast<Pair<T>*>(o);
+            p.x = from_float<T>(to_float(p.x) + tile[2 * threadIdx.x][r]);
+            p.y = from_float<T>(to_float(p.y) + tile[2 * threadIdx.x + 1][r]);
+            *reinterpret_cast<Pair<T>*>(o) = p;
+          }
+        } else {
+          if (j < w) o[0] = from_float<T>(to_float(o[0]) + tile[2 * threadIdx.x][r]);
+          if (j + 1 < w) o[1] = from_float<T>(to_float(o[1]) + tile[2 * threadIdx.x + 1][r]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+class Fused final : public FusedImplementation {
+ public:
+  const char* name() const override { return "fused"; }
+
+  Verdict can_implement(const FusedShape& s, const FusedContext& ctx) const override {
+    if (ctx.space != symcommSpaceCuda)
+      return Verdict::no("it runs in the cuda memory space only (its kernels read peers' memory)");
+    if (s.op != symcommFusedTransposeAccumulate)
+      return Verdict::no("it has no fused GEMM kernel yet (pipelined and sequential run GEMMs)");
+    for (int t = 0; t < ctx.team.size; ++t) {
+      const int pe = ctx.team.world_of(t);
+      if (!ctx.topology.accessible[static_cast<size_t>(pe)])
+        return Verdict::no("its kernel reads every member's memory, and rank " +
+                           std::to_string(pe) + " is not mapped here: " +
+                           ctx.topology.why_inaccessible(pe));
+    }
+    return Verdict::yes();
+  }
+
+  size_t workspace_bytes(const FusedShape&, const FusedContext&) const override { return 0; }
+
+  void run(const FusedShape& s, FusedContext& ctx, const FusedBuffers& b,
+           symcommStream_t stream) const override {
+    DeviceScope scope(ctx.topology.device);
+    const size_t me = static_cast<size_t>(ctx.me), elem = fused_element_bytes(s.a_type);
+    const int64_t w = s.cols[me];
+    TransposeSources sources{};
+    bool pairs = w % 2 == 0 && reinterpret_cast<uintptr_t>(b.c) % (2 * elem) == 0;
+    int64_t tiles = 0;
+    const int64_t tiles_j = (w + kTile - 1) / kTile;
+    for (int k = 1; k <= ctx.team.size && w; ++k) {  // the member after this one first
+      const int t = (ctx.me + k) % ctx.team.size;
+      const int64_t wt = s.cols[static_cast<size_t>(t)];
+      if (!wt) continue;
+      const char* x = static_cast<const char*>(ctx.heap.peer_ptr(b.a, ctx.team.world_of(t)));
+      SYMCOMM_REQUIRE(x, symcommInternalError, "member %d's X is not mapped here", t);
+      const char* block = x + static_cast<size_t>(s.col_start[me] * wt) * elem;
+      pairs = pairs && wt % 2 == 0 && reinterpret_cast<uintptr_t>(block) % (2 * elem) == 0;
+      tiles += (wt + kTile - 1) / kTile * tiles_j;
+      sources.member[sources.count++] =
+          TransposeSource{block, wt, s.col_start[static_cast<size_t>(t)], tiles};
+    }
+    team_barrier(ctx, stream);  // every member's X is written
+    if (tiles) {
+      int sms = 0;
+      SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                            ctx.topology.device));
+      const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, 8 * int64_t{sms}));
+      const cudaStream_t st = static_cast<cudaStream_t>(stream);
+      if (s.a_type == symcommFloat32) launch<float>(pairs, grid, st, sources, w, b.c);
+      else if (s.a_type == symcommFloat16) launch<__half>(pairs, grid, st, sources, w, b.c);
+      else launch<__nv_bfloat16>(pairs, grid, st, sources, w, b.c);
+    }
+    team_barrier(ctx, stream);  // nobody changes X before every member read it
+  }
+
+ private:
+  template <typename T>
+  static void launch(bool pairs, unsigned grid, cudaStream_t stream,
+                     const TransposeSources& sources, int64_t w, void* out) {
+    const dim3 block(kThreadsX, kThreadsY);
+    if (pairs)
+      launch_kernel(transpose_peers_kernel<T, true>, grid, block, stream, sources, w,
+                    static_cast<T*>(out));
+    else
+      launch_kernel(transpose_peers_kernel<T, false>, grid, block, stream, sources, w,
+                    static_cast<T*>(out));
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+};
+
+const Registered<FusedImplementation, Fused> kRegistered(4);  // before pipelined and sequential
+const KernelLibrary kKernels(reinterpret_cast<const void*>(&transpose_peers_kernel<float, true>));
+
+}  // namespace
+
+}  // namespace symcomm
