@@ -50,6 +50,12 @@ def _done(result):
     return _create_work_from_future(fut)
 
 
+def _capturing(stream):
+    """Whether `stream` is being captured into a CUDA graph."""
+    with torch.cuda.stream(stream):
+        return torch.cuda.is_current_stream_capturing()
+
+
 def _movable(t):
     """The tensor as symcomm moves it: bool as uint8 (data movement only)."""
     return t.view(torch.uint8) if t.dtype == torch.bool else t
@@ -105,6 +111,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
         self._pending = []  # queued sends and receives (_queue)
+        self._last_stream = None  # the stream of the last call on the GPU (_follow)
         # The group's own communicators: never the module's default one (symcomm.empty).
         self._comms = {"host": init_from_store(store, rank, size, space="host",
                                                key="symcomm/host", make_default=False)}
@@ -130,8 +137,25 @@ class SymcommProcessGroup(dist.ProcessGroup):
             device = tensors[0].device
             if device.index != comm.device:
                 raise _unsupported(f"{what} on {device}: the group's GPU is cuda:{comm.device}")
-            return comm, torch.cuda.current_stream(device).cuda_stream
+            stream = torch.cuda.current_stream(device)
+            self._follow(stream)
+            return comm, stream.cuda_stream
         return self._comms["host"], None
+
+    def _follow(self, stream):
+        """Orders a call on `stream` after the group's last call, made on another stream.
+
+        A communicator's collectives must be stream-ordered (they share its workspace and
+        counters: docs/coll.md), and torch's users issue them on streams of their own (FSDP
+        all-gathers on one, reduce-scatters on another). Where the stream changes, it waits
+        for what the last one holds so far, so the calls keep their order on the GPU. Not
+        across a CUDA graph capture's edge (a capture cannot wait for work outside it)."""
+        last, self._last_stream = self._last_stream, stream
+        if last is None or last == stream or _capturing(stream) or _capturing(last):
+            return
+        event = torch.cuda.Event()
+        event.record(last)
+        stream.wait_event(event)
 
     def getBackendName(self):
         return _NAME
@@ -318,9 +342,10 @@ class SymcommProcessGroup(dist.ProcessGroup):
         self._flush()
         comm = self._comms.get("cuda")
         if comm is not None:  # the GPU's work before it is ordered too, as NCCL's barrier
-            stream = torch.cuda.current_stream().cuda_stream
-            comm.barrier(stream=stream)
-            comm.synchronize(stream)
+            stream = torch.cuda.current_stream(comm.device)
+            self._follow(stream)
+            comm.barrier(stream=stream.cuda_stream)
+            comm.synchronize(stream.cuda_stream)
         self._comms["host"].host_barrier()
         return _done([])
 

@@ -253,6 +253,35 @@ def test_cuda_graph_replays_a_step(pg):
     dist.barrier()
 
 
+def test_collectives_on_two_streams(pg):
+    """Collectives issued on two streams with nothing ordering the streams (as FSDP issues its
+    all-gathers and reduce-scatters) run one after the other on the GPU, each right."""
+    if DEV != "cuda":
+        pytest.skip("streams need CUDA tensors")
+    me, p = dist.get_rank(), dist.get_world_size()
+    n = 1 << 20
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    results = []
+    for k in range(12):
+        s = streams[k % 2]
+        with torch.cuda.stream(s):
+            x = on(data(me, n, seed=k))
+            if k % 2:
+                y = torch.empty(p * n, device=DEV)
+                dist.all_gather_into_tensor(y, x)
+            else:
+                y = x
+                dist.all_reduce(y)
+        results.append((k, y))
+    torch.cuda.synchronize()
+    for k, y in results:
+        if k % 2:
+            close(y, torch.cat([data(r, n, seed=k) for r in range(p)]))
+        else:
+            close(y, sum(data(r, n, seed=k) for r in range(p)))
+    dist.barrier()
+
+
 def test_heap_tensors(pg):
     # Tensors on the group's symmetric heap: its collectives use them in place.
     me, p = dist.get_rank(), dist.get_world_size()

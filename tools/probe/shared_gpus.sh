@@ -93,11 +93,12 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     fused_bench) run fused_bench symcomm-bench fused --fused-ops "${FUSED_OPS:-transpose}" \
                    --shapes "${FUSED_SHAPES:-1024,4096,8192}" ;;
     # The Python module's cuda-space tests (tests/python/test_cuda.py), where it was built.
-    py) SYMCOMM_MEMORY_SPACE=cuda PYTHONPATH=build-gpu/python run py "$(command -v python3)" \
-          -m pytest -q -p no:cacheprovider tests/python/test_cuda.py ;;
-    py_torch) SYMCOMM_MEMORY_SPACE=cuda SYMCOMM_TEST_TORCH_DEVICE=cuda PYTHONPATH=build-gpu/python \
-          run py_torch "$(command -v python3)" -m pytest -q -p no:cacheprovider tests/python/test_torch.py \
-          tests/python/test_torch_ops.py tests/python/test_torch_fused.py ;;
+    # PY_PATH: the package to test (default the build's); PYTEST_K: pytest's -k.
+    py) SYMCOMM_MEMORY_SPACE=cuda PYTHONPATH=${PY_PATH:-build-gpu/python} run py "$(command -v python3)" \
+          -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} tests/python/test_cuda.py ;;
+    py_torch) SYMCOMM_MEMORY_SPACE=cuda SYMCOMM_TEST_TORCH_DEVICE=cuda PYTHONPATH=${PY_PATH:-build-gpu/python} \
+          run py_torch "$(command -v python3)" -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} \
+          tests/python/test_torch.py tests/python/test_torch_ops.py tests/python/test_torch_fused.py ;;
     # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
     # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
     coll_bench)
