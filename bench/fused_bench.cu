@@ -246,18 +246,27 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
     else gemm.run(sh.m, sh.n, kr, a, b, full, s);
   }));
   report(ctx, op, "gemm:cublaslt", sh, floor_us, floor_us, -1);
-  // NCCL's baseline (its result is the reference of the symcomm lines).
+  // NCCL's baseline (its result is the reference of the symcomm lines); where NCCL cannot
+  // run (GPUs shared by ranks), symcomm's collective in its place.
+  const char* baseline = ctx.nccl ? "nccl+cublaslt" : "symcomm+cublaslt";
   auto nccl = [&] {
     if (ag) {
-      BENCH_NCCL(ncclAllGather(a, full, a_elems, ncclBfloat16, ctx.nccl, s));
+      if (ctx.nccl) BENCH_NCCL(ncclAllGather(a, full, a_elems, ncclBfloat16, ctx.nccl, s));
+      else
+        BENCH_SC(symcommAllGatherOnStream(ctx.comm, SYMCOMM_TEAM_WORLD, a, full, a_elems,
+                                          symcommBfloat16, nullptr, s));
       gemm.run(sh.m, sh.n, sh.k, full, b, c_nccl, s);
     } else {
       gemm.run(sh.m, sh.n, kr, a, b, full, s);
-      BENCH_NCCL(ncclReduceScatter(full, c_nccl, c_elems, ncclBfloat16, ncclSum, ctx.nccl, s));
+      if (ctx.nccl)
+        BENCH_NCCL(ncclReduceScatter(full, c_nccl, c_elems, ncclBfloat16, ncclSum, ctx.nccl, s));
+      else
+        BENCH_SC(symcommReduceScatterOnStream(ctx.comm, SYMCOMM_TEAM_WORLD, full, c_nccl,
+                                              c_elems, symcommBfloat16, symcommSum, nullptr, s));
     }
   };
   const double nccl_us = max_over_ranks(ctx, time_stream_us(s, w, it, 1, nccl));
-  report(ctx, op, "nccl+cublaslt", sh, nccl_us, floor_us, -1);
+  report(ctx, op, baseline, sh, nccl_us, floor_us, -1);
   // symcomm's collective alone (the algorithm it chooses), on the data the fused operation
   // moves: the gathered A (bfloat16), or the reduce-scatter of the fp32 partial product. With
   // the GEMM alone, the floor of an operation that overlaps both.
@@ -312,7 +321,7 @@ void run_shape(Context& ctx, Gemm& gemm, const char* op, const Shape& sh) {
     }));
     report(ctx, op, std::string("symcomm:") + cfg.implementation, sh, us, floor_us, ok);
     if (!ok && ctx.rank == 0)
-      std::printf("  differs from nccl+cublaslt by %.3g of the largest magnitude\n", diff);
+      std::printf("  differs from %s by %.3g of the largest magnitude\n", baseline, diff);
     destroy_plan(ctx, bp);
   }
   BENCH_SC(symcommHostBarrier(ctx.comm));
@@ -414,6 +423,26 @@ void run_transpose(Context& ctx, int64_t n) {
 
 }  // namespace
 
+// NCCL's communicator for the GEMMs' baseline, or nullptr (saying why, once) where NCCL
+// refuses on some rank: it refuses two ranks on one GPU, which symcomm serves under MPS.
+static ncclComm_t try_nccl(Context& ctx, bool* refused) {
+  ncclUniqueId id{};
+  ncclResult_t r = ctx.rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+  BENCH_SC(symcommHostBroadcast(ctx.comm, &id, sizeof id, 0));
+  ncclComm_t nccl = nullptr;
+  if (r == ncclSuccess) r = ncclCommInitRank(&nccl, ctx.nranks, id, ctx.rank);
+  int ok = r == ncclSuccess;
+  std::vector<int> all(static_cast<size_t>(ctx.nranks));
+  BENCH_SC(symcommHostAllgather(ctx.comm, &ok, all.data(), sizeof ok));
+  if (std::count(all.begin(), all.end(), 1) == ctx.nranks) return nccl;
+  if (nccl) ncclCommDestroy(nccl);
+  if (ctx.rank == 0)
+    std::printf("NCCL refused (%s on rank 0): its baseline rows are symcomm's collectives "
+                "with cuBLASLt\n", ncclGetErrorString(r));
+  *refused = true;
+  return nullptr;
+}
+
 int run_fused(Context& ctx) {
   const FusedOptions& o = ctx.opt.fused;
   std::vector<Shape> shapes;
@@ -421,9 +450,10 @@ int run_fused(Context& ctx) {
   if (o.llm)
     for (int64_t n : {1024, 3584, 28672}) shapes.push_back({8192, n, 8192});
   Gemm gemm;
+  bool nccl_refused = false;
   for (const char* op : {"ag_gemm", "gemm_rs"}) {
     if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), op) == o.ops.end()) continue;
-    if (!ctx.nccl) ctx.nccl = make_nccl(ctx);  // the GEMMs' baseline (the transpose has none)
+    if (!ctx.nccl && !nccl_refused) ctx.nccl = try_nccl(ctx, &nccl_refused);  // the baseline
     if (ctx.rank == 0) std::printf("\n%s, bfloat16, %d ranks (median of %d)\n", op, ctx.nranks,
                                    ctx.opt.iters);
     for (const Shape& sh : shapes) run_shape(ctx, gemm, op, sh);

@@ -32,6 +32,14 @@ if command -v python3 >/dev/null && ! python3 -c "import nanobind, numpy, pytest
   python3 -m pip install -q -r python/requirements.txt || \
     echo "install-deps: pip could not install python/requirements.txt: no Python module" >&2
 fi
+# CUTLASS's C++ headers for the fused GEMM kernels (pip's nvidia-cutlass, 6 MB:
+# scripts/requirements-cutlass.txt), where missing; without them those kernels are not built
+# and the build says so.
+if command -v python3 >/dev/null && ! python3 -c "import cutlass_library" 2>/dev/null; then
+  echo "install-deps: pip install -r scripts/requirements-cutlass.txt"
+  python3 -m pip install -q -r scripts/requirements-cutlass.txt || \
+    echo "install-deps: pip could not install nvidia-cutlass: no fused GEMM kernels" >&2
+fi
 # torch for the torch.distributed backend's tests (python/requirements-torch.txt: 4.6 GB with
 # CUDA's libraries), where missing and the disk has room; without it those tests report
 # themselves skipped.

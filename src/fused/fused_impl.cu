@@ -1,17 +1,28 @@
 // The fused implementation, in the cuda space: the communication inside the compute kernel.
+//   all-gather + GEMM: each member pushes its rows of A into every member's workspace (copy
+//     engines, the member after it first) and sets its flag there, while one GEMM kernel
+//     (fused/waiting_gemm.h: CUTLASS's persistent WGMMA kernel) multiplies the gathered A:
+//     a tile of this member's own rows starts at once, any other tile as soon as the flags
+//     of the members whose rows it reads are set. One launch, tile by tile, where pipelined
+//     waits on the stream for a member's whole block and runs a GEMM per member: the tiles
+//     of all members are resident at once in a GEMM of one wave. Members anywhere (the
+//     flags are the transports' put-signals).
 //   transpose + accumulate: one kernel reads every member's block straight from the member's
 //     X (its memory mapped here), transposes it through shared memory and adds it to out:
 //     no all-to-all, no staging buffer, one pass over out's tiles per member. The members
 //     are read in turn from the one after this member (this member's own block last), so
 //     that the members do not all read the same member at once. Members on this node only.
-//   The GEMMs have no fused kernel yet: pipelined and sequential run them.
-// Every run is framed by team barriers, as sequential's: every member's X is written before
-// anyone reads it, and nobody changes X before every member has read it.
+//   GEMM + reduce-scatter has no fused kernel yet: pipelined and sequential run it.
+// Every run begins with a team barrier (after clearing this member's flags): every member's
+// input is written and nobody still reads what the run overwrites. The transpose ends with
+// one too: nobody changes X before every member has read it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
@@ -19,6 +30,9 @@
 #include "base/launch.cuh"
 #include "fused/convert.cuh"
 #include "fused/fused.h"
+#include "fused/waiting_gemm.h"
+#include "rma/rma.h"
+#include "transport/transport.h"
 
 namespace symcomm {
 
@@ -111,6 +125,52 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY)
   }
 }
 
+constexpr size_t kFlagsAlign = 256;
+
+size_t flags_bytes(const FusedShape& s) {
+  return (s.rows.size() * sizeof(uint64_t) + kFlagsAlign - 1) / kFlagsAlign * kFlagsAlign;
+}
+
+// The stream of a device on which the pushes run beside the GEMM, and the event that hands
+// work between it and a caller's stream; runs on one device take turns.
+struct Side {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  std::mutex mutex;
+};
+
+Side& side_of(int device) {
+  static std::mutex mutex;
+  static std::map<int, Side> sides;
+  std::lock_guard<std::mutex> lock(mutex);
+  Side& side = sides[device];
+  if (!side.stream) {
+    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+    SYMCOMM_CUDART(cudaEventCreateWithFlags(&side.event, cudaEventDisableTiming));
+  }
+  return side;
+}
+
+// `to` waits for what was issued on `from` so far.
+void follow(Side& side, cudaStream_t from, cudaStream_t to) {
+  SYMCOMM_CUDART(cudaEventRecord(side.event, from));
+  SYMCOMM_CUDART(cudaStreamWaitEvent(to, side.event, 0));
+}
+
+}  // namespace
+
+const WaitingGemm* waiting_gemm(std::string* why) {
+  const auto& all = Registry<WaitingGemm>::instance().all();
+  if (all.empty()) {
+    *why = "symcomm was built without CUTLASS's headers, so without its GEMM kernels "
+           "(SYMCOMM_CUTLASS_DIR; scripts/install-deps.sh installs pip's nvidia-cutlass)";
+    return nullptr;
+  }
+  return all.front();
+}
+
+namespace {
+
 class Fused final : public FusedImplementation {
  public:
   const char* name() const override { return "fused"; }
@@ -118,8 +178,17 @@ class Fused final : public FusedImplementation {
   Verdict can_implement(const FusedShape& s, const FusedContext& ctx) const override {
     if (ctx.space != symcommSpaceCuda)
       return Verdict::no("it runs in the cuda memory space only (its kernels read peers' memory)");
-    if (s.op != symcommFusedTransposeAccumulate)
-      return Verdict::no("it has no fused GEMM kernel yet (pipelined and sequential run GEMMs)");
+    if (s.op == symcommFusedGemmReduceScatter)
+      return Verdict::no("it has no fused GEMM + reduce-scatter kernel yet (pipelined and "
+                         "sequential run it)");
+    if (s.op == symcommFusedAllGatherGemm) {
+      std::string why;
+      const WaitingGemm* gemm = waiting_gemm(&why);
+      if (!gemm) return Verdict::no(why);
+      if (s.m >= (int64_t{1} << 31))
+        return Verdict::no("its flags name rows in 31 bits (M " + std::to_string(s.m) + ")");
+      return gemm->can_run(s.m, s.n, s.k, s.a_type, s.c_type, s.b_transposed);
+    }
     for (int t = 0; t < ctx.team.size; ++t) {
       const int pe = ctx.team.world_of(t);
       if (!ctx.topology.accessible[static_cast<size_t>(pe)])
@@ -130,11 +199,82 @@ class Fused final : public FusedImplementation {
     return Verdict::yes();
   }
 
-  size_t workspace_bytes(const FusedShape&, const FusedContext&) const override { return 0; }
+  // All-gather + GEMM: where the GEMM is one launch of at most two waves of tiles (on 132
+  // SMs: up to 2048 x 2048 of C), so that the tiles of every member's rows are resident at
+  // once or nearly; longer GEMMs are pipelined's, which hides the all-gather behind them.
+  bool suits(const FusedShape& s, const FusedContext& ctx) const override {
+    if (s.op != symcommFusedAllGatherGemm) return true;
+    std::string why;
+    const WaitingGemm* gemm = waiting_gemm(&why);
+    int sms = 0;
+    if (!gemm || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                        ctx.topology.device) != cudaSuccess)
+      return false;
+    return gemm->tiles(s.m, s.n) <= 2 * int64_t{sms};
+  }
+
+  size_t workspace_bytes(const FusedShape& s, const FusedContext&) const override {
+    if (s.op == symcommFusedAllGatherGemm)  // the flags, the gathered A
+      return flags_bytes(s) + static_cast<size_t>(s.m * s.k) * fused_element_bytes(s.a_type);
+    return 0;
+  }
 
   void run(const FusedShape& s, FusedContext& ctx, const FusedBuffers& b,
            symcommStream_t stream) const override {
     DeviceScope scope(ctx.topology.device);
+    if (s.op == symcommFusedAllGatherGemm) return all_gather_gemm(s, ctx, b, stream);
+    transpose_accumulate(s, ctx, b, stream);
+  }
+
+ private:
+  static void all_gather_gemm(const FusedShape& s, FusedContext& ctx, const FusedBuffers& b,
+                              symcommStream_t stream) {
+    std::string why;
+    const WaitingGemm* gemm = waiting_gemm(&why);
+    SYMCOMM_REQUIRE(gemm, symcommNotSupported, "%s", why.c_str());
+    const int n = ctx.team.size, me = ctx.me;
+    const size_t row_bytes = static_cast<size_t>(s.k) * fused_element_bytes(s.a_type);
+    uint64_t* flags = static_cast<uint64_t*>(b.workspace);
+    char* gathered = static_cast<char*>(b.workspace) + flags_bytes(s);
+    auto rows_of = [&](int t) { return static_cast<size_t>(s.rows[static_cast<size_t>(t)]); };
+    auto start_of = [&](int t) { return static_cast<size_t>(s.row_start[static_cast<size_t>(t)]); };
+    const cudaStream_t main = static_cast<cudaStream_t>(stream);
+    Side& side = side_of(ctx.topology.device);
+    std::lock_guard<std::mutex> lock(side.mutex);
+    SYMCOMM_CUDART(cudaMemsetAsync(flags, 0, flags_bytes(s), main));
+    team_barrier(ctx, stream);
+    char* mine = gathered + start_of(me) * row_bytes;
+    if (rows_of(me)) {
+      follow(side, main, side.stream);
+      for (int j = 1; j < n; ++j) {  // the member after this one first
+        const int t = (me + j) % n;
+        Transport& to = member_transport(ctx, t);
+        to.put_signal(ctx.team.world_of(t), mine, b.a, rows_of(me) * row_bytes, flags + me, 1,
+                      symcommSignalSet, to.load_store() ? symcommEngineCe : symcommEngineAuto,
+                      side.stream);
+      }
+      SYMCOMM_CUDART(cudaMemcpyAsync(mine, b.a, rows_of(me) * row_bytes,
+                                     cudaMemcpyDeviceToDevice, main));
+    }
+    WaitingGemmCall call{};
+    call.m = s.m, call.n = s.n, call.k = s.k;
+    call.in = s.a_type, call.out = s.c_type, call.b_transposed = s.b_transposed;
+    call.a = gathered, call.b = b.b, call.c = b.c;
+    call.arrival.flags = flags;
+    call.arrival.members = n;
+    call.arrival.me = me;
+    for (int t = 0; t <= n; ++t)
+      call.arrival.row_start[t] = static_cast<int32_t>(t < n ? start_of(t) : s.m);
+    call.arrival.comm = ctx.rma.device_comm(ctx.team_id);
+    gemm->run(call, ctx.topology.device, main);
+    if (rows_of(me)) follow(side, side.stream, main);  // the pushes read A no longer
+    if (b.gathered)
+      SYMCOMM_CUDART(cudaMemcpyAsync(b.gathered, gathered, static_cast<size_t>(s.m) * row_bytes,
+                                     cudaMemcpyDeviceToDevice, main));
+  }
+
+  static void transpose_accumulate(const FusedShape& s, FusedContext& ctx, const FusedBuffers& b,
+                                   symcommStream_t stream) {
     const size_t me = static_cast<size_t>(ctx.me), elem = fused_element_bytes(s.a_type);
     const int64_t w = s.cols[me];
     TransposeSources sources{};
@@ -167,7 +307,6 @@ class Fused final : public FusedImplementation {
     team_barrier(ctx, stream);  // nobody changes X before every member read it
   }
 
- private:
   template <typename T>
   static void launch(bool pairs, unsigned grid, cudaStream_t stream,
                      const TransposeSources& sources, int64_t w, void* out) {

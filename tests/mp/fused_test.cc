@@ -294,6 +294,25 @@ void gemm_cases(symcommFusedOp_t op) {
 
 TEST(Fused, AllGatherGemm) { gemm_cases(symcommFusedAllGatherGemm); }
 
+// All-gather + GEMM over many tiles of a kernel's (128 x 128): members' rows that begin and
+// end inside tiles, a member with none, B either way, float16 and bfloat16 with C in their
+// type and in float32.
+TEST(Fused, AllGatherGemmOverManyTiles) {
+  std::string skip;
+  int ran = 0, i = 0;
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  const int n = mp::nranks();
+  for (Type ab : kHalves)
+    for (Type c : {ab, symcommFloat32})
+      for (int bt = 0; bt < 2; ++bt, ++i) {
+        Gemm g{ab, c, bt, i % 2, 264, 136, {}, {}, i % 3 == 0};
+        for (int r = 0; r < n; ++r) g.rows.push_back(r == i % n && i % 4 == 1 ? 0 : 130 + 70 * r);
+        ran += run_gemm(symcommFusedAllGatherGemm, SYMCOMM_TEAM_WORLD, g, seed + i, &skip);
+      }
+  if (!ran) GTEST_SKIP() << skip;
+}
+
 TEST(Fused, GemmReduceScatter) { gemm_cases(symcommFusedGemmReduceScatter); }
 
 // Blocks of thousands of rows: pipelined pushes each owner's block of the partial product in

@@ -255,7 +255,9 @@ def test_cuda_graph_replays_a_step(pg):
 
 def test_collectives_on_two_streams(pg):
     """Collectives issued on two streams with nothing ordering the streams (as FSDP issues its
-    all-gathers and reduce-scatters) run one after the other on the GPU, each right."""
+    all-gathers and reduce-scatters) run in the order they were made, each right. Each rank
+    holds back one of the streams before its call (even ranks the first, odd ranks the
+    second), so that, unordered, the ranks would run the calls in different orders."""
     if DEV != "cuda":
         pytest.skip("streams need CUDA tensors")
     me, p = dist.get_rank(), dist.get_world_size()
@@ -266,6 +268,8 @@ def test_collectives_on_two_streams(pg):
         s = streams[k % 2]
         with torch.cuda.stream(s):
             x = on(data(me, n, seed=k))
+            if k % 2 == me % 2:
+                torch.cuda._sleep(20_000_000)  # about 10 ms
             if k % 2:
                 y = torch.empty(p * n, device=DEV)
                 dist.all_gather_into_tensor(y, x)
