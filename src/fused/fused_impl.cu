@@ -21,8 +21,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <map>
 #include <mutex>
+#include <string>
 
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
@@ -30,6 +30,7 @@
 #include "base/launch.cuh"
 #include "fused/convert.cuh"
 #include "fused/fused.h"
+#include "fused/side_stream.h"
 #include "fused/waiting_gemm.h"
 #include "rma/rma.h"
 #include "transport/transport.h"
@@ -123,38 +124,6 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY)
     }
     __syncthreads();
   }
-}
-
-constexpr size_t kFlagsAlign = 256;
-
-size_t flags_bytes(const FusedShape& s) {
-  return (s.rows.size() * sizeof(uint64_t) + kFlagsAlign - 1) / kFlagsAlign * kFlagsAlign;
-}
-
-// The stream of a device on which the pushes run beside the GEMM, and the event that hands
-// work between it and a caller's stream; runs on one device take turns.
-struct Side {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t event = nullptr;
-  std::mutex mutex;
-};
-
-Side& side_of(int device) {
-  static std::mutex mutex;
-  static std::map<int, Side> sides;
-  std::lock_guard<std::mutex> lock(mutex);
-  Side& side = sides[device];
-  if (!side.stream) {
-    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
-    SYMCOMM_CUDART(cudaEventCreateWithFlags(&side.event, cudaEventDisableTiming));
-  }
-  return side;
-}
-
-// `to` waits for what was issued on `from` so far.
-void follow(Side& side, cudaStream_t from, cudaStream_t to) {
-  SYMCOMM_CUDART(cudaEventRecord(side.event, from));
-  SYMCOMM_CUDART(cudaStreamWaitEvent(to, side.event, 0));
 }
 
 }  // namespace

@@ -17,52 +17,19 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <map>
 #include <mutex>
 
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "fused/fused.h"
 #include "fused/gemm.h"
+#include "fused/side_stream.h"
 #include "fused/sum_blocks.h"
 #include "transport/transport.h"
 
 namespace symcomm {
 
 namespace {
-
-constexpr size_t kFlagsAlign = 256;
-
-size_t flags_bytes(const FusedShape& s) {
-  const size_t n = std::max(s.rows.size(), s.cols.size());
-  return (n * sizeof(uint64_t) + kFlagsAlign - 1) / kFlagsAlign * kFlagsAlign;
-}
-
-// The side stream of a device and the event that hands work between it and a caller's
-// stream, made once per device; runs on one device take turns (the event is reused).
-struct Side {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t event = nullptr;
-  std::mutex mutex;
-};
-
-Side& side_of(int device) {
-  static std::mutex mutex;
-  static std::map<int, Side> sides;
-  std::lock_guard<std::mutex> lock(mutex);
-  Side& side = sides[device];
-  if (!side.stream) {
-    SYMCOMM_CUDART(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
-    SYMCOMM_CUDART(cudaEventCreateWithFlags(&side.event, cudaEventDisableTiming));
-  }
-  return side;
-}
-
-// `to` waits for what was issued on `from` so far.
-void follow(Side& side, cudaStream_t from, cudaStream_t to) {
-  SYMCOMM_CUDART(cudaEventRecord(side.event, from));
-  SYMCOMM_CUDART(cudaStreamWaitEvent(to, side.event, 0));
-}
 
 class Pipelined final : public FusedImplementation {
  public:
