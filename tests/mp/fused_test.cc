@@ -425,6 +425,59 @@ TEST(Fused, TransposeAccumulate) {
   if (!ran) GTEST_SKIP() << skip;
 }
 
+// All-gather + GEMM where the rows are large (16 MiB a member): a GEMM that started its tiles
+// before the members' rows landed would read the workspace's poison. GPUs only: against the
+// sequential implementation (the all-gather, then cuBLASLt) on the same inputs, exactly (fp32
+// C of sums that fp32 holds exactly), with A new and the workspace poisoned before each run.
+TEST(Fused, AllGatherGemmWaitsForLateRows) {
+  if (mp::space() != symcommSpaceCuda) GTEST_SKIP() << "GPUs only (a GPU reference)";
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  const int n = mp::nranks(), me = mp::rank();
+  const int64_t rows = 2048, K = 4096, N = 128, M = rows * n;
+  Gemm g{symcommBfloat16, symcommFloat32, 0, 0, N, K, {}, {}, false};
+  g.rows.assign(static_cast<size_t>(n), rows);
+  symcommFusedConfig_t c = gemm_config(symcommFusedAllGatherGemm, g), ref = c;
+  std::snprintf(ref.implementation, sizeof ref.implementation, "sequential");
+  std::string skip;
+  symcommFusedPlan_t plan, ref_plan;
+  if (!create(SYMCOMM_TEAM_WORLD, true, c, &plan, &skip)) GTEST_SKIP() << skip;
+  if (!create(SYMCOMM_TEAM_WORLD, true, ref, &ref_plan, &skip)) GTEST_SKIP() << skip;
+  size_t ws_bytes = 0;
+  void* ws = alloc_workspace(plan, &ws_bytes);
+  void* ref_ws = alloc_workspace(ref_plan);
+  const size_t a_bytes = static_cast<size_t>(rows * K) * 2, c_bytes = static_cast<size_t>(M * N) * 4;
+  void* a = mp::local_alloc(a_bytes);
+  Vec B(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < B.size(); ++i) B[i] = val(seed, 2, 0, i);
+  void* b = upload(encode(B, symcommBfloat16));
+  void* out = mp::local_alloc(c_bytes);
+  void* want = mp::local_alloc(c_bytes);
+  symcommStream_t stream = mp::new_stream();
+  for (int run = 1; run <= 3; ++run) {
+    Vec A(static_cast<size_t>(rows * K));
+    for (size_t i = 0; i < A.size(); ++i) A[i] = val(seed + run, 1, me, i);
+    mp::store(a, encode(A, symcommBfloat16));
+    if (ws_bytes) mp::store(ws, poison(ws_bytes));
+    mp::store(out, poison(c_bytes));
+    SC_OK(symcommFusedRun(ref_plan, a, b, want, nullptr, ref_ws, stream));
+    SC_OK(symcommFusedRun(plan, a, b, out, nullptr, ws, stream));
+    const std::vector<uint8_t> got = mp::fetch(stream, out, c_bytes);
+    const std::vector<uint8_t> expected = mp::fetch(stream, want, c_bytes);
+    size_t wrong = 0;
+    for (size_t i = 0; i < c_bytes; i += 4) wrong += std::memcmp(&got[i], &expected[i], 4) != 0;
+    EXPECT_EQ(wrong, 0u) << "run " << run << ": elements of C [" << M << ", " << N
+                         << "] differ from sequential's";
+    SC_OK(symcommHostBarrier(mp::world()));  // every member fetched before A changes
+  }
+  mp::free_stream(stream);
+  for (void* p : {a, b, out, want}) mp::local_free(p);
+  SC_OK(symcommFree(mp::world(), ws));
+  SC_OK(symcommFree(mp::world(), ref_ws));
+  SC_OK(symcommFusedPlanDestroy(plan));
+  SC_OK(symcommFusedPlanDestroy(ref_plan));
+}
+
 // A valid configuration of each operation over the world.
 symcommFusedConfig_t good(symcommFusedOp_t op) {
   symcommFusedConfig_t c;

@@ -14,6 +14,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -104,6 +106,31 @@ Stride packed_stride(int x, int y) {
   return s;
 }
 
+// Everything a call's kernel parameters are made from, zeroed first (memcmp compares it).
+struct CallKey {
+  int device;
+  int64_t m, n, k;
+  const void *a, *b, *c;
+  const uint64_t* flags;
+  int32_t members, me;
+  int32_t row_start[SYMCOMM_FUSED_MAX_MEMBERS + 1];
+  const void *error, *abort_flag;  // the communicator
+};
+
+CallKey key_of(const WaitingGemmCall& call, int device) {
+  CallKey key;
+  std::memset(&key, 0, sizeof key);
+  key.device = device;
+  key.m = call.m, key.n = call.n, key.k = call.k;
+  key.a = call.a, key.b = call.b, key.c = call.c;
+  const RowArrival& w = call.arrival;
+  key.flags = w.flags;
+  key.members = w.members, key.me = w.me;
+  std::memcpy(key.row_start, w.row_start, sizeof key.row_start);
+  key.error = w.comm.error, key.abort_flag = const_cast<const int32_t*>(w.comm.abort_flag);
+  return key;
+}
+
 template <class T>
 struct Cutlass;
 template <>
@@ -150,6 +177,35 @@ struct Kernel {
                                                           cutlass::gemm::PersistentScheduler>;
 
   static void run(const WaitingGemmCall& call, int device, cudaStream_t stream) {
+    const typename GemmKernel::Params params = params_of(call, device);
+    const int smem = GemmKernel::SharedStorageSize;
+    allow_shared_memory(device, smem);
+    waiting_gemm_kernel<GemmKernel><<<GemmKernel::get_grid_shape(params),
+                                      GemmKernel::get_block_shape(), smem, stream>>>(params);
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+
+  // The kernel's parameters for `call`: its TMA descriptors are encoded on the host (a few
+  // microseconds a call), so the last kCached calls' are kept, found again by everything
+  // they were made from (a fused plan runs the same call each time).
+  static typename GemmKernel::Params params_of(const WaitingGemmCall& call, int device) {
+    static constexpr size_t kCached = 16;
+    static std::mutex mutex;
+    static std::deque<std::pair<CallKey, typename GemmKernel::Params>> cache;
+    const CallKey key = key_of(call, device);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [k, params] : cache)
+        if (!std::memcmp(&k, &key, sizeof key)) return params;
+    }
+    const typename GemmKernel::Params params = make_params(call, device);
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace_front(key, params);
+    if (cache.size() > kCached) cache.pop_back();
+    return params;
+  }
+
+  static typename GemmKernel::Params make_params(const WaitingGemmCall& call, int device) {
     using StrideA = typename GemmKernel::StrideA;
     using StrideB = typename GemmKernel::StrideB;
     using StrideD = typename GemmKernel::StrideD;
@@ -175,12 +231,7 @@ struct Kernel {
                     "can_implement: alignment)", m, k, k, n);
     SYMCOMM_REQUIRE(GemmKernel::get_workspace_size(args) == 0, symcommInternalError,
                     "the fused GEMM kernel asks for a workspace");
-    const typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, nullptr);
-    const int smem = GemmKernel::SharedStorageSize;
-    allow_shared_memory(device, smem);
-    waiting_gemm_kernel<GemmKernel><<<GemmKernel::get_grid_shape(params),
-                                      GemmKernel::get_block_shape(), smem, stream>>>(params);
-    SYMCOMM_CUDART(cudaGetLastError());
+    return GemmKernel::to_underlying_arguments(args, nullptr);
   }
 
   // The kernel's dynamic shared memory, allowed once per device.
