@@ -102,6 +102,7 @@ constexpr const char* kRemedy = "lower SYMCOMM_COLL_SM_BLOCKS / SYMCOMM_COLL_SM_
 
 constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"sm", "kernels of SM loads and stores through per-pair channels"};
+  d.ops = kCoreOps | op_bit(CollOp::Reduce) | op_bit(CollOp::Gather) | op_bit(CollOp::Scatter);
   d.device_counts = kCudaSpace;
   d.max_team = kMaxTeam;
   d.state = CollState::Counters;
@@ -155,7 +156,7 @@ class SmAlgorithm final : public CollAlgorithm {
     SmState& s = ctx.state<SmState>(this);
     ctx.check_counters(name());
     Plan p = base_plan(a, s);
-    if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) {
+    if (a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce || a.op == CollOp::Reduce) {
       Plan plans[2];
       for (int k = 0, count = reduce_plans(p, a, plans); k < count; ++k) launch(a, s, plans[k]);
       return;

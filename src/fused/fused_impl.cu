@@ -126,6 +126,35 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY)
   }
 }
 
+// This member's rows of A into the gathered A of each member mapped here (its own
+// included), by SM loads and stores: each thread reads 16 bytes once and writes them to
+// every target. Each block then counts itself done (after a system fence: its stores are
+// visible first); the last one sets this member's flag on every target.
+struct PushTargets {
+  uint4* dst[SYMCOMM_FUSED_MAX_MEMBERS];
+  uint64_t* flag[SYMCOMM_FUSED_MAX_MEMBERS];
+  int count;
+};
+
+__global__ void __launch_bounds__(256) push_rows_kernel(const __grid_constant__ PushTargets to,
+                                                         const uint4* src, size_t vectors,
+                                                         unsigned* done) {
+  pdl_begin();
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < vectors;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint4 v = src[i];
+    for (int t = 0; t < to.count; ++t) to.dst[t][i] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence_system();
+  if (atomicAdd(done, 1u) != gridDim.x - 1) return;
+  __threadfence_system();
+  for (int t = 0; t < to.count; ++t)
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(to.flag[t]), "l"(uint64_t{1})
+                 : "memory");
+}
+
 }  // namespace
 
 const WaitingGemm* waiting_gemm(std::string* why) {
@@ -168,9 +197,11 @@ class Fused final : public FusedImplementation {
     return Verdict::yes();
   }
 
-  // All-gather + GEMM: where the GEMM is one launch of at most two waves of tiles (on 132
-  // SMs: up to 2048 x 2048 of C), so that the tiles of every member's rows are resident at
-  // once or nearly; longer GEMMs are pipelined's, which hides the all-gather behind them.
+  // All-gather + GEMM: where the GEMM's tiles are one wave (on 132 SMs: up to 1024 x 2048 of
+  // C), so that the tiles of every member's rows are resident at once; longer GEMMs are
+  // pipelined's, which hides the all-gather behind them. With 2 ranks on one H200 (MPS),
+  // bfloat16: 44 us at 1024^3 against pipelined's 59 and sequential's 49; 105 against 97 at
+  // 2048^3 (two waves), 741 against 649 at 4096^3.
   bool suits(const FusedShape& s, const FusedContext& ctx) const override {
     if (s.op != symcommFusedAllGatherGemm) return true;
     std::string why;
@@ -179,7 +210,7 @@ class Fused final : public FusedImplementation {
     if (!gemm || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
                                         ctx.topology.device) != cudaSuccess)
       return false;
-    return gemm->tiles(s.m, s.n) <= 2 * int64_t{sms};
+    return gemm->tiles(s.m, s.n) <= int64_t{sms};
   }
 
   size_t workspace_bytes(const FusedShape& s, const FusedContext&) const override {
@@ -213,17 +244,10 @@ class Fused final : public FusedImplementation {
     SYMCOMM_CUDART(cudaMemsetAsync(flags, 0, flags_bytes(s), main));
     team_barrier(ctx, stream);
     char* mine = gathered + start_of(me) * row_bytes;
-    if (rows_of(me)) {
+    const size_t bytes = rows_of(me) * row_bytes;
+    if (bytes) {
       follow(side, main, side.stream);
-      for (int j = 1; j < n; ++j) {  // the member after this one first
-        const int t = (me + j) % n;
-        Transport& to = member_transport(ctx, t);
-        to.put_signal(ctx.team.world_of(t), mine, b.a, rows_of(me) * row_bytes, flags + me, 1,
-                      symcommSignalSet, to.load_store() ? symcommEngineCe : symcommEngineAuto,
-                      side.stream);
-      }
-      SYMCOMM_CUDART(cudaMemcpyAsync(mine, b.a, rows_of(me) * row_bytes,
-                                     cudaMemcpyDeviceToDevice, main));
+      push(ctx, b.a, mine, bytes, flags, n, side.stream);
     }
     WaitingGemmCall call{};
     call.m = s.m, call.n = s.n, call.k = s.k;
@@ -231,16 +255,51 @@ class Fused final : public FusedImplementation {
     call.a = gathered, call.b = b.b, call.c = b.c;
     call.arrival.flags = flags;
     call.arrival.members = n;
-    call.arrival.me = me;
+    call.arrival.me = -1;  // this member's rows land with the pushes (push())
     for (int t = 0; t <= n; ++t)
       call.arrival.row_start[t] = static_cast<int32_t>(t < n ? start_of(t) : s.m);
     call.arrival.comm = ctx.rma.device_comm(ctx.team_id);
     gemm->run(call, ctx.topology.device, main);
-    if (rows_of(me)) follow(side, side.stream, main);  // the pushes read A no longer
+    if (bytes) follow(side, side.stream, main);  // the pushes read A no longer
     if (b.gathered)
       SYMCOMM_CUDART(cudaMemcpyAsync(b.gathered, gathered, static_cast<size_t>(s.m) * row_bytes,
                                      cudaMemcpyDeviceToDevice, main));
   }
+
+  // This member's `bytes` of A (`a`) to `mine` in every member's gathered A, and its flag
+  // there set to 1 after them, on `side`: one kernel of SM stores for the members mapped
+  // here (this member included: a latency of a few microseconds where a copy engine's is
+  // tens, beside a GEMM of one wave that leaves SMs free), the transports' put-signals for
+  // the others. The kernel's block count is in the workspace, after the flags.
+  static void push(FusedContext& ctx, const void* a, char* mine, size_t bytes, uint64_t* flags,
+                   int n, cudaStream_t side) {
+    const int me = ctx.me;
+    PushTargets to{};
+    const bool vectors = bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(mine) % 16 == 0;
+    for (int j = 0; j < n; ++j) {
+      const int t = (me + j) % n;  // this member first, then the member after it
+      const int pe = ctx.team.world_of(t);
+      char* dst = static_cast<char*>(ctx.heap.peer_ptr(mine, pe));
+      uint64_t* flag = static_cast<uint64_t*>(ctx.heap.peer_ptr(flags + me, pe));
+      if (vectors && dst && flag) {
+        to.dst[to.count] = reinterpret_cast<uint4*>(dst);
+        to.flag[to.count++] = flag;
+        continue;
+      }
+      Transport& tr = member_transport(ctx, t);
+      tr.put_signal(pe, mine, a, bytes, flags + me, 1, symcommSignalSet,
+                    tr.load_store() ? symcommEngineCe : symcommEngineAuto, side);
+    }
+    if (!to.count) return;
+    const size_t count = bytes / 16;
+    const unsigned blocks =
+        static_cast<unsigned>(std::clamp<size_t>(count / 2048, 1, kPushBlocks));
+    launch_kernel(push_rows_kernel, blocks, 256, side, to, static_cast<const uint4*>(a), count,
+                  reinterpret_cast<unsigned*>(flags + n));
+    SYMCOMM_CUDART(cudaGetLastError());
+  }
+  static constexpr size_t kPushBlocks = 32;
 
   static void transpose_accumulate(const FusedShape& s, FusedContext& ctx, const FusedBuffers& b,
                                    symcommStream_t stream) {

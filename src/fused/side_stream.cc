@@ -28,7 +28,7 @@ void follow(Side& side, cudaStream_t from, cudaStream_t to) {
 
 size_t flags_bytes(const FusedShape& s) {
   constexpr size_t kAlign = 256;
-  const size_t n = std::max(s.rows.size(), s.cols.size());
+  const size_t n = std::max(s.rows.size(), s.cols.size()) + 1;
   return (n * sizeof(uint64_t) + kAlign - 1) / kAlign * kAlign;
 }
 

@@ -24,8 +24,9 @@ Side& side_of(int device);
 // `to` waits for what was issued on `from` so far.
 void follow(Side& side, cudaStream_t from, cudaStream_t to);
 
-// Bytes of a member's flags at the head of a workspace: one word per team member, rounded
-// up to 256 bytes so that what follows stays aligned.
+// Bytes of a member's flags at the head of a workspace: one word per team member and one
+// more (a counter of the fused implementation's pushes), rounded up to 256 bytes so that
+// what follows stays aligned.
 size_t flags_bytes(const FusedShape& s);
 
 }  // namespace symcomm

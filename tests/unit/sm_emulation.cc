@@ -281,6 +281,110 @@ TEST(SmEmulation, ReductionsOnEightRanks) {
   reduction_calls(8, 12, rng);
 }
 
+// Gather, scatter and reduce (int32 sums) to or from a random root, in place or not, with
+// NULL for the buffers a non-root does not use, interleaved with all-gathers on the same
+// counters; every rank's buffers checked, the ones a rank must not touch included.
+void rooted_calls(int n, int calls, std::mt19937_64& rng) {
+  Emulator emu(n);
+  constexpr int32_t kPoison = -777777;
+  for (int call = 0; call < calls; ++call) {
+    const CollOp op = std::vector<CollOp>{CollOp::Gather, CollOp::Scatter, CollOp::Reduce,
+                                          CollOp::AllGather}[call % 4];
+    const size_t counts[] = {1, 7, 1001, 16384, 16385, 50001, 120000};
+    const size_t count = counts[rng() % 7];
+    const int root = static_cast<int>(rng() % static_cast<size_t>(n));
+    const bool in_place = op != CollOp::AllGather && rng() % 3 == 0;
+    SCOPED_TRACE(testing::Message() << n << " ranks, call " << call << ", " << coll_op_name(op)
+                                    << ", count " << count << ", root " << root
+                                    << (in_place ? ", in place" : ""));
+    const size_t big = count * static_cast<size_t>(n);
+    // The root's (or, all-gather, everyone's) sizes; a non-root's unused buffer is empty.
+    auto send_size = [&](int me) {
+      return op == CollOp::Scatter ? (me == root ? big : 0) : count;
+    };
+    auto recv_size = [&](int me) {
+      if (op == CollOp::AllGather) return big;
+      if (op == CollOp::Scatter) return count;
+      return me == root ? (op == CollOp::Gather ? big : count) : size_t{0};
+    };
+    std::vector<std::vector<int32_t>> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+    for (int me = 0; me < n; ++me) {
+      auto& v = send[static_cast<size_t>(me)];
+      v.resize(send_size(me));
+      for (int32_t& x : v) x = static_cast<int32_t>(rng() % 2001) - 1000;
+      recv[static_cast<size_t>(me)].assign(recv_size(me), kPoison);
+    }
+    // In place at the root: its block of the gather's recv is the send; the scatter's recv
+    // is its block of the send; the reduce's recv is its send.
+    if (in_place) {
+      auto& r = recv[static_cast<size_t>(root)];
+      auto& snd = send[static_cast<size_t>(root)];
+      if (op == CollOp::Gather) std::copy(snd.begin(), snd.end(), r.begin() + static_cast<long>(root * count));
+      if (op == CollOp::Scatter) std::copy(snd.begin() + static_cast<long>(root * count), snd.begin() + static_cast<long>((root + 1) * count), r.begin());
+      if (op == CollOp::Reduce) r = snd;
+    }
+    const std::vector<std::vector<int32_t>> input = send;
+    std::vector<Plan> first;
+    for (int me = 0; me < n; ++me) {
+      const size_t m = static_cast<size_t>(me);
+      int32_t* s = send[m].empty() ? nullptr : send[m].data();
+      int32_t* r = recv[m].empty() ? nullptr : recv[m].data();
+      if (in_place && me == root) {
+        if (op == CollOp::Gather) s = r + root * count;
+        if (op == CollOp::Scatter) r = s + root * count;
+        if (op == CollOp::Reduce) s = r;
+      }
+      CollArgs a = args(op, n, me, reinterpret_cast<const char*>(s), reinterpret_cast<char*>(r),
+                        count, root);
+      a.elem = sizeof(int32_t);
+      a.type = symcommInt32;
+      a.redop = symcommSum;
+      if (op == CollOp::Reduce) {
+        Plan plans[2];
+        ASSERT_EQ(reduce_plans(emu.base(a), a, plans), 1);
+        first.push_back(plans[0]);
+      } else {
+        first.push_back(emu.plan(a));
+      }
+    }
+    emu.run<int32_t>(first);
+    for (int me = 0; me < n; ++me) {
+      const size_t m = static_cast<size_t>(me);
+      std::vector<int32_t> want(recv_size(me));
+      for (size_t i = 0; i < want.size(); ++i) {
+        switch (op) {
+          case CollOp::Gather: case CollOp::AllGather:
+            want[i] = input[i / count][i % count];
+            break;
+          case CollOp::Scatter:
+            want[i] = input[static_cast<size_t>(root)][m * count + i];
+            break;
+          default: {
+            int32_t sum = 0;
+            for (int r = 0; r < n; ++r) sum += input[static_cast<size_t>(r)][i];
+            want[i] = sum;
+          }
+        }
+      }
+      EXPECT_TRUE(recv[m] == want) << "rank " << me;
+      if (!(in_place && me == root && op == CollOp::Reduce)) {
+        EXPECT_TRUE(send[m] == input[m]) << "rank " << me << "'s send changed";
+      }
+    }
+    if (testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(SmEmulation, RootedCollectivesOnTwoToFourRanks) {
+  std::mt19937_64 rng(23);
+  for (int n = 2; n <= 4; ++n) rooted_calls(n, 24, rng);
+}
+
+TEST(SmEmulation, RootedCollectivesOnEightRanks) {
+  std::mt19937_64 rng(29);
+  rooted_calls(8, 12, rng);
+}
+
 // One all-to-all-v with counts in device memory (here: host memory) on `team` of the
 // emulator's ranks, random counts below one of a few bounds (zeros included), half the time
 // with a capacity too small for every block: blocks packed in team-rank order, those beyond

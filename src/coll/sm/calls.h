@@ -12,7 +12,8 @@
 namespace symcomm {
 namespace sm {
 
-// The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast): what
+// The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast,
+// gather, scatter): what
 // this rank sends to and receives from each member, and its own part. All-to-all-v trusts
 // that each receiver's counts are its senders' (see symcomm.h).
 inline void move_plan(Plan& p, const CollArgs& a) {
@@ -29,6 +30,24 @@ inline void move_plan(Plan& p, const CollArgs& a) {
       p.recv_len[j] = j == a.root ? block : 0;
     }
     p.self_len = root && a.send != a.recv ? block : 0;
+    return;
+  }
+  if (a.op == CollOp::Gather || a.op == CollOp::Scatter) {
+    // Between the root and each other member only: a gather's members send their block to
+    // the root, which receives member j's at j * block; a scatter's root sends block j to
+    // member j, which receives it at 0. The root copies its own block, unless it is in
+    // place already. Nothing else touches a buffer (the non-roots may pass NULL for it).
+    const bool root = a.me == a.root, gather = a.op == CollOp::Gather;
+    for (int j = 0; j < n; ++j) {
+      const bool to_root = !root && j == a.root, from_root = root && j != a.me;
+      p.send_off[j] = gather ? 0 : j * block;
+      p.send_len[j] = (gather ? to_root : from_root) ? block : 0;
+      p.recv_off[j] = gather ? j * block : 0;
+      p.recv_len[j] = (gather ? from_root : to_root) ? block : 0;
+    }
+    p.self_src = gather ? 0 : a.me * block;
+    p.self_dst = gather ? a.me * block : 0;
+    p.self_len = root && a.send + p.self_src != a.recv + p.self_dst ? block : 0;
     return;
   }
   const bool all = a.op == CollOp::AllToAll;  // else all-gather
@@ -108,6 +127,15 @@ inline int reduce_plans(const Plan& base, const CollArgs& a, Plan out[2]) {
   if (block == 0) return 0;
   Plan& p = out[0];
   p = base;
+  if (a.op == CollOp::Reduce) {
+    // One shot into the root, whatever the size: the members send it their whole buffer,
+    // which its reducers combine with its own in team-rank order. In place needs no wait:
+    // the root sends nothing from the buffer its reducers write.
+    const bool root = a.me == a.root;
+    for (int j = 0; j < n; ++j) p.send_len[j] = !root && j == a.root ? block : 0;
+    if (root) reduction(p, block, 0, 0);
+    return 1;
+  }
   if (a.op == CollOp::ReduceScatter) {
     for (int j = 0; j < n; ++j) {
       p.send_off[j] = j * block;
