@@ -245,9 +245,10 @@ class Fused final : public FusedImplementation {
     team_barrier(ctx, stream);
     char* mine = gathered + start_of(me) * row_bytes;
     const size_t bytes = rows_of(me) * row_bytes;
+    unsigned push_blocks = 0;
     if (bytes) {
       follow(side, main, side.stream);
-      push(ctx, b.a, mine, bytes, flags, n, side.stream);
+      push_blocks = push(ctx, b.a, mine, bytes, flags, n, side.stream);
     }
     WaitingGemmCall call{};
     call.m = s.m, call.n = s.n, call.k = s.k;
@@ -259,6 +260,14 @@ class Fused final : public FusedImplementation {
     for (int t = 0; t <= n; ++t)
       call.arrival.row_start[t] = static_cast<int32_t>(t < n ? start_of(t) : s.m);
     call.arrival.comm = ctx.rma.device_comm(ctx.team_id);
+    // The GEMM's tiles wait for the push kernel, which must find SMs: the GEMM's persistent
+    // grid leaves it as many (else, with every SM taken by CTAs that wait, both ranks hang).
+    if (push_blocks) {
+      int sms = 0;
+      SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                            ctx.topology.device));
+      call.max_ctas = std::max(1, sms - static_cast<int>(push_blocks));
+    }
     gemm->run(call, ctx.topology.device, main);
     if (bytes) follow(side, side.stream, main);  // the pushes read A no longer
     if (b.gathered)
@@ -270,9 +279,11 @@ class Fused final : public FusedImplementation {
   // there set to 1 after them, on `side`: one kernel of SM stores for the members mapped
   // here (this member included: a latency of a few microseconds where a copy engine's is
   // tens, beside a GEMM of one wave that leaves SMs free), the transports' put-signals for
-  // the others. The kernel's block count is in the workspace, after the flags.
-  static void push(FusedContext& ctx, const void* a, char* mine, size_t bytes, uint64_t* flags,
-                   int n, cudaStream_t side) {
+  // the others. The kernel's block count is in the workspace, after the flags. The GEMM
+  // leaves the kernel its SMs (max_ctas).
+  // Returns the kernel's blocks (0: no kernel).
+  static unsigned push(FusedContext& ctx, const void* a, char* mine, size_t bytes,
+                       uint64_t* flags, int n, cudaStream_t side) {
     const int me = ctx.me;
     PushTargets to{};
     const bool vectors = bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
@@ -291,13 +302,14 @@ class Fused final : public FusedImplementation {
       tr.put_signal(pe, mine, a, bytes, flags + me, 1, symcommSignalSet,
                     tr.load_store() ? symcommEngineCe : symcommEngineAuto, side);
     }
-    if (!to.count) return;
+    if (!to.count) return 0;
     const size_t count = bytes / 16;
     const unsigned blocks =
         static_cast<unsigned>(std::clamp<size_t>(count / 2048, 1, kPushBlocks));
     launch_kernel(push_rows_kernel, blocks, 256, side, to, static_cast<const uint4*>(a), count,
                   reinterpret_cast<unsigned*>(flags + n));
     SYMCOMM_CUDART(cudaGetLastError());
+    return blocks;
   }
   static constexpr size_t kPushBlocks = 32;
 

@@ -39,6 +39,9 @@ struct WaitingGemmCall {
   const void* b;
   void* c;
   RowArrival arrival;
+  // The most CTAs (SMs) the persistent kernel may take (0: every SM): room left for other
+  // kernels that its tiles wait for, such as the pushes of this GPU's own rows.
+  int max_ctas;
 };
 
 class WaitingGemm {

@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -115,6 +116,7 @@ struct CallKey {
   int32_t members, me;
   int32_t row_start[SYMCOMM_FUSED_MAX_MEMBERS + 1];
   const void *error, *abort_flag;  // the communicator
+  int max_ctas;
 };
 
 CallKey key_of(const WaitingGemmCall& call, int device) {
@@ -128,6 +130,7 @@ CallKey key_of(const WaitingGemmCall& call, int device) {
   key.members = w.members, key.me = w.me;
   std::memcpy(key.row_start, w.row_start, sizeof key.row_start);
   key.error = w.comm.error, key.abort_flag = const_cast<const int32_t*>(w.comm.abort_flag);
+  key.max_ctas = call.max_ctas;
   return key;
 }
 
@@ -226,6 +229,7 @@ struct Kernel {
     args.epilogue.ptr_D = static_cast<ElementD*>(call.c);
     args.epilogue.dD = packed_stride<StrideD>(m, n);
     args.hw_info = hardware(device);
+    if (call.max_ctas > 0) args.hw_info.sm_count = std::min(args.hw_info.sm_count, call.max_ctas);
     SYMCOMM_REQUIRE(GemmKernel::can_implement(args), symcommInvalidArgument,
                     "the fused GEMM kernel cannot multiply [%d, %d] x [%d, %d] (CUTLASS's "
                     "can_implement: alignment)", m, k, k, n);
