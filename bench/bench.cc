@@ -7,8 +7,12 @@
 #include "bench.h"
 #include "net_nccl.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <string>
 #include <cerrno>
 #include <cstring>
 
@@ -296,7 +300,18 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop;
     BENCH_CUDA(cudaGetDevice(&device));
     BENCH_CUDA(cudaGetDeviceProperties(&prop, device));
-    ctx.opt.machine = bench::machine_name(prop.name, ctx.nranks);
+    // The machine is its GPUs, not its ranks: ranks that share GPUs (MPS) count them once
+    // (a GPU: its host and PCI address).
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    const long long bus = static_cast<long long>(std::hash<std::string>{}(host) << 24) ^
+                          ((static_cast<long long>(prop.pciDomainID) << 16) |
+                           (prop.pciBusID << 8) | prop.pciDeviceID);
+    std::vector<long long> buses(static_cast<size_t>(ctx.nranks));
+    BENCH_SC(symcommHostAllgather(ctx.comm, &bus, buses.data(), sizeof bus));
+    std::sort(buses.begin(), buses.end());
+    const int gpus = static_cast<int>(std::unique(buses.begin(), buses.end()) - buses.begin());
+    ctx.opt.machine = bench::machine_name(prop.name, gpus);
   }
   BENCH_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
   bench::set_hold(ctx.opt.hold);

@@ -200,8 +200,8 @@ class Fused final : public FusedImplementation {
   // All-gather + GEMM: where the GEMM's tiles are one wave (on 132 SMs: up to 1024 x 2048 of
   // C), so that the tiles of every member's rows are resident at once; longer GEMMs are
   // pipelined's, which hides the all-gather behind them. With 2 ranks on one H200 (MPS),
-  // bfloat16: 44 us at 1024^3 against pipelined's 59 and sequential's 49; 105 against 97 at
-  // 2048^3 (two waves), 741 against 649 at 4096^3.
+  // bfloat16: 35.7 us at 1024^3 against pipelined's 49.2 and sequential's 41.6; 123 against
+  // pipelined's 94 at 2048^3, two waves (bench/results/h200x1/fused_n2_ac30b33.jsonl).
   bool suits(const FusedShape& s, const FusedContext& ctx) const override {
     if (s.op != symcommFusedAllGatherGemm) return true;
     std::string why;
