@@ -1,6 +1,6 @@
-// The "twoshot" algorithm: all-reduce in two shots, reduce-scatter in the first alone, by
-// loads from and stores into the peers' memory straight from the kernel: no rings, no
-// packets, no copy engine.
+// The "twoshot" algorithm: all-reduce in two shots, reduce-scatter in the first alone, and
+// reduce in the first with its results sent to the root, by loads from and stores into the
+// peers' memory straight from the kernel: no rings, no packets, no copy engine.
 //
 // Segments. The n members cut the message into n segments (an all-reduce's buffer into
 // n pieces of ceil(count / n) elements rounded up to 16 bytes, the last shorter or empty; a
@@ -8,7 +8,11 @@
 //   shot 1: it reads segment s of every member's contribution, combines them in team-rank
 //     order (16-bit floats in float, as copy/reduce.h does: every rank gets bit-identical
 //     results) and writes the result to its recv;
-//   shot 2 (all-reduce): it also stores the result into every peer's copy of segment s.
+//   shot 2 (all-reduce): it also stores the result into every peer's copy of segment s;
+//   (reduce) it stores the result into the root's stage_out instead of its own recv (only
+//   the root knows its recv; the others may pass NULL), and the root copies each round's
+//   segments out, as a staged all-reduce does: (n - 1) / n of the buffer into the root,
+//   where a reduce of one shot brings in n - 1 buffers.
 // Each member reads (n - 1) / n of the message over the links and writes as much: the
 // traffic of a ring, with two synchronisations instead of 2 (n - 1) steps.
 //
@@ -107,7 +111,7 @@ constexpr auto kernel_of = [](auto zero) { return twoshot_kernel<decltype(zero)>
 
 constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"twoshot", "kernels that load from and store into the peers' buffers"};
-  d.ops = op_bit(CollOp::AllReduce) | op_bit(CollOp::ReduceScatter);
+  d.ops = op_bit(CollOp::AllReduce) | op_bit(CollOp::ReduceScatter) | op_bit(CollOp::Reduce);
   d.max_team = kMaxTeam;
   d.state = CollState::Counters;
   return d;
@@ -149,8 +153,8 @@ class TwoshotAlgorithm final : public CollAlgorithm {
     TwoshotState& s = ctx.state<TwoshotState>(this);
     ctx.check_counters(name());
     const int n = a.team.size;
-    const bool all = a.op == CollOp::AllReduce;
-    const uint64_t block = a.count * a.elem;  // all-reduce: the buffer; else a segment
+    const bool all = a.op == CollOp::AllReduce, reduce = a.op == CollOp::Reduce;
+    const uint64_t block = a.count * a.elem;  // all-reduce, reduce: the buffer; else a segment
     if (block == 0) return;
     const cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
     if (n == 1) {  // nothing to combine: a copy
@@ -159,12 +163,14 @@ class TwoshotAlgorithm final : public CollAlgorithm {
       return;
     }
     const int64_t max_blocks = kBlocks.get();
-    const uint64_t send_bytes = all ? block : block * static_cast<uint64_t>(n);
+    const uint64_t send_bytes = all || reduce ? block : block * static_cast<uint64_t>(n);
     // In place only where every member decides alike: addressable, and (a registered buffer
     // may start at different addresses on different ranks) aligned alike.
     const bool send_direct =
         ctx.addressable(a.send, send_bytes) && ctx.aligned_alike(a.send, 16);
-    const bool recv_direct = ctx.addressable(a.recv, block) && ctx.aligned_alike(a.recv, 16);
+    // A reduce's recv is the root's alone (the others may pass NULL): staged, always.
+    const bool recv_direct =
+        !reduce && ctx.addressable(a.recv, block) && ctx.aligned_alike(a.recv, 16);
     // No more blocks than every member's GPU holds at once (the same figure on every member).
     const uint64_t most = static_cast<uint64_t>(std::min<int64_t>(max_blocks, s.resident));
     Plan p{};

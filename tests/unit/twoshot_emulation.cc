@@ -6,7 +6,8 @@
 // Each rank runs its kernels one after the other on its own "stream", with no
 // synchronisation between ranks, as back-to-back calls on GPUs do.
 //
-// It checks all-reduce (in place too) and reduce-scatter, sum, min and max of 8-, 32- and
+// It checks all-reduce and reduce (in place too; a reduce's non-roots without recv) and
+// reduce-scatter, sum, min and max of 8-, 32- and
 // 64-bit integers, float, double, f16 and bf16 (16-bit floats bit-identical on every rank:
 // combined in team-rank order), against a reduction written here; sizes from nothing to
 // many rounds; the direct path (addressable, 16-byte aligned buffers) and the staged one
@@ -51,10 +52,12 @@ std::unique_ptr<Call> random_call(std::mt19937_64& rng, Team team, CollOp op, si
   c->type = kTypes[rng() % std::size(kTypes)];
   c->redop = static_cast<symcommRedOp_t>(rng() % 3);
   const size_t e = c->elem();
-  if (op == CollOp::AllReduce && bytes > 1) bytes *= static_cast<size_t>(team.size);
+  const bool whole = op == CollOp::AllReduce || op == CollOp::Reduce;  // one buffer, segmented
+  if (whole && bytes > 1) bytes *= static_cast<size_t>(team.size);
   c->count = std::max<size_t>(bytes / e, bytes ? 1 : 0);
   if (c->count > 1 && rng() % 2) c->count |= 1;
-  c->in_place = op == CollOp::AllReduce && rng() % 3 == 0;
+  c->in_place = whole && rng() % 3 == 0;
+  c->root = static_cast<int>(rng() % static_cast<uint64_t>(team.size));
   const size_t misaligned = e < 16 ? e * (1 + rng() % (16 / e - 1)) : 0;
   switch (rng() % 5) {
     case 0: c->send_addr = c->recv_addr = false; break;              // staged both ways
@@ -83,7 +86,8 @@ void back_to_back(int n, uint64_t seed) {
   for (int batch = 0; batch < 16; ++batch) {
     Batch b(emu, rng);
     for (int k = 0; k < 5; ++k) {
-      const CollOp op = (batch + k) % 2 ? CollOp::ReduceScatter : CollOp::AllReduce;
+      const CollOp op = std::vector<CollOp>{CollOp::AllReduce, CollOp::ReduceScatter,
+                                            CollOp::Reduce}[static_cast<size_t>(batch + k) % 3];
       b.add(random_call(rng, Team{0, 1, n}, op, kBytes[rng() % std::size(kBytes)]));
     }
     b.run_and_check();

@@ -105,6 +105,7 @@ class Emulator {
 // One collective over a team: how its buffers are placed, and every member's buffers.
 struct Call {
   CollOp op = CollOp::AllReduce;
+  int root = 0;  // a reduce's (a team rank): the others pass NULL for recv
   Team team;
   symcommDataType_t type = symcommInt32;
   symcommRedOp_t redop = symcommSum;
@@ -130,9 +131,9 @@ struct Call {
   std::string describe() const {
     char text[200];
     std::snprintf(text, sizeof text,
-                  "%s on %d ranks (start %d stride %d), count %zu, type %d, op %d%s, send %s+%zu, "
-                  "recv %s+%zu",
-                  coll_op_name(op), team.size, team.start, team.stride, count,
+                  "%s on %d ranks (start %d stride %d, root %d), count %zu, type %d, op %d%s, "
+                  "send %s+%zu, recv %s+%zu",
+                  coll_op_name(op), team.size, team.start, team.stride, root, count,
                   static_cast<int>(type), static_cast<int>(redop), in_place ? ", in place" : "",
                   send_addr ? "addressable" : "plain", send_off,
                   recv_addr ? "addressable" : "plain", recv_off);
@@ -163,7 +164,10 @@ class Batch {
       fill_input(rng_, k.type, send, sb / k.elem());
       k.input.emplace_back(send, send + sb);
       k.send.push_back(send);
-      if (k.in_place) {
+      if (k.op == CollOp::Reduce && static_cast<int>(m) != k.root) {
+        k.recv_mem.push_back(nullptr);
+        k.recv.push_back(nullptr);
+      } else if (k.in_place) {
         k.recv.push_back(send);
       } else {
         k.recv_mem.push_back(std::make_unique<Memory>(16 + recv_off + rb + 16, kPoison));
@@ -181,6 +185,7 @@ class Batch {
       a.type = k.type;
       a.elem = k.elem();
       a.redop = k.redop;
+      a.root = k.root;
       const Emulator::Launch l = emu_.launch(a, k.send_addr, k.recv_addr, k.send, k.recv);
       if (l.blocks > 0) streams_[static_cast<size_t>(k.team.world_of(me))].push_back(l);
     }
@@ -205,6 +210,11 @@ class Batch {
     const size_t nn = static_cast<size_t>(k.team.size), rb = k.count * k.elem();
     const bool scatter = k.op == CollOp::ReduceScatter;
     for (size_t m = 0; m < nn; ++m) {
+      if (k.op == CollOp::Reduce && static_cast<int>(m) != k.root) {  // no recv: send kept
+        EXPECT_TRUE(std::equal(k.input[m].begin(), k.input[m].end(), k.send[m]))
+            << "member " << m << ": send changed";
+        continue;
+      }
       std::vector<const char*> in;
       for (size_t i = 0; i < nn; ++i) in.push_back(k.input[i].data() + (scatter ? m * rb : 0));
       std::vector<char> want(rb);

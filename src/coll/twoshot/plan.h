@@ -27,7 +27,8 @@ enum Flag { kReady = 0, kDone = 1, kSeq = 2 };
 struct Plan {
   DeviceComm comm;  // the world view: error record, abort flag, bound
   int n, me;
-  bool all;         // all-reduce (two shots), else reduce-scatter
+  bool all;         // all-reduce (two shots), else reduce-scatter or reduce
+  int root;         // reduce: the member that gets the whole result (-1: not a reduce)
   bool in_staged, out_staged;
   bool recv_vec;     // this rank's result may be stored in 16-byte vectors
   symcommRedOp_t op;
@@ -63,7 +64,8 @@ inline uint64_t shape_call(Plan& p, uint64_t count, uint64_t elem, uint64_t bloc
                            uint64_t max_blocks) {
   const int n = p.n;
   uint64_t longest = 0;
-  if (p.all) {
+  const bool whole = p.all || p.root >= 0;  // segments of one buffer, not blocks of send
+  if (whole) {
     const uint64_t per = (count + n - 1) / n * elem;
     p.seg = (per + 15) / 16 * 16;
     for (int j = 0; j < n; ++j) {
@@ -77,9 +79,10 @@ inline uint64_t shape_call(Plan& p, uint64_t count, uint64_t elem, uint64_t bloc
     longest = block;
   }
   p.in_staged = !(send_direct && aligned(p.send, p.seg));
-  p.out_staged = p.all && !(recv_direct && aligned(p.recv, p.seg));
+  // A reduce's results go into the root's stage_out: only the root knows its recv.
+  p.out_staged = p.root >= 0 || (p.all && !(recv_direct && aligned(p.recv, p.seg)));
   const bool staged = p.in_staged || p.out_staged;
-  p.recv_vec = aligned(p.recv, p.all ? p.seg : 16);
+  p.recv_vec = aligned(p.recv, whole ? p.seg : 16);
   p.span = staged ? stage / static_cast<uint64_t>(n) / 16 * 16 : (longest + 15) / 16 * 16;
   p.rounds = (longest + p.span - 1) / p.span;
   const uint64_t round = std::min(p.span, (longest + 15) / 16 * 16);
@@ -105,11 +108,12 @@ uint64_t make_plan(Plan& p, const CollArgs& a, const DeviceComm& world, char* ar
                    On on) {
   const int n = a.team.size;
   const bool all = a.op == CollOp::AllReduce;
-  const uint64_t block = a.count * a.elem;  // all-reduce: the buffer; else a segment
+  const uint64_t block = a.count * a.elem;  // all-reduce, reduce: the buffer; else a segment
   p.comm = world;
   p.n = n;
   p.me = a.me;
   p.all = all;
+  p.root = a.op == CollOp::Reduce ? a.root : -1;
   p.op = a.redop;
   p.send = a.send;
   p.recv = a.recv;

@@ -104,7 +104,7 @@ __device__ __forceinline__ int exchange(const Plan& p, Flag kind, int b, uint64_
 }
 
 // Shot 1 (and 2): this block's slice of this rank's segment, combined over the members,
-// to recv and (all-reduce) to every peer. 16-byte vectors, then the tail element by element.
+// to recv and (all-reduce) to every peer, or (reduce) to the root's stage_out. 16-byte vectors, then the tail element by element.
 template <typename T>
 __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
   using A = typename Accum<T>::type;
@@ -120,7 +120,10 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
   auto out_at = [&](uint64_t o) {
     return p.out_staged ? p.me * p.span + (o - first) : p.me * p.seg + o;
   };
-  char* const mine = p.recv + (p.all ? p.me * p.seg : 0);
+  // This rank's recv takes its segment's result, unless a reduce's root is another member:
+  // then the root's stage_out does.
+  const bool keep = p.root < 0 || p.me == p.root;
+  char* const mine = keep ? p.recv + (p.all || p.root >= 0 ? p.me * p.seg : 0) : nullptr;
   const uint64_t vec_end = x.lo + (x.hi - x.lo) / 16 * 16;
   const uint64_t nt = blockDim.x;
   for (uint64_t o = x.lo + 16 * threadIdx.x; o < vec_end; o += 16 * nt) {
@@ -145,7 +148,9 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
     for (int i = 0; i < kLanes; ++i) e[i] = narrow<T>(acc[i]);
     uint4 out;
     memcpy(&out, e, 16);
-    if (p.recv_vec) {
+    if (!keep) {
+      *reinterpret_cast<uint4*>(p.out_base[p.root] + out_at(o)) = out;
+    } else if (p.recv_vec) {
       *reinterpret_cast<uint4*>(mine + o) = out;
     } else {
 #pragma unroll
@@ -162,7 +167,7 @@ __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
     for (int m = 1; m < p.n; ++m)
       acc = combine(p.op, acc, widen(from_bits<T>(load_shared<BitsOf<T>>(p.in_base[m] + in_at(o)))));
     const T out = narrow<T>(acc);
-    store_element(mine + o, out);
+    store_element(keep ? mine + o : p.out_base[p.root] + out_at(o), out);
     if (p.all)
       for (int i = 1; i < p.n; ++i) {
         const int m = (p.me + i) % p.n;
@@ -193,7 +198,7 @@ static __global__ void __launch_bounds__(kThreads) twoshot_kernel(const __grid_c
     if (exchange(p, kReady, b, r, g0)) return;
     reduce_slice<T>(p, r, b);
     if (exchange(p, kDone, b, r, g0)) return;
-    if (p.all && p.out_staged)
+    if ((p.all || (p.root >= 0 && p.me == p.root)) && p.out_staged)
       for (int s = 0; s < p.n; ++s) {
         const Range x = slice_of(p, s, r, b);
         if (s != p.me && x.lo < x.hi)
