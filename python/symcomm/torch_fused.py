@@ -12,13 +12,28 @@ float16 or bfloat16, contiguous, on this rank's device (CPU in the host space, w
 plans run symcomm's reference implementation); outputs have the inputs' type. Plans and
 their workspaces are made at the first call of each shape (collective, as every call is)
 and kept for the process's life.
+
+The fused operations are torch operators (torch.library: symcomm::all_gather_gemm and
+symcomm::gemm_reduce_scatter, each with a fake implementation), so that torch.compile traces
+a layer, forward and backward, without a graph break. A communicator passed here is kept
+alive for the process's life (the operators name it by a number).
 """
 
+from typing import Tuple
+
 import torch
+from torch import Tensor
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
 
 _plans = {}  # (communicator, operation, shape, type, flags) -> (plan, workspace)
+_comms = {}  # the number an operator names a communicator by -> the Comm
+
+
+def _key(comm):
+    key = id(comm)
+    _comms[key] = comm
+    return key
 
 
 def _type(t):
@@ -76,10 +91,34 @@ def _gemm_rs(comm, a, b, b_transposed):
     return c
 
 
+@torch.library.custom_op("symcomm::all_gather_gemm", mutates_args=())
+def _ag_gemm_op(a: Tensor, b: Tensor, comm: int, b_transposed: bool) -> Tuple[Tensor, Tensor]:
+    """(allgather(a) @ b, allgather(a))."""
+    return _ag_gemm(_comms[comm], a, b, b_transposed, gather=True)
+
+
+@_ag_gemm_op.register_fake
+def _(a, b, comm, b_transposed):
+    rows = a.shape[0] * _comms[comm].size
+    n = b.shape[0] if b_transposed else b.shape[1]
+    return a.new_empty((rows, n)), a.new_empty((rows, a.shape[1]))
+
+
+@torch.library.custom_op("symcomm::gemm_reduce_scatter", mutates_args=())
+def _gemm_rs_op(a: Tensor, b: Tensor, comm: int, b_transposed: bool) -> Tensor:
+    return _gemm_rs(_comms[comm], a, b, b_transposed)
+
+
+@_gemm_rs_op.register_fake
+def _(a, b, comm, b_transposed):
+    n = b.shape[0] if b_transposed else b.shape[1]
+    return a.new_empty((a.shape[0] // _comms[comm].size, n))
+
+
 class _AllGatherMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, comm):
-        h, gathered = _ag_gemm(comm, x, w, b_transposed=False, gather=True)
+        h, gathered = torch.ops.symcomm.all_gather_gemm(x, w, comm, False)
         ctx.save_for_backward(gathered, w)
         ctx.comm = comm
         return h
@@ -88,7 +127,7 @@ class _AllGatherMatmul(torch.autograd.Function):
     def backward(ctx, dh):
         gathered, w = ctx.saved_tensors
         # dx_r: this rank's rows of sum_s dh_s @ w_s^T (w_s [K, N_s] is that product's B^T).
-        dx = _gemm_rs(ctx.comm, dh.contiguous(), w, b_transposed=True)
+        dx = torch.ops.symcomm.gemm_reduce_scatter(dh.contiguous(), w, ctx.comm, True)
         dw = gathered.t().matmul(dh)
         return dx, dw, None
 
@@ -98,13 +137,13 @@ class _MatmulReduceScatter(torch.autograd.Function):
     def forward(ctx, h, w, comm):
         ctx.save_for_backward(h, w)
         ctx.comm = comm
-        return _gemm_rs(comm, h, w, b_transposed=False)
+        return torch.ops.symcomm.gemm_reduce_scatter(h, w, comm, False)
 
     @staticmethod
     def backward(ctx, dy):
         h, w = ctx.saved_tensors
         # dh = allgather(dy) @ w^T (w [N_r, K] is that product's B^T); dw = h^T allgather(dy).
-        dh, dy_all = _ag_gemm(ctx.comm, dy.contiguous(), w, b_transposed=True, gather=True)
+        dh, dy_all = torch.ops.symcomm.all_gather_gemm(dy.contiguous(), w, ctx.comm, True)
         dw = h.t().matmul(dy_all)
         return dh, dw, None
 
@@ -112,10 +151,10 @@ class _MatmulReduceScatter(torch.autograd.Function):
 def all_gather_matmul(comm, x, w):
     """allgather(x) @ w over the communicator: x [M_r, K] (this rank's rows), w [K, N_r]
     (this rank's columns); [M, N_r]. Differentiable in x and w."""
-    return _AllGatherMatmul.apply(x, w, comm)
+    return _AllGatherMatmul.apply(x, w, _key(comm))
 
 
 def matmul_reduce_scatter(comm, h, w):
     """This rank's rows of sum over ranks of h @ w: h [M, N_r], w [N_r, K]; [M / size, K].
     Differentiable in h and w."""
-    return _MatmulReduceScatter.apply(h, w, comm)
+    return _MatmulReduceScatter.apply(h, w, _key(comm))

@@ -17,7 +17,10 @@ def small(seed, shape, lo=-2, hi=3):
     return torch.randint(lo, hi, shape, generator=g).to(torch.float16)
 
 
-def test_tensor_parallel_mlp(comm):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_tensor_parallel_mlp(comm, compiled):
+    """Eager, and the step compiled whole (torch.compile, fullgraph: the fused operations
+    are torch operators, so nothing breaks the graph)."""
     if (DEV == "cuda") != (comm.space == "cuda"):
         pytest.skip("the communicator's space is not this device's")
     p, me = comm.size, comm.rank
@@ -31,9 +34,18 @@ def test_tensor_parallel_mlp(comm):
     x_r = x[me * m_r:(me + 1) * m_r].clone().to(DEV).requires_grad_()
     w1_r = w1[:, me * n_r:(me + 1) * n_r].contiguous().to(DEV).requires_grad_()
     w2_r = w2[me * n_r:(me + 1) * n_r].contiguous().to(DEV).requires_grad_()
-    h = all_gather_matmul(comm, x_r, w1_r)
-    y_r = matmul_reduce_scatter(comm, h.relu(), w2_r)
-    (y_r.float() * g[me * m_r:(me + 1) * m_r].to(DEV).float()).sum().backward()
+    g_r = g[me * m_r:(me + 1) * m_r].to(DEV).float()
+
+    def step(x_r, w1_r, w2_r):
+        h = all_gather_matmul(comm, x_r, w1_r)
+        y_r = matmul_reduce_scatter(comm, h.relu(), w2_r)
+        return y_r, (y_r.float() * g_r).sum()
+
+    if compiled:
+        torch._dynamo.reset()
+        step = torch.compile(step, backend="aot_eager", fullgraph=True)
+    y_r, loss = step(x_r, w1_r, w2_r)
+    loss.backward()
     # The unfused MLP in float32 on the full matrices.
     xf, w1f, w2f = (t.float().requires_grad_() for t in (x, w1, w2))
     yf = (xf @ w1f).relu() @ w2f
