@@ -16,7 +16,8 @@ and kept for the process's life.
 The fused operations are torch operators (torch.library: symcomm::all_gather_gemm and
 symcomm::gemm_reduce_scatter, each with a fake implementation), so that torch.compile traces
 a layer, forward and backward, without a graph break. A communicator passed here is kept
-alive for the process's life (the operators name it by a number).
+alive for the process's life (the operators name it by a number); before torch.compile
+traces a first call, register(comm) or an eager call makes it known.
 """
 
 from typing import Tuple
@@ -24,16 +25,27 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "register"]
 
 _plans = {}  # (communicator, operation, shape, type, flags) -> (plan, workspace)
 _comms = {}  # the number an operator names a communicator by -> the Comm
 
 
 def _key(comm):
+    """The number the operators name `comm` by, filed eagerly (see torch_ops.register)."""
     key = id(comm)
-    _comms[key] = comm
+    if key not in _comms:
+        if torch.compiler.is_compiling():
+            raise RuntimeError("symcomm fused layers: this communicator was not registered "
+                               "before torch.compile traced it: call "
+                               "symcomm.torch_fused.register(comm), or a layer eagerly, first")
+        _comms[key] = comm
     return key
+
+
+def register(comm):
+    """Makes a communicator known to the fused operators, as a first eager call does."""
+    _key(comm)
 
 
 def _type(t):

@@ -5,26 +5,53 @@ them without a graph break and CUDA graphs capture them:
     y = ops.all_reduce(comm, x)          # a new tensor: the sum over the team
     ops.all_reduce_(comm, x)             # in place
     g = ops.all_gather(comm, x)          # team size x x's rows, in team-rank order
+    y = ops.transpose(comm, d, x, 0, 1)  # a pencil transpose of decomposition d (comm.decomp)
 
 Each runs on torch.cuda.current_stream() for CUDA tensors (the host space for CPU tensors),
 as the Comm's method of the same name does; the functional forms allocate their output with
 torch, so they are plain tensors (the staged paths). A communicator passed here is kept
-alive for the process's life (the operators name it by a number).
+alive for the process's life (the operators name it by a number), and so is a
+decomposition with its workspace of each type (made at its first transpose: collective).
+A compiled function's first call must find them known: call register(comm, decomp), or an
+operator on them eagerly, before torch.compile traces one.
 """
 
 import torch
 from torch import Tensor
 
 __all__ = ["all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all",
-           "broadcast_"]
+           "broadcast_", "transpose", "register"]
 
 _comms = {}  # the number an operator names a communicator by -> the Comm
+_decomps = {}  # ... a decomposition by -> (the Decomp, its Comm)
+_workspaces = {}  # (decomposition number, type) -> its transposes' workspace
+_TYPES = {torch.float32: "float32", torch.float64: "float64", torch.complex64: "complex64",
+          torch.complex128: "complex128"}
+
+
+def _named(table, key, value, what):
+    """Files `value` under `key` for the operators, eagerly; a compiled region only looks it
+    up (torch.compile replays a traced function's writes to such tables after its graph,
+    too late for the operators' fake implementations)."""
+    if key not in table:
+        if torch.compiler.is_compiling():
+            raise RuntimeError(f"symcomm operators: this {what} was not registered before "
+                               f"torch.compile traced it: call symcomm.torch_ops.register() "
+                               f"with it, or one operator on it eagerly, first")
+        table[key] = value
+    return key
 
 
 def _key(comm):
-    key = id(comm)
-    _comms[key] = comm
-    return key
+    return _named(_comms, id(comm), comm, "communicator")
+
+
+def register(comm, decomp=None):
+    """Makes a communicator (and a decomposition of it) known to the operators, as their
+    first eager call does; needed before torch.compile traces a first call."""
+    _key(comm)
+    if decomp is not None:
+        _named(_decomps, id(decomp), (decomp, comm), "decomposition")
 
 
 def _stream(t):
@@ -100,6 +127,45 @@ def _broadcast_(t: Tensor, comm: int, root: int, team: int) -> None:
     _comms[comm].broadcast(_flat(t), root=root, team=team, stream=_stream(t))
 
 
+def _pencil(d, axis):
+    """The memory shape of a pencil along `axis` (torch order: slowest first)."""
+    return tuple(d.pencil(axis)["shape"][::-1])
+
+
+def _workspace(key, t):
+    """The decomposition's workspace for t's type, made at the first call (collective: the
+    largest of every member's size, as a symmetric allocation has one size)."""
+    d, comm = _decomps[key]
+    name = _TYPES.get(t.dtype)
+    if name is None:
+        raise RuntimeError(f"symcomm transposes take float32, float64, complex64 or "
+                           f"complex128 tensors, not {str(t.dtype).replace('torch.', '')}")
+    ws = _workspaces.get((key, name))
+    if ws is None:
+        size = torch.tensor([max(1, d.workspace_size(name))], dtype=torch.int64, device=t.device)
+        comm.all_reduce(size, op="max", stream=_stream(size))
+        ws = _workspaces[(key, name)] = comm.empty(int(size.item()), "uint8")
+    return ws
+
+
+@torch.library.custom_op("symcomm::transpose", mutates_args=())
+def _transpose(t: Tensor, decomp: int, from_axis: int, to_axis: int) -> Tensor:
+    d, _ = _decomps[decomp]
+    if tuple(t.shape) != _pencil(d, from_axis):
+        raise RuntimeError(f"symcomm transpose: a tensor of shape {tuple(t.shape)} is not this "
+                           f"rank's pencil along axis {from_axis}, {_pencil(d, from_axis)}")
+    ws = _workspace(decomp, t)
+    x = t.contiguous()
+    out = x.new_empty(_pencil(d, to_axis))
+    d.transpose(from_axis, to_axis, _flat(x), _flat(out), ws, stream=_stream(x))
+    return out
+
+
+@_transpose.register_fake
+def _(t, decomp, from_axis, to_axis):
+    return t.new_empty(_pencil(_decomps[decomp][0], to_axis))
+
+
 def all_reduce_(comm, t, op="sum", team=0):
     """In place: t = op over the team of every member's t."""
     torch.ops.symcomm.all_reduce_(t, _key(comm), op, team)
@@ -128,3 +194,12 @@ def all_to_all(comm, t, team=0):
 def broadcast_(comm, t, root=0, team=0):
     """In place: t of every member = t of member root."""
     torch.ops.symcomm.broadcast_(t, _key(comm), root, team)
+
+
+def transpose(comm, decomp, t, from_axis, to_axis):
+    """A new tensor: this rank's pencil along to_axis of the field whose pencils along
+    from_axis the ranks hold (t: this rank's, its memory shape slowest first, as
+    decomp.pencil(from_axis)["shape"] reversed). `decomp` is comm.decomp(...), without halo
+    or padding."""
+    key = _named(_decomps, id(decomp), (decomp, comm), "decomposition")
+    return torch.ops.symcomm.transpose(t, key, from_axis, to_axis)

@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from symcomm import torch_fused  # noqa: E402
 from symcomm.torch_fused import all_gather_matmul, matmul_reduce_scatter  # noqa: E402
 
 DEV = os.environ.get("SYMCOMM_TEST_TORCH_DEVICE", "cpu")
@@ -43,6 +44,7 @@ def test_tensor_parallel_mlp(comm, compiled):
 
     if compiled:
         torch._dynamo.reset()
+        torch_fused.register(comm)
         step = torch.compile(step, backend="aot_eager", fullgraph=True)
     y_r, loss = step(x_r, w1_r, w2_r)
     loss.backward()

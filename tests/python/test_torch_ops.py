@@ -57,3 +57,38 @@ def test_operators_compiled(tcomm):
     n = h.shape[0] // p
     want = sum((h * p)[r * n:(r + 1) * n].relu() for r in range(p))
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_transpose_cycle(tcomm, compiled):
+    """Pencil transposes as operators: X -> Y -> Z -> Y -> X of a field of global coordinates,
+    each pencil checked, eagerly and inside torch.compile(fullgraph=True)."""
+    from test_decomp import GDIMS, fill
+
+    d = tcomm.decomp(GDIMS, pdims=(1, tcomm.size))
+    pencils = [d.pencil(a) for a in range(3)]
+
+    def want(axis):
+        return torch.from_numpy(fill(pencils[axis], "float64")).reshape(
+            tuple(pencils[axis]["shape"][::-1]))
+
+    def cycle(x):
+        out = []
+        for src, dst in ((0, 1), (1, 2), (2, 1), (1, 0)):
+            x = ops.transpose(tcomm, d, x, src, dst)
+            out.append(x)
+        return out
+
+    if compiled:
+        torch._dynamo.reset()
+        compiled_cycle = torch.compile(cycle, backend="aot_eager", fullgraph=True)
+        with pytest.raises(Exception, match="not registered before torch.compile"):
+            compiled_cycle(want(0).to(DEV))
+        torch._dynamo.reset()
+        ops.register(tcomm, d)
+        cycle = torch.compile(cycle, backend="aot_eager", fullgraph=True)
+    got = cycle(want(0).to(DEV))
+    for y, axis in zip(got, (1, 2, 1, 0)):
+        torch.testing.assert_close(y.cpu(), want(axis), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="not this rank's pencil"):
+        ops.transpose(tcomm, d, torch.zeros((1, 1, 1), dtype=torch.float64, device=DEV), 0, 1)
