@@ -16,11 +16,13 @@ A compiled function's first call must find them known: call register(comm, decom
 operator on them eagerly, before torch.compile traces one.
 """
 
+from typing import List
+
 import torch
 from torch import Tensor
 
 __all__ = ["all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all",
-           "broadcast_", "transpose", "register"]
+           "broadcast_", "transpose", "halo_", "register"]
 
 _comms = {}  # the number an operator names a communicator by -> the Comm
 _decomps = {}  # ... a decomposition by -> (the Decomp, its Comm)
@@ -166,6 +168,38 @@ def _(t, decomp, from_axis, to_axis):
     return t.new_empty(_pencil(_decomps[decomp][0], to_axis))
 
 
+def _halo_workspace(key, t, axis, dim, halo):
+    """The workspace of one halo exchange's shape and type, made at the first call
+    (collective: the largest of every member's size)."""
+    d, comm = _decomps[key]
+    name = _TYPES.get(t.dtype)
+    if name is None:
+        raise RuntimeError(f"symcomm halo exchanges take float32, float64, complex64 or "
+                           f"complex128 tensors, not {str(t.dtype).replace('torch.', '')}")
+    index = (key, name, axis, dim, tuple(halo))
+    ws = _workspaces.get(index)
+    if ws is None:
+        size = torch.tensor([max(1, d.halo_workspace_size(axis, dim, name, halo=list(halo)))],
+                            dtype=torch.int64, device=t.device)
+        comm.all_reduce(size, op="max", stream=_stream(size))
+        ws = _workspaces[index] = comm.empty(int(size.item()), "uint8")
+    return ws
+
+
+@torch.library.custom_op("symcomm::halo_", mutates_args=("t",))
+def _halo_(t: Tensor, decomp: int, axis: int, dim: int, halo: List[int],
+           periodic: List[int]) -> None:
+    d, _ = _decomps[decomp]
+    want = tuple(d.pencil(axis, halo=list(halo))["shape"][::-1])
+    if tuple(t.shape) != want:
+        raise RuntimeError(f"symcomm halo exchange: a tensor of shape {tuple(t.shape)} is not "
+                           f"this rank's pencil along axis {axis} with halo {tuple(halo)}, "
+                           f"{want}")
+    ws = _halo_workspace(decomp, t, axis, dim, halo)
+    d.halo(axis, dim, _flat(t), ws, halo=list(halo), periodic=list(periodic),
+           stream=_stream(t))
+
+
 def all_reduce_(comm, t, op="sum", team=0):
     """In place: t = op over the team of every member's t."""
     torch.ops.symcomm.all_reduce_(t, _key(comm), op, team)
@@ -203,3 +237,11 @@ def transpose(comm, decomp, t, from_axis, to_axis):
     or padding."""
     key = _named(_decomps, id(decomp), (decomp, comm), "decomposition")
     return torch.ops.symcomm.transpose(t, key, from_axis, to_axis)
+
+
+def halo_(comm, decomp, t, axis, dim, halo, periodic=(1, 1, 1)):
+    """In place: the halo of t (this rank's pencil along `axis` with halo widths `halo`, its
+    memory shape slowest first) along dimension `dim`, from its neighbours (periodic per
+    dimension where `periodic` says so)."""
+    key = _named(_decomps, id(decomp), (decomp, comm), "decomposition")
+    torch.ops.symcomm.halo_(t, key, axis, dim, list(halo), list(periodic))
