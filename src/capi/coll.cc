@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/cuda_runtime_check.h"
+#include "capi/call_buffer.h"
 #include "capi/coll_args.h"
 #include "capi/guard.h"
 #include "coll/agreement.h"
@@ -19,6 +21,12 @@ using namespace symcomm;
 namespace symcomm::capi {
 
 size_t max_elems(size_t elem) { return (SIZE_MAX / 2) / elem; }
+
+void require_reach(symcommComm& c, const void* p, size_t bytes, const char* what) {
+  if (c.heap->contains(p)) return c.heap->require_in_allocation(p, bytes, what);
+  const std::string problem = c.space->device_access_problem(p);
+  SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument, "%s: %s", what, problem.c_str());
+}
 
 CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
                    symcommDataType_t type, symcommRedOp_t redop, int root,
@@ -81,13 +89,8 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   // others pass an empty one, recv_elems 0).
   const bool root_send = op == CollOp::Broadcast || op == CollOp::Scatter;
   const bool reads_send = !root_send || a.me == root;
-  // A symmetric buffer must lie inside its allocation: past its end are other allocations.
-  // A plain buffer is memory this rank's GPU accesses (symcomm.h): pageable host memory or
-  // another GPU's is refused here rather than left to fault in a kernel of the algorithm's.
   auto require_reach = [&](const void* p, size_t bytes, const char* what) {
-    if (c.heap->contains(p)) return c.heap->require_in_allocation(p, bytes, what);
-    const std::string problem = c.space->device_access_problem(p);
-    SYMCOMM_REQUIRE(problem.empty(), symcommInvalidArgument, "%s: %s", what, problem.c_str());
+    capi::require_reach(c, p, bytes, what);
   };
   if (sb && reads_send) {
     SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
@@ -125,46 +128,22 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
 }
 
 // The input of a pre-multiplied sum, multiplied by its scalar into memory of the call's own
-// (the host's heap; on GPUs stream-ordered, freed on the stream after the call's work).
+// (call_buffer.h).
 class ScaledInput {
  public:
-  ScaledInput(symcommComm& c, symcommStream_t stream) : c_(c), stream_(stream) {}
-  ~ScaledInput() {
-    if (!device_) return;
-    try {
-      DeviceScope guard(c_.topology.device);
-      if (cudaFreeAsync(device_, static_cast<cudaStream_t>(stream_)) != cudaSuccess)
-        SYMCOMM_WARN("freeing a pre-multiplied sum's input: %s",
-                     cudaGetErrorString(cudaGetLastError()));
-    } catch (const std::exception& e) {
-      SYMCOMM_WARN("freeing a pre-multiplied sum's input: %s", e.what());
-    }
-  }
-  ScaledInput(const ScaledInput&) = delete;
-  ScaledInput& operator=(const ScaledInput&) = delete;
+  ScaledInput(symcommComm& c, symcommStream_t stream)
+      : c_(c), stream_(stream), buffer_(c, stream, "a pre-multiplied sum's input") {}
   const char* make(const char* input, size_t count, const PreMulSum& p) {
-    const size_t bytes = count * type_size(p.type);
-    void* out = nullptr;
-    if (c_.space_kind == symcommSpaceCuda) {
-      if (!device_) {
-        DeviceScope guard(c_.topology.device);
-        SYMCOMM_CUDART(cudaMallocAsync(&device_, bytes, static_cast<cudaStream_t>(stream_)));
-      }
-      out = device_;
-    } else {
-      host_.resize(bytes / sizeof(uint64_t) + 1);  // aligned for every type
-      out = host_.data();
-    }
+    char* out = buffer_.get(count * type_size(p.type));
     c_.copies->scale(out, input, count, p.type, p.value, p.on_device ? p.scalar : nullptr,
                      stream_);
-    return static_cast<const char*>(out);
+    return out;
   }
 
  private:
   symcommComm& c_;
   symcommStream_t stream_;
-  void* device_ = nullptr;
-  std::vector<uint64_t> host_;
+  CallBuffer buffer_;
 };
 
 // With SYMCOMM_COLL_CHECK: `prepare` (the call's checks and the choice of algorithm, whose
@@ -316,11 +295,12 @@ bool group_open() { return this_threads_group().depth > 0; }
 
 // Inside a group: queues `again` (the call, made again at the group's end) and returns true.
 // The communicator is checked now; the rest when it runs.
-bool queued_in_group(symcommComm_t comm, std::function<symcommResult_t()> again) {
+bool queued_in_group(symcommComm_t comm, std::function<symcommResult_t()> again,
+                     std::optional<Group::AllReduce> all_reduce = std::nullopt) {
   Group& g = this_threads_group();
   if (g.depth == 0) return false;
   symcommComm& c = checked(comm);
-  g.collectives.push_back({c.bootstrap->comm_id(), std::move(again)});
+  g.collectives.push_back({c.bootstrap->comm_id(), std::move(again), all_reduce});
   return true;
 }
 
@@ -465,10 +445,16 @@ extern "C" symcommResult_t symcommAllReduceOnStream(symcommComm_t comm, symcommT
                                                     symcommStream_t stream) {
   return guarded([&] { return describe("symcommAllReduceOnStream", team, count, type, algorithm); },
                  [&] {
+    // Without a named algorithm, a plain reduction of a known type may run packed with its
+    // neighbours (anything else runs alone, where its checks say what is wrong).
+    std::optional<Group::AllReduce> packable;
+    if (!algorithm && op >= 0 && op < symcommNumRedOps && type >= 0 &&
+        type < symcommNumDataTypes && count > 0 && count <= SIZE_MAX / 16)
+      packable = Group::AllReduce{comm, team, send, recv, count, type, op, stream};
     if (queued_in_group(comm, [=, algo = Algorithm(algorithm)] {
           return symcommAllReduceOnStream(comm, team, send, recv, count, type, op, algo.get(),
                                           stream);
-        }))
+        }, packable))
       return;
     run(comm, CollOp::AllReduce, team, send, recv, count, type, op, 0, algorithm, stream,
         [&] { return std::pair<size_t, size_t>{count, count}; }, true);

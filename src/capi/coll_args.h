@@ -17,6 +17,12 @@ CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
                    symcommDataType_t type, symcommRedOp_t redop, int root,
                    symcommStream_t stream);
 
+// Throws symcommInvalidArgument naming `what` unless [p, p + bytes) is a symmetric buffer
+// inside its allocation (past its end are other allocations) or memory this rank's GPU
+// accesses (not pageable host memory, not another GPU's: refused here rather than left to
+// fault in a kernel).
+void require_reach(symcommComm& c, const void* p, size_t bytes, const char* what);
+
 // A call's text for its error messages.
 std::string describe(const char* fn, symcommTeam_t team, size_t count, symcommDataType_t type,
                      const char* algorithm);

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "capi/coll_batch.h"
 #include "capi/guard.h"
 #include "coll/p2p.h"
 
@@ -114,6 +115,7 @@ extern "C" symcommResult_t symcommGroupEnd(void) {
                      [](const Group::Collective& a, const Group::Collective& b) {
                        return a.comm_id < b.comm_id;
                      });
+    capi::pack_all_reduces(collectives);
     symcommResult_t failed = symcommSuccess;
     std::string why;
     for (Group::Collective& k : collectives) {

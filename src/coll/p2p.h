@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "coll/coll.h"
@@ -98,9 +99,22 @@ class PointToPoint {
 // communicator (its agreed id) and, within one, by call, so that ranks that called the
 // collectives of several communicators in different orders still run them in one order.
 struct Group {
+  // An all-reduce that the group's end may run together with the ones next to it, as one
+  // all-reduce of their buffers packed (capi/coll_batch.h).
+  struct AllReduce {
+    symcommComm_t comm;
+    symcommTeam_t team;
+    const void* send;
+    void* recv;
+    size_t count;
+    symcommDataType_t type;
+    symcommRedOp_t op;
+    symcommStream_t stream;
+  };
   struct Collective {
     uint64_t comm_id;
     std::function<symcommResult_t()> run;  // the call again, outside the group
+    std::optional<AllReduce> all_reduce;   // where it is one that may run packed
   };
   int depth = 0;
   std::vector<PointToPoint::Call> calls;

@@ -44,6 +44,44 @@ TEST_F(CollGroup, CollectivesRunWhenTheGroupEnds) {
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], sum(i, 0)) << "element " << i;
 }
 
+// Small all-reduces of a group run packed into one (capi/coll_batch.h): sizes that are no
+// multiple of anything, one in place, one far larger than a packed call may be (it runs
+// alone, between two runs), an average (another run), and a call whose send is an earlier
+// call's recv, which must read that call's result, as calls run in turn do.
+TEST_F(CollGroup, SmallAllReducesRunPackedAsIfInTurn) {
+  const std::vector<size_t> counts = {1, 7, 1000, 3, 4101, 70000, 9, 250, 5};
+  const size_t calls = counts.size();
+  std::vector<float*> send(calls), recv(calls);
+  for (size_t k = 0; k < calls; ++k) {
+    send[k] = buffer(inputs(counts[k], static_cast<int>(k)));
+    recv[k] = k == 3 ? send[k] : buffer(std::vector<float>(counts[k], kPoison));  // in place
+  }
+  float* chained = buffer(std::vector<float>(counts[1], kPoison));  // all-reduce of recv[1]
+  float* avg = buffer(std::vector<float>(counts[2], kPoison));
+  SC_OK(symcommGroupStart());
+  for (size_t k = 0; k < calls; ++k) {
+    SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send[k], recv[k], counts[k],
+                                   symcommFloat32, symcommSum, nullptr, stream_));
+    if (k == 1)
+      SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, recv[1], chained, counts[1],
+                                     symcommFloat32, symcommSum, nullptr, stream_));
+    if (k == 6)
+      SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send[2], avg, counts[2],
+                                     symcommFloat32, symcommAvg, nullptr, stream_));
+  }
+  SC_OK(symcommGroupEnd());
+  for (size_t k = 0; k < calls; ++k) {
+    const std::vector<float> got = read(recv[k], counts[k]);
+    for (size_t i = 0; i < counts[k]; ++i)
+      ASSERT_EQ(got[i], sum(i, static_cast<int>(k))) << "call " << k << ", element " << i;
+  }
+  const std::vector<float> twice = read(chained, counts[1]), mean = read(avg, counts[2]);
+  for (size_t i = 0; i < counts[1]; ++i)
+    ASSERT_EQ(twice[i], n_ * sum(i, 1)) << "the chained call, element " << i;
+  for (size_t i = 0; i < counts[2]; ++i)
+    ASSERT_EQ(mean[i], sum(i, 2) / n_) << "the average, element " << i;
+}
+
 TEST_F(CollGroup, TwoCommunicatorsInOppositeOrdersMeet) {
   // Even ranks call the all-reduce of A, then B's; odd ranks B's, then A's. Run as called,
   // the ranks would each wait in a different communicator.
