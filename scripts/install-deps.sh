@@ -34,10 +34,11 @@ if command -v python3 >/dev/null && ! python3 -c "import nanobind, numpy, pytest
 fi
 # CUTLASS's C++ headers for the fused GEMM kernels (pip's nvidia-cutlass, 6 MB:
 # scripts/requirements-cutlass.txt), where missing; without them those kernels are not built
-# and the build says so.
+# and the build says so. --no-deps: the headers are all the build reads (the package's own
+# Python dependencies, cuda-python and scipy among them, are for its Python interface).
 if command -v python3 >/dev/null && ! python3 -c "import cutlass_library" 2>/dev/null; then
   echo "install-deps: pip install -r scripts/requirements-cutlass.txt"
-  python3 -m pip install -q -r scripts/requirements-cutlass.txt || \
+  python3 -m pip install -q --no-deps -r scripts/requirements-cutlass.txt || \
     echo "install-deps: pip could not install nvidia-cutlass: no fused GEMM kernels" >&2
 fi
 # torch for the torch.distributed backend's tests (python/requirements-torch.txt: 4.6 GB with
