@@ -89,18 +89,15 @@ void check_buffers(symcommComm& c, CollArgs& a, const void* send, void* recv, si
   // others pass an empty one, recv_elems 0).
   const bool root_send = op == CollOp::Broadcast || op == CollOp::Scatter;
   const bool reads_send = !root_send || a.me == root;
-  auto require_reach = [&](const void* p, size_t bytes, const char* what) {
-    capi::require_reach(c, p, bytes, what);
-  };
   if (sb && reads_send) {
     SYMCOMM_REQUIRE(send != nullptr, symcommInvalidArgument, "send is NULL");
     require_aligned(send, a.elem, "send");
-    require_reach(send, sb, "send");
+    require_reach(c, send, sb, "send");
   }
   if (rb) {
     SYMCOMM_REQUIRE(recv != nullptr, symcommInvalidArgument, "recv is NULL");
     require_aligned(recv, a.elem, "recv");
-    require_reach(recv, rb, "recv");
+    require_reach(c, recv, rb, "recv");
   }
   if (reads_send && !(exact_in_place && send == recv))
     SYMCOMM_REQUIRE(!overlap(send, sb, recv, rb), symcommInvalidArgument,

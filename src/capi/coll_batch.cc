@@ -1,6 +1,5 @@
 #include "capi/coll_batch.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>

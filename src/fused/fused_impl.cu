@@ -155,6 +155,12 @@ __global__ void __launch_bounds__(256) push_rows_kernel(const __grid_constant__ 
                  : "memory");
 }
 
+int sm_count(int device) {
+  int sms = 0;
+  SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 }  // namespace
 
 const WaitingGemm* waiting_gemm(std::string* why) {
@@ -206,11 +212,7 @@ class Fused final : public FusedImplementation {
     if (s.op != symcommFusedAllGatherGemm) return true;
     std::string why;
     const WaitingGemm* gemm = waiting_gemm(&why);
-    int sms = 0;
-    if (!gemm || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                        ctx.topology.device) != cudaSuccess)
-      return false;
-    return gemm->tiles(s.m, s.n) <= int64_t{sms};
+    return gemm && gemm->tiles(s.m, s.n) <= sm_count(ctx.topology.device);
   }
 
   size_t workspace_bytes(const FusedShape& s, const FusedContext&) const override {
@@ -262,12 +264,8 @@ class Fused final : public FusedImplementation {
     call.arrival.comm = ctx.rma.device_comm(ctx.team_id);
     // The GEMM's tiles wait for the push kernel, which must find SMs: the GEMM's persistent
     // grid leaves it as many (else, with every SM taken by CTAs that wait, both ranks hang).
-    if (push_blocks) {
-      int sms = 0;
-      SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                            ctx.topology.device));
-      call.max_ctas = std::max(1, sms - static_cast<int>(push_blocks));
-    }
+    if (push_blocks)
+      call.max_ctas = std::max(1, sm_count(ctx.topology.device) - static_cast<int>(push_blocks));
     gemm->run(call, ctx.topology.device, main);
     if (bytes) follow(side, side.stream, main);  // the pushes read A no longer
     if (b.gathered)
@@ -335,10 +333,8 @@ class Fused final : public FusedImplementation {
     }
     team_barrier(ctx, stream);  // every member's X is written
     if (tiles) {
-      int sms = 0;
-      SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                            ctx.topology.device));
-      const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, 8 * int64_t{sms}));
+      const int64_t most = 8 * int64_t{sm_count(ctx.topology.device)};
+      const unsigned grid = static_cast<unsigned>(std::min(tiles, most));
       const cudaStream_t st = static_cast<cudaStream_t>(stream);
       if (s.a_type == symcommFloat32) launch<float>(pairs, grid, st, sources, w, b.c);
       else if (s.a_type == symcommFloat16) launch<__half>(pairs, grid, st, sources, w, b.c);

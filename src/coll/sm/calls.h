@@ -13,9 +13,8 @@ namespace symcomm {
 namespace sm {
 
 // The plan of a collective that only moves data (all-gather, all-to-all(v), broadcast,
-// gather, scatter): what
-// this rank sends to and receives from each member, and its own part. All-to-all-v trusts
-// that each receiver's counts are its senders' (see symcomm.h).
+// gather, scatter): what this rank sends to and receives from each member, and its own
+// part. All-to-all-v trusts that each receiver's counts are its senders' (see symcomm.h).
 inline void move_plan(Plan& p, const CollArgs& a) {
   const int n = a.team.size;
   if (a.op == CollOp::AllToAllv) {

@@ -104,7 +104,8 @@ __device__ __forceinline__ int exchange(const Plan& p, Flag kind, int b, uint64_
 }
 
 // Shot 1 (and 2): this block's slice of this rank's segment, combined over the members,
-// to recv and (all-reduce) to every peer, or (reduce) to the root's stage_out. 16-byte vectors, then the tail element by element.
+// to recv and (all-reduce) to every peer, or (reduce) to the root's stage_out. 16-byte
+// vectors, then the tail element by element.
 template <typename T>
 __device__ __forceinline__ void reduce_slice(const Plan& p, uint64_t r, int b) {
   using A = typename Accum<T>::type;

@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -44,7 +43,8 @@ using namespace cute;  // NOLINT: CUTLASS's shapes (_128, Shape, get) read as in
 // CUTLASS's mainloop collective, whose load() first waits for the tile's rows.
 // CUTLASS's kernel entry (its device_kernel), as a kernel of this file.
 template <class GemmKernel>
-__global__ void __launch_bounds__(GemmKernel::MaxThreadsPerBlock, GemmKernel::MinBlocksPerMultiprocessor)
+__global__ void __launch_bounds__(GemmKernel::MaxThreadsPerBlock,
+                                  GemmKernel::MinBlocksPerMultiprocessor)
     waiting_gemm_kernel(const __grid_constant__ typename GemmKernel::Params params) {
   extern __shared__ char shared[];
   GemmKernel op;
@@ -228,8 +228,7 @@ struct Kernel {
     args.epilogue.dC = packed_stride<StrideD>(m, n);
     args.epilogue.ptr_D = static_cast<ElementD*>(call.c);
     args.epilogue.dD = packed_stride<StrideD>(m, n);
-    args.hw_info = hardware(device);
-    if (call.max_ctas > 0) args.hw_info.sm_count = std::min(args.hw_info.sm_count, call.max_ctas);
+    args.hw_info = hardware(device, call.max_ctas);
     SYMCOMM_REQUIRE(GemmKernel::can_implement(args), symcommInvalidArgument,
                     "the fused GEMM kernel cannot multiply [%d, %d] x [%d, %d] (CUTLASS's "
                     "can_implement: alignment)", m, k, k, n);
@@ -249,20 +248,12 @@ struct Kernel {
     done.insert(device);
   }
 
-  // The device's SMs, asked once per device (CUTLASS's persistent grid is one CTA an SM).
-  static cutlass::KernelHardwareInfo hardware(int device) {
-    static std::mutex mutex;
-    static std::map<int, int> sms;
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = sms.find(device);
-    if (it == sms.end()) {
-      int count = 0;
-      SYMCOMM_CUDART(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-      it = sms.emplace(device, count).first;
-    }
+  // The device's SMs (CUTLASS's persistent grid is one CTA an SM), at most max_ctas.
+  static cutlass::KernelHardwareInfo hardware(int device, int max_ctas) {
     cutlass::KernelHardwareInfo hw;
     hw.device_id = device;
-    hw.sm_count = it->second;
+    SYMCOMM_CUDART(cudaDeviceGetAttribute(&hw.sm_count, cudaDevAttrMultiProcessorCount, device));
+    if (max_ctas > 0) hw.sm_count = std::min(hw.sm_count, max_ctas);
     return hw;
   }
 };

@@ -1,5 +1,0 @@
-export OUT
-C=$(cut -c1-7 .commit); export SYMCOMM_BENCH_COMMIT=$C
-FUSED_JSON=$OUT/fused_n2.jsonl FUSED_OPS=ag_gemm,transpose FUSED_SHAPES=1024,2048 COLL_JSON=$OUT/coll_rooted_n2.jsonl PYTEST_K=two_streams SUITES="py_torch fused_bench coll_rooted" SUITE_LIMIT=90 tools/probe/shared_gpus.sh 2 > /tmp/b.txt 2>&1; tail -12 /tmp/b.txt; mkdir -p /tmp/l; tar -C /tmp/l -xzf $OUT/logs.tgz; grep -v WARN /tmp/l/fused_bench.log | grep -E "ag_gemm|transpose" | grep -v reference | tail -16; grep -v WARN /tmp/l/coll_rooted.log | tail -40 > $OUT/coll_rooted.txt; mv $OUT/logs.tgz $OUT/logs_b.tgz
-rm -rf /tmp/planted; cp -r build-gpu/python /tmp/planted; sed -i 's/^        last, self._last_stream = self._last_stream, stream/        last, self._last_stream = None, stream/' /tmp/planted/symcomm/torch_backend.py
-SYMCOMM_WAIT_TIMEOUT=10 PY_PATH=/tmp/planted PYTEST_K=two_streams SUITES="py_torch" SUITE_LIMIT=60 tools/probe/shared_gpus.sh 2 > /tmp/c.txt 2>&1; echo PLANTED; tail -4 /tmp/c.txt; rm -f $OUT/logs.tgz
