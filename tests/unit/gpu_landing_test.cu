@@ -1,8 +1,8 @@
 // land_on_gpu (transport/net/gpu_landing.h) and the proxy's memory (local_memory.h): the net
 // transport's writes into GPU memory from its own CUDA context. Every offset and size lands
-// exactly (stream memory operations for the aligned words, copies for the bytes around them),
-// and neither a small landing nor a signal waits for the time slice of a kernel that spins in
-// the primary context. One process, GPU 0; exit code 77 (skipped) without a GPU.
+// exactly (stream memory operations for a few aligned words, copies of 2 rows or more on copy
+// engines for the rest), and neither a landing of 2 bytes or more nor a signal waits for the
+// time slice of a kernel that spins in the primary context. One process, GPU 0; exit code 77 (skipped) without a GPU.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -176,10 +176,39 @@ TEST_F(GpuLanding, SmallLandingsDoNotWaitForAKernelThatSpins) {
   EXPECT_EQ(back, 0x0102030405060708ull * 9);
 }
 
+TEST_F(GpuLanding, LandingsOfEverySizeDoNotWaitForAKernelThatSpins) {
+  // Plain copies below 32 KiB ran on the compute engine and waited for the spinning kernel's
+  // time slice (a 16 KiB put-signal: 2.4 ms one way on 2 H200 as 2 nodes), and 4 KiB as stream
+  // memory operations took 441 us. Copies of 2 rows or more run on copy engines. Only a single
+  // byte still goes as a plain copy. Each size at an odd address, and at an aligned one.
+  const size_t sizes[] = {2,    3,     4,     5,     8,     12,    17,    255,
+                          4095, 4096, 16384, 16385, 32767, 32768, 65537};
+  std::mt19937 rng(99);
+  for (size_t offset : {size_t{3}, size_t{0}}) {
+    for (size_t bytes : sizes) {
+      for (size_t i = 0; i < bytes; ++i) src_[i] = static_cast<char>(rng());
+      bool still_spinning = false;
+      const std::vector<double> us = beside_a_spinning_kernel(
+          3, [&](int) { land(at(4096 + offset), src_, bytes); }, &still_spinning);
+      ASSERT_TRUE(still_spinning) << "the kernel ended before the landings of " << bytes
+                                  << " bytes did";
+      EXPECT_LT(us[1], 1000.0) << "landings of " << bytes << " bytes at offset " << offset
+                               << " waited for the spinning kernel's time slice (median "
+                               << us[1] << " us)";
+      std::vector<char> back(bytes);
+      RT(cudaMemcpy(back.data(), at(4096 + offset), bytes, cudaMemcpyDeviceToHost));
+      ASSERT_EQ(std::memcmp(back.data(), src_, bytes), 0) << bytes << " bytes landed wrong";
+      if (bytes == 16384 || bytes == 4096)
+        std::printf("%zu-byte landings at offset %zu beside a spinning kernel: median %.1f us\n",
+                    bytes, offset, us[1]);
+    }
+  }
+}
+
 TEST_F(GpuLanding, SmallLandingsStayFastAfterMidSizedOnes) {
-  // Copies of 4 KiB to 32 KiB run on the compute engine and wait out the spinning kernel's
-  // time slices; with one stream for everything, 8-byte landings after them did too (3.2 ms
-  // an 8-byte put-signal one way after 16 KiB ones, on 2 H200 as 2 nodes: gpu_landing.h).
+  // With one stream for everything, 8-byte landings after copies that ran on the compute engine
+  // waited for the spinning kernel's time slices too (3.2 ms an 8-byte put-signal one way
+  // after 16 KiB ones, on 2 H200 as 2 nodes: gpu_landing.h).
   bool still_spinning = false;
   beside_a_spinning_kernel(3, [&](int) { land(at(8192), src_, 16 << 10); }, &still_spinning);
   ASSERT_TRUE(still_spinning) << "the kernel ended before the 16 KiB landings did";

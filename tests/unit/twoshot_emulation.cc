@@ -66,6 +66,10 @@ std::unique_ptr<Call> random_call(std::mt19937_64& rng, Team team, CollOp op, si
     case 3: c->send_addr = false; break;                             // staged in, direct out
     default: break;                                                  // direct
   }
+  if (op == CollOp::Reduce && c->in_place && rng() % 2) {  // the root's object differs
+    c->root_addr_differs = true;
+    c->send_addr = false;
+  }
   return c;
 }
 

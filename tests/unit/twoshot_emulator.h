@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -115,6 +116,10 @@ struct Call {
   // peers may address the buffer, and its offset from a 16-byte boundary.
   bool send_addr = true, recv_addr = true;
   size_t send_off = 0, recv_off = 0;
+  // A reduce in place whose root passes an addressable buffer (its symmetric recv) while the
+  // others' sends are plain: the members' buffers are not one object, so they must not
+  // decide differently (Coll.ReduceGatherScatter's in-place reduce on GPUs).
+  bool root_addr_differs = false;
   // Registered buffers may start at different addresses modulo 16 on different ranks: the
   // offsets then apply to the odd members only.
   bool odd_members_only = false;
@@ -137,6 +142,8 @@ struct Call {
                   static_cast<int>(type), static_cast<int>(redop), in_place ? ", in place" : "",
                   send_addr ? "addressable" : "plain", send_off,
                   recv_addr ? "addressable" : "plain", recv_off);
+    if (root_addr_differs)
+      std::strncat(text, ", the root's addressable", sizeof text - 1 - std::strlen(text));
     return text;
   }
 };
@@ -186,7 +193,8 @@ class Batch {
       a.elem = k.elem();
       a.redop = k.redop;
       a.root = k.root;
-      const Emulator::Launch l = emu_.launch(a, k.send_addr, k.recv_addr, k.send, k.recv);
+      const bool send_addr = k.root_addr_differs && me == k.root ? true : k.send_addr;
+      const Emulator::Launch l = emu_.launch(a, send_addr, k.recv_addr, k.send, k.recv);
       if (l.blocks > 0) streams_[static_cast<size_t>(k.team.world_of(me))].push_back(l);
     }
     calls_.push_back(std::move(c));

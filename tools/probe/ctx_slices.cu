@@ -148,6 +148,35 @@ int main(int argc, char** argv) {
     size_t idx = 0;
     return cuMemcpyBatchAsync(&dst, &src, &n, 1, &attr, &idx, 1, s);
   };
+  // One host-to-device copy as a 2D (or 3D) copy of `rows` rows: does the driver take a copy
+  // engine for small pitched copies, where it runs a plain one below 32 KiB as compute work?
+  auto h2d_2d = [&](size_t bytes, size_t rows, CUstream s) {
+    CUDA_MEMCPY2D c = {};
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.srcPitch = bytes / rows;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dmem;
+    c.dstPitch = bytes / rows;
+    c.WidthInBytes = bytes / rows;
+    c.Height = rows;
+    return cuMemcpy2DAsync(&c, s);
+  };
+  auto h2d_3d = [&](size_t bytes, CUstream s) {
+    CUDA_MEMCPY3D c = {};
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.srcPitch = bytes;
+    c.srcHeight = 1;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dmem;
+    c.dstPitch = bytes;
+    c.dstHeight = 1;
+    c.WidthInBytes = bytes;
+    c.Height = 1;
+    c.Depth = 1;
+    return cuMemcpy3DAsync(&c, s);
+  };
   using Op = std::function<CUresult(CUstream)>;
   std::vector<std::pair<std::string, Op>> ops = {
       {"H2D 8 B", [&](CUstream s) { return cuMemcpyHtoDAsync(dmem, host, 8, s); }},
@@ -156,6 +185,30 @@ int main(int argc, char** argv) {
       {"H2D 1 MiB", [&](CUstream s) { return cuMemcpyHtoDAsync(dmem, host, 1 << 20, s); }},
       {"H2D 8 KiB", [&](CUstream s) { return cuMemcpyHtoDAsync(dmem, host, 8192, s); }},
       {"H2D 16 KiB", [&](CUstream s) { return cuMemcpyHtoDAsync(dmem, host, 16384, s); }},
+      {"2D H2D 16 KiB 1 row", [&](CUstream s) { return h2d_2d(16384, 1, s); }},
+      {"2D H2D 16 KiB 16 rows", [&](CUstream s) { return h2d_2d(16384, 16, s); }},
+      {"2D H2D 16 KiB 2048 rows", [&](CUstream s) { return h2d_2d(16384, 2048, s); }},
+      {"2D H2D 4 KiB 1 row", [&](CUstream s) { return h2d_2d(4096, 1, s); }},
+      {"2D H2D 8 B 1 row", [&](CUstream s) { return h2d_2d(8, 1, s); }},
+      {"2D H2D 16 KiB 2 rows", [&](CUstream s) { return h2d_2d(16384, 2, s); }},
+      {"2D H2D 8 B 2 rows", [&](CUstream s) { return h2d_2d(8, 2, s); }},
+      {"2D H2D 2 B 2 rows", [&](CUstream s) { return h2d_2d(2, 2, s); }},
+      {"2D H2D 4 KiB 2 rows", [&](CUstream s) { return h2d_2d(4096, 2, s); }},
+      {"2D H2D 30 KiB 2 rows", [&](CUstream s) { return h2d_2d(30720, 2, s); }},
+      {"2D H2D 4094 B 2 rows odd dst", [&](CUstream s) {
+         CUDA_MEMCPY2D c = {};
+         c.srcMemoryType = CU_MEMORYTYPE_HOST;
+         c.srcHost = static_cast<char*>(host) + 3;
+         c.srcPitch = 2047;
+         c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+         c.dstDevice = dmem + 1;
+         c.dstPitch = 2047;
+         c.WidthInBytes = 2047;
+         c.Height = 2;
+         return cuMemcpy2DAsync(&c, s);
+       }},
+      {"3D H2D 16 KiB", [&](CUstream s) { return h2d_3d(16384, s); }},
+      {"3D H2D 8 B", [&](CUstream s) { return h2d_3d(8, s); }},
       {"batch H2D 8 B overlap", [&](CUstream s) { return batch(dmem, host_dev, 8, s); }},
       {"batch H2D 4 KiB overlap", [&](CUstream s) { return batch(dmem, host_dev, 4096, s); }},
       {"D2D 8 B", [&](CUstream s) { return cuMemcpyDtoDAsync(dmem + 4096, dmem, 8, s); }},

@@ -90,6 +90,12 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     fused) for impl in ${FUSED_IMPLS:-fused pipelined sequential}; do
              SYMCOMM_TEST_FUSED_IMPL=$impl run "fused_$impl" mp_fused
            done ;;
+    # A rank dies during a fused operation (3 ranks: `shared_gpus.sh 3` with
+    # SYMRUN_ARGS=--keep-going), by each of FAULT_IMPLS (mp_fault's dies-during-fused).
+    fault_fused) for impl in ${FAULT_IMPLS:-fused fused:transpose}; do
+                   SYMCOMM_BOOTSTRAP_TIMEOUT=8 SYMCOMM_PEER_TIMEOUT=5 \
+                     run "fault_fused_${impl//:/_}" mp_fault dies-during-fused "$impl"
+                 done ;;
     # FUSED_JSON / COLL_JSON: where the bench writes its records (JSON Lines).
     fused_bench) run fused_bench symcomm-bench fused --fused-ops "${FUSED_OPS:-transpose}" \
                    --shapes "${FUSED_SHAPES:-1024,4096,8192}" ${FUSED_JSON:+--json "$FUSED_JSON"} ;;

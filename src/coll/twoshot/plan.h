@@ -78,7 +78,10 @@ inline uint64_t shape_call(Plan& p, uint64_t count, uint64_t elem, uint64_t bloc
     for (int j = 0; j < n; ++j) p.len[j] = block;
     longest = block;
   }
-  p.in_staged = !(send_direct && aligned(p.send, p.seg));
+  // A reduce's input is staged, always: a root in place passes its recv, which need not be
+  // the object the others pass as send (a symmetric recv at the root, plain sends
+  // elsewhere), so the members could not decide alike.
+  p.in_staged = p.root >= 0 || !(send_direct && aligned(p.send, p.seg));
   // A reduce's results go into the root's stage_out: only the root knows its recv.
   p.out_staged = p.root >= 0 || (p.all && !(recv_direct && aligned(p.recv, p.seg)));
   const bool staged = p.in_staged || p.out_staged;

@@ -59,6 +59,22 @@ void copy(void* dst, const void* src, size_t bytes, void* stream) {
                                  static_cast<cudaStream_t>(stream)));
 }
 
+// `rows` rows of `width` bytes, each `width` after the one before, both sides.
+void copy_rows(char* dst, const char* src, size_t width, size_t rows, void* stream) {
+  SYMCOMM_CUDART(cudaMemcpy2DAsync(dst, width, src, width, width, rows, cudaMemcpyHostToDevice,
+                                   static_cast<cudaStream_t>(stream)));
+}
+
+// `bytes` (2 or more) as copies of 2 rows or more, which run on a copy engine however small
+// (gpu_landing.h): the first 2 * (bytes / 2) bytes in 2 rows and, where bytes is odd, the last
+// 3 bytes in 3 rows of one (two of them again, with the same values, later on one stream).
+void copy_on_engine(void* dst, const void* src, size_t bytes, void* stream) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  copy_rows(d, s, bytes / 2, 2, stream);
+  if (bytes % 2 != 0) copy_rows(d + bytes - 3, s + bytes - 3, 1, 3, stream);
+}
+
 }  // namespace
 
 namespace {
@@ -153,35 +169,31 @@ void sync_within(void* stream, int64_t timeout_ms) {
 void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* engine,
                  void* compute) {
   if (bytes == 0) return;
-  if (bytes > kMemopMaxBytes) {
-    copy(dst, src, bytes, bytes >= kCopyEngineMinBytes ? engine : compute);
+  if (bytes >= kCopyEngineMinBytes) {
+    copy(dst, src, bytes, engine);
     return;
   }
-  auto at = reinterpret_cast<uintptr_t>(dst);
-  const char* from = static_cast<const char*>(src);
-  const uintptr_t end = at + bytes;
-  // Bytes before the first aligned word, and after the last one, share their word with memory
-  // this piece does not cover: they go as a copy, which writes only them.
-  const uintptr_t first = (at + 3) & ~uintptr_t{3};
-  const uintptr_t last = end & ~uintptr_t{3};
-  if (first >= last) {
-    copy(dst, src, bytes, compute);
+  const auto at = reinterpret_cast<uintptr_t>(dst);
+  if (bytes <= kMemopMaxBytes && at % 4 == 0 && bytes % 4 == 0) {
+    // Whole aligned words: stream memory operations, which take their values now.
+    const char* from = static_cast<const char*>(src);
+    Batch batch(drv, static_cast<CUstream>(engine));
+    uintptr_t p = at;
+    const uintptr_t end = at + bytes;
+    if (p % 8 != 0 && p + 4 <= end) {
+      batch.write(p, from, 4);
+      p += 4;
+    }
+    for (; p + 8 <= end; p += 8) batch.write(p, from + (p - at), 8);
+    if (p < end) batch.write(p, from + (p - at), 4);
+    batch.flush();
     return;
   }
-  if (first > at) copy(dst, from, first - at, compute);
-  Batch batch(drv, static_cast<CUstream>(engine));
-  uintptr_t p = first;
-  if (p % 8 != 0 && p + 4 <= last) {
-    batch.write(p, from + (p - at), 4);
-    p += 4;
+  if (bytes >= 2) {
+    copy_on_engine(dst, src, bytes, engine);
+    return;
   }
-  for (; p + 8 <= last; p += 8) batch.write(p, from + (p - at), 8);
-  if (p < last) {
-    batch.write(p, from + (p - at), 4);
-    p += 4;
-  }
-  batch.flush();
-  if (end > last) copy(reinterpret_cast<void*>(last), from + (last - at), end - last, compute);
+  copy(dst, src, bytes, compute);  // one byte: no copy engine takes it alone
 }
 
 }  // namespace symcomm

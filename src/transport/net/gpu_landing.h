@@ -10,14 +10,18 @@
 // 2377 us there against 6-11 us on an idle GPU; copies of 32 KiB and more (copy engines),
 // device-to-host copies, and stream memory operations (cuStreamWriteValue32/64) took 7-28 us
 // either way. A copy through cuMemcpyBatchAsync with CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE
-// was as slow as a plain one. So a small piece goes as stream memory operations that write its
-// words; only the bytes of a piece that do not fill an aligned 4-byte word go as a copy.
+// was as slow as a plain one; so was a 2D copy of one row. But a 2D copy of 2 rows or more
+// runs on a copy engine at any size: 2 rows of 1 byte, of 4 KiB or of 15 KiB, and 16 rows of 1
+// KiB, took 7.6-9.8 us beside the spinning kernel (the same as on an idle GPU), against 2380
+// us for the same bytes in one row.
 //
-// Each operation carries a memory barrier (the v2 API has no flag to leave it out): on 2 H200
-// as 2 nodes an 8-byte put-signal took 45 us one way, a 64-byte one 57 us and a 4 KiB one
-// 441 us (about 0.8 us a word), against 2.1-2.3 ms before. A piece of up to kMemopMaxBytes
-// goes as operations; a larger one, below kCopyEngineMinBytes, as a copy: 8-12 us on an idle
-// GPU, a time slice beside a spinning kernel.
+// So a piece below kCopyEngineMinBytes goes as copies of 2 rows or more (an odd byte count as
+// 2 rows and then its last 3 bytes as 3 rows of one), and a piece of up to kMemopMaxBytes of
+// whole aligned words as stream memory operations (an 8-byte signal payload: one operation,
+// 7.7 us). Each operation carries a memory barrier (the v2 API has no flag to leave it out),
+// about 0.8 us a word on 2 H200 as 2 nodes: a 4 KiB put-signal landed by 512 of them took
+// 441 us one way. Only a piece of a single byte still goes as a plain copy, which waits for
+// the time slice beside a spinning kernel.
 #pragma once
 
 #include <cstddef>
@@ -29,14 +33,18 @@ struct CudaDriver;
 
 // Host-to-device copies of at least this many bytes run on a copy engine.
 constexpr size_t kCopyEngineMinBytes = 32 << 10;
-// Pieces of at most this many bytes are written by stream memory operations.
-constexpr size_t kMemopMaxBytes = 4 << 10;
+// Pieces of at most this many bytes of whole aligned 4-byte words are written by stream
+// memory operations.
+constexpr size_t kMemopMaxBytes = 16;
+
+// Whether land_on_gpu lands `bytes` on the engine stream alone (all but a single byte).
+inline bool lands_on_engine(size_t bytes) { return bytes != 1; }
 
 // The streams a thread of the transport lands with, both of the transport's context (made in
 // the one current) and non-blocking. `engine` begins with a copy of kCopyEngineMinBytes to the
-// GPU and takes the stream memory operations, the copies of kCopyEngineMinBytes and more, and
-// copies from the GPU; `compute` takes what runs on the compute engine (host-to-device copies
-// below kCopyEngineMinBytes, kernels). What a stream does first decides, it seems, where the
+// GPU and takes the stream memory operations, the copies on copy engines (of 2 rows or more,
+// or of kCopyEngineMinBytes and more) and copies from the GPU; `compute` takes what runs on
+// the compute engine (a one-byte landing, kernels). What a stream does first decides, it seems, where the
 // driver runs its later work: on 2 H200 as 2 nodes, the rank whose proxy stream first read 8
 // bytes from the GPU and then wrote by stream memory operations took 2046 us a landing and 2100
 // us a signal beside a spinning wait kernel (an 8-byte put-signal: 2.1 ms one way), while the
@@ -72,11 +80,11 @@ class LandingStreams {
 // with an error instead of hanging.
 void sync_within(void* stream, int64_t timeout_ms);
 
-// Writes `bytes` of pinned host memory `src` to GPU memory `dst`: words by stream memory
-// operations on `engine` (pieces of up to kMemopMaxBytes), a copy of kCopyEngineMinBytes or more
-// on `engine`, smaller copies (a mid-sized piece, the bytes that do not fill an aligned 4-byte
-// word) on `compute`. Both are cudaStream_t of the transport's context (current); the caller
-// synchronises both.
+// Writes `bytes` of pinned host memory `src` to GPU memory `dst`, all on `engine`: a copy of
+// kCopyEngineMinBytes or more; whole aligned words of up to kMemopMaxBytes by stream memory
+// operations; anything else of 2 bytes or more by copies of 2 rows or more. A single byte goes
+// as a copy on `compute`. Both are cudaStream_t of the transport's context (current); the
+// caller synchronises both.
 void land_on_gpu(const CudaDriver& drv, void* dst, const void* src, size_t bytes, void* engine,
                  void* compute);
 

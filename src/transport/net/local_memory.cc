@@ -67,10 +67,9 @@ class CudaMemory final : public LocalMemory {
   }
   void write_message_then_signal(void* dst, const void* src, size_t bytes, uint64_t* word,
                                  uint64_t value, symcommSignalOp_t op) override {
-    const auto at = reinterpret_cast<uintptr_t>(dst);
-    // Words only (no copy on the compute stream), then a set: every operation on the engine
-    // stream, in order (the set's barrier after the words), waited for once.
-    if (!word || op != symcommSignalSet || bytes > kMemopMaxBytes || at % 4 || bytes % 4) {
+    // The landing, then a set: every operation on the engine stream, in order (the set's
+    // barrier after the landing), waited for once.
+    if (!word || op != symcommSignalSet || !lands_on_engine(bytes)) {
       write_message(dst, src, bytes);
       if (word) signal(word, value, op);
       return;
