@@ -12,7 +12,8 @@
 //     no all-to-all, no staging buffer, one pass over out's tiles per member. The members
 //     are read in turn from the one after this member (this member's own block last), so
 //     that the members do not all read the same member at once. Members on this node only.
-//   GEMM + reduce-scatter has no fused kernel yet: pipelined and sequential run it.
+//   GEMM + reduce-scatter: one grouped GEMM kernel whose epilogue stores each partial tile
+//     straight into its owner's slot (fused_gemm_rs.h), then the owners sum their slots.
 // Every run begins with a team barrier (after clearing this member's flags): every member's
 // input is written and nobody still reads what the run overwrites. The transpose ends with
 // one too: nobody changes X before every member has read it.
@@ -30,6 +31,7 @@
 #include "base/launch.cuh"
 #include "fused/convert.cuh"
 #include "fused/fused.h"
+#include "fused/fused_gemm_rs.h"
 #include "fused/side_stream.h"
 #include "fused/waiting_gemm.h"
 #include "rma/rma.h"
@@ -161,20 +163,6 @@ int sm_count(int device) {
   return sms;
 }
 
-}  // namespace
-
-const WaitingGemm* waiting_gemm(std::string* why) {
-  const auto& all = Registry<WaitingGemm>::instance().all();
-  if (all.empty()) {
-    *why = "symcomm was built without CUTLASS's headers, so without its GEMM kernels "
-           "(SYMCOMM_CUTLASS_DIR; scripts/install-deps.sh installs pip's nvidia-cutlass)";
-    return nullptr;
-  }
-  return all.front();
-}
-
-namespace {
-
 class Fused final : public FusedImplementation {
  public:
   const char* name() const override { return "fused"; }
@@ -182,9 +170,7 @@ class Fused final : public FusedImplementation {
   Verdict can_implement(const FusedShape& s, const FusedContext& ctx) const override {
     if (ctx.space != symcommSpaceCuda)
       return Verdict::no("it runs in the cuda memory space only (its kernels read peers' memory)");
-    if (s.op == symcommFusedGemmReduceScatter)
-      return Verdict::no("it has no fused GEMM + reduce-scatter kernel yet (pipelined and "
-                         "sequential run it)");
+    if (s.op == symcommFusedGemmReduceScatter) return fused_gemm_rs_verdict(s, ctx);
     if (s.op == symcommFusedAllGatherGemm) {
       std::string why;
       const WaitingGemm* gemm = waiting_gemm(&why);
@@ -218,6 +204,7 @@ class Fused final : public FusedImplementation {
   size_t workspace_bytes(const FusedShape& s, const FusedContext&) const override {
     if (s.op == symcommFusedAllGatherGemm)  // the flags, the gathered A
       return flags_bytes(s) + static_cast<size_t>(s.m * s.k) * fused_element_bytes(s.a_type);
+    if (s.op == symcommFusedGemmReduceScatter) return fused_gemm_rs_workspace(s);
     return 0;
   }
 
@@ -225,6 +212,7 @@ class Fused final : public FusedImplementation {
            symcommStream_t stream) const override {
     DeviceScope scope(ctx.topology.device);
     if (s.op == symcommFusedAllGatherGemm) return all_gather_gemm(s, ctx, b, stream);
+    if (s.op == symcommFusedGemmReduceScatter) return fused_gemm_rs(s, ctx, b, stream);
     transpose_accumulate(s, ctx, b, stream);
   }
 

@@ -332,6 +332,29 @@ TEST(Fused, GemmReduceScatterInPieces) {
     GTEST_SKIP() << skip;
 }
 
+// GEMM + reduce-scatter over many tiles of a kernel's (128 x 128), with every member's K and N
+// multiples of 8 (the fused kernel's TMA): owners' blocks that begin and end inside tiles, an
+// owner with no rows, a member with no columns (its partials are zeros), B either way,
+// float16 and bfloat16 with C in float32 and in their type.
+TEST(Fused, GemmReduceScatterOverManyTiles) {
+  std::string skip;
+  int ran = 0, i = 0;
+  const uint64_t seed = mp::test_seed();
+  SCOPED_TRACE(mp::seed_note(seed));
+  const int n = mp::nranks();
+  for (Type ab : kHalves)
+    for (Type c : {symcommFloat32, ab})
+      for (int bt = 0; bt < 2; ++bt, ++i) {
+        Gemm g{ab, c, bt, 0, 264, 0, {}, {}, i % 3 == 0};
+        for (int r = 0; r < n; ++r) {
+          g.rows.push_back(r == i % n && i % 4 == 1 ? 0 : 130 + 70 * r);
+          g.cols.push_back(r == (i + 1) % n && i % 4 == 2 ? 0 : 64 + 8 * r);
+        }
+        ran += run_gemm(symcommFusedGemmReduceScatter, SYMCOMM_TEAM_WORLD, g, seed + i, &skip);
+      }
+  if (!ran) GTEST_SKIP() << skip;
+}
+
 // On a team split from the world, of world ranks 1 .. n-1 (team rank = world rank - 1;
 // rank 0 is not a member and only joins the world's allocations): blocks by team rank.
 TEST(Fused, GemmsOnASplitTeam) {

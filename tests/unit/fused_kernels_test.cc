@@ -2,6 +2,7 @@
 // links, as in a build without CUTLASS's headers: the fused implementation finds none and
 // says why, naming how to get them. unit_tests links the library's objects without them
 // (src/CMakeLists.txt keeps them in an object library of their own).
+#include "fused/scatter_gemm.h"
 #include "fused/waiting_gemm.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,9 @@ TEST(FusedKernels, WithoutThemTheReasonSaysHowToGetThem) {
   EXPECT_EQ(waiting_gemm(&why), nullptr);
   EXPECT_NE(why.find("without CUTLASS's headers"), std::string::npos) << why;
   EXPECT_NE(why.find("nvidia-cutlass"), std::string::npos) << why;
+  why.clear();
+  EXPECT_EQ(scatter_gemm(&why), nullptr);
+  EXPECT_NE(why.find("without CUTLASS's headers"), std::string::npos) << why;
 }
 
 }  // namespace

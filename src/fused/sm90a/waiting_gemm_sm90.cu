@@ -31,6 +31,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "base/kernel_load.h"
+#include "fused/sm90a/packed_stride.cuh"
 #include "fused/waiting_gemm.h"
 #include "symcomm/device.cuh"
 
@@ -93,19 +94,6 @@ struct WaitingMainloop : Base {
                thread_idx, block_rank_in_cluster, shared_tensors);
   }
 };
-
-// CUTLASS's stride of a packed matrix of shape (x, y) (one batch): one of x's and y's strides
-// is the static 1, the other the extent of the contiguous mode.
-template <class Stride>
-Stride packed_stride(int x, int y) {
-  Stride s{};
-  if constexpr (cute::is_static<std::decay_t<decltype(cute::get<1>(s))>>::value)
-    cute::get<0>(s) = y;
-  else
-    cute::get<1>(s) = x;
-  cute::get<2>(s) = 0;
-  return s;
-}
 
 // Everything a call's kernel parameters are made from, zeroed first (memcmp compares it).
 struct CallKey {
