@@ -194,7 +194,12 @@ class Fused final : public FusedImplementation {
   // pipelined's, which hides the all-gather behind them. With 2 ranks on one H200 (MPS),
   // bfloat16: 35.7 us at 1024^3 against pipelined's 49.2 and sequential's 41.6; 123 against
   // pipelined's 94 at 2048^3, two waves (bench/results/h200x1/fused_n2_ac30b33.jsonl).
+  // GEMM + reduce-scatter: not chosen automatically yet. With 2 ranks on one H200 (MPS) it
+  // took 44.3 us at 1024^3 (sequential 43.4, pipelined 51.1), 98.8 at 2048^3 (pipelined 94.4)
+  // and 478 at 4096^3 (pipelined 464), where the GPU is shared and "remote" stores are local;
+  // the choice waits for a run on GPUs joined by NVLink.
   bool suits(const FusedShape& s, const FusedContext& ctx) const override {
+    if (s.op == symcommFusedGemmReduceScatter) return false;
     if (s.op != symcommFusedAllGatherGemm) return true;
     std::string why;
     const WaitingGemm* gemm = waiting_gemm(&why);

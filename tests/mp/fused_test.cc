@@ -1,10 +1,8 @@
 // The fused operations of include/symcomm/fused.h: all-gather + GEMM, GEMM + reduce-scatter
 // and transpose + accumulate, each checked element by element against a CPU reference that
 // every rank computes from data it regenerates for every member (one agreed seed); their
-// workspaces; the registry of implementations; and the arguments the API refuses.
-// Inputs are multiples of 1/8 in [-2, 2]: exact in float16 and bfloat16, and every product
-// and partial sum here is exact in fp32, so a float32 C must be exact and a half-precision C
-// within one unit in its last place.
+// workspaces; the registry of implementations; and the arguments the API refuses
+// (fused_fixture.h: the values, the reference).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,184 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "mp.h"
-#include "symcomm/fused.h"
+#include "fused_fixture.h"
 
 namespace {
-
-using Type = symcommDataType_t;
-using Vec = std::vector<double>;
-
-// For helpers that return a value, where SC_OK's ASSERT cannot be used.
-#define EXPECT_OK(call) \
-  do { EXPECT_EQ((call), symcommSuccess) << #call << ": " << symcommGetLastError(); } while (0)
-
-const Type kHalves[] = {symcommFloat16, symcommBfloat16};
-const Type kOutputs[] = {symcommFloat16, symcommBfloat16, symcommFloat32};
-
-size_t esize(Type t) { return t == symcommFloat32 ? 4 : 2; }
-const char* tname(Type t) {
-  return t == symcommFloat32 ? "f32" : t == symcommFloat16 ? "f16" : "bf16";
-}
-// Relative error allowed in C: one unit in the last place of the type.
-double ulp(Type t) {
-  return t == symcommFloat32 ? 0 : t == symcommFloat16 ? 1.0 / 1024 : 1.0 / 128;
-}
-
-// Values exact in the type: float16 from frexp (normal numbers and zero only), bfloat16 as a
-// float's top half.
-std::vector<uint8_t> encode(const Vec& v, Type t) {
-  std::vector<uint8_t> out(v.size() * esize(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float f = static_cast<float>(v[i]);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    int e = 0;
-    const double m = std::frexp(std::fabs(v[i]), &e);  // |v| = m 2^e, m in [0.5, 1)
-    const long bits = (v[i] < 0 ? 0x8000 : 0) | (e + 14) << 10 | std::lround((2 * m - 1) * 1024);
-    const uint16_t h = static_cast<uint16_t>(t == symcommBfloat16 ? u >> 16 : v[i] == 0 ? 0 : bits);
-    std::memcpy(&out[i * esize(t)], t == symcommFloat32 ? static_cast<const void*>(&f) : &h,
-                esize(t));
-  }
-  return out;
-}
-
-Vec decode(const std::vector<uint8_t>& b, Type t) {
-  Vec v(b.size() / esize(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint32_t u = 0;  // float32 bits; float16 and bfloat16 bits in the low half
-    std::memcpy(&u, &b[i * esize(t)], esize(t));
-    if (t == symcommBfloat16) u <<= 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    const int e = (u >> 10) & 31, m = u & 1023;
-    const double h = e == 31 ? (m ? NAN : INFINITY)
-                     : e     ? std::ldexp(1024 + m, e - 25)
-                             : std::ldexp(m, -24);
-    v[i] = t != symcommFloat16 ? f : (u & 0x8000) ? -h : h;
-  }
-  return v;
-}
-
-// Element `i` of matrix `what` (of member `who`, where each has its own): a multiple of 1/8
-// in [-2, 2], the same on every rank for one seed.
-double val(uint64_t seed, uint64_t what, uint64_t who, uint64_t i) {
-  uint64_t x = seed;
-  for (uint64_t part : {what, who, i}) {
-    x += part + 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
-  }
-  return static_cast<double>(static_cast<int>(x % 33) - 16) / 8;
-}
-
-// Rows [r0, r0 + nr) and columns [c0, c0 + nc) of the row-major matrix m of `ld` columns,
-// or their transpose.
-Vec block(const Vec& m, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
-          bool transpose = false) {
-  Vec out(static_cast<size_t>(nr * nc));
-  for (int64_t i = 0; i < nr; ++i)
-    for (int64_t j = 0; j < nc; ++j)
-      out[transpose ? j * nr + i : i * nc + j] = m[(r0 + i) * ld + c0 + j];
-  return out;
-}
-
-// Expects got == want within ulp(t) relative (NaN, the poison, never passes); names the
-// first few elements that differ by row and column.
-void expect_near(const Vec& got, const Vec& want, Type t, int64_t cols, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t bad = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= ulp(t) * std::fabs(want[i])) && bad++ < 4)
-      ADD_FAILURE() << what << " [" << i / cols << ", " << i % cols << "] holds " << got[i]
-                    << ", expected " << want[i];
-  EXPECT_EQ(bad, 0u) << what << ": elements wrong";
-}
-
-// A buffer of the space under test holding `v` (16 bytes at least: an empty block is still
-// a valid pointer).
-void* upload(const std::vector<uint8_t>& v) {
-  void* p = mp::local_alloc(std::max<size_t>(v.size(), 16));
-  mp::store(p, v);
-  return p;
-}
-// 0xFF bytes: NaN in float16, bfloat16 and float32 alike.
-std::vector<uint8_t> poison(size_t bytes) { return std::vector<uint8_t>(bytes, 0xFF); }
-
-// Creates the plan on the team's members (every world rank calls). False on every rank where
-// the cuda space has no implementation for it (*skip says why); the host space must have one.
-bool create(symcommTeam_t team, bool member, const symcommFusedConfig_t& c,
-            symcommFusedPlan_t* plan, std::string* skip) {
-  *plan = nullptr;
-  symcommResult_t rc = symcommSuccess;
-  if (member) rc = symcommFusedPlanCreate(mp::world(), team, &c, plan);
-  if (rc == symcommNotSupported && mp::space() == symcommSpaceCuda) *skip = symcommGetLastError();
-  else EXPECT_EQ(rc, symcommSuccess) << symcommGetLastError();
-  if (mp::all_ok(rc == symcommSuccess)) return true;
-  if (*plan) EXPECT_OK(symcommFusedPlanDestroy(*plan));
-  *plan = nullptr;
-  return false;
-}
-
-// The plan's workspace (plan NULL off its team), allocated over the world, which symcommMalloc
-// needs: every member reports the same size. Dirty, as the heap gives it. NULL for 0 bytes.
-void* alloc_workspace(symcommFusedPlan_t plan, size_t* bytes = nullptr) {
-  int64_t mine = -1, size = -1;
-  if (plan) {
-    size_t b = 0;
-    EXPECT_OK(symcommFusedWorkspaceSize(plan, &b));
-    mine = static_cast<int64_t>(b);
-  }
-  std::vector<int64_t> all(static_cast<size_t>(mp::nranks()));
-  EXPECT_OK(symcommHostAllgather(mp::world(), &mine, all.data(), sizeof mine));
-  for (int64_t s : all) {
-    if (s >= 0 && size >= 0) {
-      EXPECT_EQ(s, size) << "members report other workspace sizes";
-    }
-    size = std::max(size, s);
-  }
-  void* ws = nullptr;
-  if (size > 0) {
-    EXPECT_OK(symcommMalloc(mp::world(), static_cast<size_t>(size), &ws));
-    if (ws) mp::fill(ws, static_cast<size_t>(size), mp::rank(), 90);
-  }
-  if (bytes) *bytes = static_cast<size_t>(std::max<int64_t>(size, 0));
-  return ws;
-}
-
-struct Gemm {
-  Type ab, c;
-  int bt, gather;
-  int64_t n, k;  // k: all-gather + GEMM only (K is the sum of cols for the reduce-scatter)
-  std::vector<int64_t> rows, cols;  // per team rank
-  bool sym_a;                       // A_r in symmetric memory rather than plain
-};
-
-symcommFusedConfig_t gemm_config(symcommFusedOp_t op, const Gemm& g) {
-  symcommFusedConfig_t c;
-  symcommFusedConfigInit(&c);
-  c.op = op;
-  c.n = g.n;
-  c.k = g.k;
-  std::copy(g.rows.begin(), g.rows.end(), c.rows);
-  if (op == symcommFusedGemmReduceScatter) std::copy(g.cols.begin(), g.cols.end(), c.cols);
-  c.a_type = c.b_type = g.ab;
-  c.c_type = g.c;
-  c.b_transposed = g.bt;
-  c.gather_a = g.gather;
-  // SYMCOMM_TEST_FUSED_IMPL names the implementation every GEMM case runs (default: the
-  // plan's choice), so that each one is checked against the reference.
-  if (const char* impl = std::getenv("SYMCOMM_TEST_FUSED_IMPL"))
-    std::snprintf(c.implementation, sizeof c.implementation, "%s", impl);
-  return c;
-}
-
-std::string list(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
 
 // One GEMM case over `team` (every world rank calls), run twice by the members with poisoned
 // outputs before each run. Both operations are C = A x B of a full A [M, K] and B [K, N]:
@@ -224,17 +47,8 @@ bool run_gemm(symcommFusedOp_t op, symcommTeam_t team, const Gemm& g, uint64_t s
   void* sym = nullptr;
   if (g.sym_a) EXPECT_OK(symcommMalloc(mp::world(), static_cast<size_t>(most) * ea, &sym));
   if (me >= 0 && (sym || !g.sym_a)) {
-    Vec A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N)), C(M * N, 0.0);
-    for (size_t i = 0; i < A.size(); ++i) A[i] = val(seed, 1, 0, i);
-    for (size_t i = 0; i < B.size(); ++i) B[i] = val(seed, 2, 0, i);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < N; ++j) C[i * N + j] += A[i * K + k] * B[k * N + j];
-    const int64_t kb = ag ? K : g.cols[me];  // rows of this member's B
-    const Vec a_mine =
-        ag ? block(A, K, roff[me], g.rows[me], 0, K) : block(A, K, 0, M, coff[me], kb);
-    const Vec b_mine = block(B, N, ag ? 0 : coff[me], kb, 0, N, g.bt);
-    const Vec want = ag ? C : block(C, N, roff[me], g.rows[me], 0, N);
+    const GemmData d = gemm_data(op, g, me, seed, seed);
+    const Vec &A = d.a, &a_mine = d.a_mine, &b_mine = d.b_mine, &want = d.want;
     void* a = sym ? sym : mp::local_alloc(static_cast<size_t>(most) * ea);
     mp::store(a, encode(a_mine, g.ab));
     void* b = upload(encode(b_mine, g.ab));
@@ -461,7 +275,10 @@ TEST(Fused, AllGatherGemmWaitsForLateRows) {
   Gemm g{symcommBfloat16, symcommFloat32, 0, 0, N, K, {}, {}, false};
   g.rows.assign(static_cast<size_t>(n), rows);
   symcommFusedConfig_t c = gemm_config(symcommFusedAllGatherGemm, g), ref = c;
-  std::snprintf(ref.implementation, sizeof ref.implementation, "sequential");
+  // SYMCOMM_TEST_FUSED_REF: the implementation compared against (default sequential).
+  const char* ref_impl = std::getenv("SYMCOMM_TEST_FUSED_REF");
+  std::snprintf(ref.implementation, sizeof ref.implementation, "%s",
+                ref_impl ? ref_impl : "sequential");
   std::string skip;
   symcommFusedPlan_t plan, ref_plan;
   if (!create(SYMCOMM_TEAM_WORLD, true, c, &plan, &skip)) GTEST_SKIP() << skip;
@@ -487,10 +304,15 @@ TEST(Fused, AllGatherGemmWaitsForLateRows) {
     SC_OK(symcommFusedRun(plan, a, b, out, nullptr, ws, stream));
     const std::vector<uint8_t> got = mp::fetch(stream, out, c_bytes);
     const std::vector<uint8_t> expected = mp::fetch(stream, want, c_bytes);
-    size_t wrong = 0;
-    for (size_t i = 0; i < c_bytes; i += 4) wrong += std::memcmp(&got[i], &expected[i], 4) != 0;
+    size_t wrong = 0, first = 0, last = 0;
+    for (size_t i = 0; i < c_bytes; i += 4)
+      if (std::memcmp(&got[i], &expected[i], 4) != 0) {
+        if (!wrong++) first = i / 4;
+        last = i / 4;
+      }
     EXPECT_EQ(wrong, 0u) << "run " << run << ": elements of C [" << M << ", " << N
-                         << "] differ from sequential's";
+                         << "] differ from " << ref.implementation << "'s, from row "
+                         << first / N << " to row " << last / N;
     SC_OK(symcommHostBarrier(mp::world()));  // every member fetched before A changes
   }
   mp::free_stream(stream);

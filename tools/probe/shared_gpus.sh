@@ -99,10 +99,13 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
     # FUSED_JSON / COLL_JSON: where the bench writes its records (JSON Lines).
     fused_bench) run fused_bench symcomm-bench fused --fused-ops "${FUSED_OPS:-transpose}" \
                    --shapes "${FUSED_SHAPES:-1024,4096,8192}" ${FUSED_JSON:+--json "$FUSED_JSON"} ;;
-    # Reduce, gather and scatter by each algorithm that does them (NCCL refuses shared GPUs).
-    coll_rooted) run coll_rooted symcomm-bench coll --ops reduce,gather,scatter \
-                   --impls "${COLL_IMPLS:-auto,sm,copy}" --min-bytes 8 --max-bytes 64M --step 8 \
-                   --root 1 ${COLL_JSON:+--json "$COLL_JSON"} ;;
+    # Reduce, gather and scatter (or COLL_OPS) by each algorithm that does them (NCCL refuses
+    # shared GPUs), COLL_MIN to COLL_MAX bytes, COLL_EXTRA more options (--plain); every
+    # result checked.
+    coll_rooted) run coll_rooted symcomm-bench coll --ops "${COLL_OPS:-reduce,gather,scatter}" \
+                   --impls "${COLL_IMPLS:-auto,sm,copy}" --min-bytes "${COLL_MIN:-8}" \
+                   --max-bytes "${COLL_MAX:-64M}" --step 8 --root 1 \
+                   ${COLL_EXTRA:-} ${COLL_JSON:+--json "$COLL_JSON"} ;;
     # The Python module's cuda-space tests (tests/python/test_cuda.py), where it was built.
     # PY_PATH: the package to test (default the build's); PYTEST_K: pytest's -k.
     py) SYMCOMM_MEMORY_SPACE=cuda PYTHONPATH=${PY_PATH:-build-gpu/python} run py "$(command -v python3)" \

@@ -32,7 +32,7 @@
 #include "base/error.h"
 #include "base/kernel_load.h"
 #include "fused/scatter_gemm.h"
-#include "fused/sm90a/packed_stride.cuh"
+#include "fused/sm90a/cutlass_common.cuh"
 
 namespace symcomm {
 
@@ -65,19 +65,6 @@ __global__ void __launch_bounds__(128) write_arrays_kernel(const __grid_constant
   for (size_t i = threadIdx.x; i < kWords; i += blockDim.x) dst[i] = src[i];
 }
 
-template <class T>
-struct Cutlass;
-template <>
-struct Cutlass<__half> {
-  using type = cutlass::half_t;
-};
-template <>
-struct Cutlass<__nv_bfloat16> {
-  using type = cutlass::bfloat16_t;
-};
-
-using TileShape = Shape<_128, _128, _64>;
-using ClusterShape = Shape<_1, _1, _1>;
 using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;
 
 // The epilogue (float32 products to each group's D, row-major), the same for every input; out

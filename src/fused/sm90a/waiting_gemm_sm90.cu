@@ -31,7 +31,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
 #include "base/kernel_load.h"
-#include "fused/sm90a/packed_stride.cuh"
+#include "fused/sm90a/cutlass_common.cuh"
 #include "fused/waiting_gemm.h"
 #include "symcomm/device.cuh"
 
@@ -122,23 +122,6 @@ CallKey key_of(const WaitingGemmCall& call, int device) {
   return key;
 }
 
-template <class T>
-struct Cutlass;
-template <>
-struct Cutlass<__half> {
-  using type = cutlass::half_t;
-};
-template <>
-struct Cutlass<__nv_bfloat16> {
-  using type = cutlass::bfloat16_t;
-};
-template <>
-struct Cutlass<float> {
-  using type = float;
-};
-
-using TileShape = Shape<_128, _128, _64>;
-using ClusterShape = Shape<_1, _1, _1>;
 
 template <class In, class Out, bool kBTransposed>
 struct Kernel {
