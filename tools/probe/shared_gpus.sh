@@ -50,6 +50,8 @@ EOF
 nvcc -arch=sm_90 -o "$T/sms" "$T/sms.cu" && "$T/sms"
 
 export SYMCOMM_TEST_SPACE=cuda SYMCOMM_TEST_SHARED_GPUS=1 SYMCOMM_BOOTSTRAP_ADDR=127.0.0.1
+# The benches' records name the commit (scripts/gpu-check's .commit, where it was carried).
+export SYMCOMM_BENCH_COMMIT=${SYMCOMM_BENCH_COMMIT:-$(cat .commit 2>/dev/null || echo unknown)}
 failed=0
 # SYMRUN_ARGS: more symrun options, e.g. "--nodes 2" (ranks as nodes: the net transport,
 # with SYMCOMM_NET_PROVIDER=tcp SYMCOMM_NET_DOMAIN=lo in the environment). A suite still
