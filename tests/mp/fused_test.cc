@@ -108,10 +108,13 @@ void gemm_cases(symcommFusedOp_t op) {
 
 TEST(Fused, AllGatherGemm) { gemm_cases(symcommFusedAllGatherGemm); }
 
-// All-gather + GEMM over many tiles of a kernel's (128 x 128): members' rows that begin and
-// end inside tiles, a member with none, B either way, float16 and bfloat16 with C in their
-// type and in float32.
-TEST(Fused, AllGatherGemmOverManyTiles) {
+// Either GEMM over many tiles of a kernel's (128 x 128), shapes the fused kernels take (K and
+// N multiples of 8): members' rows that begin and end inside tiles, a member with none, (GEMM
+// + reduce-scatter) a member with no columns, whose partials are zeros; B either way, float16
+// and bfloat16 with C in their type and in float32, (all-gather) the gathered A every other
+// case.
+void many_tiles(symcommFusedOp_t op) {
+  const bool ag = op == symcommFusedAllGatherGemm;
   std::string skip;
   int ran = 0, i = 0;
   const uint64_t seed = mp::test_seed();
@@ -120,12 +123,18 @@ TEST(Fused, AllGatherGemmOverManyTiles) {
   for (Type ab : kHalves)
     for (Type c : {ab, symcommFloat32})
       for (int bt = 0; bt < 2; ++bt, ++i) {
-        Gemm g{ab, c, bt, i % 2, 264, 136, {}, {}, i % 3 == 0};
-        for (int r = 0; r < n; ++r) g.rows.push_back(r == i % n && i % 4 == 1 ? 0 : 130 + 70 * r);
-        ran += run_gemm(symcommFusedAllGatherGemm, SYMCOMM_TEAM_WORLD, g, seed + i, &skip);
+        Gemm g{ab, c, bt, ag ? i % 2 : 0, 264, ag ? 136 : 0, {}, {}, i % 3 == 0};
+        for (int r = 0; r < n; ++r) {
+          g.rows.push_back(r == i % n && i % 4 == 1 ? 0 : 130 + 70 * r);
+          if (!ag) g.cols.push_back(r == (i + 1) % n && i % 4 == 2 ? 0 : 64 + 8 * r);
+        }
+        ran += run_gemm(op, SYMCOMM_TEAM_WORLD, g, seed + i, &skip);
       }
   if (!ran) GTEST_SKIP() << skip;
 }
+
+TEST(Fused, AllGatherGemmOverManyTiles) { many_tiles(symcommFusedAllGatherGemm); }
+TEST(Fused, GemmReduceScatterOverManyTiles) { many_tiles(symcommFusedGemmReduceScatter); }
 
 TEST(Fused, GemmReduceScatter) { gemm_cases(symcommFusedGemmReduceScatter); }
 
@@ -144,29 +153,6 @@ TEST(Fused, GemmReduceScatterInPieces) {
   std::string skip;
   if (!run_gemm(symcommFusedGemmReduceScatter, SYMCOMM_TEAM_WORLD, g, seed, &skip))
     GTEST_SKIP() << skip;
-}
-
-// GEMM + reduce-scatter over many tiles of a kernel's (128 x 128), with every member's K and N
-// multiples of 8 (the fused kernel's TMA): owners' blocks that begin and end inside tiles, an
-// owner with no rows, a member with no columns (its partials are zeros), B either way,
-// float16 and bfloat16 with C in float32 and in their type.
-TEST(Fused, GemmReduceScatterOverManyTiles) {
-  std::string skip;
-  int ran = 0, i = 0;
-  const uint64_t seed = mp::test_seed();
-  SCOPED_TRACE(mp::seed_note(seed));
-  const int n = mp::nranks();
-  for (Type ab : kHalves)
-    for (Type c : {symcommFloat32, ab})
-      for (int bt = 0; bt < 2; ++bt, ++i) {
-        Gemm g{ab, c, bt, 0, 264, 0, {}, {}, i % 3 == 0};
-        for (int r = 0; r < n; ++r) {
-          g.rows.push_back(r == i % n && i % 4 == 1 ? 0 : 130 + 70 * r);
-          g.cols.push_back(r == (i + 1) % n && i % 4 == 2 ? 0 : 64 + 8 * r);
-        }
-        ran += run_gemm(symcommFusedGemmReduceScatter, SYMCOMM_TEAM_WORLD, g, seed + i, &skip);
-      }
-  if (!ran) GTEST_SKIP() << skip;
 }
 
 // On a team split from the world, of world ranks 1 .. n-1 (team rank = world rank - 1;

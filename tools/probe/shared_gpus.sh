@@ -98,9 +98,11 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
                    SYMCOMM_BOOTSTRAP_TIMEOUT=8 SYMCOMM_PEER_TIMEOUT=5 \
                      run "fault_fused_${impl//:/_}" mp_fault dies-during-fused "$impl"
                  done ;;
-    # FUSED_JSON / COLL_JSON: where the bench writes its records (JSON Lines).
+    # FUSED_JSON / COLL_JSON: where the bench writes its records (JSON Lines); FUSED_EXTRA:
+    # more options (--llm).
     fused_bench) run fused_bench symcomm-bench fused --fused-ops "${FUSED_OPS:-transpose}" \
-                   --shapes "${FUSED_SHAPES:-1024,4096,8192}" ${FUSED_JSON:+--json "$FUSED_JSON"} ;;
+                   --shapes "${FUSED_SHAPES:-1024,4096,8192}" ${FUSED_EXTRA:-} \
+                   ${FUSED_JSON:+--json "$FUSED_JSON"} ;;
     # Reduce, gather and scatter (or COLL_OPS) by each algorithm that does them (NCCL refuses
     # shared GPUs), COLL_MIN to COLL_MAX bytes, COLL_EXTRA more options (--plain); every
     # result checked.
