@@ -34,6 +34,8 @@ uint64_t MessageApply::operator()(Proxy& via, const wire::Header& h, const uint8
       return 0;
     case wire::Kind::Stage:
       return staging_ ? staging_->on_stage(h, memory_) : 1;
+    case wire::Kind::Landed:
+      return staging_ ? staging_->on_landed_message(h, memory_) : 1;
     case wire::Kind::Hold:
       loop_.hold_for(std::chrono::microseconds(std::min<uint64_t>(h.a, 10000000)));
       return 0;

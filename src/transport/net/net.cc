@@ -58,6 +58,11 @@ static const BoolParam kConnectAtInit(
     "1: the net transport connects to every peer of another node when the communicator is "
     "made (a flush each, within SYMCOMM_BOOTSTRAP_TIMEOUT); 0: at the first message to each");
 
+static const BoolParam kCudaLanes(
+    "SYMCOMM_NET_CUDA_LANES", "0",
+    "1: the cuda space stages over every rail of SYMCOMM_NET_RAILS (staging_lanes.cc, not yet "
+    "proven on GPUs); 0: over the first rail only");
+
 namespace {
 
 // How long the proxy polls without sleeping after its last activity (Proxy). In the host
@@ -80,11 +85,12 @@ class Net final : public Transport {
         chunk_(kChunk.get()), eager_max_(kEagerMax.get()),
         dirty_(static_cast<size_t>(ctx.topology.nranks)) {
     std::vector<std::string> domains = net_rail_domains();
-    // Every rank opens as many endpoints (each a collective); the cuda space stages through
-    // the first rail only.
-    if (cuda_ && domains.size() > 1) {
-      SYMCOMM_WARN("net transport: the cuda memory space uses the first of its %zu rails (%s)",
-                   domains.size(), domains[0].c_str());
+    // Every rank opens as many endpoints (each a collective). The cuda space's staging over
+    // several lanes waits for its first run on GPUs: until then only where asked for.
+    if (cuda_ && domains.size() > 1 && !kCudaLanes.get()) {
+      SYMCOMM_WARN("net transport: the cuda memory space uses the first of its %zu rails (%s); "
+                   "SYMCOMM_NET_CUDA_LANES=1 stages over all of them", domains.size(),
+                   domains[0].c_str());
       domains.resize(1);
     }
     // Ranks may have different rail counts (lanes between them: rail_set.h).
@@ -144,6 +150,13 @@ class Net final : public Transport {
                                                ctx.topology.nranks, timeout_ms_);
     apply_ = std::make_unique<MessageApply>(heap_.base(), end_, *memory_, staging_.get(),
                                             *loop_, *transfers_);
+    if (staging_)
+      staging_lanes_ = std::make_unique<Staging::Lanes>(Staging::Lanes{
+          *transfers_,
+          [this](int pe, const wire::Header& h, const char* what, bool reply) {
+            return send(pe, h, nullptr, what, reply);
+          },
+          [this](int pe, size_t bytes) { hold(pe, bytes); }});
     loop_->start();  // what arrives is applied through messages_
   }
   ~Net() override {
@@ -192,13 +205,13 @@ class Net final : public Transport {
     if (cuda_) {
       if (!bounce_->needed(src))
         return jobs_->enqueue(stream,
-                              [=, this] { staging_->put(*proxy_, pe, offset, src, bytes); });
+                              [=, this] { staged_put(pe, offset, src, bytes); });
       // Piece by piece through the stream's bounce buffer (stream_bounce.h).
       char* b = bounce_->buffer(stream);
       for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
         const size_t n = std::min(bounce_->bytes(), bytes - at);
         bounce_->copy(b, static_cast<const char*>(src) + at, n, stream);
-        jobs_->enqueue(stream, [=, this] { staging_->put(*proxy_, pe, offset + at, b, n); });
+        jobs_->enqueue(stream, [=, this] { staged_put(pe, offset + at, b, n); });
       }
       return;
     }
@@ -212,11 +225,11 @@ class Net final : public Transport {
     if (cuda_) {
       if (!bounce_->needed(dst))
         return jobs_->enqueue(stream,
-                              [=, this] { staging_->get(*proxy_, pe, dst, offset, bytes); });
+                              [=, this] { staged_get(pe, dst, offset, bytes); });
       char* b = bounce_->buffer(stream);  // as put's
       for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
         const size_t n = std::min(bounce_->bytes(), bytes - at);
-        jobs_->enqueue(stream, [=, this] { staging_->get(*proxy_, pe, b, offset + at, n); });
+        jobs_->enqueue(stream, [=, this] { staged_get(pe, b, offset + at, n); });
         bounce_->copy(static_cast<char*>(dst) + at, b, n, stream);
       }
       return;
@@ -393,9 +406,9 @@ class Net final : public Transport {
     wire::Header h = signal_header(op.signal, op.value, op.op);
     switch (op.kind) {
       case kDeviceNetPut:
-        return staging_->put(*proxy_, pe, op.offset, local, op.bytes);
+        return staged_put(pe, op.offset, local, op.bytes);
       case kDeviceNetGet:
-        return staging_->get(*proxy_, pe, local, op.offset, op.bytes);
+        return staged_get(pe, local, op.offset, op.bytes);
       case kDeviceNetPutSignal:
         if (op.bytes <= eager_max_) {
           h.kind = wire::Kind::PutSignal;
@@ -403,7 +416,7 @@ class Net final : public Transport {
           h.bytes = static_cast<uint32_t>(op.bytes);
           return send_put_signal(pe, h, local);
         }
-        staging_->put(*proxy_, pe, op.offset, local, op.bytes);
+        staged_put(pe, op.offset, local, op.bytes);
         [[fallthrough]];
       case kDeviceNetSignal:
         send(pe, h, nullptr, "a signal");
@@ -450,9 +463,20 @@ class Net final : public Transport {
     send(pe, h, nullptr, "a hold");
   }
 
-  // Messages to `pe` go through messages_ (numbered, failed over): the host space, with
-  // several lanes to it.
-  bool lanes_fail_over(int pe) const { return !cuda_ && rail_set_->lanes(pe).size() > 1; }
+  // Messages to `pe` go through messages_ (numbered, failed over) where there are several
+  // lanes to it.
+  bool lanes_fail_over(int pe) const { return rail_set_->lanes(pe).size() > 1; }
+
+  // The cuda space's staged moves (staging.h), on the stream worker: over rail 0 where one
+  // lane reaches `pe`, else over every lane.
+  void staged_put(int pe, size_t offset, const void* src, size_t bytes) {
+    if (lanes_fail_over(pe)) return staging_->put(*staging_lanes_, pe, offset, src, bytes);
+    staging_->put(*proxy_, pe, offset, src, bytes);
+  }
+  void staged_get(int pe, void* dst, size_t offset, size_t bytes) {
+    if (lanes_fail_over(pe)) return staging_->get(*staging_lanes_, pe, dst, offset, bytes);
+    staging_->get(*proxy_, pe, dst, offset, bytes);
+  }
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
@@ -495,12 +519,13 @@ class Net final : public Transport {
   std::unique_ptr<ProxyLoop> loop_;  // the thread that drives every rail's proxy
   FabricEndpoint* endpoint_ = nullptr;  // rail 0's: messages, and the cuda space's staging
   Proxy* proxy_ = nullptr;              // rail 0's
-  std::unique_ptr<LaneTransfers> transfers_;  // host-space writes and reads over the lanes
+  std::unique_ptr<LaneTransfers> transfers_;  // writes and reads over the lanes
   std::unique_ptr<LaneMessages> messages_;  // messages over the lanes; what arrives
   std::unique_ptr<MessageApply> apply_;     // what arrives, applied here
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
+  std::unique_ptr<Staging::Lanes> staging_lanes_;  // its way over several lanes
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
   std::unique_ptr<StreamBounce> bounce_;  // the cuda space's
   std::vector<bool> serves_ = std::vector<bool>(dirty_.size(), false);  // [pe]: a peer of ours

@@ -79,6 +79,16 @@ void Staging::drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops) {
     }
 }
 
+void Staging::fill_slot(int slot, size_t offset, const void* src, size_t piece,
+                        uint64_t ticket) {
+  char* at = outbox_slot(slot);
+  const SlotHeader h{offset, piece, ticket};
+  std::memcpy(at, &h, sizeof h);
+  SYMCOMM_CUDART(
+      cudaMemcpyAsync(at + kHeader, src, piece, cudaMemcpyDefault, as_stream(stream_)));
+  sync_within(stream_, timeout_ms_);
+}
+
 void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes) {
   ContextScope guard(context_.get(), device_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
@@ -99,11 +109,8 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
       op->type = NetOp::Type::Write;
       op->pe = pe;
       op->expects_reply = true;
-      const SlotHeader h{offset + done, piece, reinterpret_cast<uint64_t>(op.get())};
-      std::memcpy(slot, &h, sizeof h);
-      SYMCOMM_CUDART(cudaMemcpyAsync(slot + kHeader, static_cast<const char*>(src) + done, piece,
-                                     cudaMemcpyDefault, as_stream(stream_)));
-      sync_within(stream_, timeout_ms_);
+      fill_slot(s, offset + done, static_cast<const char*>(src) + done, piece,
+                reinterpret_cast<uint64_t>(op.get()));
       RemoteRange r =
           rails_.remote(pe, 0, kStagingOffset + inbox_offset(pe, rank_, s), kHeader + piece);
       const uint64_t data = kStagedFlag | (static_cast<uint64_t>(rank_) << 4) | static_cast<uint64_t>(s);
@@ -121,14 +128,28 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
   }
 }
 
+bool Staging::on_gpu(const void* p) {
+  cudaPointerAttributes attr{};
+  const bool gpu =
+      cudaPointerGetAttributes(&attr, p) == cudaSuccess && attr.type == cudaMemoryTypeDevice;
+  static_cast<void>(cudaGetLastError());
+  return gpu;
+}
+
+void Staging::empty_slot(int slot, void* dst, size_t piece, bool to_gpu) {
+  // GPU memory is written by land_on_gpu; a host buffer by a copy. The caller syncs.
+  if (to_gpu) {
+    streams_->land(cuda_driver(), dst, outbox_slot(slot) + kHeader, piece);
+  } else {
+    SYMCOMM_CUDART(cudaMemcpyAsync(dst, outbox_slot(slot) + kHeader, piece, cudaMemcpyDefault,
+                                   as_stream(stream_)));
+  }
+}
+
 void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
   ContextScope guard(context_.get(), device_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
-  // GPU memory is written by land_on_gpu; a host buffer by a copy.
-  cudaPointerAttributes attr{};
-  const bool to_gpu = cudaPointerGetAttributes(&attr, dst) == cudaSuccess &&
-                      attr.type == cudaMemoryTypeDevice;
-  static_cast<void>(cudaGetLastError());
+  const bool to_gpu = on_gpu(dst);
   try {
     for (size_t done = 0; done < bytes;) {
       // Up to kSlots chunks at a time: the target stages them, this rank reads them, copies
@@ -178,14 +199,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         auto& op = pending[static_cast<size_t>(s)];
         proxy.wait(*op, timeout_ms_, "a get");
         op.reset();
-        if (to_gpu) {
-          streams_->land(cuda_driver(), static_cast<char*>(dst) + done,
-                         outbox_slot(s) + kHeader, pieces[s]);
-        } else {
-          SYMCOMM_CUDART(cudaMemcpyAsync(static_cast<char*>(dst) + done,
-                                         outbox_slot(s) + kHeader, pieces[s], cudaMemcpyDefault,
-                                         as_stream(stream_)));
-        }
+        empty_slot(s, static_cast<char*>(dst) + done, pieces[s], to_gpu);
         done += pieces[s];
       }
       streams_->sync(timeout_ms_);
@@ -203,19 +217,27 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
     SYMCOMM_WARN("net transport: a staged chunk names rank %d, slot %d; dropped", source, s);
     return;
   }
-  const char* slot = inbox_slot(source, s);
   SlotHeader h;
-  std::memcpy(&h, slot, sizeof h);
-  uint64_t refused = 1;
-  if (in_heap(h.offset, h.bytes)) {
-    memory.write(heap_ + h.offset, slot + kHeader, h.bytes);
-    refused = 0;
-  } else {
+  std::memcpy(&h, inbox_slot(source, s), sizeof h);
+  const uint64_t refused = land_slot(source, s, h.offset, h.bytes, memory);
+  proxy.reply(source, 0, h.ticket, Proxy::Answer{refused});  // one lane: rail 0
+}
+
+uint64_t Staging::land_slot(int source, int slot, uint64_t offset, uint64_t bytes,
+                            LocalMemory& memory) {
+  if (!in_heap(offset, bytes)) {
     SYMCOMM_WARN("net transport: rank %d's staged chunk of %llu bytes at heap offset %llu is out "
-                 "of range; refused", source, static_cast<unsigned long long>(h.bytes),
-                 static_cast<unsigned long long>(h.offset));
+                 "of range; refused", source, static_cast<unsigned long long>(bytes),
+                 static_cast<unsigned long long>(offset));
+    return 1;
   }
-  proxy.reply(source, 0, h.ticket, Proxy::Answer{refused});  // the cuda space stages on one rail
+  memory.write(heap_ + offset, inbox_slot(source, slot) + kHeader, bytes);
+  return 0;
+}
+
+uint64_t Staging::on_landed_message(const wire::Header& h, LocalMemory& memory) {
+  if (h.from < 0 || h.from >= topology_.nranks || h.a >= kSlots) return 1;
+  return land_slot(h.from, static_cast<int>(h.a), h.offset, h.bytes, memory);
 }
 
 uint64_t Staging::on_stage(const wire::Header& h, LocalMemory& memory) {

@@ -10,6 +10,14 @@
 // A get asks the target to stage each chunk in that slot (a Stage message, answered once
 // copied), reads it from there into the outbox and copies it out.
 //
+// Over several lanes to the target (rail_set.h; staging_lanes.cc), a chunk's write into the
+// inbox slot goes through LaneTransfers (striped by rate, failed over), as a plain write: the
+// rxm provider crashes where a connection closes under a write with immediate data. Once the
+// write completed (delivery complete: it is in the target's inbox), a Landed message
+// (numbered: applied once, however the lanes fail) asks the target to copy it into its heap,
+// and its reply frees the slot. A get's Stage goes as a message there too, and its read
+// through LaneTransfers.
+//
 // Only the stream worker (stream_jobs.h) calls put and get, one job at a time: the slots are
 // its own. The handlers run on the proxy thread.
 #pragma once
@@ -17,6 +25,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +36,7 @@
 #include "transport/net/local_memory.h"
 #include "transport/net/proxy.h"
 #include "transport/net/rail_set.h"
+#include "transport/net/rail_transfer.h"
 #include "transport/net/wire.h"
 
 namespace symcomm {
@@ -48,6 +58,16 @@ class Staging {
   // `bytes` at heap offset `offset` of rank `pe` to `dst` (any memory this GPU reaches).
   void get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes);
 
+  // What put and get use where there are several lanes to the target: the transfers, and
+  // the transport's messages (lane_messages.h) and holds (wire::Kind::Hold).
+  struct Lanes {
+    LaneTransfers& transfers;
+    std::function<uint64_t(int pe, const wire::Header& h, const char* what, bool reply)> send;
+    std::function<void(int pe, size_t bytes)> hold;
+  };
+  void put(const Lanes& lanes, int pe, size_t offset, const void* src, size_t bytes);
+  void get(const Lanes& lanes, int pe, void* dst, size_t offset, size_t bytes);
+
   // Whether a write's immediate data is a staged chunk's.
   static bool is_staged(uint64_t data) { return (data & kStagedFlag) != 0; }
   // Proxy thread: a chunk landed in this rank's inbox; copies it into the heap and replies.
@@ -55,6 +75,9 @@ class Staging {
   // Proxy thread: a Stage request; copies the heap range into the requester's inbox slot.
   // Returns the reply's value (0, or 1 where the request was out of range).
   uint64_t on_stage(const wire::Header& h, LocalMemory& memory);
+  // Proxy thread: a Landed message; copies the sender's inbox slot into the heap. Returns the
+  // reply's value (0, or 1 where it was out of range).
+  uint64_t on_landed_message(const wire::Header& h, LocalMemory& memory);
 
  private:
   static constexpr uint64_t kStagedFlag = uint64_t{1} << 31;
@@ -71,7 +94,18 @@ class Staging {
   // Waits for the ops in flight before an error leaves (the slots are not reused under them).
   void drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops);
 
-  RailSet& rails_;  // one rail (the cuda space has one)
+  // Copies `piece` bytes of `src` into outbox slot `slot`, behind its header (offset, bytes,
+  // ticket), and waits for the copy.
+  void fill_slot(int slot, size_t offset, const void* src, size_t piece, uint64_t ticket);
+  // Copies `piece` bytes out of outbox slot `slot` to `dst` (GPU memory where `to_gpu`:
+  // land_on_gpu), on the worker's streams; the caller syncs them.
+  void empty_slot(int slot, void* dst, size_t piece, bool to_gpu);
+  static bool on_gpu(const void* p);
+  // Copies `bytes` of `source`'s inbox slot `slot` to heap offset `offset` (proxy thread).
+  // Returns 0, or 1 where the range is not in the heap.
+  uint64_t land_slot(int source, int slot, uint64_t offset, uint64_t bytes, LocalMemory& memory);
+
+  RailSet& rails_;  // the single-lane path uses rail 0's endpoint
   FabricEndpoint& ep_;
   const Topology& topology_;
   int rank_;

@@ -21,13 +21,15 @@ enum class Kind : uint8_t {
   Hold = 9,        // poll without napping for `a` microseconds: the sender's plain writes or
                    // reads come (they complete nothing here, and tcp moves them only while
                    // this rank's proxy polls)
+  Landed = 10,     // the sender's staging slot `a` here holds `bytes` for heap `offset`: copy
+                   // them there, then reply (staging.h, several lanes)
 };
 
 // The messages that change the target's memory: numbered where lanes to the target can fail
 // over (lane_messages.h), so that one sent again is not applied twice.
 inline bool changes_memory(Kind k) {
   return k == Kind::Signal || k == Kind::PutSignal || k == Kind::FetchAdd ||
-         k == Kind::CompareSwap;
+         k == Kind::CompareSwap || k == Kind::Landed;
 }
 
 // Header::flags.
