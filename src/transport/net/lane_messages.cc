@@ -22,7 +22,11 @@ std::vector<uint8_t> compose(const wire::Header& h, const void* payload) {
   return m;
 }
 
-bool fetching(wire::Kind k) { return k == wire::Kind::FetchAdd || k == wire::Kind::CompareSwap; }
+// Numbered messages with an answer: fetching atomics, and staged landings (staging.h). A
+// replay is answered with what the first one was.
+bool fetching(wire::Kind k) {
+  return k == wire::Kind::FetchAdd || k == wire::Kind::CompareSwap || k == wire::Kind::Landed;
+}
 
 }  // namespace
 
@@ -228,7 +232,7 @@ Proxy::Answer LaneMessages::receive(Proxy& via, const wire::Header& h, const uin
     case rails::MessageWindow::Fate::Duplicate: {
       uint64_t value = 0;
       if (fetching(h.kind) && !w.answer(h.seq, &value))
-        SYMCOMM_WARN("net transport: rank %d sent atomic %u again after its answer was "
+        SYMCOMM_WARN("net transport: rank %d sent message %u again after its answer was "
                      "forgotten; answered with 0", h.from, h.seq);
       return answer(value);
     }

@@ -58,6 +58,12 @@ static const BoolParam kConnectAtInit(
     "1: the net transport connects to every peer of another node when the communicator is "
     "made (a flush each, within SYMCOMM_BOOTSTRAP_TIMEOUT); 0: at the first message to each");
 
+static const BoolParam kStageHost(
+    "SYMCOMM_NET_STAGE_HOST", "0",
+    "1 (tests): the host space stages its puts and gets through the staging inbox as the cuda "
+    "space stages GPU memory (the heap unregistered, memcpy for the copies), so that the "
+    "staging protocol, over one lane and over several, runs on CPUs");
+
 static const BoolParam kCudaLanes(
     "SYMCOMM_NET_CUDA_LANES", "0",
     "1: the cuda space stages over every rail of SYMCOMM_NET_RAILS (staging_lanes.cc, not yet "
@@ -81,7 +87,8 @@ class Net final : public Transport {
  public:
   Net(TransportContext& ctx)
       : heap_(ctx.heap), rank_(ctx.topology.rank), device_(ctx.topology.device),
-        cuda_(ctx.space == symcommSpaceCuda), timeout_ms_(wait_timeout_ms()),
+        cuda_(ctx.space == symcommSpaceCuda), staged_(cuda_ || kStageHost.get()),
+        timeout_ms_(wait_timeout_ms()),
         chunk_(kChunk.get()), eager_max_(kEagerMax.get()),
         dirty_(static_cast<size_t>(ctx.topology.nranks)) {
     std::vector<std::string> domains = net_rail_domains();
@@ -108,13 +115,18 @@ class Net final : public Transport {
       // GPU memory stays unregistered: peers' data comes through the staging inbox.
       copy_context_ = std::make_unique<CopyContext>(device_);
       memory_ = make_cuda_memory(*copy_context_, ctx.mover);
-      staging_ = std::make_unique<Staging>(*rail_set_, ctx.topology, *copy_context_, chunk_,
-                                           timeout_ms_);
+      staging_ = std::make_unique<Staging>(*rail_set_, ctx.topology, copy_context_.get(),
+                                           chunk_, timeout_ms_);
       staging_->set_heap(heap_.base(), &end_);
       jobs_ = std::make_unique<StreamJobs>(device_, "net");
       bounce_ = std::make_unique<StreamBounce>(device_, heap_.base(),
                                                heap_.base() + heap_.max_bytes(),
                                                std::max(kStreamBounceBytes, chunk_));
+    } else if (staged_) {  // SYMCOMM_NET_STAGE_HOST: the heap stays unregistered too
+      memory_ = make_host_memory();
+      staging_ = std::make_unique<Staging>(*rail_set_, ctx.topology, nullptr, chunk_,
+                                           timeout_ms_);
+      staging_->set_heap(heap_.base(), &end_);
     } else {
       memory_ = make_host_memory();
       rail_set_->register_heap_range(heap_.base(), 0, heap_.mapped());
@@ -122,7 +134,7 @@ class Net final : public Transport {
     ctx.heap.on_grow([this](char* base, size_t offset, size_t bytes) {
       // Mapped already: peers may write there as soon as any rank's malloc returns, which is
       // after every rank registered it (the registration's exchange).
-      if (!cuda_) rail_set_->register_heap_range(base, offset, bytes);
+      if (!staged_) rail_set_->register_heap_range(base, offset, bytes);
       end_.store(offset + bytes);
     });
     loop_ = std::make_unique<ProxyLoop>(cuda_ ? kBusyCuda : kBusyHost);
@@ -216,6 +228,7 @@ class Net final : public Transport {
       return;
     }
     transfers_->finish_begun();
+    if (staged_) return staged_put(pe, offset, src, bytes);
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
   }
@@ -235,20 +248,21 @@ class Net final : public Transport {
       return;
     }
     transfers_->finish_begun();
+    if (staged_) return staged_get(pe, dst, offset, bytes);
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Read, pe, offset, dst, bytes);
   }
   // The host space: left in flight (LaneTransfers::begin), finished by the next other call.
   void put_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
                symcommStream_t stream) override {
-    if (cuda_) return put(pe, dst, src, bytes, engine, stream);
+    if (staged_) return put(pe, dst, src, bytes, engine, stream);
     hold(pe, bytes);
     transfers_->begin(NetOp::Type::Write, pe, heap_.offset_of(dst), const_cast<void*>(src),
                       bytes);
   }
   void get_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
                symcommStream_t stream) override {
-    if (cuda_) return get(pe, dst, src, bytes, engine, stream);
+    if (staged_) return get(pe, dst, src, bytes, engine, stream);
     hold(pe, bytes);
     transfers_->begin(NetOp::Type::Read, pe, heap_.offset_of(src), dst, bytes);
   }
@@ -467,8 +481,8 @@ class Net final : public Transport {
   // lanes to it.
   bool lanes_fail_over(int pe) const { return rail_set_->lanes(pe).size() > 1; }
 
-  // The cuda space's staged moves (staging.h), on the stream worker: over rail 0 where one
-  // lane reaches `pe`, else over every lane.
+  // The staged moves (staging.h; the cuda space's on the stream worker): over rail 0 where
+  // one lane reaches `pe`, else over every lane.
   void staged_put(int pe, size_t offset, const void* src, size_t bytes) {
     if (lanes_fail_over(pe)) return staging_->put(*staging_lanes_, pe, offset, src, bytes);
     staging_->put(*proxy_, pe, offset, src, bytes);
@@ -504,6 +518,8 @@ class Net final : public Transport {
   int rank_;
   int device_;
   bool cuda_;  // the cuda space: staged, stream-ordered
+  bool staged_;  // puts and gets through the staging inbox: the cuda space, or
+                 // SYMCOMM_NET_STAGE_HOST
   int64_t timeout_ms_;
   size_t chunk_;
   size_t eager_max_;  // SYMCOMM_NET_EAGER_MAX

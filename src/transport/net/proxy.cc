@@ -260,9 +260,7 @@ void Proxy::on_message(Receive& r, size_t bytes) {
     return;
   }
   const Answer answer = apply_(*this, h, r.buffer.data() + sizeof h);
-  if (!answer.later && (h.kind == wire::Kind::FetchAdd || h.kind == wire::Kind::CompareSwap ||
-                        h.kind == wire::Kind::Flush || h.kind == wire::Kind::Stage))
-    reply(h.from, h.rail, h.ticket, answer);
+  if (!answer.later && wire::answered(h.kind)) reply(h.from, h.rail, h.ticket, answer);
 }
 
 std::shared_ptr<NetOp> Proxy::message(int pe, const wire::Header& h, const void* payload,

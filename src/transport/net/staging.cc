@@ -18,10 +18,11 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
 
-Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& context,
+Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext* context,
                  size_t chunk, int64_t timeout_ms)
     : rails_(rails), ep_(rails.rail(0)), topology_(topology), rank_(topology.rank),
-      context_(context), device_(context.device()), chunk_(chunk), timeout_ms_(timeout_ms) {
+      context_(context), device_(context ? context->device() : -1), chunk_(chunk),
+      timeout_ms_(timeout_ms) {
   SYMCOMM_REQUIRE(ep_.cq_data_size() >= 4, symcommNotSupported,
                   "the net transport stages GPU memory with writes that carry 4 bytes of "
                   "immediate data; this provider carries %zu", ep_.cq_data_size());
@@ -31,8 +32,8 @@ Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& co
   const size_t remote_ranks = static_cast<size_t>(std::count_if(
       topology.node_of.begin(), topology.node_of.end(), [&](int n) { return n != topology.node; }));
   const size_t inbox_bytes = std::max<size_t>(remote_ranks, 1) * kSlots * slot_bytes();
-  {
-    ContextScope guard(context_.get(), device_);
+  if (context_) {
+    WorkerScope guard(context_);
     void* p = nullptr;
     SYMCOMM_CUDART(cudaHostAlloc(&p, inbox_bytes, cudaHostAllocPortable));
     inbox_ = static_cast<char*>(p);
@@ -40,13 +41,21 @@ Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext& co
     outbox_ = static_cast<char*>(p);
     streams_ = std::make_unique<LandingStreams>();
     stream_ = streams_->engine();
+  } else {
+    inbox_ = new char[inbox_bytes];
+    outbox_ = new char[kSlots * slot_bytes()];
   }
   rails_.register_heap_range(inbox_, kStagingOffset, inbox_bytes);
 }
 
 Staging::~Staging() {
+  if (!context_) {
+    delete[] inbox_;
+    delete[] outbox_;
+    return;
+  }
   try {
-    ContextScope guard(context_.get(), device_);  // the stream's
+    WorkerScope guard(context_);  // the stream's
     streams_.reset();
     for (cudaError_t e : {cudaFreeHost(inbox_), cudaFreeHost(outbox_)})
       if (e != cudaSuccess)
@@ -84,13 +93,21 @@ void Staging::fill_slot(int slot, size_t offset, const void* src, size_t piece,
   char* at = outbox_slot(slot);
   const SlotHeader h{offset, piece, ticket};
   std::memcpy(at, &h, sizeof h);
+  if (!context_) {
+    std::memcpy(at + kHeader, src, piece);
+    return;
+  }
   SYMCOMM_CUDART(
       cudaMemcpyAsync(at + kHeader, src, piece, cudaMemcpyDefault, as_stream(stream_)));
   sync_within(stream_, timeout_ms_);
 }
 
+void Staging::sync_copies() {
+  if (streams_) streams_->sync(timeout_ms_);
+}
+
 void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes) {
-  ContextScope guard(context_.get(), device_);
+  WorkerScope guard(context_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
   auto finish = [&](std::shared_ptr<NetOp>& op) {
     proxy.wait(*op, timeout_ms_, "a put");
@@ -128,7 +145,8 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
   }
 }
 
-bool Staging::on_gpu(const void* p) {
+bool Staging::on_gpu(const void* p) const {
+  if (!context_) return false;
   cudaPointerAttributes attr{};
   const bool gpu =
       cudaPointerGetAttributes(&attr, p) == cudaSuccess && attr.type == cudaMemoryTypeDevice;
@@ -138,7 +156,9 @@ bool Staging::on_gpu(const void* p) {
 
 void Staging::empty_slot(int slot, void* dst, size_t piece, bool to_gpu) {
   // GPU memory is written by land_on_gpu; a host buffer by a copy. The caller syncs.
-  if (to_gpu) {
+  if (!context_) {
+    std::memcpy(dst, outbox_slot(slot) + kHeader, piece);
+  } else if (to_gpu) {
     streams_->land(cuda_driver(), dst, outbox_slot(slot) + kHeader, piece);
   } else {
     SYMCOMM_CUDART(cudaMemcpyAsync(dst, outbox_slot(slot) + kHeader, piece, cudaMemcpyDefault,
@@ -147,7 +167,7 @@ void Staging::empty_slot(int slot, void* dst, size_t piece, bool to_gpu) {
 }
 
 void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
-  ContextScope guard(context_.get(), device_);
+  WorkerScope guard(context_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
   const bool to_gpu = on_gpu(dst);
   try {
@@ -167,7 +187,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         h.kind = wire::Kind::Stage;
         h.from = rank_;
         h.offset = offset + at;
-        h.bytes = static_cast<uint32_t>(pieces[n]);
+        h.b = pieces[n];
         h.a = static_cast<uint64_t>(n);
         h.ticket = reinterpret_cast<uint64_t>(op.get());
         op->message.resize(sizeof h);
@@ -202,7 +222,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
         empty_slot(s, static_cast<char*>(dst) + done, pieces[s], to_gpu);
         done += pieces[s];
       }
-      streams_->sync(timeout_ms_);
+      sync_copies();
     }
   } catch (...) {
     drain(proxy, pending);
@@ -237,13 +257,13 @@ uint64_t Staging::land_slot(int source, int slot, uint64_t offset, uint64_t byte
 
 uint64_t Staging::on_landed_message(const wire::Header& h, LocalMemory& memory) {
   if (h.from < 0 || h.from >= topology_.nranks || h.a >= kSlots) return 1;
-  return land_slot(h.from, static_cast<int>(h.a), h.offset, h.bytes, memory);
+  return land_slot(h.from, static_cast<int>(h.a), h.offset, h.b, memory);
 }
 
 uint64_t Staging::on_stage(const wire::Header& h, LocalMemory& memory) {
-  if (h.from < 0 || h.from >= topology_.nranks || h.a >= kSlots || !in_heap(h.offset, h.bytes))
+  if (h.from < 0 || h.from >= topology_.nranks || h.a >= kSlots || !in_heap(h.offset, h.b))
     return 1;
-  memory.read(inbox_slot(h.from, static_cast<int>(h.a)) + kHeader, heap_ + h.offset, h.bytes);
+  memory.read(inbox_slot(h.from, static_cast<int>(h.a)) + kHeader, heap_ + h.offset, h.b);
   return 0;
 }
 

@@ -27,8 +27,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "base/cuda_runtime_check.h"
 #include "topology/topology.h"
 #include "transport/net/endpoint.h"
 #include "transport/net/gpu_landing.h"
@@ -45,8 +47,9 @@ class Staging {
  public:
   static constexpr int kSlots = 4;
   // Collective (registers the inbox). `chunk`: payload bytes of a slot.
-  // `context`: where its copies run (copy_context.h).
-  Staging(RailSet& rails, const Topology& topology, const CopyContext& context,
+  // `context`: where its copies run (copy_context.h); null: the host space's heap, moved by
+  // memcpy (SYMCOMM_NET_STAGE_HOST: the staging protocol tested on CPUs).
+  Staging(RailSet& rails, const Topology& topology, const CopyContext* context,
           size_t chunk, int64_t timeout_ms);
   ~Staging();
 
@@ -100,22 +103,36 @@ class Staging {
   // Copies `piece` bytes out of outbox slot `slot` to `dst` (GPU memory where `to_gpu`:
   // land_on_gpu), on the worker's streams; the caller syncs them.
   void empty_slot(int slot, void* dst, size_t piece, bool to_gpu);
-  static bool on_gpu(const void* p);
+  bool on_gpu(const void* p) const;
   // Copies `bytes` of `source`'s inbox slot `slot` to heap offset `offset` (proxy thread).
   // Returns 0, or 1 where the range is not in the heap.
   uint64_t land_slot(int source, int slot, uint64_t offset, uint64_t bytes, LocalMemory& memory);
+
+  // The worker's CUDA context for a scope (the cuda space); nothing on the host.
+  class WorkerScope {
+   public:
+    explicit WorkerScope(const CopyContext* context) {
+      if (context) scope_.emplace(context->get(), context->device());
+    }
+
+   private:
+    std::optional<ContextScope> scope_;
+  };
+  // Waits for the worker's copies out of the outbox (the cuda space's streams).
+  void sync_copies();
 
   RailSet& rails_;  // the single-lane path uses rail 0's endpoint
   FabricEndpoint& ep_;
   const Topology& topology_;
   int rank_;
-  const CopyContext& context_;
+  const CopyContext* context_;  // null: host memory
   int device_;
   size_t chunk_;
   int64_t timeout_ms_;
-  char* inbox_ = nullptr;   // pinned (portable), registered at kStagingOffset
-  char* outbox_ = nullptr;  // pinned (portable)
-  std::unique_ptr<LandingStreams> streams_;  // the worker's copies (of context_)
+  char* inbox_ = nullptr;   // pinned (portable; host memory without a context), registered
+                            // at kStagingOffset
+  char* outbox_ = nullptr;  // likewise, not registered
+  std::unique_ptr<LandingStreams> streams_;  // the worker's copies (of context_; none without)
   void* stream_ = nullptr;                    // streams_->engine()
   char* heap_ = nullptr;
   const std::atomic<size_t>* mapped_ = nullptr;

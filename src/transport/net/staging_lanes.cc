@@ -22,14 +22,14 @@ wire::Header staging_header(wire::Kind kind, int from, int slot, size_t offset, 
   h.from = from;
   h.a = static_cast<uint64_t>(slot);
   h.offset = offset;
-  h.bytes = static_cast<uint32_t>(bytes);
+  h.b = bytes;  // (bytes counts a payload, which these messages have none of)
   return h;
 }
 
 }  // namespace
 
 void Staging::put(const Lanes& lanes, int pe, size_t offset, const void* src, size_t bytes) {
-  ContextScope guard(context_.get(), device_);
+  WorkerScope guard(context_);
   struct InFlight {
     LaneTransfers::Pending write;
     size_t offset, piece;
@@ -81,7 +81,7 @@ void Staging::put(const Lanes& lanes, int pe, size_t offset, const void* src, si
 }
 
 void Staging::get(const Lanes& lanes, int pe, void* dst, size_t offset, size_t bytes) {
-  ContextScope guard(context_.get(), device_);
+  WorkerScope guard(context_);
   const bool to_gpu = on_gpu(dst);
   lanes.hold(pe, bytes);
   for (size_t done = 0; done < bytes;) {
@@ -116,7 +116,7 @@ void Staging::get(const Lanes& lanes, int pe, void* dst, size_t offset, size_t b
       empty_slot(s, static_cast<char*>(dst) + done, pieces[s], to_gpu);
       done += pieces[s];
     }
-    streams_->sync(timeout_ms_);
+    sync_copies();
   }
 }
 

@@ -14,15 +14,15 @@ enum class Kind : uint8_t {
   CompareSwap = 4,  // word = (word == a) ? b : word; reply with the value before
   Reply = 5,      // `a`: the value an atomic found; `ticket`: the request's
   Flush = 6,      // reply once everything the sender sent before it is applied
-  Stage = 7,      // copy `bytes` at heap `offset` into the sender's staging slot `a` here
+  Stage = 7,      // copy `b` bytes at heap `offset` into the sender's staging slot `a` here
                   // (staging.h), then reply: the sender reads it from there
   Disconnect = 8,  // close this rank's rail `b` connection to the sender's rail `a`, then
                    // reply (1: closed): a stalled lane's far end (rail_transfer.h)
   Hold = 9,        // poll without napping for `a` microseconds: the sender's plain writes or
                    // reads come (they complete nothing here, and tcp moves them only while
                    // this rank's proxy polls)
-  Landed = 10,     // the sender's staging slot `a` here holds `bytes` for heap `offset`: copy
-                   // them there, then reply (staging.h, several lanes)
+  Landed = 10,     // the sender's staging slot `a` here holds `b` bytes for heap `offset`:
+                   // copy them there, then reply (staging.h, several lanes)
 };
 
 // The messages that change the target's memory: numbered where lanes to the target can fail
@@ -30,6 +30,13 @@ enum class Kind : uint8_t {
 inline bool changes_memory(Kind k) {
   return k == Kind::Signal || k == Kind::PutSignal || k == Kind::FetchAdd ||
          k == Kind::CompareSwap || k == Kind::Landed;
+}
+
+// The messages the target answers (its proxy replies once applied): fetching atomics,
+// flushes, stagings and landings.
+inline bool answered(Kind k) {
+  return k == Kind::FetchAdd || k == Kind::CompareSwap || k == Kind::Flush || k == Kind::Stage ||
+         k == Kind::Landed;
 }
 
 // Header::flags.
@@ -46,7 +53,7 @@ struct Header {
   int8_t rail;      // a request's: the sender's rail whose proxy waits for the reply
   uint8_t flags;    // kNumbered, kNext
   int32_t from;     // world rank of the sender
-  uint32_t bytes;   // payload bytes (PutSignal); bytes to stage (Stage)
+  uint32_t bytes;   // payload bytes (PutSignal)
   uint32_t seq;     // with kNumbered: the message's number among the sender's to this rank
   uint64_t offset;  // heap offset of the payload's destination (PutSignal), of the source (Stage)
   uint64_t word;    // heap offset of the 64-bit word a signal or an atomic updates
