@@ -98,6 +98,10 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
                    SYMCOMM_BOOTSTRAP_TIMEOUT=8 SYMCOMM_PEER_TIMEOUT=5 \
                      run "fault_fused_${impl//:/_}" mp_fault dies-during-fused "$impl"
                  done ;;
+    # One cuBLASLt GEMM checked row by row, in each rank (tools/probe/cublaslt_rows.cu; M N K
+    # from CUBLASLT_SHAPE, default 6144 128 4096).
+    cublaslt_rows) nvcc -O2 -arch=sm_90 -o "$T/cublaslt_rows" tools/probe/cublaslt_rows.cu -lcublasLt \
+                     && run cublaslt_rows "$T/cublaslt_rows" ${CUBLASLT_SHAPE:-} ;;
     # FUSED_JSON / COLL_JSON: where the bench writes its records (JSON Lines); FUSED_EXTRA:
     # more options (--llm).
     fused_bench) run fused_bench symcomm-bench fused --fused-ops "${FUSED_OPS:-transpose}" \

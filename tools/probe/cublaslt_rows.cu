@@ -1,0 +1,100 @@
+// Probe (nvcc -arch=sm_90 cublaslt_rows.cu -lcublasLt -o cublaslt_rows): is one cuBLASLt GEMM
+// right in every row where the GPU is shared? The fused layer's `sequential` all-gather + GEMM
+// on 3 ranks sharing one H200 under MPS at 33% of the threads each gave C's rows 5120-6143
+// wrong (M 6144, K 4096, N 128; docs/fused.md, "Limits") while the same rows multiplied in
+// blocks of 2048 were right. This makes the call fused_gemm makes (row-major C = A x B as
+// column-major C^T = B^T A^T, bf16 in, fp32 out, no workspace, the alignment preferences)
+// on small integers, whose products and sums fp32 holds exactly, and prints the rows of C
+// that differ from the CPU's. Run it alone, then as an MPS client with
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=33: SUITES=cublaslt_rows tools/probe/shared_gpus.sh 3
+// runs it in 3 MPS clients at once.
+//   cublaslt_rows [M N K]   (default 6144 128 4096)
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                           \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+#define LT(x)                                                                        \
+  do {                                                                               \
+    cublasStatus_t s_ = (x);                                                         \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
+      std::fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, int(s_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+int main(int argc, char** argv) {
+  const bool given = argc > 3;
+  const int64_t m = given ? std::atoll(argv[1]) : 6144, n = given ? std::atoll(argv[2]) : 128,
+                k = given ? std::atoll(argv[3]) : 4096;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  std::vector<float> a(m * k), b(k * n);
+  for (int64_t i = 0; i < m * k; ++i) a[i] = static_cast<float>((i * 7 + 3) % 9 - 4);
+  for (int64_t i = 0; i < k * n; ++i) b[i] = static_cast<float>((i * 5 + 1) % 7 - 3);
+  std::vector<__nv_bfloat16> ha(a.size()), hb(b.size());
+  for (size_t i = 0; i < a.size(); ++i) ha[i] = __float2bfloat16(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) hb[i] = __float2bfloat16(b[i]);
+  void *da, *db, *dc;
+  CK(cudaMalloc(&da, ha.size() * 2));
+  CK(cudaMalloc(&db, hb.size() * 2));
+  CK(cudaMalloc(&dc, m * n * 4));
+  CK(cudaMemcpy(da, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemset(dc, 0xFF, m * n * 4));  // NaN: a row never written shows
+
+  cublasLtHandle_t h;
+  LT(cublasLtCreate(&h));
+  cublasLtMatmulDesc_t op;
+  LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasLtMatrixLayout_t la, lb, lc;  // cuBLASLt's A is our B [n, k] column-major, ld n
+  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n, k, n));
+  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, m, k));  // our A
+  LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, n));   // our C
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t none = 0;
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &none,
+                                          sizeof none));
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 1, &best, &found));
+  if (!found) return std::printf("no algorithm\n"), 1;
+  const float alpha = 1, beta = 0;
+  LT(cublasLtMatmul(h, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &best.algo, nullptr, 0,
+                    nullptr));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> c(m * n);
+  CK(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost));
+  int64_t first = -1, last = -1, wrong_rows = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    bool wrong = false;
+    for (int64_t j = 0; j < n && !wrong; ++j) {
+      double want = 0;
+      for (int64_t t = 0; t < k; ++t) want += a[i * k + t] * b[t * n + j];
+      wrong = !(c[i * n + j] == static_cast<float>(want));
+    }
+    if (!wrong) continue;
+    ++wrong_rows;
+    if (first < 0) first = i;
+    last = i;
+  }
+  std::printf("M %lld N %lld K %lld, %d SMs reported: %lld rows wrong", static_cast<long long>(m),
+              static_cast<long long>(n), static_cast<long long>(k), sms,
+              static_cast<long long>(wrong_rows));
+  if (wrong_rows) std::printf(" (rows %lld to %lld)", static_cast<long long>(first),
+                              static_cast<long long>(last));
+  std::printf("\n");
+  return wrong_rows != 0;
+}
