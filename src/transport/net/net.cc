@@ -483,11 +483,17 @@ class Net final : public Transport {
 
   // The staged moves (staging.h; the cuda space's on the stream worker): over rail 0 where
   // one lane reaches `pe`, else over every lane.
+  // The slots are one caller's at a time: the stream worker's in the cuda space; in the host
+  // space (SYMCOMM_NET_STAGE_HOST) the calling threads take turns.
   void staged_put(int pe, size_t offset, const void* src, size_t bytes) {
+    std::unique_lock<std::mutex> turn(staged_mutex_, std::defer_lock);
+    if (!cuda_) turn.lock();
     if (lanes_fail_over(pe)) return staging_->put(*staging_lanes_, pe, offset, src, bytes);
     staging_->put(*proxy_, pe, offset, src, bytes);
   }
   void staged_get(int pe, void* dst, size_t offset, size_t bytes) {
+    std::unique_lock<std::mutex> turn(staged_mutex_, std::defer_lock);
+    if (!cuda_) turn.lock();
     if (lanes_fail_over(pe)) return staging_->get(*staging_lanes_, pe, dst, offset, bytes);
     staging_->get(*proxy_, pe, dst, offset, bytes);
   }
@@ -542,6 +548,7 @@ class Net final : public Transport {
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
   std::unique_ptr<Staging::Lanes> staging_lanes_;  // its way over several lanes
+  std::mutex staged_mutex_;  // the host space's staged calls, one at a time
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
   std::unique_ptr<StreamBounce> bounce_;  // the cuda space's
   std::vector<bool> serves_ = std::vector<bool>(dirty_.size(), false);  // [pe]: a peer of ours
