@@ -15,8 +15,8 @@
 // rxm provider crashes where a connection closes under a write with immediate data. Once the
 // write completed (delivery complete: it is in the target's inbox), a Landed message
 // (numbered: applied once, however the lanes fail) asks the target to copy it into its heap,
-// and its reply frees the slot. A get's Stage goes as a message there too, and its read
-// through LaneTransfers.
+// and its reply frees the slot; 2 chunks are in flight (staging_lanes.cc says why). A get's
+// Stage goes as a message there too, and its read through LaneTransfers.
 //
 // Only the stream worker (stream_jobs.h) calls put and get, one job at a time: the slots are
 // its own. The handlers run on the proxy thread.
