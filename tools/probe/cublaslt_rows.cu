@@ -4,8 +4,9 @@
 // wrong (M 6144, K 4096, N 128; docs/fused.md, "Limits") while the same rows multiplied in
 // blocks of 2048 were right. This makes the call fused_gemm makes (row-major C = A x B as
 // column-major C^T = B^T A^T, bf16 in, fp32 out, no workspace, the alignment preferences)
-// on small integers, whose products and sums fp32 holds exactly, and prints the rows of C
-// that differ from the CPU's. Run it alone, then as an MPS client with
+// on small integers, whose products and sums fp32 holds exactly, by each algorithm the
+// heuristic offers (the first is fused_gemm's), and prints the rows of C that differ from the
+// CPU's. It exits 1 where the first algorithm is wrong. Run it alone, then as an MPS client with
 // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=33: SUITES=cublaslt_rows tools/probe/shared_gpus.sh 3
 // runs it in 3 MPS clients at once.
 //   cublaslt_rows [M N K]   (default 6144 128 4096)
@@ -61,34 +62,61 @@ int main(int argc, char** argv) {
   const size_t none = 0;
   LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &none,
                                           sizeof none));
-  cublasLtMatmulHeuristicResult_t best{};
+  // Every algorithm the heuristic offers (up to 8), each with its configuration: which of
+  // them is wrong where the GPU is shared.
+  cublasLtMatmulHeuristicResult_t algos[8]{};
   int found = 0;
-  LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 1, &best, &found));
+  LT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 8, algos, &found));
   if (!found) return std::printf("no algorithm\n"), 1;
-  const float alpha = 1, beta = 0;
-  LT(cublasLtMatmul(h, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &best.algo, nullptr, 0,
-                    nullptr));
-  CK(cudaDeviceSynchronize());
-  std::vector<float> c(m * n);
-  CK(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost));
-  int64_t first = -1, last = -1, wrong_rows = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    bool wrong = false;
-    for (int64_t j = 0; j < n && !wrong; ++j) {
-      double want = 0;
-      for (int64_t t = 0; t < k; ++t) want += a[i * k + t] * b[t * n + j];
-      wrong = !(c[i * n + j] == static_cast<float>(want));
+  std::vector<double> want(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t t = 0; t < k; ++t) sum += a[i * k + t] * b[t * n + j];
+      want[i * n + j] = sum;
     }
-    if (!wrong) continue;
-    ++wrong_rows;
-    if (first < 0) first = i;
-    last = i;
+  int64_t best_wrong = 0;
+  for (int r = 0; r < found; ++r) {
+    const cublasLtMatmulAlgo_t& algo = algos[r].algo;
+    int id = -1, tile = -1, splitk = -1, scheme = -1, stages = -1, cluster = -1;
+    size_t got = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile,
+                                         &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                         sizeof splitk, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                         sizeof scheme, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                         sizeof stages, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                         sizeof cluster, &got);
+    CK(cudaMemset(dc, 0xFF, m * n * 4));  // NaN: a row never written shows
+    const float alpha = 1, beta = 0;
+    LT(cublasLtMatmul(h, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &algo, nullptr, 0,
+                      nullptr));
+    CK(cudaDeviceSynchronize());
+    std::vector<float> c(m * n);
+    CK(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost));
+    int64_t first = -1, last = -1, wrong_rows = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      bool wrong = false;
+      for (int64_t j = 0; j < n && !wrong; ++j)
+        wrong = !(c[i * n + j] == static_cast<float>(want[i * n + j]));
+      if (!wrong) continue;
+      ++wrong_rows;
+      if (first < 0) first = i;
+      last = i;
+    }
+    if (r == 0) best_wrong = wrong_rows;
+    std::printf("M %lld N %lld K %lld, %d SMs reported, algorithm %d of %d (id %d tile %d "
+                "split-k %d reduction %d stages %d cluster %d, %zu B workspace): %lld rows wrong",
+                static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                sms, r, found, id, tile, splitk, scheme, stages, cluster,
+                algos[r].workspaceSize, static_cast<long long>(wrong_rows));
+    if (wrong_rows) std::printf(" (rows %lld to %lld)", static_cast<long long>(first),
+                                static_cast<long long>(last));
+    std::printf("\n");
   }
-  std::printf("M %lld N %lld K %lld, %d SMs reported: %lld rows wrong", static_cast<long long>(m),
-              static_cast<long long>(n), static_cast<long long>(k), sms,
-              static_cast<long long>(wrong_rows));
-  if (wrong_rows) std::printf(" (rows %lld to %lld)", static_cast<long long>(first),
-                              static_cast<long long>(last));
-  std::printf("\n");
-  return wrong_rows != 0;
+  return best_wrong != 0;
 }

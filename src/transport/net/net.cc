@@ -65,9 +65,9 @@ static const BoolParam kStageHost(
     "staging protocol, over one lane and over several, runs on CPUs");
 
 static const BoolParam kCudaLanes(
-    "SYMCOMM_NET_CUDA_LANES", "0",
-    "1: the cuda space stages over every rail of SYMCOMM_NET_RAILS (staging_lanes.cc, not yet "
-    "proven on GPUs); 0: over the first rail only");
+    "SYMCOMM_NET_CUDA_LANES", "1",
+    "1: the cuda space stages over every rail of SYMCOMM_NET_RAILS (staging_lanes.cc); 0: over "
+    "the first rail only");
 
 namespace {
 
@@ -92,12 +92,11 @@ class Net final : public Transport {
         chunk_(kChunk.get()), eager_max_(kEagerMax.get()),
         dirty_(static_cast<size_t>(ctx.topology.nranks)) {
     std::vector<std::string> domains = net_rail_domains();
-    // Every rank opens as many endpoints (each a collective). The cuda space's staging over
-    // several lanes waits for its first run on GPUs: until then only where asked for.
+    // Every rank opens as many endpoints (each a collective). SYMCOMM_NET_CUDA_LANES=0 keeps
+    // the cuda space's staging on the first rail.
     if (cuda_ && domains.size() > 1 && !kCudaLanes.get()) {
-      SYMCOMM_WARN("net transport: the cuda memory space uses the first of its %zu rails (%s); "
-                   "SYMCOMM_NET_CUDA_LANES=1 stages over all of them", domains.size(),
-                   domains[0].c_str());
+      SYMCOMM_WARN("net transport: the cuda memory space uses the first of its %zu rails (%s), "
+                   "as SYMCOMM_NET_CUDA_LANES=0 asks", domains.size(), domains[0].c_str());
       domains.resize(1);
     }
     // Ranks may have different rail counts (lanes between them: rail_set.h).
