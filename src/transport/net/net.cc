@@ -120,7 +120,8 @@ class Net final : public Transport {
       jobs_ = std::make_unique<StreamJobs>(device_, "net");
       bounce_ = std::make_unique<StreamBounce>(device_, heap_.base(),
                                                heap_.base() + heap_.max_bytes(),
-                                               std::max(kStreamBounceBytes, chunk_));
+                                               std::max(kStreamBounceBytes, chunk_),
+                                               wire::kEagerMax);
     } else if (staged_) {  // SYMCOMM_NET_STAGE_HOST: the heap stays unregistered too
       memory_ = make_host_memory();
       staging_ = std::make_unique<Staging>(*rail_set_, ctx.topology, nullptr, chunk_,
@@ -299,12 +300,14 @@ class Net final : public Transport {
     h.a = value;
     h.op = static_cast<uint8_t>(op);
     if (cuda_) {
-      const void* from = src;
-      if (bounce_->needed(src)) {  // as put's
-        from = bounce_->buffer(stream);
-        bounce_->copy(const_cast<void*>(from), src, bytes, stream);
+      if (bounce_->on_gpu(src)) {
+        // Into the stream's pinned message buffer, in the stream's order (stream_bounce.h):
+        // the job sends it from there.
+        char* m = bounce_->message(stream);
+        bounce_->copy(m, src, bytes, stream);
+        return jobs_->enqueue(stream, [=, this] { send(pe, h, m, "a put-signal"); });
       }
-      return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, from); });
+      return jobs_->enqueue(stream, [=, this] { send_put_signal(pe, h, src); });
     }
     transfers_->finish_begun();
     send(pe, h, src, "a put-signal");
@@ -503,9 +506,10 @@ class Net final : public Transport {
       if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
       return messages_->send(pe, h, payload, what, reply);
     }
-    if (!reply && !cuda_ && sizeof h + h.bytes <= endpoint_->inject_size()) {
-      // A small message without a reply goes from this thread (the host space completes
-      // each call before it returns; nothing of this thread's is queued at the proxy).
+    if (!reply && sizeof h + h.bytes <= endpoint_->inject_size()) {
+      // A small message without a reply goes from this thread: nothing of this thread's is
+      // queued at the proxy (the host space completes each call before it returns, the cuda
+      // space's stream worker each job, a kernel's operation included).
       thread_local std::vector<uint8_t> small(wire::kBufferBytes);
       std::memcpy(small.data(), &h, sizeof h);
       if (h.bytes) std::memcpy(small.data() + sizeof h, payload, h.bytes);

@@ -16,6 +16,13 @@
 // buffer of its capture and stream, which the graph then owns for good: its replays (on any
 // stream) never share it with calls outside the graph. The memory is the cost: `bytes()` per
 // stream, and per stream of each capture that moves such memory.
+//
+// A small put-signal's payload in GPU memory takes the same way to pinned host memory of the
+// stream's (`message`, at most `message_bytes`): the call copies it there on its stream, so
+// that the job finds it in host memory. A copy engine's copy in the stream's order takes a few
+// microseconds; the worker's own copy after the stream reached the job (a copy and a wait in
+// the copy context) took 9-10 us of an 8-byte put-signal's one way time of 29 us (2 ranks as
+// 2 nodes on one H200, SYMCOMM_TRANSPORT_TRACE's "gpu read_message").
 #pragma once
 
 #include <cstddef>
@@ -34,13 +41,20 @@ class StreamBounce {
  public:
   // [heap_lo, heap_hi): this rank's heap window, which the copy context reaches.
   // `bytes`: each buffer's size (what a call moves at a time).
-  StreamBounce(int device, const char* heap_lo, const char* heap_hi, size_t bytes);
+  // `message_bytes`: each stream's pinned host buffer for small payloads.
+  StreamBounce(int device, const char* heap_lo, const char* heap_hi, size_t bytes,
+               size_t message_bytes);
 
   // Whether a call's local buffer `p` must go through it: device memory outside the heap.
   bool needed(const void* p) const;
+  // Whether `p` is GPU memory: in the heap, or device memory outside it.
+  bool on_gpu(const void* p) const;
   // The buffer of `stream` (of its capture, where it is being captured); made at first use.
   char* buffer(symcommStream_t stream);
   size_t bytes() const { return bytes_; }
+  // The pinned host buffer of `stream` (of its capture), `message_bytes` long; made at first
+  // use.
+  char* message(symcommStream_t stream);
   // `bytes` from `src` to `dst` on `stream`, in the application's context.
   void copy(void* dst, const void* src, size_t bytes, symcommStream_t stream) const;
 
@@ -49,6 +63,7 @@ class StreamBounce {
   const char* heap_lo_;
   const char* heap_hi_;
   size_t bytes_;
+  size_t message_bytes_;
   struct Key {
     symcommStream_t stream;
     unsigned long long capture;  // 0 outside a capture
@@ -57,8 +72,13 @@ class StreamBounce {
       return std::tie(stream, capture, thread) < std::tie(o.stream, o.capture, o.thread);
     }
   };
+  Key key(symcommStream_t stream) const;
+  struct HostFree {
+    void operator()(char* p) const;
+  };
   std::mutex mutex_;
   std::map<Key, std::unique_ptr<VmmBuffer>> buffers_;
+  std::map<Key, std::unique_ptr<char, HostFree>> messages_;
 };
 
 }  // namespace symcomm
