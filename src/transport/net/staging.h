@@ -23,8 +23,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -75,15 +73,8 @@ class Staging {
 
   // Whether a write's immediate data is a staged chunk's.
   static bool is_staged(uint64_t data) { return (data & kStagedFlag) != 0; }
-  // Proxy thread: a chunk landed in this rank's inbox; starts its copy into the heap. The
-  // reply goes once the copy completed (poll), so that the proxy goes on receiving while the
-  // copy runs: a landing waited for on the proxy thread (10-50 us a chunk, one H200 as 2
-  // nodes) held the network for that long, each chunk.
+  // Proxy thread: a chunk landed in this rank's inbox; copies it into the heap and replies.
   void on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory);
-  // Proxy thread, every pass (Proxy::Poll): replies to the chunks whose copies completed, in
-  // the order they landed. Returns whether copies still run. Throws symcommTimeout where one
-  // has run for SYMCOMM_WAIT_TIMEOUT.
-  bool poll(Proxy& proxy);
   // Proxy thread: a Stage request; copies the heap range into the requester's inbox slot.
   // Returns the reply's value (0, or 1 where the request was out of range).
   uint64_t on_stage(const wire::Header& h, LocalMemory& memory);
@@ -143,17 +134,6 @@ class Staging {
   char* outbox_ = nullptr;  // likewise, not registered
   std::unique_ptr<LandingStreams> streams_;  // the worker's copies (of context_; none without)
   void* stream_ = nullptr;                    // streams_->engine()
-  // The proxy thread's: its landings of chunks (of context_), and those begun and not yet
-  // replied to, oldest first (`event` null: a host-memory landing, done when it began).
-  std::unique_ptr<LandingStreams> proxy_streams_;
-  struct Landing {
-    void* event;  // a cudaEvent_t recorded after the copy
-    int source;
-    uint64_t ticket;
-    std::chrono::steady_clock::time_point since;
-  };
-  std::deque<Landing> landings_;
-  std::vector<void*> spare_events_;
   char* heap_ = nullptr;
   const std::atomic<size_t>* mapped_ = nullptr;
 };
