@@ -50,6 +50,7 @@ struct CollOptions {
   size_t check_bytes = size_t{64} << 20;  // --check-bytes: whole recv checked up to this
   bool graph = false;              // --graph: each batch replayed as one captured CUDA graph
   bool nccl_last = false;          // --nccl-last: NCCL's lines measured after the others
+  bool nccl_socket = false;        // --nccl-socket: NCCL restricted to its socket network
 };
 
 // Options of `symcomm-bench decomp` (decomp_options.cc; --help lists them).

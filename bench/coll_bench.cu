@@ -48,6 +48,7 @@
 
 #include "bench.h"
 #include "coll_bench.h"
+#include "net_nccl.h"  // --nccl-socket
 
 namespace bench {
 
@@ -74,6 +75,10 @@ const char* const kCollUsage =
     "                   graph is checked too; calls that cannot be captured are skipped\n"
     "  --nccl-last      at each size, time NCCL's lines after the others (default: first);\n"
     "                   the table still lists NCCL first\n"
+    "  --nccl-socket    NCCL over its socket network only (NCCL_P2P_DISABLE=1\n"
+    "                   NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo unless set),\n"
+    "                   the baseline for ranks run as several nodes (symrun --nodes) on one\n"
+    "                   machine, whose symcomm paths cross the net transport\n"
     "  bytes per rank is nccl-tests' size: recv of allgather, send of reducescatter, send =\n"
     "  recv of the others; --iters is the most timed batches per point, --warmup in batches.\n";
 
@@ -261,6 +266,7 @@ void report(const Context& ctx, const OpInfo& op, const Impl& impl, const Buffer
     r.extra.emplace_back("vs_nccl", vs);
   }
   if (op.rooted()) r.extra.emplace_back("root", std::to_string(ctx.opt.coll.root));
+  if (ctx.opt.coll.nccl_socket) r.extra.emplace_back("nccl_env", net::nccl_environment_json());
   if (ctx.rank == 0) {
     char bw[2][32] = {"-", "-"};
     if (r.algbw_gbs >= 0) {
@@ -332,6 +338,10 @@ bool coll_option(Options& opt, int argc, char** argv, int& i) {
     c.graph = true;
   } else if (!std::strcmp(name, "--nccl-last")) {
     c.nccl_last = true;
+  } else if (!std::strcmp(name, "--nccl-socket")) {
+    // Set while the options are read: before symcommInit starts a thread and NCCL reads it.
+    c.nccl_socket = true;
+    net::set_nccl_environment();
   } else {
     return false;
   }

@@ -59,6 +59,17 @@ void set_nccl_environment() {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
 }
 
+std::string nccl_environment_json() {
+  std::string env = "{";
+  for (const char* name : {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET",
+                           "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE"}) {
+    const char* value = std::getenv(name);
+    env += std::string(env.size() > 1 ? ", " : "") + "\"" + name + "\": " +
+           (value ? "\"" + std::string(value) + "\"" : "null");
+  }
+  return env + "}";
+}
+
 std::unique_ptr<NcclPeer> NcclPeer::open(const Context& ctx, size_t bytes, std::string* why) {
   // Both ranks load it or neither runs the baseline; each rank's reason, for rank 0 to print.
   std::string mine;
@@ -84,14 +95,7 @@ std::unique_ptr<NcclPeer> NcclPeer::open(const Context& ctx, size_t bytes, std::
                            : std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) +
                                  "." + std::to_string(v % 100);
   // NCCL's environment as this run gave it (a caller's value is kept where it set one).
-  std::string env = "{";
-  for (const char* name : {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET",
-                           "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE"}) {
-    const char* value = std::getenv(name);
-    env += std::string(env.size() > 1 ? ", " : "") + "\"" + name + "\": " +
-           (value ? "\"" + std::string(value) + "\"" : "null");
-  }
-  p->fields_ = {{"nccl_version", "\"" + p->version_ + "\""}, {"nccl_env", env + "}"}};
+  p->fields_ = {{"nccl_version", "\"" + p->version_ + "\""}, {"nccl_env", nccl_environment_json()}};
   return p;
 }
 

@@ -28,6 +28,9 @@ namespace bench::net {
 // caller has not set them (a caller's value is kept: another interface, say), and
 // NCCL_NVLS_ENABLE=0 whatever it was (NVLink multicast is forbidden on the shared machines).
 void set_nccl_environment();
+// NCCL's variables above as this process has them, a JSON object (null where unset), for the
+// records.
+std::string nccl_environment_json();
 
 class NcclPeer {
  public:
