@@ -23,10 +23,13 @@
  * hands the operation to the transport's thread, which carries it out. put, get, the
  * signals, put_signal, fence, quiet and barrier_block work so, with the same guarantees;
  * such a put, get or put_signal returns once carried out (microseconds to milliseconds:
- * for fine-grained traffic to such members, gather it into larger calls). Their local side
- * (a put's source, a get's destination) must be global memory (cudaMalloc, symmetric,
- * cudaHostAlloc mapped), not shared or local memory: such a call does nothing and is
- * recorded (code symcommInvalidArgument). Atomics to such a member are refused and recorded
+ * for fine-grained traffic to such members, gather it into larger calls), except a
+ * put_signal of up to c.net.inline_max bytes (64 by default), whose payload the calling
+ * thread copies into the ring's descriptor: it returns once handed over, and its source may
+ * be any memory, shared memory too. Otherwise their local side (a put's source, a get's
+ * destination) must be global memory (cudaMalloc, symmetric, cudaHostAlloc mapped), not
+ * shared or local memory: such a call does nothing and is recorded (code
+ * symcommInvalidArgument). Atomics to such a member are refused and recorded
  * (symcommNotSupported), returning 0. A handle of a team whose members were all mapped has
  * no ring.
  *

@@ -42,7 +42,7 @@ enum DeviceRefusal : int32_t {
   kRefusedBounds = -1,    /* its range leaves its allocation (SYMCOMM_DEVICE_CHECKS)       */
   kRefusedLocalSide = -2, /* to a member on another node: the local side is not global
                              memory (shared or local memory), which the transport cannot
-                             reach                                                      */
+                             reach (a put-signal within DeviceNetRing::inline_max can) */
   kRefusedAtomic = -3,    /* an atomic to a member on another node                         */
   kRefusedNoRing = -4     /* to a member on another node, with a handle that has no ring   */
 };
@@ -66,8 +66,12 @@ enum DeviceNetOpKind : uint32_t {
   kDeviceNetGet = 2,       /* `bytes` at heap offset `offset` of `pe` to `local`           */
   kDeviceNetSignal = 3,    /* the signal word at heap offset `signal` of `pe`: `value`, `op` */
   kDeviceNetPutSignal = 4, /* a put, then the signal, applied after the data               */
-  kDeviceNetQuiet = 5      /* everything handed over before it has been applied            */
+  kDeviceNetQuiet = 5,     /* everything handed over before it has been applied            */
+  kDeviceNetPutSignalInline = 6 /* a put-signal whose `bytes` travel in `data` (at most
+                              DeviceNetRing::inline_max): the kernel copied them there    */
 };
+/* The payload bytes a descriptor carries (DeviceNetOp::data). */
+constexpr uint64_t kDeviceNetInlineBytes = 64;
 struct DeviceNetOp {
   uint64_t ticket;  /* the operation's number + 1 once the slot holds it                 */
   uint32_t kind;    /* DeviceNetOpKind                                                   */
@@ -79,6 +83,7 @@ struct DeviceNetOp {
   uint64_t value;
   uint32_t op;      /* symcommSignalOp_t                                                 */
   uint32_t pad;
+  uint8_t data[kDeviceNetInlineBytes]; /* kDeviceNetPutSignalInline: the payload            */
 };
 
 /* The GPU-to-proxy ring of a rank (all of its teams' handles share it): how the device API
@@ -107,6 +112,12 @@ struct DeviceNetRing {
   uint64_t* bounce_gen;            /* device memory, [kDeviceNetBounceSlots] */
   const char* heap_lo;             /* this rank's heap window: [heap_lo, heap_hi) goes direct */
   const char* heap_hi;
+  /* A put-signal of up to this many bytes (at most kDeviceNetInlineBytes;
+   * SYMCOMM_NET_DEVICE_INLINE) carries its payload in the descriptor: the calling thread
+   * copies it there from wherever it is (shared memory too) and returns once the descriptor
+   * is handed over, as a signal does. The transport sends it from host memory: no copy out
+   * of the GPU, no bounce slot, no wait for the transport. */
+  uint64_t inline_max;
 };
 constexpr uint64_t kDeviceNetBounceSlots = 32;
 constexpr uint64_t kDeviceNetBounceBytes = 64 << 10;
@@ -140,7 +151,7 @@ struct DeviceComm {
 };
 
 static_assert(std::is_trivially_copyable<DeviceComm>::value, "DeviceComm is passed by value");
-static_assert(sizeof(DeviceNetOp) == 64, "a descriptor fills one slot of 64 bytes");
+static_assert(sizeof(DeviceNetOp) == 128, "a descriptor fills one slot of two 64-byte lines");
 
 #if defined(__CUDACC__)
 #define SYMCOMM_HOST_DEVICE __host__ __device__

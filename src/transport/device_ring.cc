@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstring>
 #include "base/cuda_runtime_check.h"
 #include "base/error.h"
@@ -42,10 +43,19 @@ bool RingReader::poll(const std::function<void(const DeviceNetOp&)>& run) {
 namespace {
 
 constexpr size_t kCounters = 4 + kDeviceNetBounceSlots;
+// Kernels write an inline payload as 8-byte words (ring_post_inline).
+static_assert(offsetof(DeviceNetOp, data) % 8 == 0 && kDeviceNetInlineBytes % 8 == 0,
+              "a descriptor's payload is written in 8-byte words");
 
 }  // namespace
 
-DeviceRing::DeviceRing(int device, const char* heap_lo, const char* heap_hi) : device_(device) {
+DeviceRing::DeviceRing(int device, const char* heap_lo, const char* heap_hi,
+                       uint64_t inline_max)
+    : device_(device) {
+  SYMCOMM_REQUIRE(inline_max <= kDeviceNetInlineBytes, symcommInternalError,
+                  "a ring whose descriptors carry %llu payload bytes (at most %llu)",
+                  static_cast<unsigned long long>(inline_max),
+                  static_cast<unsigned long long>(kDeviceNetInlineBytes));
   DeviceScope scope(device_);
   void* host = nullptr;
   SYMCOMM_CUDART(cudaHostAlloc(&host, sizeof(Mapped), cudaHostAllocMapped | cudaHostAllocPortable));
@@ -72,6 +82,7 @@ DeviceRing::DeviceRing(int device, const char* heap_lo, const char* heap_hi) : d
     view_.bounce_gen = reinterpret_cast<uint64_t*>(counters_ + 4);
     view_.heap_lo = heap_lo;
     view_.heap_hi = heap_hi;
+    view_.inline_max = inline_max;
     reader_ = std::make_unique<RingReader>(mapped_->slots, kCapacity, &mapped_->freed,
                                            &mapped_->done);
   } catch (...) {

@@ -43,12 +43,13 @@ class RingReader {
 
 // The ring's memory on GPU `device`: slots and the two counters in mapped host memory, the
 // ticket counter, the flush mark and the bounce buffers' counters in device memory, the bounce
-// buffers a VmmBuffer (the transport's copy context reaches it). Made on the calling thread (the application's
-// context of the device). [heap_lo, heap_hi): this rank's heap window.
+// buffers a VmmBuffer (the transport's copy context reaches it). Made on the calling thread
+// (the application's context of the device). [heap_lo, heap_hi): this rank's heap window.
+// `inline_max`: DeviceNetRing::inline_max (at most kDeviceNetInlineBytes).
 class DeviceRing {
  public:
   static constexpr uint64_t kCapacity = 1024;
-  DeviceRing(int device, const char* heap_lo, const char* heap_hi);
+  DeviceRing(int device, const char* heap_lo, const char* heap_hi, uint64_t inline_max);
   ~DeviceRing();
   DeviceRing(const DeviceRing&) = delete;
   DeviceRing& operator=(const DeviceRing&) = delete;

@@ -1,6 +1,7 @@
 // The device API's signals from kernels: put_signal ordering data before its signal, signals
 // from every peer at once, fence and quiet (every scope) publishing data behind a relaxed
-// flag, and every comparison with put_signal_warp and at its edges. Outputs are poisoned
+// flag, small put-signals from any memory, and every comparison with put_signal_warp and at
+// its edges. Outputs are poisoned
 // before and checked byte by byte after (the Device fixture is in device_fixture.cuh).
 #include <string>
 #include <vector>
@@ -148,6 +149,69 @@ __global__ void publish_kernel(DeviceComm c, int mode, char* slots, const char* 
     ull mine = 0;
     for (size_t i = threadIdx.x; i < kPieceBytes; i += blockDim.x)
       mine += static_cast<uint8_t>(slot[i]) != mp::pattern(left, what + r, i);
+    if (mine) atomicAdd(bad, mine);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. Small put-signals from any memory: up to DeviceNetRing::inline_max bytes to a member on
+//     another node travel in the ring's descriptor, copied there by the calling thread
+// ---------------------------------------------------------------------------------------
+constexpr int kSmallRounds = 48;
+constexpr size_t kSmallSlot = 256;
+enum SmallSource { kSmallFromHeap = 0, kSmallFromPlain = 1, kSmallFromShared = 2 };
+const char* const kSmallSourceName[] = {"heap", "cudaMalloc", "shared memory"};
+
+// Round r's size: 1, 7, 8, 13, 56, 64, 65, 200 in turn, at most `max_bytes` (the rest
+// skipped, where the source is shared memory and the peer beyond load and store: larger ones
+// are refused there).
+__host__ __device__ inline uint32_t small_size(int r, uint32_t max_bytes) {
+  const uint32_t sizes[8] = {1, 7, 8, 13, 56, 64, 65, 200};
+  const uint32_t b = sizes[r % 8];
+  return b <= max_bytes ? b : 0;
+}
+
+// Block 0, thread 0: round r's bytes from `source` (src + r * kSmallSlot + r % 8, copied to
+// shared memory first for kSmallFromShared) into slot r of the right neighbour, adding 1 to
+// its signal; the source is poisoned as soon as put_signal returned (it may be reused then).
+// Block 1 waits for the signal from the left to reach r + 1 and checks slot r: the payload,
+// then poison to the slot's end.
+__global__ void small_kernel(DeviceComm c, int source, char* slots, char* src, uint64_t* sig,
+                             uint32_t max_bytes, uint64_t what, ull* bad, int* rc_out) {
+  const int me = symcomm::team_rank(c), n = symcomm::team_size(c);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  __shared__ char staged[kSmallSlot + 8];
+  if (blockIdx.x == 0) {
+    for (int r = 0; r < kSmallRounds; ++r) {
+      const uint32_t bytes = small_size(r, max_bytes);
+      char* from = src + r * kSmallSlot + r % 8;
+      if (source == kSmallFromShared) {
+        for (uint32_t i = threadIdx.x; i < bytes; i += blockDim.x) staged[r % 8 + i] = from[i];
+        __syncthreads();
+        from = staged + r % 8;
+      }
+      if (threadIdx.x == 0) {
+        symcomm::put_signal(c, slots + r * kSmallSlot, from, bytes, sig, 1, symcommSignalAdd,
+                            right);
+        for (uint32_t i = 0; i < bytes; ++i) from[i] = static_cast<char>(kPoison);
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) symcomm::quiet(c);
+    return;
+  }
+  for (int r = 0; r < kSmallRounds; ++r) {
+    const int rc = symcomm::signal_wait_until_block(c, sig, symcommCmpGe, r + 1);
+    if (rc != 0) {
+      if (threadIdx.x == 0) rc_out[0] = rc;
+      return;
+    }
+    const uint32_t bytes = small_size(r, max_bytes);
+    const char* slot = slots + r * kSmallSlot;
+    ull mine = 0;
+    for (size_t i = threadIdx.x; i < kSmallSlot; i += blockDim.x)
+      mine += static_cast<uint8_t>(slot[i]) !=
+              (i < bytes ? mp::pattern(left, what + r, i) : kPoison);
     if (mine) atomicAdd(bad, mine);
   }
 }
@@ -310,6 +374,52 @@ TEST_F(Device, FenceAndQuietPublishData) {
     EXPECT_EQ(rc_host, 0);
     EXPECT_EQ(bad_host, 0u) << "bytes of a piece not there when its flag was";
     EXPECT_EQ(flag_host, static_cast<uint64_t>(kPieces));
+  }
+}
+
+// Across nodes the sizes up to inline_max go in the ring's descriptor (the source read by the
+// calling thread, so shared memory and cudaMalloc memory work, and put_signal returns once it
+// handed the descriptor over), the larger ones the transport's way; either way the source may
+// be overwritten when put_signal returns, and the data is there when the signal is. Within a
+// node every case is a load/store copy.
+TEST_F(Device, SmallPutSignalsFromAnyMemory) {
+  char* slots = symmetric<char>(kSmallRounds * kSmallSlot);
+  uint64_t* sig = symmetric<uint64_t>(1);
+  char* heap_src = symmetric<char>(kSmallRounds * kSmallSlot + 8);
+  char* plain_src = plain<char>(kSmallRounds * kSmallSlot + 8);
+  ull* bad = plain<ull>(1);
+  int* rc = plain<int>(1);
+  ASSERT_TRUE(slots && sig && heap_src && plain_src && bad && rc);
+  const bool ring = h_.net.slots != nullptr;  // a member on another node
+  for (int source : {kSmallFromHeap, kSmallFromPlain, kSmallFromShared}) {
+    SCOPED_TRACE(std::string("from ") + kSmallSourceName[source]);
+    // Shared memory reaches a member on another node in a descriptor only.
+    const uint32_t max_bytes = source == kSmallFromShared && ring
+                                   ? static_cast<uint32_t>(h_.net.inline_max)
+                                   : static_cast<uint32_t>(kSmallSlot);
+    char* src = source == kSmallFromHeap ? heap_src : plain_src;
+    const uint64_t what = rng_();
+    for (int r = 0; r < kSmallRounds; ++r)
+      mp::fill(src + r * kSmallSlot + r % 8, small_size(r, max_bytes), me_, what + r);
+    CUDA_OK(cudaMemset(slots, kPoison, kSmallRounds * kSmallSlot));
+    CUDA_OK(cudaMemset(sig, 0, sizeof(uint64_t)));
+    CUDA_OK(cudaMemset(bad, 0, sizeof(ull)));
+    CUDA_OK(cudaMemset(rc, 0, sizeof(int)));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    small_kernel<<<2, 128>>>(h_, source, slots, src, sig, max_bytes, what, bad, rc);
+    LAUNCH_OK();
+    SC_OK(symcommQuietOnStream(comm_, nullptr));
+    SC_OK(symcommHostBarrier(comm_));
+    ull bad_host = 1;
+    int rc_host = -1;
+    uint64_t sig_host = 0;
+    CUDA_OK(cudaMemcpy(&bad_host, bad, sizeof bad_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&rc_host, rc, sizeof rc_host, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&sig_host, sig, sizeof sig_host, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(rc_host, 0) << "a wait for a signal failed";
+    EXPECT_EQ(bad_host, 0u) << "bytes wrong or missing when their signal was there, seed " << seed_;
+    EXPECT_EQ(sig_host, static_cast<uint64_t>(kSmallRounds)) << "signals received";
   }
 }
 

@@ -304,25 +304,28 @@ TEST_F(Device, AtomicsAreExact) {
 // ---------------------------------------------------------------------------------------
 __global__ void refused_kernel(DeviceComm c, int what, uint64_t* word, char* sym, int pe,
                                uint64_t* got) {
-  __shared__ char staged[64];
+  __shared__ char staged[128];
   if (threadIdx.x != 0) return;
-  for (int i = 0; i < 64; ++i) staged[i] = static_cast<char>(i);
+  for (int i = 0; i < 128; ++i) staged[i] = static_cast<char>(i);
   if (what == 0) *got = symcomm::atomic_fetch_add(c, word, 5, pe);
-  else symcomm::put(c, sym, staged, sizeof staged, pe);  // from shared memory
+  if (what == 1) symcomm::put(c, sym, staged, 64, pe);  // from shared memory
+  // From shared memory, larger than a descriptor carries (kDeviceNetInlineBytes).
+  if (what == 2) symcomm::put_signal(c, sym, staged, sizeof staged, word, 1, symcommSignalSet, pe);
 }
 
 TEST_F(Device, AtomicsAndSharedMemoryToAMemberOnAnotherNodeAreRefused) {
   if (all_mapped(h_)) GTEST_SKIP() << "needs a member on another node";
   uint64_t* word = symmetric<uint64_t>(1);
-  char* sym = symmetric<char>(64);
+  char* sym = symmetric<char>(128);
   uint64_t* got = plain<uint64_t>(1);
   ASSERT_TRUE(word && sym && got);
+  static_assert(symcomm::kDeviceNetInlineBytes < 128, "the put-signal below must not fit a descriptor");
   int other = -1;  // the first member that is not mapped here
   for (int pe = 0; pe < n_ && other < 0; ++pe)
     if (symcommPtr(comm_, word, pe) == nullptr) other = pe;
   ASSERT_GE(other, 0);
   CUDA_OK(cudaMemset(word, 0, sizeof(uint64_t)));
-  CUDA_OK(cudaMemset(sym, kPoison, 64));
+  CUDA_OK(cudaMemset(sym, kPoison, 128));
   CUDA_OK(cudaMemset(got, 0xFF, sizeof(uint64_t)));
   CUDA_OK(cudaDeviceSynchronize());
   SC_OK(symcommHostBarrier(comm_));
@@ -332,7 +335,8 @@ TEST_F(Device, AtomicsAndSharedMemoryToAMemberOnAnotherNodeAreRefused) {
     const char* says;
   };
   for (const Case& k : {Case{0, symcommNotSupported, "atomics need the member mapped"},
-                        Case{1, symcommInvalidArgument, "not global memory"}}) {
+                        Case{1, symcommInvalidArgument, "not global memory"},
+                        Case{2, symcommInvalidArgument, "not global memory"}}) {
     SCOPED_TRACE(k.says);
     refused_kernel<<<1, 32>>>(h_, k.what, word, sym, other, got);
     LAUNCH_OK();
@@ -347,11 +351,11 @@ TEST_F(Device, AtomicsAndSharedMemoryToAMemberOnAnotherNodeAreRefused) {
   EXPECT_EQ(got_host, 0u) << "a refused atomic returns 0";
   SC_OK(symcommHostBarrier(comm_));  // every rank's refused calls are behind it
   uint64_t word_host = 1;
-  std::vector<uint8_t> sym_host(64);
+  std::vector<uint8_t> sym_host(128);
   CUDA_OK(cudaMemcpy(&word_host, word, sizeof word_host, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(sym_host.data(), sym, 64, cudaMemcpyDeviceToHost));
-  EXPECT_EQ(word_host, 0u) << "no atomic was applied here";
-  EXPECT_EQ(std::count(sym_host.begin(), sym_host.end(), kPoison), 64) << "nothing landed here";
+  CUDA_OK(cudaMemcpy(sym_host.data(), sym, 128, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(word_host, 0u) << "no atomic or signal was applied here";
+  EXPECT_EQ(std::count(sym_host.begin(), sym_host.end(), kPoison), 128) << "nothing landed here";
 }
 
 }  // namespace device_test

@@ -113,6 +113,29 @@ TEST(DeviceRing, PostersWaitForFreedSlots) {
   EXPECT_EQ(r.done, order.size());
 }
 
+// A put-signal's payload travels in its descriptor: the reader's copy holds it whole, and
+// the slot may be written again before the operation runs on.
+TEST(DeviceRing, AnInlinePayloadIsReadWithItsDescriptor) {
+  Ring r;
+  const uint64_t t = r.take();
+  DeviceNetOp& s = r.slots[t % kCapacity];
+  s.kind = kDeviceNetPutSignalInline;
+  s.pe = 1;
+  s.bytes = kDeviceNetInlineBytes;
+  for (uint64_t i = 0; i < kDeviceNetInlineBytes; ++i) s.data[i] = static_cast<uint8_t>(3 * i + 1);
+  __atomic_store_n(&s.ticket, t + 1, __ATOMIC_RELEASE);
+  std::vector<uint8_t> got;
+  EXPECT_TRUE(r.reader.poll([&](const DeviceNetOp& op) {
+    EXPECT_EQ(op.kind, kDeviceNetPutSignalInline);
+    EXPECT_EQ(r.freed, 1u) << "the slot is freed before the operation runs";
+    s.data[0] = 0xEE;  // a poster that reuses the slot changes nothing of this operation
+    got.assign(op.data, op.data + op.bytes);
+  }));
+  ASSERT_EQ(got.size(), kDeviceNetInlineBytes);
+  for (uint64_t i = 0; i < kDeviceNetInlineBytes; ++i)
+    EXPECT_EQ(got[i], static_cast<uint8_t>(3 * i + 1)) << "byte " << i;
+}
+
 TEST(DeviceRing, ACapacityThatIsNoPowerOfTwoIsRefused) {
   std::vector<DeviceNetOp> slots(6);
   uint64_t freed = 0, done = 0;

@@ -6,7 +6,8 @@
 // A put, get or put-signal through the ring returns once the transport carried it out (its
 // local side was read or written, its data landed): the caller may reuse the source, and a
 // get's destination holds the data. A signal returns once handed over (its value travels in
-// the descriptor). The transport applies a rank's operations in ticket order; messages
+// the descriptor), and so does a put-signal of up to inline_max bytes (its payload travels
+// in the descriptor, copied there by the calling thread). The transport applies a rank's operations in ticket order; messages
 // (signals, small put-signals) are delivered but may not be applied yet when their ticket is
 // done, so a quiet (and a fence, and a barrier) hands over a quiet of its own where anything
 // went through the ring since the last one.
@@ -218,13 +219,36 @@ __device__ __forceinline__ void ring_transfer(const DeviceComm& c, uint32_t kind
   ring_carry_out(r, op);
 }
 
+// Hands over `op`, a put-signal of up to inline_max bytes, with its payload copied from `src`
+// (any memory the thread reads) into the descriptor, as 8-byte words (the slot is host
+// memory: a PCIe write each). Returns once handed over. Out of line, as ring_post.
+__device__ inline __noinline__ void ring_post_inline(const RingContext& r, const DeviceNetOp& op,
+                                                     const void* src) {
+  const uint64_t t = ring_take(r, op.pe);
+  if (t == ~uint64_t{0}) return;
+  volatile uint64_t* data = reinterpret_cast<volatile uint64_t*>(
+      const_cast<uint8_t*>((r.net.slots + (t & (r.net.capacity - 1)))->data));
+  const unsigned char* from = static_cast<const unsigned char*>(src);
+  for (uint64_t w = 0; w * 8 < op.bytes; ++w) {
+    uint64_t v = 0;
+    for (uint64_t b = 0; b < 8 && w * 8 + b < op.bytes; ++b)
+      v |= static_cast<uint64_t>(from[w * 8 + b]) << (8 * b);
+    data[w] = v;
+  }
+  ring_fill(r, t, op, kDeviceNetPutSignalInline, op.offset, 0, op.bytes);
+}
+
 // A signal (bytes == 0) or a put-signal: the signal is applied after the data. Returns once
-// handed over (a signal) or carried out (a put-signal's source has been read). One thread.
+// handed over (a signal, a put-signal of up to inline_max bytes) or carried out (a larger
+// put-signal's source has been read). One thread.
 __device__ __forceinline__ void ring_signal(const DeviceComm& c, const void* dst,
                                             const void* src, size_t bytes, const uint64_t* sig,
                                             uint64_t value, symcommSignalOp_t op, int pe) {
   const int world = world_rank(c, pe);
-  if (!ring_ok(c, sig, world) || (bytes && !ring_local_ok(c, src, bytes, world))) return;
+  const bool inline_payload = bytes != 0 && bytes <= c.net.inline_max;
+  if (!ring_ok(c, sig, world) ||
+      (bytes && !inline_payload && !ring_local_ok(c, src, bytes, world)))
+    return;
   DeviceNetOp d{};
   d.kind = bytes ? kDeviceNetPutSignal : kDeviceNetSignal;
   d.pe = world;
@@ -236,6 +260,7 @@ __device__ __forceinline__ void ring_signal(const DeviceComm& c, const void* dst
   d.op = static_cast<uint32_t>(op);
   const RingContext r = ring_context(c);
   if (bytes == 0) return ring_run(r, d, false);
+  if (inline_payload) return ring_post_inline(r, d, src);
   ring_carry_out(r, d);
 }
 

@@ -53,6 +53,12 @@ static const SizeParam kEagerMax(
     "put-signals up to this size go to a peer on another node as one message that its proxy "
     "applies; larger ones (all, at 0) as a put and a signal", 0, wire::kEagerMax);
 
+static const SizeParam kDeviceInline(
+    "SYMCOMM_NET_DEVICE_INLINE", "64",
+    "a kernel's put-signal to a peer on another node of up to this many bytes (at most 64, "
+    "and at most SYMCOMM_NET_EAGER_MAX) carries its payload in the GPU-to-proxy ring's "
+    "descriptor and returns once handed over; 0: none does", 0, kDeviceNetInlineBytes);
+
 static const BoolParam kConnectAtInit(
     "SYMCOMM_NET_CONNECT_AT_INIT", "1",
     "1: the net transport connects to every peer of another node when the communicator is "
@@ -343,7 +349,8 @@ class Net final : public Transport {
     std::lock_guard<std::mutex> lock(ring_mutex_);
     if (!ring_) {
       ring_ = std::make_unique<DeviceRing>(device_, heap_.base(),
-                                           heap_.base() + heap_.max_bytes());
+                                           heap_.base() + heap_.max_bytes(),
+                                           std::min<uint64_t>(kDeviceInline.get(), eager_max_));
       jobs_->add_source([this] {
         return ring_->reader().poll([this](const DeviceNetOp& op) { run_device_op(op); });
       });
@@ -436,6 +443,15 @@ class Net final : public Transport {
         [[fallthrough]];
       case kDeviceNetSignal:
         send(pe, h, nullptr, "a signal");
+        return;
+      case kDeviceNetPutSignalInline:
+        SYMCOMM_REQUIRE(op.bytes != 0 && op.bytes <= kDeviceNetInlineBytes, symcommInternalError,
+                        "a kernel handed over a put-signal of %llu bytes in its descriptor",
+                        static_cast<unsigned long long>(op.bytes));
+        h.kind = wire::Kind::PutSignal;
+        h.offset = op.offset;
+        h.bytes = static_cast<uint32_t>(op.bytes);
+        send(pe, h, op.data, "a put-signal");
         return;
       default:
         SYMCOMM_THROW(symcommInternalError, "a kernel handed over an operation of kind %u",
