@@ -17,6 +17,8 @@ namespace {
 
 constexpr size_t kGatesPerPage = 512;
 constexpr auto kPoll = std::chrono::milliseconds(50);
+// The most pieces of work taken from the sources before a job runs (a ring holds 1024).
+constexpr int kDrainAtMost = 4096;
 // After this long with only sources to poll, naps grow to kQuietNap.
 constexpr auto kQuiet = std::chrono::seconds(1);
 constexpr auto kQuietNap = std::chrono::microseconds(4000);
@@ -324,6 +326,13 @@ void StreamJobs::run() {
     }
     polling_since = Clock::now();
     nap = std::chrono::microseconds(10);
+    // What kernels handed over before the stream reached the job goes first: the ring's
+    // descriptors of a kernel that ran before it on the stream (written before the kernel
+    // ended, so before the stream wrote the job's word) are all there now. A quiet after
+    // such a kernel then covers its signals and small put-signals, which the kernel did not
+    // wait for. At most a ring's worth: what kernels post meanwhile waits for the next pass.
+    for (int i = 0; i < kDrainAtMost && poll_sources(); ++i) {
+    }
     thread_fault_point("stream jobs");
     if (trace::enabled()) {
       const double d = trace::since("signal applied");

@@ -29,7 +29,9 @@
 //
 // Work that kernels hand over (the GPU-to-proxy ring, device_ring.h) reaches the worker as a
 // source: a function it calls between jobs, which carries out one piece of work if one is
-// ready and says whether it did. Once a source is added the worker looks at least every
+// ready and says whether it did. Before a job runs, the worker takes from the sources what
+// they hold (what kernels earlier on the job's stream handed over is there by then), so
+// that a job (a quiet) comes after it. Once a source is added the worker looks at least every
 // millisecond while idle, as for captured jobs.
 #pragma once
 

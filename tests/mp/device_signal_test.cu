@@ -1,7 +1,7 @@
 // The device API's signals from kernels: put_signal ordering data before its signal, signals
 // from every peer at once, fence and quiet (every scope) publishing data behind a relaxed
-// flag, small put-signals from any memory, and every comparison with put_signal_warp and at
-// its edges. Outputs are poisoned
+// flag, small put-signals from any memory, a quiet on the stream after a kernel, and every
+// comparison with put_signal_warp and at its edges. Outputs are poisoned
 // before and checked byte by byte after (the Device fixture is in device_fixture.cuh).
 #include <string>
 #include <vector>
@@ -217,6 +217,23 @@ __global__ void small_kernel(DeviceComm c, int source, char* slots, char* src, u
 }
 
 // ---------------------------------------------------------------------------------------
+// 11. A quiet on the stream after a kernel covers what the kernel handed over and did not
+//     wait for (across nodes: signals and small put-signals through the ring)
+// ---------------------------------------------------------------------------------------
+constexpr int kQuietSignals = 256;
+
+// One thread: kQuietSignals put-signals of 8 bytes adding 1 to sig[0] on the right
+// neighbour, each followed by a signal adding 1 to sig[1] there; no quiet of its own.
+__global__ void signals_then_end_kernel(DeviceComm c, uint64_t* sig, char* dst,
+                                        const char* src) {
+  const int right = (symcomm::team_rank(c) + 1) % symcomm::team_size(c);
+  for (int i = 0; i < kQuietSignals; ++i) {
+    symcomm::put_signal(c, dst, src, 8, sig, 1, symcommSignalAdd, right);
+    symcomm::signal_op(c, sig + 1, 1, symcommSignalAdd, right);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // 9. Every comparison, with put_signal_warp
 // ---------------------------------------------------------------------------------------
 struct CmpStep {
@@ -421,6 +438,37 @@ TEST_F(Device, SmallPutSignalsFromAnyMemory) {
     EXPECT_EQ(bad_host, 0u) << "bytes wrong or missing when their signal was there, seed " << seed_;
     EXPECT_EQ(sig_host, static_cast<uint64_t>(kSmallRounds)) << "signals received";
   }
+}
+
+// The kernel's operations to a member on another node are handed over, not done, when it
+// ends (a ring of 1024 descriptors takes all 512 at once while the transport's worker sends
+// them one by one); the quiet enqueued right behind it on the stream must still wait for
+// every one of them to be applied at its target.
+TEST_F(Device, QuietOnStreamCoversAKernelsSignals) {
+  uint64_t* sig = symmetric<uint64_t>(2);
+  char* dst = symmetric<char>(8);
+  char* src = plain<char>(8);
+  ASSERT_TRUE(sig && dst && src);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    CUDA_OK(cudaMemset(sig, 0, 2 * sizeof(uint64_t)));
+    CUDA_OK(cudaMemset(src, round + 1, 8));
+    CUDA_OK(cudaDeviceSynchronize());
+    SC_OK(symcommHostBarrier(comm_));
+    signals_then_end_kernel<<<1, 1, 0, stream>>>(h_, sig, dst, src);
+    CUDA_OK(cudaGetLastError());
+    SC_OK(symcommQuietOnStream(comm_, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    SC_OK(symcommHostBarrier(comm_));  // every rank's quiet returned
+    uint64_t got[2] = {0, 0};
+    CUDA_OK(cudaMemcpy(got, sig, sizeof got, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got[0], static_cast<uint64_t>(kQuietSignals)) << "put-signals applied";
+    EXPECT_EQ(got[1], static_cast<uint64_t>(kQuietSignals)) << "signals applied";
+    SC_OK(symcommHostBarrier(comm_));  // read before the next round clears it
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 TEST_F(Device, EveryComparisonWithPutSignalWarp) {
