@@ -14,9 +14,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +63,28 @@ __global__ void __launch_bounds__(128) write_arrays_kernel(const __grid_constant
 }
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;
+
+// Everything a call's kernel parameters are made from (ParamsCache), zeroed first.
+struct CallKey {
+  ScatterGemmCall call;
+  int device;
+};
+
+CallKey key_of(const ScatterGemmCall& call, int device) {
+  CallKey key;
+  std::memset(&key, 0, sizeof key);
+  key.call.n = call.n, key.call.k = call.k, key.call.in = call.in;
+  key.call.b_transposed = call.b_transposed;
+  key.call.a = call.a, key.call.b = call.b, key.call.groups = call.groups;
+  for (int g = 0; g < call.groups; ++g) {
+    key.call.a_row[g] = call.a_row[g];
+    key.call.rows[g] = call.rows[g];
+    key.call.out[g] = call.out[g];
+  }
+  key.call.scratch = call.scratch;
+  key.device = device;
+  return key;
+}
 
 // The epilogue (float32 products to each group's D, row-major), the same for every input; out
 // of the kernel template, where the host compiler rejected the builder's types.
@@ -164,23 +183,14 @@ struct Kernel {
     SYMCOMM_REQUIRE(GemmKernel::initialize_workspace(args, workspace, stream) ==
                         cutlass::Status::kSuccess,
                     symcommInternalError, "the fused scatter GEMM's workspace");
-    const typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
+    static ParamsCache<CallKey, typename GemmKernel::Params> cache;
+    const typename GemmKernel::Params params = cache.get(
+        key_of(call, device), [&] { return GemmKernel::to_underlying_arguments(args, workspace); });
     const int smem = GemmKernel::SharedStorageSize;
-    allow_shared_memory(device, smem);
+    allow_shared_memory<scatter_gemm_kernel<GemmKernel>>(device, smem);
     scatter_gemm_kernel<GemmKernel><<<GemmKernel::get_grid_shape(params),
                                       GemmKernel::get_block_shape(), smem, stream>>>(params);
     SYMCOMM_CUDART(cudaGetLastError());
-  }
-
-  // The kernel's dynamic shared memory, allowed once per device.
-  static void allow_shared_memory(int device, int bytes) {
-    static std::mutex mutex;
-    static std::set<int> done;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (done.count(device)) return;
-    SYMCOMM_CUDART(cudaFuncSetAttribute(scatter_gemm_kernel<GemmKernel>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    done.insert(device);
   }
 };
 

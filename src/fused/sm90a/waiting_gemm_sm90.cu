@@ -16,9 +16,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "cute/tensor.hpp"
@@ -153,30 +150,16 @@ struct Kernel {
   static void run(const WaitingGemmCall& call, int device, cudaStream_t stream) {
     const typename GemmKernel::Params params = params_of(call, device);
     const int smem = GemmKernel::SharedStorageSize;
-    allow_shared_memory(device, smem);
+    allow_shared_memory<waiting_gemm_kernel<GemmKernel>>(device, smem);
     waiting_gemm_kernel<GemmKernel><<<GemmKernel::get_grid_shape(params),
                                       GemmKernel::get_block_shape(), smem, stream>>>(params);
     SYMCOMM_CUDART(cudaGetLastError());
   }
 
-  // The kernel's parameters for `call`: its TMA descriptors are encoded on the host (a few
-  // microseconds a call), so the last kCached calls' are kept, found again by everything
-  // they were made from (a fused plan runs the same call each time).
+  // The kernel's parameters for `call` (ParamsCache).
   static typename GemmKernel::Params params_of(const WaitingGemmCall& call, int device) {
-    static constexpr size_t kCached = 16;
-    static std::mutex mutex;
-    static std::deque<std::pair<CallKey, typename GemmKernel::Params>> cache;
-    const CallKey key = key_of(call, device);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      for (const auto& [k, params] : cache)
-        if (!std::memcmp(&k, &key, sizeof key)) return params;
-    }
-    const typename GemmKernel::Params params = make_params(call, device);
-    std::lock_guard<std::mutex> lock(mutex);
-    cache.emplace_front(key, params);
-    if (cache.size() > kCached) cache.pop_back();
-    return params;
+    static ParamsCache<CallKey, typename GemmKernel::Params> cache;
+    return cache.get(key_of(call, device), [&] { return make_params(call, device); });
   }
 
   static typename GemmKernel::Params make_params(const WaitingGemmCall& call, int device) {
@@ -206,17 +189,6 @@ struct Kernel {
     SYMCOMM_REQUIRE(GemmKernel::get_workspace_size(args) == 0, symcommInternalError,
                     "the fused GEMM kernel asks for a workspace");
     return GemmKernel::to_underlying_arguments(args, nullptr);
-  }
-
-  // The kernel's dynamic shared memory, allowed once per device.
-  static void allow_shared_memory(int device, int bytes) {
-    static std::mutex mutex;
-    static std::set<int> done;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (done.count(device)) return;
-    SYMCOMM_CUDART(cudaFuncSetAttribute(waiting_gemm_kernel<GemmKernel>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    done.insert(device);
   }
 
   // The device's SMs (CUTLASS's persistent grid is one CTA an SM), at most max_ctas.
