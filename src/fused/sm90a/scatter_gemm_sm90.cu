@@ -64,28 +64,6 @@ __global__ void __launch_bounds__(128) write_arrays_kernel(const __grid_constant
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;
 
-// Everything a call's kernel parameters are made from (ParamsCache), zeroed first.
-struct CallKey {
-  ScatterGemmCall call;
-  int device;
-};
-
-CallKey key_of(const ScatterGemmCall& call, int device) {
-  CallKey key;
-  std::memset(&key, 0, sizeof key);
-  key.call.n = call.n, key.call.k = call.k, key.call.in = call.in;
-  key.call.b_transposed = call.b_transposed;
-  key.call.a = call.a, key.call.b = call.b, key.call.groups = call.groups;
-  for (int g = 0; g < call.groups; ++g) {
-    key.call.a_row[g] = call.a_row[g];
-    key.call.rows[g] = call.rows[g];
-    key.call.out[g] = call.out[g];
-  }
-  key.call.scratch = call.scratch;
-  key.device = device;
-  return key;
-}
-
 // The epilogue (float32 products to each group's D, row-major), the same for every input; out
 // of the kernel template, where the host compiler rejected the builder's types.
 using Epilogue = cutlass::epilogue::collective::CollectiveBuilder<
@@ -183,9 +161,9 @@ struct Kernel {
     SYMCOMM_REQUIRE(GemmKernel::initialize_workspace(args, workspace, stream) ==
                         cutlass::Status::kSuccess,
                     symcommInternalError, "the fused scatter GEMM's workspace");
-    static ParamsCache<CallKey, typename GemmKernel::Params> cache;
-    const typename GemmKernel::Params params = cache.get(
-        key_of(call, device), [&] { return GemmKernel::to_underlying_arguments(args, workspace); });
+    // Not kept per call as the waiting GEMM's are: the grouped scheduler's parameters point
+    // at `shapes`, this call's host copy of the groups' shapes (its grid is made from them).
+    const typename GemmKernel::Params params = GemmKernel::to_underlying_arguments(args, workspace);
     const int smem = GemmKernel::SharedStorageSize;
     allow_shared_memory<scatter_gemm_kernel<GemmKernel>>(device, smem);
     scatter_gemm_kernel<GemmKernel><<<GemmKernel::get_grid_shape(params),
