@@ -185,6 +185,7 @@ class Net final : public Transport {
     jobs_.reset();
     try {  // a put_nbi or get_nbi nobody completed: done (or failed) before the proxies stop
       transfers_->finish_begun();
+      if (staging_) staging_->complete(-1);  // staged chunks left in flight, likewise
     } catch (const std::exception& e) {
       SYMCOMM_WARN("a transfer in flight at finalize failed: %s", e.what());
     }
@@ -221,15 +222,17 @@ class Net final : public Transport {
            symcommStream_t stream) override {
     const size_t offset = heap_.offset_of(dst);
     if (cuda_) {
+      // The stream's puts leave their last chunks in flight (staging.h): the next put's
+      // copies overlap them; what goes to pe next waits for them.
       if (!bounce_->needed(src))
         return jobs_->enqueue(stream,
-                              [=, this] { staged_put(pe, offset, src, bytes); });
+                              [=, this] { staged_put(pe, offset, src, bytes, true); });
       // Piece by piece through the stream's bounce buffer (stream_bounce.h).
       char* b = bounce_->buffer(stream);
       for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
         const size_t n = std::min(bounce_->bytes(), bytes - at);
         bounce_->copy(b, static_cast<const char*>(src) + at, n, stream);
-        jobs_->enqueue(stream, [=, this] { staged_put(pe, offset + at, b, n); });
+        jobs_->enqueue(stream, [=, this] { staged_put(pe, offset + at, b, n, true); });
       }
       return;
     }
@@ -396,8 +399,10 @@ class Net final : public Transport {
   }
 
   void flush() {
-    // Writes completed in their calls; messages are delivered but perhaps not yet applied:
-    // each peer sent one since the last quiet answers a flush once it applied them.
+    // Writes completed in their calls (the cuda space's staged puts once complete() returns:
+    // each chunk's reply comes once it landed); messages are delivered but perhaps not yet
+    // applied: each peer sent one since the last quiet answers a flush once it applied them.
+    if (cuda_ && staging_) staging_->complete(-1);
     for (size_t pe = 0; pe < dirty_.size(); ++pe)
       if (dirty_[pe].exchange(false)) {
         if (lanes_fail_over(static_cast<int>(pe)))
@@ -503,11 +508,13 @@ class Net final : public Transport {
   // one lane reaches `pe`, else over every lane.
   // The slots are one caller's at a time: the stream worker's in the cuda space; in the host
   // space (SYMCOMM_NET_STAGE_HOST) the calling threads take turns.
-  void staged_put(int pe, size_t offset, const void* src, size_t bytes) {
+  // `keep_in_flight` (the cuda space's stream puts; staging.h): returns once `src` was read.
+  void staged_put(int pe, size_t offset, const void* src, size_t bytes,
+                  bool keep_in_flight = false) {
     std::unique_lock<std::mutex> turn(staged_mutex_, std::defer_lock);
     if (!cuda_) turn.lock();
     if (lanes_fail_over(pe)) return staging_->put(*staging_lanes_, pe, offset, src, bytes);
-    staging_->put(*proxy_, pe, offset, src, bytes);
+    staging_->put(*proxy_, pe, offset, src, bytes, keep_in_flight && cuda_);
   }
   void staged_get(int pe, void* dst, size_t offset, size_t bytes) {
     std::unique_lock<std::mutex> turn(staged_mutex_, std::defer_lock);
@@ -518,6 +525,8 @@ class Net final : public Transport {
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
+    // After the chunks of puts left in flight to pe (the stream worker's; staging.h).
+    if (cuda_ && staging_) staging_->complete(pe);
     if (lanes_fail_over(pe)) {
       if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
       return messages_->send(pe, h, payload, what, reply);

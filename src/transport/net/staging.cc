@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "base/cuda_driver.h"
 #include "base/cuda_runtime_check.h"
@@ -106,21 +107,40 @@ void Staging::sync_copies() {
   if (streams_) streams_->sync(timeout_ms_);
 }
 
-void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes) {
+void Staging::finish_slot(int s) {
+  std::shared_ptr<NetOp> op = std::move(slot_op_[s]);
+  slot_op_[s].reset();
+  if (!op) return;
+  slot_proxy_->wait(*op, timeout_ms_, "a put");
+  SYMCOMM_REQUIRE(op->reply == 0, symcommInternalError,
+                  "rank %d refused a staged chunk of a put (heap offset out of range)",
+                  slot_pe_[s]);
+}
+
+void Staging::complete(int pe) {
+  // Every slot is waited for, also after a failure: the first failure is thrown at the end.
+  std::exception_ptr failed;
+  for (int s = 0; s < kSlots; ++s) {
+    if (!slot_op_[s] || (pe >= 0 && slot_pe_[s] != pe)) continue;
+    try {
+      finish_slot(s);
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
+void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes,
+                  bool keep_in_flight) {
   WorkerScope guard(context_);
-  std::vector<std::shared_ptr<NetOp>> pending(kSlots);
-  auto finish = [&](std::shared_ptr<NetOp>& op) {
-    proxy.wait(*op, timeout_ms_, "a put");
-    SYMCOMM_REQUIRE(op->reply == 0, symcommInternalError,
-                    "rank %d refused a staged chunk of a put (heap offset out of range)", pe);
-    op.reset();
-  };
+  slot_proxy_ = &proxy;
   try {
-    size_t k = 0;
-    for (size_t done = 0; done < bytes; ++k) {
+    for (size_t done = 0; done < bytes;) {
       const size_t piece = std::min(chunk_, bytes - done);
-      const int s = static_cast<int>(k % kSlots);
-      if (pending[static_cast<size_t>(s)]) finish(pending[static_cast<size_t>(s)]);
+      const int s = next_slot_;
+      next_slot_ = (next_slot_ + 1) % kSlots;
+      finish_slot(s);  // its chunk (of any rank) landed: the slot may be filled again
       char* slot = outbox_slot(s);
       auto op = std::make_shared<NetOp>();
       op->type = NetOp::Type::Write;
@@ -134,13 +154,21 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
       op->parts.push_back(Posted{{}, op.get(), slot, kHeader + piece, r.addr, r.key, data});
       op->outstanding = 2;  // the write, and the target's reply once it copied the chunk
       proxy.submit(op);
-      pending[static_cast<size_t>(s)] = std::move(op);
+      slot_op_[s] = std::move(op);
+      slot_pe_[s] = pe;
       done += piece;
     }
-    for (auto& op : pending)
-      if (op) finish(op);
+    if (!keep_in_flight) complete(pe);
   } catch (...) {
-    drain(proxy, pending);
+    // Nothing is left in flight under a failure: the slots are not reused under them.
+    for (auto& op : slot_op_)
+      if (op) {
+        try {
+          proxy.wait(*op, timeout_ms_, "a staged transfer");
+        } catch (const Error&) {
+        }
+        op.reset();
+      }
     throw;
   }
 }
@@ -167,6 +195,7 @@ void Staging::empty_slot(int slot, void* dst, size_t piece, bool to_gpu) {
 }
 
 void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
+  complete(-1);  // the slots, from the first, are this get's
   WorkerScope guard(context_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
   const bool to_gpu = on_gpu(dst);

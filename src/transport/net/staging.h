@@ -18,8 +18,14 @@
 // and its reply frees the slot; 2 chunks are in flight (staging_lanes.cc says why). A get's
 // Stage goes as a message there too, and its read through LaneTransfers.
 //
+// A put may leave its last chunks in flight (`keep_in_flight`: the cuda space's stream
+// puts): it returns once every chunk has been copied into the outbox and posted, so that the
+// next put's copies overlap its writes, as raw writes keep several in flight. Whatever goes
+// to a rank after it (a message, a get, a quiet: complete()) first waits for that rank's
+// chunks to have landed, and a slot is reused only once its chunk landed.
+//
 // Only the stream worker (stream_jobs.h) calls put and get, one job at a time: the slots are
-// its own. The handlers run on the proxy thread.
+// its own (the host space's staged calls take turns). The handlers run on the proxy thread.
 #pragma once
 
 #include <atomic>
@@ -57,7 +63,13 @@ class Staging {
   void set_heap(char* base, const std::atomic<size_t>* mapped) { heap_ = base, mapped_ = mapped; }
 
   // `bytes` from `src` (any memory this GPU reaches) to heap offset `offset` of rank `pe`.
-  void put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes);
+  // `keep_in_flight`: returns once `src` was read (every chunk copied into the outbox and
+  // posted); else once every chunk landed.
+  void put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes,
+           bool keep_in_flight = false);
+  // Waits until the chunks left in flight to rank `pe` (every rank: -1) have landed; throws
+  // the first failure among them (each is waited for once).
+  void complete(int pe);
   // `bytes` at heap offset `offset` of rank `pe` to `dst` (any memory this GPU reaches).
   void get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes);
 
@@ -96,6 +108,8 @@ class Staging {
   bool in_heap(uint64_t offset, uint64_t bytes) const;
   // Waits for the ops in flight before an error leaves (the slots are not reused under them).
   void drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops);
+  // Waits for slot s's chunk to have landed (its reply), frees the slot; throws its failure.
+  void finish_slot(int s);
 
   // Copies `piece` bytes of `src` into outbox slot `slot`, behind its header (offset, bytes,
   // ticket), and waits for the copy.
@@ -136,6 +150,12 @@ class Staging {
   void* stream_ = nullptr;                    // streams_->engine()
   char* heap_ = nullptr;
   const std::atomic<size_t>* mapped_ = nullptr;
+  // The single-lane put's chunks not yet landed, by outbox slot (the ranks they go to, and
+  // the proxy that carries them), and the slot the next chunk takes.
+  std::shared_ptr<NetOp> slot_op_[kSlots];
+  int slot_pe_[kSlots] = {};
+  Proxy* slot_proxy_ = nullptr;
+  int next_slot_ = 0;
 };
 
 // Where the inbox appears among the endpoint's registered regions (beyond any heap offset).
