@@ -1,7 +1,7 @@
 // symcommPutNbiOnStream / symcommGetNbiOnStream: many in flight at once (more than the net
 // transport keeps: the oldest are finished to make room), complete after symcommQuietOnStream;
 // a signal after them is applied only after their data (the signal completes them first); a
-// get's destination holds the peer's data after the quiet. Every space and layout the mp suites
+// get's destination holds the peer's data after the quiet, and so does a put's target. Every space and layout the mp suites
 // run (one node: load/store, where they are plain puts; across nodes: the net transport).
 #include "rma_fixture.h"
 
@@ -50,6 +50,21 @@ TEST_F(Rma, NbiPutsAndGetsCompleteByQuiet) {
   for (int k = kPieces - 1; k >= 0; --k)
     bad += mp::count_mismatches(got + k * piece, piece, left(), 2000 + k);
   EXPECT_EQ(bad, 0u) << "gets not complete after the quiet";
+  // Puts again, completed by the quiet alone: their data is at the target once every rank's
+  // quiet returned (the last ones are the most likely still in flight).
+  for (int k = 0; k < kPieces; ++k) mp::fill(src + k * piece, piece, me, 3000 + k);
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));  // every rank read the first puts' data
+  for (int k = 0; k < kPieces; ++k)
+    SC_OK(symcommPutNbiOnStream(comm_, dst + k * piece, src + k * piece, piece, right(),
+                                symcommEngineAuto, stream_));
+  SC_OK(symcommQuietOnStream(comm_, stream_));
+  mp::sync(stream_);
+  SC_OK(symcommHostBarrier(comm_));
+  bad = 0;
+  for (int k = kPieces - 1; k >= 0; --k)
+    bad += mp::count_mismatches(dst + k * piece, piece, left(), 3000 + k);
+  EXPECT_EQ(bad, 0u) << "puts not landed when the quiet had returned";
   // Zero bytes, and the checks of symcommPutOnStream.
   SC_OK(symcommPutNbiOnStream(comm_, dst, src, 0, right(), symcommEngineAuto, stream_));
   SC_FAILS(symcommPutNbiOnStream(comm_, dst, src, piece * kPieces + 1, right(),

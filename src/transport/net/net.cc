@@ -264,7 +264,10 @@ class Net final : public Transport {
   // The host space: left in flight (LaneTransfers::begin), finished by the next other call.
   void put_nbi(int pe, void* dst, const void* src, size_t bytes, symcommEngine_t engine,
                symcommStream_t stream) override {
-    if (staged_) return put(pe, dst, src, bytes, engine, stream);
+    if (cuda_) return put(pe, dst, src, bytes, engine, stream);
+    // Staged (SYMCOMM_NET_STAGE_HOST): copied into the outbox at once, its chunks left in
+    // flight as the cuda space's stream puts leave theirs (staging.h).
+    if (staged_) return staged_put(pe, heap_.offset_of(dst), src, bytes, true);
     hold(pe, bytes);
     transfers_->begin(NetOp::Type::Write, pe, heap_.offset_of(dst), const_cast<void*>(src),
                       bytes);
@@ -402,7 +405,7 @@ class Net final : public Transport {
     // Writes completed in their calls (the cuda space's staged puts once complete() returns:
     // each chunk's reply comes once it landed); messages are delivered but perhaps not yet
     // applied: each peer sent one since the last quiet answers a flush once it applied them.
-    if (cuda_ && staging_) staging_->complete(-1);
+    complete_staged(-1);
     for (size_t pe = 0; pe < dirty_.size(); ++pe)
       if (dirty_[pe].exchange(false)) {
         if (lanes_fail_over(static_cast<int>(pe)))
@@ -508,16 +511,27 @@ class Net final : public Transport {
   // one lane reaches `pe`, else over every lane.
   // The slots are one caller's at a time: the stream worker's in the cuda space; in the host
   // space (SYMCOMM_NET_STAGE_HOST) the calling threads take turns.
-  // `keep_in_flight` (the cuda space's stream puts; staging.h): returns once `src` was read.
+  // `keep_in_flight` (the cuda space's stream puts, the staged host space's nbi puts;
+  // staging.h): returns once `src` was read.
   void staged_put(int pe, size_t offset, const void* src, size_t bytes,
                   bool keep_in_flight = false) {
-    std::unique_lock<std::mutex> turn(staged_mutex_, std::defer_lock);
+    std::unique_lock<std::recursive_mutex> turn(staged_mutex_, std::defer_lock);
     if (!cuda_) turn.lock();
+    if (!cuda_) staging_->complete(-1);  // the host space: every call first completes nbi's
     if (lanes_fail_over(pe)) return staging_->put(*staging_lanes_, pe, offset, src, bytes);
-    staging_->put(*proxy_, pe, offset, src, bytes, keep_in_flight && cuda_);
+    staging_->put(*proxy_, pe, offset, src, bytes, keep_in_flight);
+  }
+  // Waits for the staged chunks left in flight to pe (every rank: -1; staging.h); in the
+  // host space for every rank's (symcommPutNbiOnStream: any call completes what is in
+  // flight).
+  void complete_staged(int pe) {
+    if (!staged_) return;
+    std::unique_lock<std::recursive_mutex> turn(staged_mutex_, std::defer_lock);
+    if (!cuda_) turn.lock();
+    staging_->complete(cuda_ ? pe : -1);
   }
   void staged_get(int pe, void* dst, size_t offset, size_t bytes) {
-    std::unique_lock<std::mutex> turn(staged_mutex_, std::defer_lock);
+    std::unique_lock<std::recursive_mutex> turn(staged_mutex_, std::defer_lock);
     if (!cuda_) turn.lock();
     if (lanes_fail_over(pe)) return staging_->get(*staging_lanes_, pe, dst, offset, bytes);
     staging_->get(*proxy_, pe, dst, offset, bytes);
@@ -525,8 +539,7 @@ class Net final : public Transport {
 
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
-    // After the chunks of puts left in flight to pe (the stream worker's; staging.h).
-    if (cuda_ && staging_) staging_->complete(pe);
+    complete_staged(pe);  // after the chunks of puts left in flight to pe (staging.h)
     if (lanes_fail_over(pe)) {
       if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
       return messages_->send(pe, h, payload, what, reply);
@@ -578,7 +591,9 @@ class Net final : public Transport {
   std::unique_ptr<LocalMemory> memory_;
   std::unique_ptr<Staging> staging_;   // the cuda space's
   std::unique_ptr<Staging::Lanes> staging_lanes_;  // its way over several lanes
-  std::mutex staged_mutex_;  // the host space's staged calls, one at a time
+  // The host space's staged calls, one at a time (recursive: a staged call over several
+  // lanes sends messages, which first complete what is in flight).
+  std::recursive_mutex staged_mutex_;
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
   std::unique_ptr<StreamBounce> bounce_;  // the cuda space's
   std::vector<bool> serves_ = std::vector<bool>(dirty_.size(), false);  // [pe]: a peer of ours

@@ -19,7 +19,7 @@
 // Stage goes as a message there too, and its read through LaneTransfers.
 //
 // A put may leave its last chunks in flight (`keep_in_flight`: the cuda space's stream
-// puts): it returns once every chunk has been copied into the outbox and posted, so that the
+// puts, and the staged host space's nbi puts, which is how CPUs test this): it returns once every chunk has been copied into the outbox and posted, so that the
 // next put's copies overlap its writes, as raw writes keep several in flight. Whatever goes
 // to a rank after it (a message, a get, a quiet: complete()) first waits for that rank's
 // chunks to have landed, and a slot is reused only once its chunk landed.
