@@ -169,12 +169,12 @@ class Net final : public Transport {
     apply_ = std::make_unique<MessageApply>(heap_.base(), end_, *memory_, staging_.get(),
                                             *loop_, *transfers_);
     if (staging_)
-      staging_lanes_ = std::make_unique<Staging::Lanes>(Staging::Lanes{
+      staging_->set_ways(*proxy_, std::make_unique<Staging::Lanes>(Staging::Lanes{
           *transfers_,
           [this](int pe, const wire::Header& h, const char* what, bool reply) {
             return send(pe, h, nullptr, what, reply);
           },
-          [this](int pe, size_t bytes) { hold(pe, bytes); }});
+          [this](int pe, size_t bytes) { hold(pe, bytes); }}));
     loop_->start();  // what arrives is applied through messages_
   }
   ~Net() override {
@@ -226,18 +226,18 @@ class Net final : public Transport {
       // copies overlap them; what goes to pe next waits for them.
       if (!bounce_->needed(src))
         return jobs_->enqueue(stream,
-                              [=, this] { staged_put(pe, offset, src, bytes, true); });
+                              [=, this] { staging_->put(pe, offset, src, bytes, true); });
       // Piece by piece through the stream's bounce buffer (stream_bounce.h).
       char* b = bounce_->buffer(stream);
       for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
         const size_t n = std::min(bounce_->bytes(), bytes - at);
         bounce_->copy(b, static_cast<const char*>(src) + at, n, stream);
-        jobs_->enqueue(stream, [=, this] { staged_put(pe, offset + at, b, n, true); });
+        jobs_->enqueue(stream, [=, this] { staging_->put(pe, offset + at, b, n, true); });
       }
       return;
     }
     transfers_->finish_begun();
-    if (staged_) return staged_put(pe, offset, src, bytes);
+    if (staged_) return staging_->put(pe, offset, src, bytes);
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Write, pe, offset, const_cast<void*>(src), bytes);
   }
@@ -247,17 +247,17 @@ class Net final : public Transport {
     if (cuda_) {
       if (!bounce_->needed(dst))
         return jobs_->enqueue(stream,
-                              [=, this] { staged_get(pe, dst, offset, bytes); });
+                              [=, this] { staging_->get(pe, dst, offset, bytes); });
       char* b = bounce_->buffer(stream);  // as put's
       for (size_t at = 0; at < bytes; at += bounce_->bytes()) {
         const size_t n = std::min(bounce_->bytes(), bytes - at);
-        jobs_->enqueue(stream, [=, this] { staged_get(pe, b, offset + at, n); });
+        jobs_->enqueue(stream, [=, this] { staging_->get(pe, b, offset + at, n); });
         bounce_->copy(static_cast<char*>(dst) + at, b, n, stream);
       }
       return;
     }
     transfers_->finish_begun();
-    if (staged_) return staged_get(pe, dst, offset, bytes);
+    if (staged_) return staging_->get(pe, dst, offset, bytes);
     hold(pe, bytes);
     transfers_->run(NetOp::Type::Read, pe, offset, dst, bytes);
   }
@@ -267,7 +267,7 @@ class Net final : public Transport {
     if (cuda_) return put(pe, dst, src, bytes, engine, stream);
     // Staged (SYMCOMM_NET_STAGE_HOST): copied into the outbox at once, its chunks left in
     // flight as the cuda space's stream puts leave theirs (staging.h).
-    if (staged_) return staged_put(pe, heap_.offset_of(dst), src, bytes, true);
+    if (staged_) return staging_->put(pe, heap_.offset_of(dst), src, bytes, true);
     hold(pe, bytes);
     transfers_->begin(NetOp::Type::Write, pe, heap_.offset_of(dst), const_cast<void*>(src),
                       bytes);
@@ -405,7 +405,7 @@ class Net final : public Transport {
     // Writes completed in their calls (the cuda space's staged puts once complete() returns:
     // each chunk's reply comes once it landed); messages are delivered but perhaps not yet
     // applied: each peer sent one since the last quiet answers a flush once it applied them.
-    complete_staged(-1);
+    if (staging_) staging_->complete(-1);
     for (size_t pe = 0; pe < dirty_.size(); ++pe)
       if (dirty_[pe].exchange(false)) {
         if (lanes_fail_over(static_cast<int>(pe)))
@@ -437,9 +437,9 @@ class Net final : public Transport {
     wire::Header h = signal_header(op.signal, op.value, op.op);
     switch (op.kind) {
       case kDeviceNetPut:
-        return staged_put(pe, op.offset, local, op.bytes);
+        return staging_->put(pe, op.offset, local, op.bytes);
       case kDeviceNetGet:
-        return staged_get(pe, local, op.offset, op.bytes);
+        return staging_->get(pe, local, op.offset, op.bytes);
       case kDeviceNetPutSignal:
         if (op.bytes <= eager_max_) {
           h.kind = wire::Kind::PutSignal;
@@ -447,7 +447,7 @@ class Net final : public Transport {
           h.bytes = static_cast<uint32_t>(op.bytes);
           return send_put_signal(pe, h, local);
         }
-        staged_put(pe, op.offset, local, op.bytes);
+        staging_->put(pe, op.offset, local, op.bytes);
         [[fallthrough]];
       case kDeviceNetSignal:
         send(pe, h, nullptr, "a signal");
@@ -507,39 +507,9 @@ class Net final : public Transport {
   // lanes to it.
   bool lanes_fail_over(int pe) const { return rail_set_->lanes(pe).size() > 1; }
 
-  // The staged moves (staging.h; the cuda space's on the stream worker): over rail 0 where
-  // one lane reaches `pe`, else over every lane.
-  // The slots are one caller's at a time: the stream worker's in the cuda space; in the host
-  // space (SYMCOMM_NET_STAGE_HOST) the calling threads take turns.
-  // `keep_in_flight` (the cuda space's stream puts, the staged host space's nbi puts;
-  // staging.h): returns once `src` was read.
-  void staged_put(int pe, size_t offset, const void* src, size_t bytes,
-                  bool keep_in_flight = false) {
-    std::unique_lock<std::recursive_mutex> turn(staged_mutex_, std::defer_lock);
-    if (!cuda_) turn.lock();
-    if (!cuda_) staging_->complete(-1);  // the host space: every call first completes nbi's
-    if (lanes_fail_over(pe)) return staging_->put(*staging_lanes_, pe, offset, src, bytes);
-    staging_->put(*proxy_, pe, offset, src, bytes, keep_in_flight);
-  }
-  // Waits for the staged chunks left in flight to pe (every rank: -1; staging.h); in the
-  // host space for every rank's (symcommPutNbiOnStream: any call completes what is in
-  // flight).
-  void complete_staged(int pe) {
-    if (!staged_) return;
-    std::unique_lock<std::recursive_mutex> turn(staged_mutex_, std::defer_lock);
-    if (!cuda_) turn.lock();
-    staging_->complete(cuda_ ? pe : -1);
-  }
-  void staged_get(int pe, void* dst, size_t offset, size_t bytes) {
-    std::unique_lock<std::recursive_mutex> turn(staged_mutex_, std::defer_lock);
-    if (!cuda_) turn.lock();
-    if (lanes_fail_over(pe)) return staging_->get(*staging_lanes_, pe, dst, offset, bytes);
-    staging_->get(*proxy_, pe, dst, offset, bytes);
-  }
-
   uint64_t send(int pe, const wire::Header& h, const void* payload, const char* what,
                 bool reply = false) {
-    complete_staged(pe);  // after the chunks of puts left in flight to pe (staging.h)
+    if (staging_) staging_->complete(pe);  // after puts' chunks left in flight (staging.h)
     if (lanes_fail_over(pe)) {
       if (!reply) dirty_[static_cast<size_t>(pe)].store(true);
       return messages_->send(pe, h, payload, what, reply);
@@ -589,11 +559,7 @@ class Net final : public Transport {
   std::unique_ptr<MessageApply> apply_;     // what arrives, applied here
   std::unique_ptr<CopyContext> copy_context_;  // the cuda space's; outlives what copies in it
   std::unique_ptr<LocalMemory> memory_;
-  std::unique_ptr<Staging> staging_;   // the cuda space's
-  std::unique_ptr<Staging::Lanes> staging_lanes_;  // its way over several lanes
-  // The host space's staged calls, one at a time (recursive: a staged call over several
-  // lanes sends messages, which first complete what is in flight).
-  std::recursive_mutex staged_mutex_;
+  std::unique_ptr<Staging> staging_;   // the cuda space's (and SYMCOMM_NET_STAGE_HOST's)
   std::unique_ptr<StreamJobs> jobs_;   // the cuda space's
   std::unique_ptr<StreamBounce> bounce_;  // the cuda space's
   std::vector<bool> serves_ = std::vector<bool>(dirty_.size(), false);  // [pe]: a peer of ours

@@ -79,13 +79,14 @@ bool Staging::in_heap(uint64_t offset, uint64_t bytes) const {
   return bytes <= chunk_ && offset <= mapped_->load() && bytes <= mapped_->load() - offset;
 }
 
-void Staging::drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops) {
-  for (auto& op : ops)
-    if (op) {
+void Staging::drain(Proxy& proxy, std::shared_ptr<NetOp>* ops, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (ops[i]) {
       try {
-        proxy.wait(*op, timeout_ms_, "a staged transfer");
+        proxy.wait(*ops[i], timeout_ms_, "a staged transfer");
       } catch (const Error&) {
       }
+      ops[i].reset();
     }
 }
 
@@ -107,17 +108,41 @@ void Staging::sync_copies() {
   if (streams_) streams_->sync(timeout_ms_);
 }
 
+std::unique_lock<std::recursive_mutex> Staging::turn() {
+  std::unique_lock<std::recursive_mutex> turn(turn_, std::defer_lock);
+  if (!context_) turn.lock();
+  return turn;
+}
+
+void Staging::put(int pe, size_t offset, const void* src, size_t bytes, bool keep_in_flight) {
+  const auto held = turn();
+  if (!context_) complete_slots(-1);
+  if (rails_.lanes(pe).size() > 1) return put(*lanes_, pe, offset, src, bytes);
+  put(*proxy_, pe, offset, src, bytes, keep_in_flight);
+}
+
+void Staging::get(int pe, void* dst, size_t offset, size_t bytes) {
+  const auto held = turn();
+  if (rails_.lanes(pe).size() > 1) return get(*lanes_, pe, dst, offset, bytes);
+  get(*proxy_, pe, dst, offset, bytes);
+}
+
+void Staging::complete(int pe) {
+  const auto held = turn();
+  complete_slots(context_ ? pe : -1);
+}
+
 void Staging::finish_slot(int s) {
   std::shared_ptr<NetOp> op = std::move(slot_op_[s]);
   slot_op_[s].reset();
   if (!op) return;
-  slot_proxy_->wait(*op, timeout_ms_, "a put");
+  proxy_->wait(*op, timeout_ms_, "a put");
   SYMCOMM_REQUIRE(op->reply == 0, symcommInternalError,
                   "rank %d refused a staged chunk of a put (heap offset out of range)",
                   slot_pe_[s]);
 }
 
-void Staging::complete(int pe) {
+void Staging::complete_slots(int pe) {
   // Every slot is waited for, also after a failure: the first failure is thrown at the end.
   std::exception_ptr failed;
   for (int s = 0; s < kSlots; ++s) {
@@ -134,7 +159,6 @@ void Staging::complete(int pe) {
 void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes,
                   bool keep_in_flight) {
   WorkerScope guard(context_);
-  slot_proxy_ = &proxy;
   try {
     for (size_t done = 0; done < bytes;) {
       const size_t piece = std::min(chunk_, bytes - done);
@@ -158,17 +182,9 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
       slot_pe_[s] = pe;
       done += piece;
     }
-    if (!keep_in_flight) complete(pe);
+    if (!keep_in_flight) complete_slots(pe);
   } catch (...) {
-    // Nothing is left in flight under a failure: the slots are not reused under them.
-    for (auto& op : slot_op_)
-      if (op) {
-        try {
-          proxy.wait(*op, timeout_ms_, "a staged transfer");
-        } catch (const Error&) {
-        }
-        op.reset();
-      }
+    drain(proxy, slot_op_, kSlots);  // nothing is left in flight under the failure
     throw;
   }
 }
@@ -195,7 +211,7 @@ void Staging::empty_slot(int slot, void* dst, size_t piece, bool to_gpu) {
 }
 
 void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) {
-  complete(-1);  // the slots, from the first, are this get's
+  complete_slots(-1);  // the slots, from the first, are this get's
   WorkerScope guard(context_);
   std::vector<std::shared_ptr<NetOp>> pending(kSlots);
   const bool to_gpu = on_gpu(dst);
@@ -254,7 +270,7 @@ void Staging::get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes) 
       sync_copies();
     }
   } catch (...) {
-    drain(proxy, pending);
+    drain(proxy, pending.data(), pending.size());
     throw;
   }
 }

@@ -24,8 +24,9 @@
 // to a rank after it (a message, a get, a quiet: complete()) first waits for that rank's
 // chunks to have landed, and a slot is reused only once its chunk landed.
 //
-// Only the stream worker (stream_jobs.h) calls put and get, one job at a time: the slots are
-// its own (the host space's staged calls take turns). The handlers run on the proxy thread.
+// Only the stream worker (stream_jobs.h) calls put, get and complete, one job at a time: the
+// slots are its own. In the host space the calling threads take turns, and each call first
+// completes what is in flight. The handlers run on the proxy thread.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -62,17 +64,6 @@ class Staging {
   // This rank's heap and how much of it peers may address (the proxy's view).
   void set_heap(char* base, const std::atomic<size_t>* mapped) { heap_ = base, mapped_ = mapped; }
 
-  // `bytes` from `src` (any memory this GPU reaches) to heap offset `offset` of rank `pe`.
-  // `keep_in_flight`: returns once `src` was read (every chunk copied into the outbox and
-  // posted); else once every chunk landed.
-  void put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes,
-           bool keep_in_flight = false);
-  // Waits until the chunks left in flight to rank `pe` (every rank: -1) have landed; throws
-  // the first failure among them (each is waited for once).
-  void complete(int pe);
-  // `bytes` at heap offset `offset` of rank `pe` to `dst` (any memory this GPU reaches).
-  void get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes);
-
   // What put and get use where there are several lanes to the target: the transfers, and
   // the transport's messages (lane_messages.h) and holds (wire::Kind::Hold).
   struct Lanes {
@@ -80,8 +71,22 @@ class Staging {
     std::function<uint64_t(int pe, const wire::Header& h, const char* what, bool reply)> send;
     std::function<void(int pe, size_t bytes)> hold;
   };
-  void put(const Lanes& lanes, int pe, size_t offset, const void* src, size_t bytes);
-  void get(const Lanes& lanes, int pe, void* dst, size_t offset, size_t bytes);
+  // The ways to a target, set once before any put or get: `proxy` (rail 0's) where one lane
+  // reaches it, `lanes` where several do.
+  void set_ways(Proxy& proxy, std::unique_ptr<Lanes> lanes) {
+    proxy_ = &proxy, lanes_ = std::move(lanes);
+  }
+
+  // `bytes` from `src` (any memory this GPU reaches) to heap offset `offset` of rank `pe`.
+  // `keep_in_flight` (one lane to pe): returns once `src` was read (every chunk copied into
+  // the outbox and posted); else once every chunk landed.
+  void put(int pe, size_t offset, const void* src, size_t bytes, bool keep_in_flight = false);
+  // `bytes` at heap offset `offset` of rank `pe` to `dst` (any memory this GPU reaches).
+  void get(int pe, void* dst, size_t offset, size_t bytes);
+  // Waits until the chunks left in flight to rank `pe` (every rank: -1) have landed; throws
+  // the first failure among them (each is waited for once). In the host space for every
+  // rank's: there any call completes what is in flight (symcommPutNbiOnStream).
+  void complete(int pe);
 
   // Whether a write's immediate data is a staged chunk's.
   static bool is_staged(uint64_t data) { return (data & kStagedFlag) != 0; }
@@ -107,9 +112,19 @@ class Staging {
   char* outbox_slot(int slot) const { return outbox_ + static_cast<size_t>(slot) * slot_bytes(); }
   bool in_heap(uint64_t offset, uint64_t bytes) const;
   // Waits for the ops in flight before an error leaves (the slots are not reused under them).
-  void drain(Proxy& proxy, std::vector<std::shared_ptr<NetOp>>& ops);
+  void drain(Proxy& proxy, std::shared_ptr<NetOp>* ops, size_t count);
   // Waits for slot s's chunk to have landed (its reply), frees the slot; throws its failure.
   void finish_slot(int s);
+  // put, get and complete over one lane (through proxy_) and over several (lanes_).
+  void put(Proxy& proxy, int pe, size_t offset, const void* src, size_t bytes,
+           bool keep_in_flight);
+  void get(Proxy& proxy, int pe, void* dst, size_t offset, size_t bytes);
+  void put(const Lanes& lanes, int pe, size_t offset, const void* src, size_t bytes);
+  void get(const Lanes& lanes, int pe, void* dst, size_t offset, size_t bytes);
+  void complete_slots(int pe);
+  // The host space's turn (held for the call; recursive: a call over several lanes sends
+  // messages, which complete what is in flight); nothing in the cuda space.
+  std::unique_lock<std::recursive_mutex> turn();
 
   // Copies `piece` bytes of `src` into outbox slot `slot`, behind its header (offset, bytes,
   // ticket), and waits for the copy.
@@ -154,8 +169,10 @@ class Staging {
   // the proxy that carries them), and the slot the next chunk takes.
   std::shared_ptr<NetOp> slot_op_[kSlots];
   int slot_pe_[kSlots] = {};
-  Proxy* slot_proxy_ = nullptr;
   int next_slot_ = 0;
+  Proxy* proxy_ = nullptr;
+  std::unique_ptr<Lanes> lanes_;
+  std::recursive_mutex turn_;  // the host space's calls
 };
 
 // Where the inbox appears among the endpoint's registered regions (beyond any heap offset).

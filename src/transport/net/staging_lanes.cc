@@ -38,7 +38,7 @@ wire::Header staging_header(wire::Kind kind, int from, int slot, size_t offset, 
 }  // namespace
 
 void Staging::put(const Lanes& lanes, int pe, size_t offset, const void* src, size_t bytes) {
-  complete(-1);  // the slots, from the first, are this put's
+  complete_slots(-1);  // the slots, from the first, are this put's
   WorkerScope guard(context_);
   struct InFlight {
     LaneTransfers::Pending write;
@@ -95,7 +95,7 @@ void Staging::put(const Lanes& lanes, int pe, size_t offset, const void* src, si
 }
 
 void Staging::get(const Lanes& lanes, int pe, void* dst, size_t offset, size_t bytes) {
-  complete(-1);  // the slots, from the first, are this get's
+  complete_slots(-1);  // the slots, from the first, are this get's
   WorkerScope guard(context_);
   const bool to_gpu = on_gpu(dst);
   lanes.hold(pe, bytes);
