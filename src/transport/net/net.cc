@@ -160,6 +160,9 @@ class Net final : public Transport {
           *loop_);
       loop_->add(r.proxy.get(), message_rails_[i]);
     }
+    // The staged chunks' landings that end after their Landed (one lane: rail 0's).
+    if (staging_)
+      rails_[0].proxy->set_poll([this](Proxy& proxy) { return staging_->poll(proxy); });
     proxy_ = rails_[0].proxy.get();
     std::vector<Proxy*> proxies;
     for (Rail& r : rails_) proxies.push_back(r.proxy.get());

@@ -49,7 +49,7 @@ Proxy::~Proxy() {
 Proxy::Pass Proxy::step() {
   std::lock_guard<std::mutex> ep_lock(ep_mutex_);
   const bool active = pass();
-  return Pass{active, !in_flight_.empty() || !unposted_.empty()};
+  return Pass{active, !in_flight_.empty() || !unposted_.empty() || polling_};
 }
 
 void Proxy::fail_everything(const std::string& why) {
@@ -403,7 +403,12 @@ bool Proxy::pass() {
   } else if (n != -FI_EAGAIN) {
     throw_fabric_error(static_cast<int>(n), "fi_cq_read", __FILE__, __LINE__);
   }
-  post_all();  // the replies those messages asked for
+  if (poll_) {
+    const size_t before = unposted_.size();
+    polling_ = poll_(*this);
+    active |= unposted_.size() != before;  // it replied
+  }
+  post_all();  // the replies those messages (and the poll) asked for
   // Done operations leave (failed ones went to orphans_, where the provider may still hold
   // their contexts).
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),

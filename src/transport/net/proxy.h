@@ -101,6 +101,10 @@ class Proxy {
   // What to do when a peer's write with nonzero immediate data landed here (the transport's;
   // runs on the proxy thread).
   using Landed = std::function<void(Proxy& proxy, uint64_t data)>;
+  // Called in every pass (under the endpoint's lock, so it may reply): carries on work that a
+  // Landed began and that ends later; returns whether some is still unfinished (the pass is
+  // then busy: the loop polls).
+  using Poll = std::function<bool(Proxy& proxy)>;
   // `loop`: the thread that drives it (add it there, then start the loop). `rail`: this
   // rank's rail whose endpoint it drives (a request's replies come back to it).
   Proxy(FabricEndpoint& endpoint, int rank, int rail, Apply apply, Landed landed,
@@ -147,6 +151,8 @@ class Proxy {
   void reply(int to, int rail, uint64_t ticket, const Answer& answer);
   // Every operation in flight fails with symcommPeerLost; later ones fail at once.
   void abort(const std::string& why);
+  // Sets the Poll (before the loop starts).
+  void set_poll(Poll poll) { poll_ = std::move(poll); }
   // After the loop stopped, before the endpoint closes: failed receives are not posted again.
   void stop() { stop_.store(true); }
 
@@ -190,6 +196,8 @@ class Proxy {
   int rail_;
   Apply apply_;
   Landed landed_;
+  Poll poll_;
+  bool polling_ = false;  // the last pass's poll_ left work unfinished
   ProxyLoop& loop_;
   std::vector<std::unique_ptr<Receive>> receives_;
 

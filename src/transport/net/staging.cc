@@ -10,6 +10,7 @@
 #include "base/cuda_runtime_check.h"
 #include "base/log.h"
 #include "transport/net/gpu_landing.h"
+#include "transport/trace.h"
 
 namespace symcomm {
 
@@ -42,6 +43,7 @@ Staging::Staging(RailSet& rails, const Topology& topology, const CopyContext* co
     outbox_ = static_cast<char*>(p);
     streams_ = std::make_unique<LandingStreams>();
     stream_ = streams_->engine();
+    proxy_streams_ = std::make_unique<LandingStreams>();
   } else {
     inbox_ = new char[inbox_bytes];
     outbox_ = new char[kSlots * slot_bytes()];
@@ -56,7 +58,12 @@ Staging::~Staging() {
     return;
   }
   try {
-    WorkerScope guard(context_);  // the stream's
+    WorkerScope guard(context_);  // the streams' and events'
+    if (proxy_streams_) proxy_streams_->sync(timeout_ms_);
+    for (const Landing& l : landings_)
+      if (l.event) static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(l.event)));
+    for (void* e : spare_events_) static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
+    proxy_streams_.reset();
     streams_.reset();
     for (cudaError_t e : {cudaFreeHost(inbox_), cudaFreeHost(outbox_)})
       if (e != cudaSuccess)
@@ -284,8 +291,57 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
   }
   SlotHeader h;
   std::memcpy(&h, inbox_slot(source, s), sizeof h);
-  const uint64_t refused = land_slot(source, s, h.offset, h.bytes, memory);
-  proxy.reply(source, 0, h.ticket, Proxy::Answer{refused});  // one lane: rail 0
+  // One lane: the replies go to rail 0, after those of the chunks that landed before.
+  if (!context_) {
+    const uint64_t refused = land_slot(source, s, h.offset, h.bytes, memory);
+    if (refused) return proxy.reply(source, 0, h.ticket, Proxy::Answer{refused});
+    landings_.push_back(Landing{nullptr, source, h.ticket, std::chrono::steady_clock::now()});
+    return;
+  }
+  if (!in_heap(h.offset, h.bytes)) {
+    static_cast<void>(land_slot(source, s, h.offset, h.bytes, memory));  // says why
+    return proxy.reply(source, 0, h.ticket, Proxy::Answer{1});
+  }
+  WorkerScope guard(context_);
+  proxy_streams_->land(cuda_driver(), heap_ + h.offset, inbox_slot(source, s) + kHeader,
+                       h.bytes);
+  cudaEvent_t event = nullptr;
+  if (!spare_events_.empty()) {
+    event = static_cast<cudaEvent_t>(spare_events_.back());
+    spare_events_.pop_back();
+  } else {
+    SYMCOMM_CUDART(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  void* stream = lands_on_engine(h.bytes) ? proxy_streams_->engine() : proxy_streams_->compute();
+  SYMCOMM_CUDART(cudaEventRecord(event, as_stream(stream)));
+  landings_.push_back(Landing{event, source, h.ticket, std::chrono::steady_clock::now()});
+}
+
+bool Staging::poll(Proxy& proxy) {
+  while (!landings_.empty()) {
+    Landing& l = landings_.front();
+    if (l.event) {
+      WorkerScope guard(context_);
+      const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(l.event));
+      if (e == cudaErrorNotReady) {
+        const auto ran = std::chrono::steady_clock::now() - l.since;
+        SYMCOMM_REQUIRE(timeout_ms_ <= 0 || ran < std::chrono::milliseconds(timeout_ms_),
+                        symcommTimeout,
+                        "net transport: the copy of rank %d's staged chunk into GPU memory did "
+                        "not end within SYMCOMM_WAIT_TIMEOUT (%lld ms)", l.source,
+                        static_cast<long long>(timeout_ms_));
+        return true;
+      }
+      SYMCOMM_CUDART(e);
+      spare_events_.push_back(l.event);
+    }
+    if (trace::enabled())
+      trace::add("staged chunk landed", std::chrono::duration<double, std::micro>(
+                                            std::chrono::steady_clock::now() - l.since).count());
+    proxy.reply(l.source, 0, l.ticket, Proxy::Answer{0});
+    landings_.pop_front();
+  }
+  return false;
 }
 
 uint64_t Staging::land_slot(int source, int slot, uint64_t offset, uint64_t bytes,
