@@ -337,6 +337,8 @@ void StreamJobs::run() {
     if (trace::enabled()) {
       const double d = trace::since("signal applied");
       if (d >= 0) trace::add("signal applied -> job", d);
+      const double gap = trace::since("job done");
+      if (gap >= 0) trace::add("job done -> next job", gap);
     }
     trace::Scope t("job");
     try {
@@ -347,6 +349,7 @@ void StreamJobs::run() {
       fail(symcommInternalError, e.what());
     }
     complete(job);
+    if (trace::enabled()) trace::mark("job done");
     // Then the sources, once: streams that keep jobs ready do not hold kernels' work back.
     poll_sources();
   }

@@ -123,9 +123,9 @@ suite() {  # the suites by name: SUITES="coll decomp" runs those only
           tests/python/test_torch.py tests/python/test_torch_ops.py tests/python/test_torch_fused.py ;;
     # `symcomm-bench net` in the cuda space (2 ranks as 2 nodes: SYMRUN_ARGS="--nodes 2" with
     # the provider in the environment) against raw libfabric; NCCL, which refuses a shared
-    # GPU, is not loaded. NET_JSON: where it writes its records.
+    # GPU, is not loaded. NET_JSON: where it writes its records; NET_ARGS: more options.
     net_bench) SYMCOMM_MEMORY_SPACE=cuda SYMCOMM_NCCL_LIBRARY=none run net_bench symcomm-bench net \
-                 ${NET_JSON:+--json "$NET_JSON"} ;;
+                 ${NET_JSON:+--json "$NET_JSON"} ${NET_ARGS:-} ;;
     # Every operation by every algorithm and the automatic choice, 8 B to 256 MiB, on
     # symmetric and on plain buffers, every result checked (the bench exits 1 on a wrong one).
     coll_bench)

@@ -171,14 +171,20 @@ void Staging::put(Proxy& proxy, int pe, size_t offset, const void* src, size_t b
       const size_t piece = std::min(chunk_, bytes - done);
       const int s = next_slot_;
       next_slot_ = (next_slot_ + 1) % kSlots;
-      finish_slot(s);  // its chunk (of any rank) landed: the slot may be filled again
+      {
+        trace::Scope t("staged put: slot's last chunk landed");
+        finish_slot(s);  // its chunk (of any rank) landed: the slot may be filled again
+      }
       char* slot = outbox_slot(s);
       auto op = std::make_shared<NetOp>();
       op->type = NetOp::Type::Write;
       op->pe = pe;
       op->expects_reply = true;
-      fill_slot(s, offset + done, static_cast<const char*>(src) + done, piece,
-                reinterpret_cast<uint64_t>(op.get()));
+      {
+        trace::Scope t("staged put: copied into the outbox");
+        fill_slot(s, offset + done, static_cast<const char*>(src) + done, piece,
+                  reinterpret_cast<uint64_t>(op.get()));
+      }
       RemoteRange r =
           rails_.remote(pe, 0, kStagingOffset + inbox_offset(pe, rank_, s), kHeader + piece);
       const uint64_t data = kStagedFlag | (static_cast<uint64_t>(rank_) << 4) | static_cast<uint64_t>(s);
@@ -288,6 +294,11 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
   if (source >= topology_.nranks || s >= kSlots) {
     SYMCOMM_WARN("net transport: a staged chunk names rank %d, slot %d; dropped", source, s);
     return;
+  }
+  if (trace::enabled()) {
+    const double gap = trace::since("staged chunk arrived");
+    if (gap >= 0) trace::add("staged chunk arrived -> next", gap);
+    trace::mark("staged chunk arrived");
   }
   SlotHeader h;
   std::memcpy(&h, inbox_slot(source, s), sizeof h);
