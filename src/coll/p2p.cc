@@ -53,8 +53,9 @@ struct PointToPoint::Progress {
 PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
                            symcommMemorySpace_t space)
     : rma_(rma), space_(space), rank_(topology.rank), nranks_(topology.nranks) {
-  const size_t n = static_cast<size_t>(nranks_);
   const bool cuda = space_ == symcommSpaceCuda;
+  // The cuda space's mailboxes, words and headers are per (peer, way) (coll/p2p_plan.h).
+  const size_t n = static_cast<size_t>(nranks_) * (cuda ? kP2pWays : 1);
   // Every rank's mailboxes take at most an eighth of the heap's most (a small
   // SYMCOMM_HEAP_MAX is left to the application), in slots of at least 4 KiB.
   size_t slot = std::max<size_t>(kSlotBytes.get(), 4096);
@@ -69,7 +70,7 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
   if (cuda) {
     headers_ = area + words;
     p2p_clear_device(topology.device, area, words);
-    cuda_ = std::make_unique<P2pCuda>(topology.device, nranks_);
+    cuda_ = std::make_unique<P2pCuda>(topology.device, static_cast<int>(n));
     // The kernels' handle, made here rather than at the first group, which may be captured
     // into a graph (a ring to members on other nodes is made with it: memory, a sync).
     world_ = rma_.device_comm(SYMCOMM_TEAM_WORLD);
@@ -118,12 +119,17 @@ void PointToPoint::run_cuda(const std::vector<Call>& calls) {
   plan.slot_bytes = slot_bytes_;
   plan.slots = kSlots;
   int k = 0;
+  Transports& transports = rma_.transports();
   for (const auto& [key, list] : lanes) {
     P2pLane& lane = plan.lanes[plan.nlanes++];
     lane.peer = key.first;
     lane.send = key.second ? 1 : 0;
-    lane.first = k;
-    lane.count = static_cast<int32_t>(list.size());
+    lane.first = static_cast<int16_t>(k);
+    lane.count = static_cast<int16_t>(list.size());
+    lane.block = static_cast<int16_t>(plan.nblocks);
+    // Ways to members of this node (both ends see the same transport between them).
+    lane.ways = static_cast<int8_t>(transports.to(key.first).load_store() ? kP2pWays : 1);
+    plan.nblocks += lane.ways;
     for (const Call* c : list)
       plan.calls[k++] = P2pCall{c->send_buf, c->recv_buf, c->bytes,
                                 static_cast<int32_t>(c->team), 0};

@@ -1,10 +1,11 @@
-// The cuda space's sends and receives: the kernel (a block per lane) and its launch
-// (coll/p2p_plan.h). Same protocol as the host space's (coll/p2p.cc): a sender waits for a
-// free slot in its mailbox at the receiver (`freed`), writes a chunk there (the first one
-// after the message's header) and adds 1 to the receiver's `filled` word for it; a receiver
-// waits for a filled slot, reads the header of a message's first chunk (the message's size
-// decides how many chunks it takes, so a mismatched pair still leaves the mailbox in step),
-// copies the chunk out and adds 1 to the sender's `freed` word for it.
+// The cuda space's sends and receives: the kernel (a block per way of each lane) and its
+// launch (coll/p2p_plan.h). Each way runs the host space's protocol (coll/p2p.cc) on its part
+// of every message: a sender waits for a free slot in its mailbox at the receiver (`freed`),
+// writes a chunk there (the first one after the message's header) and adds 1 to the
+// receiver's `filled` word for it; a receiver waits for a filled slot, reads the header of
+// a message's first chunk (the message's size decides its part and so how many chunks it
+// takes, so a mismatched pair still leaves the mailbox in step), copies the chunk out and
+// adds 1 to the sender's `freed` word for it.
 #include <cuda_runtime.h>
 
 #include "base/cuda_runtime_check.h"
@@ -31,24 +32,42 @@ __device__ uint64_t chunks_of(uint64_t bytes, uint64_t chunk) {
   return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
 }
 
+// Way `way`'s part of a message of `total` bytes over `ways` ways (coll/p2p_plan.h).
+struct Part {
+  uint64_t at, bytes;
+};
+__device__ Part part_of(uint64_t total, int ways, int way) {
+  const uint64_t per = ((total + ways - 1) / ways + 255) / 256 * 256;
+  const uint64_t from = min(total, per * way), to = min(total, per * (way + 1));
+  return Part{from, to - from};
+}
+
 // A lane's failed wait (recorded in the handle's error record) ends the lane; its counter is
 // left as it was (the communicator has failed).
-__device__ void send_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& lane) {
+// (peer, way) as an index of the plan's arrays.
+__device__ size_t pair_of(int rank, int way) {
+  return static_cast<size_t>(rank) * kP2pWays + static_cast<size_t>(way);
+}
+
+__device__ void send_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& lane, int way) {
   const int peer = lane.peer, me = c.rank;
   const uint64_t chunk = p.slot_bytes - kHeader, slots = static_cast<uint64_t>(p.slots);
-  uint64_t s = p.sent[peer];
-  char* header = p.headers + static_cast<size_t>(peer) * kHeader;  // this rank's scratch
+  const size_t to = pair_of(peer, way), mine = pair_of(me, way);
+  uint64_t s = p.sent[to];
+  char* header = p.headers + to * kHeader;  // this rank's scratch
   for (int k = 0; k < lane.count; ++k) {
     const P2pCall& call = p.calls[lane.first + k];
-    const uint64_t n = chunks_of(call.bytes, chunk);
+    const Part part = part_of(call.bytes, lane.ways, way);
+    const uint64_t n = chunks_of(part.bytes, chunk);
     for (uint64_t j = 0; j < n; ++j, ++s) {
       if (s >= slots &&
-          signal_wait_until_block(c, p.freed + peer, symcommCmpGe, s - slots + 1) != 0)
+          signal_wait_until_block(c, p.freed + to, symcommCmpGe, s - slots + 1) != 0)
         return;
-      // The peer's mailbox for this rank, slot s: by its symmetric address.
-      char* box = p.boxes + (static_cast<size_t>(me) * slots + s % slots) * p.slot_bytes;
-      const uint64_t at = j * chunk;
-      const uint64_t bytes = call.bytes > at ? min(chunk, call.bytes - at) : 0;
+      // The peer's mailbox for this rank's way, slot s: by its symmetric address.
+      char* box = p.boxes + (mine * slots + s % slots) * p.slot_bytes;
+      const uint64_t at = part.at + j * chunk;
+      const uint64_t end = part.at + part.bytes;
+      const uint64_t bytes = end > at ? min(chunk, end - at) : 0;
       if (j == 0) {
         if (threadIdx.x == 0) {
           Header* h = reinterpret_cast<Header*>(header);
@@ -59,25 +78,27 @@ __device__ void send_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& 
         __syncthreads();
         put_block(c, box, header, sizeof(Header), peer);
       }
-      put_signal_block(c, box + kHeader, call.send + at, bytes, p.filled + me, 1,
+      put_signal_block(c, box + kHeader, call.send + at, bytes, p.filled + mine, 1,
                        symcommSignalAdd, peer);
     }
   }
-  if (threadIdx.x == 0) p.sent[peer] = s;
+  if (threadIdx.x == 0) p.sent[to] = s;
 }
 
-__device__ void recv_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& lane) {
+__device__ void recv_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& lane, int way) {
   const int peer = lane.peer, me = c.rank;
   const uint64_t chunk = p.slot_bytes - kHeader, slots = static_cast<uint64_t>(p.slots);
+  const size_t from = pair_of(peer, way), mine = pair_of(me, way);
   __shared__ uint64_t total;
   __shared__ int bad;
-  uint64_t t = p.taken[peer];
+  uint64_t t = p.taken[from];
   for (int k = 0; k < lane.count; ++k) {
     const P2pCall& call = p.calls[lane.first + k];
     uint64_t n = 1;
+    Part part{0, 0};
     for (uint64_t j = 0; j < n; ++j, ++t) {
-      if (signal_wait_until_block(c, p.filled + peer, symcommCmpGt, t) != 0) return;
-      const char* box = p.boxes + (static_cast<size_t>(peer) * slots + t % slots) * p.slot_bytes;
+      if (signal_wait_until_block(c, p.filled + from, symcommCmpGt, t) != 0) return;
+      const char* box = p.boxes + (from * slots + t % slots) * p.slot_bytes;
       if (j == 0) {
         if (threadIdx.x == 0) {
           const Header h = *reinterpret_cast<const Header*>(box);
@@ -95,25 +116,30 @@ __device__ void recv_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& 
           }
         }
         __syncthreads();
-        n = chunks_of(total, chunk);
+        part = part_of(total, lane.ways, way);  // the sender's part: its chunks
+        n = chunks_of(part.bytes, chunk);
       }
-      const uint64_t at = j * chunk;
-      const uint64_t bytes = total > at ? min(chunk, total - at) : 0;
+      const uint64_t at = part.at + j * chunk;
+      const uint64_t end = part.at + part.bytes;
+      const uint64_t bytes = end > at ? min(chunk, end - at) : 0;
       if (!bad && bytes)
         detail::copy(call.recv + at, box + kHeader, bytes, threadIdx.x, blockDim.x);
       __syncthreads();  // the slot is read before it is handed back
-      if (threadIdx.x == 0) signal_op(c, p.freed + me, 1, symcommSignalAdd, peer);
+      if (threadIdx.x == 0) signal_op(c, p.freed + mine, 1, symcommSignalAdd, peer);
     }
   }
-  if (threadIdx.x == 0) p.taken[peer] = t;
+  if (threadIdx.x == 0) p.taken[from] = t;
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
     p2p_kernel(const __grid_constant__ DeviceComm c, const __grid_constant__ P2pPlan p) {
   pdl_begin();
-  const P2pLane& lane = p.lanes[blockIdx.x];
-  if (lane.send) send_lane(c, p, lane);
-  else recv_lane(c, p, lane);
+  int l = 0;  // the lane whose ways hold this block
+  while (l + 1 < p.nlanes && p.lanes[l + 1].block <= static_cast<int>(blockIdx.x)) ++l;
+  const P2pLane& lane = p.lanes[l];
+  const int way = static_cast<int>(blockIdx.x) - lane.block;
+  if (lane.send) send_lane(c, p, lane, way);
+  else recv_lane(c, p, lane, way);
 }
 
 // Loaded when a communicator is made (base/kernel_load.h).
@@ -121,11 +147,11 @@ const KernelLibrary kKernels(reinterpret_cast<const void*>(&p2p_kernel));
 
 }  // namespace
 
-P2pCuda::P2pCuda(int device, int nranks) : device_(device), nranks_(nranks) {
+P2pCuda::P2pCuda(int device, int pairs) : device_(device), pairs_(pairs) {
   DeviceScope scope(device_);
   try {
     void* p = nullptr;
-    const size_t bytes = (2 * static_cast<size_t>(nranks) + 1) * sizeof(uint64_t);
+    const size_t bytes = (2 * static_cast<size_t>(pairs) + 1) * sizeof(uint64_t);
     SYMCOMM_CUDART(cudaMalloc(&p, bytes));
     counters_ = static_cast<uint64_t*>(p);
     SYMCOMM_CUDART(cudaMemset(counters_, 0, bytes));
@@ -143,7 +169,7 @@ P2pCuda::P2pCuda(int device, int nranks) : device_(device), nranks_(nranks) {
     SYMCOMM_CUDART(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, p2p_kernel, kThreads, 0));
     SYMCOMM_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
-    max_lanes_ = per_sm * sms;
+    max_blocks_ = per_sm * sms;
     SYMCOMM_CUDART(cudaDeviceSynchronize());
   } catch (...) {
     for (void* e : {last_, join_})
@@ -164,9 +190,9 @@ P2pCuda::~P2pCuda() {
 
 void P2pCuda::fill(P2pPlan& plan) const {
   plan.sent = counters_;
-  plan.taken = counters_ + nranks_;
+  plan.taken = counters_ + pairs_;
   plan.mismatch = mismatch_;
-  plan.mismatch_claim = reinterpret_cast<unsigned long long*>(counters_ + 2 * nranks_);
+  plan.mismatch_claim = reinterpret_cast<unsigned long long*>(counters_ + 2 * pairs_);
   plan.mismatch_gen = mismatch_gen_;
 }
 
@@ -180,10 +206,11 @@ bool P2pCuda::take_mismatch(P2pMismatch* out) {
 
 void P2pCuda::launch(const DeviceComm& c, const P2pPlan& plan, void* stream,
                      const void* const* others, int nothers) {
-  SYMCOMM_REQUIRE(plan.nlanes <= max_lanes_, symcommNotSupported,
-                  "a group of sends and receives with %d (peer, direction) pairs: the GPU "
-                  "holds %d of its blocks at once, and every pair's block must run beside "
-                  "the others", plan.nlanes, max_lanes_);
+  SYMCOMM_REQUIRE(plan.nblocks <= max_blocks_, symcommNotSupported,
+                  "a group of sends and receives with %d (peer, direction) pairs, %d blocks "
+                  "(%d per pair with a member of this node): the GPU holds %d of its blocks "
+                  "at once, and every block must run beside the others", plan.nlanes,
+                  plan.nblocks, kP2pWays, max_blocks_);
   DeviceScope scope(device_);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaEvent_t last = static_cast<cudaEvent_t>(last_);
@@ -201,7 +228,7 @@ void P2pCuda::launch(const DeviceComm& c, const P2pPlan& plan, void* stream,
     SYMCOMM_CUDART(cudaEventRecord(join, o));
     SYMCOMM_CUDART(cudaStreamWaitEvent(s, join, 0));
   }
-  launch_kernel(p2p_kernel, plan.nlanes, kThreads, s, c, plan);
+  launch_kernel(p2p_kernel, plan.nblocks, kThreads, s, c, plan);
   SYMCOMM_CUDART(cudaGetLastError());
   if (!capturing) SYMCOMM_CUDART(cudaEventRecord(last, s));
   if (nothers == 0) return;

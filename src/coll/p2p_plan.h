@@ -1,8 +1,17 @@
 // The cuda space's sends and receives (coll/p2p.h): one kernel per group and communicator,
-// a block per lane (the calls between this rank and one peer in one direction, in their
-// order), over the same mailboxes as the host space, through the device API (load and store
-// to members of this node, the GPU-to-proxy ring to the others). Its plan travels as the
+// blocks per lane (the calls between this rank and one peer in one direction, in their
+// order), over mailboxes like the host space's, through the device API (load and store to
+// members of this node, the GPU-to-proxy ring to the others). Its plan travels as the
 // kernel's parameters, which bounds a group's calls (P2pPlan::kMaxCalls, kMaxLanes).
+//
+// A lane to a member of this node runs kP2pWays blocks, its ways: each message is cut into
+// kP2pWays parts of equal size (whole 256-byte units, the last part shorter, parts past the
+// end empty), and way w carries part w through its own ring of slots and its own counters, as
+// a lane of one way carries a whole message. Every way sends at least one chunk per message,
+// with the message's header, so both ends count the same chunks on each way whatever the
+// sizes (a mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink
+// (symcomm-bench coll --ops sendrecv, 2 MiB to 64 MiB); a lane to another node keeps one way
+// (its puts are the proxy's).
 #pragma once
 
 #include <cstdint>
@@ -19,11 +28,16 @@ struct P2pCall {
   int32_t pad;
 };
 
+// The ways of a lane to a member of this node (above).
+constexpr int kP2pWays = 8;
+
 struct P2pLane {
-  int32_t peer;  // world rank
-  int32_t send;  // 1: sends to peer, 0: receives from it
-  int32_t first;  // its calls: calls[first, first + count)
-  int32_t count;
+  int32_t peer;   // world rank
+  int16_t first;  // its calls: calls[first, first + count)
+  int16_t count;
+  int16_t block;  // its first block; its ways are blocks [block, block + ways)
+  int8_t send;    // 1: sends to peer, 0: receives from it
+  int8_t ways;    // kP2pWays to a member of this node, else 1
 };
 
 // The first receive whose send did not match it, in mapped host memory (the kernel writes
@@ -40,12 +54,13 @@ struct P2pMismatch {
 struct P2pPlan {
   static constexpr int kMaxLanes = 64;
   static constexpr int kMaxCalls = 72;
-  char* boxes;        // symmetric: [nranks][slots][slot_bytes], this rank's mailboxes
-  uint64_t* filled;   // symmetric: [nranks]
-  uint64_t* freed;    // symmetric: [nranks]
-  char* headers;      // symmetric: [nranks][64], a send's header before it goes out
-  uint64_t* sent;     // device memory: [nranks], chunks sent to each peer so far
-  uint64_t* taken;    // device memory: [nranks], chunks taken from each peer's mailbox
+  // Indexed by (peer, way) as peer * kP2pWays + way (a lane of one way uses way 0):
+  char* boxes;        // symmetric: [nranks][kP2pWays][slots][slot_bytes], this rank's mailboxes
+  uint64_t* filled;   // symmetric: [nranks][kP2pWays]
+  uint64_t* freed;    // symmetric: [nranks][kP2pWays]
+  char* headers;      // symmetric: [nranks][kP2pWays][64], a send's header before it goes out
+  uint64_t* sent;     // device memory: [nranks][kP2pWays], chunks sent so far
+  uint64_t* taken;    // device memory: [nranks][kP2pWays], chunks taken from the mailbox
   P2pMismatch* mismatch;
   // The lane that swaps *mismatch_claim (device memory) from mismatch_gen to mismatch_gen + 1
   // writes the record; the host moves to the next generation once it reported one.
@@ -54,6 +69,7 @@ struct P2pPlan {
   uint64_t slot_bytes;
   int32_t slots;
   int32_t nlanes;
+  int32_t nblocks;  // the lanes' ways, all together
   P2pLane lanes[kMaxLanes];
   P2pCall calls[kMaxCalls];
 };
@@ -66,7 +82,8 @@ static_assert(sizeof(P2pPlan) + sizeof(DeviceComm) <= 4000, "the plan fits a lau
 // that joins a group's other streams to its kernel.
 class P2pCuda {
  public:
-  P2pCuda(int device, int nranks);  // throws where the memory cannot be had
+  // `slots`: the (peer, way) pairs, nranks * kP2pWays. Throws where the memory cannot be had.
+  P2pCuda(int device, int slots);
   ~P2pCuda();
   P2pCuda(const P2pCuda&) = delete;
   P2pCuda& operator=(const P2pCuda&) = delete;
@@ -83,13 +100,13 @@ class P2pCuda {
 
  private:
   int device_;
-  uint64_t* counters_ = nullptr;  // [2 nranks + 1]: sent, taken, the mismatch claim
+  uint64_t* counters_ = nullptr;  // [2 pairs + 1]: sent, taken, the mismatch claim
   uint64_t mismatch_gen_ = 0;
   P2pMismatch* mismatch_ = nullptr;
   void* last_ = nullptr;  // a cudaEvent_t: the previous group's kernel
   void* join_ = nullptr;  // a cudaEvent_t: a group's other streams' fork and join
-  int nranks_;
-  int max_lanes_ = 0;  // the kernel's blocks that the GPU (or this MPS client's share) holds
+  int pairs_;           // (peer, way) pairs
+  int max_blocks_ = 0;  // the kernel's blocks that the GPU (or this MPS client's share) holds
 };
 
 // Zeroes `bytes` of this GPU's memory at `p` and waits (the mailboxes' words at creation).

@@ -45,8 +45,11 @@ class SendRecv : public StreamTest {
   uint64_t seed_ = 0;
 };
 
-// Sizes around a slot's data (64 KiB less its 64-byte header) and past the 4 slots a peer has.
-const size_t kSizes[] = {0, 1, 7, 4096, 65472, 65473, 4 * 65472, 4 * 65472 + 1, 1 << 20};
+// Sizes around a slot's data (64 KiB less its 64-byte header) and past the 4 slots a peer has;
+// in the cuda space, between members of a node, each of the 8 ways (coll/p2p_plan.h) carries
+// a part: 257 bytes leaves 6 ways empty, the last size takes each way past its 4 slots.
+const size_t kSizes[] = {0,          1,         7,        257,     4096, 65472, 65473,
+                         4 * 65472,  4 * 65472 + 1, 1 << 20, 8 * 4 * 65472 + 4099};
 
 TEST_F(SendRecv, RingInAGroupAtEverySize) {
   SCOPED_TRACE(mp::seed_note(seed_));
