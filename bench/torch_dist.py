@@ -160,6 +160,8 @@ def main():
                    "symcomm_us": med["symcomm"], "ratio": med[base_name] / med["symcomm"],
                    "checked": ok}
             records.append(rec)
+            if me != 0 and not all(ok.values()):  # rank 0's line says its own
+                print(f"rank {me}: {op} {n * 4} B WRONG {ok}", flush=True)
             if me == 0:
                 print(f"{op:24s} {n * 4:>12d} B  {base_name} {med[base_name]:10.1f} us  "
                       f"symcomm {med['symcomm']:10.1f} us  x{rec['ratio']:.2f}"

@@ -27,6 +27,7 @@ from . import group, init_from_store
 __all__ = ["SymcommProcessGroup"]
 
 _NAME = "symcomm"
+_SUM = dist.ReduceOp.SUM
 
 
 def _unsupported(what):
@@ -41,6 +42,17 @@ def _redop(opts, what):
         if op == torch_op:
             return name
     raise _unsupported(f"{what} with the reduction {op}")
+
+
+# A tensor as a DLPack capsule, which the communicator's calls take as they take the tensor:
+# without Tensor.__dlpack__, which (asked for no stream) makes the default stream wait for
+# the current one on every call, an event recorded and waited for.
+_dl = torch._C._to_dlpack
+
+
+def _plain(t):
+    """Whether symcomm takes `t` as it is: contiguous, not bool (the calls' fast paths)."""
+    return t.is_contiguous() and t.dtype != torch.bool
 
 
 def _done(result):
@@ -112,6 +124,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
         self._rank, self._size = rank, size
         self._pending = []  # queued sends and receives (_queue)
         self._last_stream = None  # the stream of the last call on the GPU (_follow)
+        self._last_raw = None     # its cudaStream_t
         # The group's own communicators: never the module's default one (symcomm.empty).
         self._comms = {"host": init_from_store(store, rank, size, space="host",
                                                key="symcomm/host", make_default=False)}
@@ -121,6 +134,30 @@ class SymcommProcessGroup(dist.ProcessGroup):
                                                   key="symcomm/cuda", make_default=False)
 
     # --- what every call shares -------------------------------------------------------
+    def _on_plain(self, tensors, what):
+        """_on for the calls' fast paths: (comm, stream) where every tensor is on the same
+        side and symcomm takes each as it is (_plain) and no send or receive is queued; None
+        where the general path must run (it checks and raises).
+
+        The general path costs a Python-level wrapper object per tensor and a Stream object
+        per call: a 1-rank all-reduce of 8 KiB through dist.all_reduce took 25.6 us of host
+        time against 8.3 us through the communicator (2-core CPU machine, host space)."""
+        if self._pending:
+            return None
+        cuda = tensors[0].is_cuda
+        for t in tensors:
+            if t.is_cuda != cuda or not _plain(t):
+                return None
+        if not cuda:
+            return self._comms["host"], None
+        comm = self._comms.get("cuda")
+        if comm is None or tensors[0].device.index != comm.device:
+            return None
+        raw = torch._C._cuda_getCurrentRawStream(comm.device)
+        if raw != self._last_raw:
+            self._follow(torch.cuda.current_stream(tensors[0].device))
+        return comm, raw
+
     def _on(self, tensors, what):
         """The communicator and stream for `tensors` (all CPU or all on this rank's GPU);
         a collective first issues the queued sends and receives."""
@@ -151,6 +188,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
         for what the last one holds so far, so the calls keep their order on the GPU. Not
         across a CUDA graph capture's edge (a capture cannot wait for work outside it)."""
         last, self._last_stream = self._last_stream, stream
+        self._last_raw = stream.cuda_stream
         if last is None or last == stream or _capturing(stream) or _capturing(last):
             return
         event = torch.cuda.Event()
@@ -177,6 +215,12 @@ class SymcommProcessGroup(dist.ProcessGroup):
 
     # --- collectives ------------------------------------------------------------------
     def allreduce(self, tensors, opts=AllreduceOptions()):
+        if len(tensors) == 1:
+            on = self._on_plain(tensors, "allreduce")
+            if on is not None:
+                op = "sum" if opts.reduceOp == _SUM else _redop(opts, "allreduce")
+                on[0].all_reduce(_dl(tensors[0]), op=op, stream=on[1])
+                return _done(tensors)
         comm, stream = self._on(tensors, "allreduce")
         op = _redop(opts, "allreduce")
         views = [_Contiguous(t, output=True) for t in tensors]
@@ -198,6 +242,10 @@ class SymcommProcessGroup(dist.ProcessGroup):
         return _done(tensors)
 
     def _allgather_base(self, output, input, opts=AllgatherOptions()):
+        on = self._on_plain([output, input], "all_gather_into_tensor")
+        if on is not None:
+            on[0].all_gather(_dl(input), _dl(output), stream=on[1])
+            return _done([output])
         comm, stream = self._on([output, input], "all_gather_into_tensor")
         with _Contiguous(input) as i, _Contiguous(output, output=True) as o:
             comm.all_gather(i, o, stream=stream)
@@ -220,8 +268,12 @@ class SymcommProcessGroup(dist.ProcessGroup):
         return _done(outputs)
 
     def _reduce_scatter_base(self, output, input, opts=ReduceScatterOptions()):
+        op = "sum" if opts.reduceOp == _SUM else _redop(opts, "reduce_scatter")
+        on = self._on_plain([output, input], "reduce_scatter_tensor")
+        if on is not None:
+            on[0].reduce_scatter(_dl(input), _dl(output), op=op, stream=on[1])
+            return _done([output])
         comm, stream = self._on([output, input], "reduce_scatter_tensor")
-        op = _redop(opts, "reduce_scatter")
         with _Contiguous(input) as i, _Contiguous(output, output=True) as o:
             comm.reduce_scatter(i, o, op=op, stream=stream)
         return _done([output])
@@ -240,6 +292,11 @@ class SymcommProcessGroup(dist.ProcessGroup):
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,
                       opts=AllToAllOptions()):
+        if not output_split_sizes and not input_split_sizes:
+            on = self._on_plain([output, input], "all_to_all_single")
+            if on is not None:
+                on[0].all_to_all(_dl(input), _dl(output), stream=on[1])
+                return _done([output])
         comm, stream = self._on([output, input], "all_to_all_single")
         with _Contiguous(input) as i, _Contiguous(output, output=True) as o:
             if not output_split_sizes and not input_split_sizes:

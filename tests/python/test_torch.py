@@ -187,6 +187,29 @@ def test_send_recv_and_bool(pg):
     assert flags.tolist() == [True, True, False]
 
 
+def test_queued_sends_and_bools_take_the_general_path(pg):
+    # A collective after queued sends and receives issues them first; a bool all-gather and
+    # a non-contiguous output leave the calls' fast path (torch_backend._on_plain).
+    me, p = dist.get_rank(), dist.get_world_size()
+    right, left = (me + 1) % p, (me + p - 1) % p
+    out, got = on(torch.arange(300.0) + me), on(torch.full((300,), 77.0))
+    works = [dist.isend(out, right), dist.irecv(got, left)]
+    total = on(torch.full((5,), float(me)))
+    dist.all_reduce(total)
+    for w in works:
+        w.wait()
+    close(got, torch.arange(300.0) + left)
+    close(total, torch.full((5,), float(sum(range(p)))))
+    flags = on(torch.tensor([me % 2 == 0, True, me == 0]))
+    gathered = on(torch.zeros(3 * p, dtype=torch.bool))
+    dist.all_gather_into_tensor(gathered, flags)
+    assert gathered.tolist() == sum(([r % 2 == 0, True, r == 0] for r in range(p)), [])
+    wide = on(torch.full((7 * p, 2), 77.0))
+    dist.all_gather_into_tensor(wide[:, 1], on(torch.full((7,), float(me))))
+    close(wide[:, 1], torch.cat([torch.full((7,), float(r)) for r in range(p)]))
+    close(wide[:, 0], torch.full((7 * p,), 77.0))
+
+
 def test_subgroup(pg):
     me, p = dist.get_rank(), dist.get_world_size()
     evens = list(range(0, p, 2))
