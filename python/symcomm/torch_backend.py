@@ -69,8 +69,9 @@ def _capturing(stream):
 
 
 def _movable(t):
-    """The tensor as symcomm moves it: bool as uint8 (data movement only)."""
-    return t.view(torch.uint8) if t.dtype == torch.bool else t
+    """The tensor as the communicator's calls take it: a DLPack capsule (_dl), bool as uint8
+    (data movement only). A capsule serves one argument of one call."""
+    return _dl(t.view(torch.uint8) if t.dtype == torch.bool else t)
 
 
 class _QueuedWork(dist._Work):
@@ -100,8 +101,9 @@ class _Contiguous:
         self.c = t if t.is_contiguous() else t.contiguous()
 
     def flat(self):
-        """What symcomm is given: the contiguous tensor, flat (bool as uint8)."""
-        return _movable(self.c).reshape(-1)
+        """What symcomm is given: the contiguous tensor, flat (bool as uint8), as a capsule
+        for one argument (_movable)."""
+        return _movable(self.c.reshape(-1))
 
     def write_back(self):
         """An output reduced in a copy: the result into the caller's tensor."""
@@ -330,9 +332,10 @@ class SymcommProcessGroup(dist.ProcessGroup):
         comm, stream = self._on(tensors, "reduce")
         op = _redop(opts, "reduce")
         for t in tensors:
-            with _Contiguous(t, output=True) as c:
-                comm.reduce(c, c if self._rank == opts.rootRank else None, op=op,
-                            root=opts.rootRank, stream=stream)
+            v = _Contiguous(t, output=True)
+            comm.reduce(v.flat(), v.flat() if self._rank == opts.rootRank else None, op=op,
+                        root=opts.rootRank, stream=stream)
+            v.write_back()
         return _done(tensors)
 
     def gather(self, output_lists, inputs, opts=GatherOptions()):
