@@ -144,3 +144,16 @@ def test_split_and_teams(comm):
         sub.all_reduce(v, total)
     assert e.value.name == "symcommInvalidUsage"
     assert comm.split(-1) is None or comm.size == 1
+
+
+def test_dlpack_capsules_are_taken_as_their_arrays(comm):
+    # A capsule (torch.utils.dlpack.to_dlpack, numpy's __dlpack__()) is an array to every call.
+    n = 257
+    data = everyone(comm, 5, n, "float32")
+    send = np.array(data[comm.rank])
+    recv = poisoned(n, "float32")
+    comm.all_reduce(send.__dlpack__(), recv.__dlpack__())
+    np.testing.assert_allclose(recv, np.stack(data).astype(np.float64).sum(0), rtol=1e-5)
+    gathered = poisoned(n * comm.size, "float32")
+    comm.all_gather(send.__dlpack__(), gathered.__dlpack__())
+    np.testing.assert_array_equal(gathered, np.concatenate(data))
