@@ -9,9 +9,10 @@
 // end empty), and way w carries part w through its own ring of slots and its own counters, as
 // a lane of one way carries a whole message. Every way sends at least one chunk per message,
 // with the message's header, so both ends count the same chunks on each way whatever the
-// sizes (a mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink
-// (symcomm-bench coll --ops sendrecv, 2 MiB to 64 MiB); a lane to another node keeps one way
-// (its puts are the proxy's).
+// sizes (a mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink,
+// 8 ways 85-96 GB/s (symcomm-bench coll --ops sendrecv, 8 to 64 MiB: bench/results/h200x2/
+// coll_p2p_group_rooted_940b25a.jsonl, coll_sendrecv_ways_1c280bd.jsonl); a lane to another
+// node keeps one way (its puts are the proxy's).
 #pragma once
 
 #include <cstdint>
