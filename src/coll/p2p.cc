@@ -71,6 +71,11 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
     headers_ = area + words;
     p2p_clear_device(topology.device, area, words);
     cuda_ = std::make_unique<P2pCuda>(topology.device, static_cast<int>(n));
+    const int lanes = 2 * nranks_;  // the most a group can have (itself included)
+    const int mine = std::clamp(cuda_->max_blocks() / lanes, 1, kP2pWays);
+    std::vector<int> all(static_cast<size_t>(nranks_));
+    rma_.bootstrap().allgather(&mine, sizeof mine, all.data());
+    lsa_ways_ = *std::min_element(all.begin(), all.end());
     // The kernels' handle, made here rather than at the first group, which may be captured
     // into a graph (a ring to members on other nodes is made with it: memory, a sync).
     world_ = rma_.device_comm(SYMCOMM_TEAM_WORLD);
@@ -128,7 +133,7 @@ void PointToPoint::run_cuda(const std::vector<Call>& calls) {
     lane.count = static_cast<int16_t>(list.size());
     lane.block = static_cast<int16_t>(plan.nblocks);
     // Ways to members of this node (both ends see the same transport between them).
-    lane.ways = static_cast<int8_t>(transports.to(key.first).load_store() ? kP2pWays : 1);
+    lane.ways = static_cast<int8_t>(transports.to(key.first).load_store() ? lsa_ways_ : 1);
     plan.nblocks += lane.ways;
     for (const Call* c : list)
       plan.calls[k++] = P2pCall{c->send_buf, c->recv_buf, c->bytes,

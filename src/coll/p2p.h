@@ -88,6 +88,12 @@ class PointToPoint {
   char* boxes_ = nullptr;       // [nranks][kSlots][slot_bytes_], symmetric
   char* headers_ = nullptr;     // the cuda space's: [nranks][kHeader], symmetric
   std::unique_ptr<P2pCuda> cuda_;
+  // The cuda space's ways of a lane to a member of this node (coll/p2p_plan.h), agreed by
+  // every rank when the communicator is made: as many as keep a group of a lane to and from
+  // every rank within the blocks that every rank's GPU holds at once (the kernel uses
+  // 126 registers a thread at 512 threads, one block an SM: 8 ranks under MPS at a quarter of
+  // an H200 each hold 33), kP2pWays at most.
+  int lsa_ways_ = 1;
   DeviceComm world_{};  // the cuda space's kernels' handle of the world team
   // The host space's progress: [peer] chunks sent to it, taken from its mailbox.
   std::vector<uint64_t> sent_, taken_;

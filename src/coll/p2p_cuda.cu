@@ -207,10 +207,9 @@ bool P2pCuda::take_mismatch(P2pMismatch* out) {
 void P2pCuda::launch(const DeviceComm& c, const P2pPlan& plan, void* stream,
                      const void* const* others, int nothers) {
   SYMCOMM_REQUIRE(plan.nblocks <= max_blocks_, symcommNotSupported,
-                  "a group of sends and receives with %d (peer, direction) pairs, %d blocks "
-                  "(%d per pair with a member of this node): the GPU holds %d of its blocks "
-                  "at once, and every block must run beside the others", plan.nlanes,
-                  plan.nblocks, kP2pWays, max_blocks_);
+                  "a group of sends and receives with %d (peer, direction) pairs, %d blocks: "
+                  "the GPU holds %d of its blocks at once, and every block must run beside "
+                  "the others", plan.nlanes, plan.nblocks, max_blocks_);
   DeviceScope scope(device_);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaEvent_t last = static_cast<cudaEvent_t>(last_);

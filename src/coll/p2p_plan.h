@@ -4,10 +4,11 @@
 // members of this node, the GPU-to-proxy ring to the others). Its plan travels as the
 // kernel's parameters, which bounds a group's calls (P2pPlan::kMaxCalls, kMaxLanes).
 //
-// A lane to a member of this node runs kP2pWays blocks, its ways: each message is cut into
-// kP2pWays parts of equal size (whole 256-byte units, the last part shorter, parts past the
-// end empty), and way w carries part w through its own ring of slots and its own counters, as
-// a lane of one way carries a whole message. Every way sends at least one chunk per message,
+// A lane to a member of this node runs several blocks, its ways (the communicator's
+// P2pCuda ways, at most kP2pWays): each message is cut into that many parts of equal size
+// (whole 256-byte units, the last part shorter, parts past the end empty), and way w carries
+// part w through its own ring of slots and its own counters, as a lane of one way carries a
+// whole message. Every way sends at least one chunk per message,
 // with the message's header, so both ends count the same chunks on each way whatever the
 // sizes (a mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink,
 // 8 ways 85-96 GB/s (symcomm-bench coll --ops sendrecv, 8 to 64 MiB: bench/results/h200x2/
@@ -29,7 +30,7 @@ struct P2pCall {
   int32_t pad;
 };
 
-// The ways of a lane to a member of this node (above).
+// The most ways of a lane to a member of this node (above), and the arrays' stride per peer.
 constexpr int kP2pWays = 8;
 
 struct P2pLane {
@@ -38,7 +39,7 @@ struct P2pLane {
   int16_t count;
   int16_t block;  // its first block; its ways are blocks [block, block + ways)
   int8_t send;    // 1: sends to peer, 0: receives from it
-  int8_t ways;    // kP2pWays to a member of this node, else 1
+  int8_t ways;    // to a member of this node the communicator's ways, else 1
 };
 
 // The first receive whose send did not match it, in mapped host memory (the kernel writes
@@ -91,6 +92,9 @@ class P2pCuda {
 
   // Sets the plan's counters and mismatch record.
   void fill(P2pPlan& plan) const;
+  // The kernel's blocks that the GPU (or this MPS client's share) holds at once: every block
+  // of a group must run beside the others.
+  int max_blocks() const { return max_blocks_; }
   // The recorded mismatch, cleared: false where none.
   bool take_mismatch(P2pMismatch* out);
   // Launches the plan's kernel on `stream` (a cudaStream_t of the device), after the
