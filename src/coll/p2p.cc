@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "coll/p2p_parts.h"
 #include "rma/wait.h"
 
 namespace symcomm {
@@ -35,9 +36,7 @@ static_assert(sizeof(ChunkHeader) <= PointToPoint::kHeader, "the header fits its
 
 uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
-size_t chunks_of(size_t bytes, size_t chunk) {
-  return std::max<size_t>(1, (bytes + chunk - 1) / chunk);
-}
+size_t chunks_of(size_t bytes, size_t chunk) { return p2p_chunks(bytes, chunk); }
 
 }  // namespace
 

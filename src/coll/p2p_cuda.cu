@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/kernel_load.h"
 #include "base/launch.cuh"
+#include "coll/p2p_parts.h"
 #include "coll/p2p_plan.h"
 #include "symcomm/device.cuh"
 
@@ -28,19 +29,6 @@ struct Header {  // as the host space's ChunkHeader
   int32_t from;
 };
 
-__device__ uint64_t chunks_of(uint64_t bytes, uint64_t chunk) {
-  return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
-}
-
-// Way `way`'s part of a message of `total` bytes over `ways` ways (coll/p2p_plan.h).
-struct Part {
-  uint64_t at, bytes;
-};
-__device__ Part part_of(uint64_t total, int ways, int way) {
-  const uint64_t per = ((total + ways - 1) / ways + 255) / 256 * 256;
-  const uint64_t from = min(total, per * way), to = min(total, per * (way + 1));
-  return Part{from, to - from};
-}
 
 // A lane's failed wait (recorded in the handle's error record) ends the lane; its counter is
 // left as it was (the communicator has failed).
@@ -57,8 +45,8 @@ __device__ void send_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& 
   char* header = p.headers + to * kHeader;  // this rank's scratch
   for (int k = 0; k < lane.count; ++k) {
     const P2pCall& call = p.calls[lane.first + k];
-    const Part part = part_of(call.bytes, lane.ways, way);
-    const uint64_t n = chunks_of(part.bytes, chunk);
+    const P2pPart part = p2p_part(call.bytes, lane.ways, way);
+    const uint64_t n = p2p_chunks(part.bytes, chunk);
     for (uint64_t j = 0; j < n; ++j, ++s) {
       if (s >= slots &&
           signal_wait_until_block(c, p.freed + to, symcommCmpGe, s - slots + 1) != 0)
@@ -95,7 +83,7 @@ __device__ void recv_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& 
   for (int k = 0; k < lane.count; ++k) {
     const P2pCall& call = p.calls[lane.first + k];
     uint64_t n = 1;
-    Part part{0, 0};
+    P2pPart part{0, 0};
     for (uint64_t j = 0; j < n; ++j, ++t) {
       if (signal_wait_until_block(c, p.filled + from, symcommCmpGt, t) != 0) return;
       const char* box = p.boxes + (from * slots + t % slots) * p.slot_bytes;
@@ -116,8 +104,8 @@ __device__ void recv_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& 
           }
         }
         __syncthreads();
-        part = part_of(total, lane.ways, way);  // the sender's part: its chunks
-        n = chunks_of(part.bytes, chunk);
+        part = p2p_part(total, lane.ways, way);  // the sender's part: its chunks
+        n = p2p_chunks(part.bytes, chunk);
       }
       const uint64_t at = part.at + j * chunk;
       const uint64_t end = part.at + part.bytes;

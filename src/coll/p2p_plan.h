@@ -4,13 +4,13 @@
 // members of this node, the GPU-to-proxy ring to the others). Its plan travels as the
 // kernel's parameters, which bounds a group's calls (P2pPlan::kMaxCalls, kMaxLanes).
 //
-// A lane to a member of this node runs several blocks, its ways (the communicator's
-// P2pCuda ways, at most kP2pWays): each message is cut into that many parts of equal size
-// (whole 256-byte units, the last part shorter, parts past the end empty), and way w carries
-// part w through its own ring of slots and its own counters, as a lane of one way carries a
-// whole message. Every way sends at least one chunk per message,
-// with the message's header, so both ends count the same chunks on each way whatever the
-// sizes (a mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink,
+// A lane to a member of this node runs several blocks, its ways (as many as the ranks
+// agreed, coll/p2p.h; at most kP2pWays): each message is cut into that many parts of equal size
+// (coll/p2p_parts.h: whole 256-byte units, the last part shorter, parts past the end empty),
+// and way w carries part w through its own ring of slots and its own counters, as a lane of
+// one way carries a whole message. Every way sends at least one chunk per message, with the
+// message's header, so both ends count the same chunks on each way whatever the sizes (a
+// mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink,
 // 8 ways 85-96 GB/s (symcomm-bench coll --ops sendrecv, 8 to 64 MiB: bench/results/h200x2/
 // coll_p2p_group_rooted_940b25a.jsonl, coll_sendrecv_ways_1c280bd.jsonl); a lane to another
 // node keeps one way (its puts are the proxy's).
