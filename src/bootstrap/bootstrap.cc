@@ -123,9 +123,9 @@ std::unique_ptr<Bootstrap> Bootstrap::join(const UniqueId& uid, int nranks, int 
 void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadline) {
   if (nranks_ == 1) return;
   if (rank_ != 0) {
-    // Two connections to the hub, and one memory handle per peer while the communicator is
-    // set up.
-    ensure_descriptors(nranks_ + 1, "a rank");
+    // Two connections to the hub, one memory handle per peer while the communicator is set
+    // up, and the point-to-point connections it keeps (p2p.cc): one to and one from a peer.
+    ensure_descriptors(nranks_ + 1 + int64_t{2} * (nranks_ - 1), "a rank");
     const NetAddr& hub = peers_[0].hub;
     for (Channel ch : {Channel::Data, Channel::Liveness}) {
       Fd c = tcp_connect(hub, deadline, nullptr, "connecting to rank 0");
@@ -139,9 +139,10 @@ void Bootstrap::connect_hub(const UniqueId& uid, Fd hub_listener, Deadline deadl
   data_.resize(static_cast<size_t>(nranks_));
   live_.resize(static_cast<size_t>(nranks_));
   int pending = 2 * (nranks_ - 1);
-  // The hub keeps two connections per other rank for the communicator's lifetime, and
-  // receives one memory handle per peer while the communicator is set up.
-  ensure_descriptors(int64_t{3} * (nranks_ - 1), "rank 0 (the hub of the bootstrap network)");
+  // The hub keeps two connections per other rank for the communicator's lifetime, receives
+  // one memory handle per peer while the communicator is set up, and keeps point-to-point
+  // connections (p2p.cc): one to and one from a peer.
+  ensure_descriptors(int64_t{5} * (nranks_ - 1), "rank 0 (the hub of the bootstrap network)");
   while (pending > 0) {
     Fd c = accept_before(hub_listener.get(), deadline, nullptr,
                          "waiting for every rank to connect to rank 0");

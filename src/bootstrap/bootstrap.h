@@ -150,9 +150,15 @@ class Bootstrap {
   std::string failure_;
   bool broken_ = false;  // lost a rank or failed (on_lost_ ran), under lost_mutex_
   std::function<void()> on_lost_;
+  // Reads one message from an accepted connection into p2p_kept_ (under p2p_mutex_);
+  // false where the connection is done with (closed by the sender, or broke the protocol).
+  bool read_message(const Fd& c, const Deadline& deadline);
   Fd p2p_listener_;
-  std::mutex p2p_mutex_;  // one receiver accepts at a time; p2p_kept_
+  std::mutex p2p_mutex_;  // one receiver reads at a time; p2p_kept_, p2p_in_
   std::map<std::pair<int, uint64_t>, std::deque<std::string>> p2p_kept_;
+  std::vector<Fd> p2p_in_;      // connections accepted from senders, kept
+  std::mutex p2p_send_mutex_;   // p2p_out_
+  std::vector<Fd> p2p_out_;     // [peer]: this rank's connection to it, made at the first message
 };
 
 }  // namespace symcomm
