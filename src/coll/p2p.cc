@@ -53,8 +53,16 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
                            symcommMemorySpace_t space)
     : rma_(rma), space_(space), rank_(topology.rank), nranks_(topology.nranks) {
   const bool cuda = space_ == symcommSpaceCuda;
+  if (cuda) {
+    cuda_ = std::make_unique<P2pCuda>(topology.device, nranks_ * kP2pWays);
+    const int lanes = 2 * nranks_;  // the most a group can have (itself included)
+    const int mine = std::clamp(cuda_->max_blocks() / lanes, 1, kP2pWays);
+    std::vector<int> all(static_cast<size_t>(nranks_));
+    rma_.bootstrap().allgather(&mine, sizeof mine, all.data());
+    lsa_ways_ = *std::min_element(all.begin(), all.end());
+  }
   // The cuda space's mailboxes, words and headers are per (peer, way) (coll/p2p_plan.h).
-  const size_t n = static_cast<size_t>(nranks_) * (cuda ? kP2pWays : 1);
+  const size_t n = static_cast<size_t>(nranks_) * static_cast<size_t>(cuda ? lsa_ways_ : 1);
   // Every rank's mailboxes take at most an eighth of the heap's most (a small
   // SYMCOMM_HEAP_MAX is left to the application), in slots of at least 4 KiB.
   size_t slot = std::max<size_t>(kSlotBytes.get(), 4096);
@@ -69,12 +77,6 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
   if (cuda) {
     headers_ = area + words;
     p2p_clear_device(topology.device, area, words);
-    cuda_ = std::make_unique<P2pCuda>(topology.device, static_cast<int>(n));
-    const int lanes = 2 * nranks_;  // the most a group can have (itself included)
-    const int mine = std::clamp(cuda_->max_blocks() / lanes, 1, kP2pWays);
-    std::vector<int> all(static_cast<size_t>(nranks_));
-    rma_.bootstrap().allgather(&mine, sizeof mine, all.data());
-    lsa_ways_ = *std::min_element(all.begin(), all.end());
     // The kernels' handle, made here rather than at the first group, which may be captured
     // into a graph (a ring to members on other nodes is made with it: memory, a sync).
     world_ = rma_.device_comm(SYMCOMM_TEAM_WORLD);
@@ -122,6 +124,7 @@ void PointToPoint::run_cuda(const std::vector<Call>& calls) {
   cuda_->fill(plan);
   plan.slot_bytes = slot_bytes_;
   plan.slots = kSlots;
+  plan.ways = lsa_ways_;
   int k = 0;
   Transports& transports = rma_.transports();
   for (const auto& [key, list] : lanes) {

@@ -33,14 +33,14 @@ struct Header {  // as the host space's ChunkHeader
 // A lane's failed wait (recorded in the handle's error record) ends the lane; its counter is
 // left as it was (the communicator has failed).
 // (peer, way) as an index of the plan's arrays.
-__device__ size_t pair_of(int rank, int way) {
-  return static_cast<size_t>(rank) * kP2pWays + static_cast<size_t>(way);
+__device__ size_t pair_of(const P2pPlan& p, int rank, int way) {
+  return static_cast<size_t>(rank) * static_cast<size_t>(p.ways) + static_cast<size_t>(way);
 }
 
 __device__ void send_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& lane, int way) {
   const int peer = lane.peer, me = c.rank;
   const uint64_t chunk = p.slot_bytes - kHeader, slots = static_cast<uint64_t>(p.slots);
-  const size_t to = pair_of(peer, way), mine = pair_of(me, way);
+  const size_t to = pair_of(p, peer, way), mine = pair_of(p, me, way);
   uint64_t s = p.sent[to];
   char* header = p.headers + to * kHeader;  // this rank's scratch
   for (int k = 0; k < lane.count; ++k) {
@@ -76,7 +76,7 @@ __device__ void send_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& 
 __device__ void recv_lane(const DeviceComm& c, const P2pPlan& p, const P2pLane& lane, int way) {
   const int peer = lane.peer, me = c.rank;
   const uint64_t chunk = p.slot_bytes - kHeader, slots = static_cast<uint64_t>(p.slots);
-  const size_t from = pair_of(peer, way), mine = pair_of(me, way);
+  const size_t from = pair_of(p, peer, way), mine = pair_of(p, me, way);
   __shared__ uint64_t total;
   __shared__ int bad;
   uint64_t t = p.taken[from];

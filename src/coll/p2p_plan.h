@@ -30,7 +30,7 @@ struct P2pCall {
   int32_t pad;
 };
 
-// The most ways of a lane to a member of this node (above), and the arrays' stride per peer.
+// The most ways of a lane to a member of this node (above).
 constexpr int kP2pWays = 8;
 
 struct P2pLane {
@@ -56,13 +56,13 @@ struct P2pMismatch {
 struct P2pPlan {
   static constexpr int kMaxLanes = 64;
   static constexpr int kMaxCalls = 72;
-  // Indexed by (peer, way) as peer * kP2pWays + way (a lane of one way uses way 0):
-  char* boxes;        // symmetric: [nranks][kP2pWays][slots][slot_bytes], this rank's mailboxes
-  uint64_t* filled;   // symmetric: [nranks][kP2pWays]
-  uint64_t* freed;    // symmetric: [nranks][kP2pWays]
-  char* headers;      // symmetric: [nranks][kP2pWays][64], a send's header before it goes out
-  uint64_t* sent;     // device memory: [nranks][kP2pWays], chunks sent so far
-  uint64_t* taken;    // device memory: [nranks][kP2pWays], chunks taken from the mailbox
+  // Indexed by (peer, way) as peer * ways + way (a lane of one way uses way 0):
+  char* boxes;        // symmetric: [nranks][ways][slots][slot_bytes], this rank's mailboxes
+  uint64_t* filled;   // symmetric: [nranks][ways]
+  uint64_t* freed;    // symmetric: [nranks][ways]
+  char* headers;      // symmetric: [nranks][ways][64], a send's header before it goes out
+  uint64_t* sent;     // device memory: [nranks][ways], chunks sent so far
+  uint64_t* taken;    // device memory: [nranks][ways], chunks taken from the mailbox
   P2pMismatch* mismatch;
   // The lane that swaps *mismatch_claim (device memory) from mismatch_gen to mismatch_gen + 1
   // writes the record; the host moves to the next generation once it reported one.
@@ -70,6 +70,7 @@ struct P2pPlan {
   uint64_t mismatch_gen;
   uint64_t slot_bytes;
   int32_t slots;
+  int32_t ways;     // the ways of a lane to a member of this node, as the ranks agreed
   int32_t nlanes;
   int32_t nblocks;  // the lanes' ways, all together
   P2pLane lanes[kMaxLanes];
@@ -84,8 +85,9 @@ static_assert(sizeof(P2pPlan) + sizeof(DeviceComm) <= 4000, "the plan fits a lau
 // that joins a group's other streams to its kernel.
 class P2pCuda {
  public:
-  // `slots`: the (peer, way) pairs, nranks * kP2pWays. Throws where the memory cannot be had.
-  P2pCuda(int device, int slots);
+  // `pairs`: the most (peer, way) pairs, nranks * kP2pWays. Throws where the memory cannot
+  // be had.
+  P2pCuda(int device, int pairs);
   ~P2pCuda();
   P2pCuda(const P2pCuda&) = delete;
   P2pCuda& operator=(const P2pCuda&) = delete;
