@@ -6,8 +6,8 @@
 //
 // A connection for each message cost a connect and an accept every time: 2 ranks as 2 nodes
 // in the host space, where every collective's agreement check goes this way
-// (SYMCOMM_COLL_CHECK), took 132-145 us a barrier on the 2-core CPU machine against 6.4 us
-// for a put-signal one way.
+// (SYMCOMM_COLL_CHECK), took 116-156 us a barrier on the 2-core CPU machine, 30-85 us with
+// kept connections and the spin (bench/results/cpu/host_small_nodes2_f2d8abe.txt).
 #include <poll.h>
 #include <sys/socket.h>
 
