@@ -136,7 +136,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
                                                   key="symcomm/cuda", make_default=False)
 
     # --- what every call shares -------------------------------------------------------
-    def _on_plain(self, tensors, what):
+    def _on_plain(self, tensors):
         """_on for the calls' fast paths: (comm, stream) where every tensor is on the same
         side and symcomm takes each as it is (_plain) and no send or receive is queued; None
         where the general path must run (it checks and raises).
@@ -218,7 +218,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
     # --- collectives ------------------------------------------------------------------
     def allreduce(self, tensors, opts=AllreduceOptions()):
         if len(tensors) == 1:
-            on = self._on_plain(tensors, "allreduce")
+            on = self._on_plain(tensors)
             if on is not None:
                 op = "sum" if opts.reduceOp == _SUM else _redop(opts, "allreduce")
                 on[0].all_reduce(_dl(tensors[0]), op=op, stream=on[1])
@@ -244,7 +244,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
         return _done(tensors)
 
     def _allgather_base(self, output, input, opts=AllgatherOptions()):
-        on = self._on_plain([output, input], "all_gather_into_tensor")
+        on = self._on_plain([output, input])
         if on is not None:
             on[0].all_gather(_dl(input), _dl(output), stream=on[1])
             return _done([output])
@@ -271,7 +271,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=ReduceScatterOptions()):
         op = "sum" if opts.reduceOp == _SUM else _redop(opts, "reduce_scatter")
-        on = self._on_plain([output, input], "reduce_scatter_tensor")
+        on = self._on_plain([output, input])
         if on is not None:
             on[0].reduce_scatter(_dl(input), _dl(output), op=op, stream=on[1])
             return _done([output])
@@ -295,7 +295,7 @@ class SymcommProcessGroup(dist.ProcessGroup):
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,
                       opts=AllToAllOptions()):
         if not output_split_sizes and not input_split_sizes:
-            on = self._on_plain([output, input], "all_to_all_single")
+            on = self._on_plain([output, input])
             if on is not None:
                 on[0].all_to_all(_dl(input), _dl(output), stream=on[1])
                 return _done([output])

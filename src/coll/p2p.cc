@@ -36,8 +36,6 @@ static_assert(sizeof(ChunkHeader) <= PointToPoint::kHeader, "the header fits its
 
 uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
-size_t chunks_of(size_t bytes, size_t chunk) { return p2p_chunks(bytes, chunk); }
-
 }  // namespace
 
 // What one call has done so far.
@@ -160,7 +158,7 @@ bool PointToPoint::step(Call& c, Progress& p) {
   const size_t peer = static_cast<size_t>(c.peer);
   Transports& transports = rma_.transports();
   if (c.send) {
-    if (p.chunks == 0) p.chunks = chunks_of(c.bytes, chunk);
+    if (p.chunks == 0) p.chunks = p2p_chunks(c.bytes, chunk);
     // A free slot: the receiver has taken all but kSlots - 1 of the chunks sent to it.
     if (sent_[peer] - load(&freed_[peer]) >= static_cast<uint64_t>(kSlots)) return false;
     const int slot = static_cast<int>(sent_[peer] % kSlots);
@@ -193,7 +191,7 @@ bool PointToPoint::step(Call& c, Progress& p) {
                     "send/recv: rank %d's mailbox slot %d for rank %d held a chunk from rank %d",
                     rank_, slot, c.peer, h.from);
     p.total = h.total;
-    p.chunks = chunks_of(h.total, chunk);
+    p.chunks = p2p_chunks(h.total, chunk);
     if (h.total != c.bytes || h.team != static_cast<int32_t>(c.team))
       p.mismatch = format("rank %d sent %llu bytes on team %d where rank %d receives %zu bytes "
                           "on team %d (sends and receives between two ranks are matched in "
