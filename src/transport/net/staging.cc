@@ -61,7 +61,7 @@ Staging::~Staging() {
     WorkerScope guard(context_);  // the streams' and events'
     if (proxy_streams_) proxy_streams_->sync(timeout_ms_);
     for (const Landing& l : landings_)
-      if (l.event) static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(l.event)));
+      static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(l.event)));
     for (void* e : spare_events_) static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
     proxy_streams_.reset();
     streams_.reset();
@@ -302,17 +302,11 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
   }
   SlotHeader h;
   std::memcpy(&h, inbox_slot(source, s), sizeof h);
-  // One lane: the replies go to rail 0, after those of the chunks that landed before.
-  if (!context_) {
-    const uint64_t refused = land_slot(source, s, h.offset, h.bytes, memory);
-    if (refused) return proxy.reply(source, 0, h.ticket, Proxy::Answer{refused});
-    landings_.push_back(Landing{nullptr, source, h.ticket, std::chrono::steady_clock::now()});
-    return;
-  }
-  if (!in_heap(h.offset, h.bytes)) {
-    static_cast<void>(land_slot(source, s, h.offset, h.bytes, memory));  // says why
-    return proxy.reply(source, 0, h.ticket, Proxy::Answer{1});
-  }
+  // One lane: the replies go to rail 0, after those of the chunks that landed before. The
+  // host space's copy is done here, as are the refusals (land_slot says why).
+  if (!context_ || !in_heap(h.offset, h.bytes))
+    return proxy.reply(source, 0, h.ticket,
+                       Proxy::Answer{land_slot(source, s, h.offset, h.bytes, memory)});
   WorkerScope guard(context_);
   proxy_streams_->land(cuda_driver(), heap_ + h.offset, inbox_slot(source, s) + kHeader,
                        h.bytes);
@@ -331,21 +325,19 @@ void Staging::on_landed(Proxy& proxy, uint64_t data, LocalMemory& memory) {
 bool Staging::poll(Proxy& proxy) {
   while (!landings_.empty()) {
     Landing& l = landings_.front();
-    if (l.event) {
-      WorkerScope guard(context_);
-      const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(l.event));
-      if (e == cudaErrorNotReady) {
-        const auto ran = std::chrono::steady_clock::now() - l.since;
-        SYMCOMM_REQUIRE(timeout_ms_ <= 0 || ran < std::chrono::milliseconds(timeout_ms_),
-                        symcommTimeout,
-                        "net transport: the copy of rank %d's staged chunk into GPU memory did "
-                        "not end within SYMCOMM_WAIT_TIMEOUT (%lld ms)", l.source,
-                        static_cast<long long>(timeout_ms_));
-        return true;
-      }
-      SYMCOMM_CUDART(e);
-      spare_events_.push_back(l.event);
+    WorkerScope guard(context_);
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(l.event));
+    if (e == cudaErrorNotReady) {
+      const auto ran = std::chrono::steady_clock::now() - l.since;
+      SYMCOMM_REQUIRE(timeout_ms_ <= 0 || ran < std::chrono::milliseconds(timeout_ms_),
+                      symcommTimeout,
+                      "net transport: the copy of rank %d's staged chunk into GPU memory did "
+                      "not end within SYMCOMM_WAIT_TIMEOUT (%lld ms)", l.source,
+                      static_cast<long long>(timeout_ms_));
+      return true;
     }
+    SYMCOMM_CUDART(e);
+    spare_events_.push_back(l.event);
     if (trace::enabled())
       trace::add("staged chunk landed", std::chrono::duration<double, std::micro>(
                                             std::chrono::steady_clock::now() - l.since).count());

@@ -175,8 +175,8 @@ class Staging {
   char* outbox_ = nullptr;  // likewise, not registered
   std::unique_ptr<LandingStreams> streams_;  // the worker's copies (of context_; none without)
   void* stream_ = nullptr;                    // streams_->engine()
-  // The proxy thread's: its landings of chunks (of context_), and those begun and not yet
-  // replied to, oldest first (`event` null: a host-memory landing, done when it began).
+  // The proxy thread's: its landings of chunks into GPU memory (of context_), and those
+  // begun and not yet replied to, oldest first (the host space's land in on_landed).
   std::unique_ptr<LandingStreams> proxy_streams_;
   struct Landing {
     void* event;  // a cudaEvent_t recorded after the copy
