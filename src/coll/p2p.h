@@ -83,10 +83,11 @@ class PointToPoint {
   symcommMemorySpace_t space_;
   int rank_, nranks_;
   size_t slot_bytes_;
-  uint64_t* filled_ = nullptr;  // [nranks], symmetric
-  uint64_t* freed_ = nullptr;   // [nranks], symmetric
-  char* boxes_ = nullptr;       // [nranks][kSlots][slot_bytes_], symmetric
-  char* headers_ = nullptr;     // the cuda space's: [nranks][kHeader], symmetric
+  // Indexed by peer, in the cuda space by (peer, way) (coll/p2p_plan.h):
+  uint64_t* filled_ = nullptr;  // [nranks (x ways)], symmetric
+  uint64_t* freed_ = nullptr;   // [nranks (x ways)], symmetric
+  char* boxes_ = nullptr;       // [nranks (x ways)][kSlots][slot_bytes_], symmetric
+  char* headers_ = nullptr;     // the cuda space's: [nranks x ways][kHeader], symmetric
   std::unique_ptr<P2pCuda> cuda_;
   // The cuda space's ways of a lane to a member of this node (coll/p2p_plan.h), agreed by
   // every rank when the communicator is made: as many as keep a group of a lane to and from
