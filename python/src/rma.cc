@@ -1,6 +1,7 @@
 // One-sided calls on a stream: put, get (blocking and _nbi), put-signal, signal wait, quiet,
 // fetching atomics. Symmetric arrays are named by this rank's array (empty()); the peer's
 // copy at the same heap offset is the one read or written.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -67,6 +68,25 @@ void bind_rma(nb::module_&, nb::class_<Comm>& c) {
         nb::arg("nbi") = false, engine, stream,
         "src (any array) into rank pe's copy of the symmetric array dst, in stream order "
         "(nbi: complete at the next quiet).");
+  // For bench/torch_dist.py --overhead: the binding's own cost is put()'s host time less this.
+  c.def("_put_host_us",
+        [](const Comm& self, const Array& dst, const Array& src, int pe, int n, nb::handle s) {
+          const size_t bytes = same_bytes(dst, src, "put");
+          if (n < 1) invalid("_put_host_us: n is at least 1");
+          const symcommStream_t st = stream_of(s);
+          void* const to = at(dst);
+          const void* const from = at(src);
+          nb::gil_scoped_release release;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < n; ++i)
+            check(symcommPutOnStream(self.get(), to, from, bytes, pe, symcommEngineAuto, st));
+          const std::chrono::duration<double, std::micro> t =
+              std::chrono::steady_clock::now() - t0;
+          return t.count() / n;
+        },
+        nb::arg("dst"), nb::arg("src"), nb::arg("pe"), nb::arg("n"), stream,
+        "Host microseconds per put of src into rank pe's dst through the C API alone, over n "
+        "calls in a loop of C++ (what put() costs without Python and the binding).");
   c.def("get", transfer<false>(), nb::arg("dst"), nb::arg("src"), nb::arg("pe"),
         nb::arg("nbi") = false, engine, stream,
         "Rank pe's copy of the symmetric array src into dst (any array), in stream order.");

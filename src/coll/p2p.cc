@@ -22,6 +22,10 @@ static const SizeParam kSlotBytes(
     "SYMCOMM_P2P_SLOT", "64K",
     "bytes of one slot of a send/recv mailbox (a 64-byte header, then data); every rank keeps "
     "4 slots per peer; at least 4K");
+static const IntParam kWays(
+    "SYMCOMM_P2P_WAYS", "8",
+    "the most blocks (ways) that the cuda space's send/recv runs on a lane to a member of "
+    "this node, each with its own slots; fewer where the GPU holds fewer", 1, kP2pWays);
 
 namespace {
 
@@ -54,7 +58,8 @@ PointToPoint::PointToPoint(const Topology& topology, Rma& rma, Heap& heap,
   if (cuda) {
     cuda_ = std::make_unique<P2pCuda>(topology.device, nranks_ * kP2pWays);
     const int lanes = 2 * nranks_;  // the most a group can have (itself included)
-    const int mine = std::clamp(cuda_->max_blocks() / lanes, 1, kP2pWays);
+    const int most = static_cast<int>(kWays.get());
+    const int mine = std::clamp(cuda_->max_blocks() / lanes, 1, most);
     std::vector<int> all(static_cast<size_t>(nranks_));
     rma_.bootstrap().allgather(&mine, sizeof mine, all.data());
     lsa_ways_ = *std::min_element(all.begin(), all.end());

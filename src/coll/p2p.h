@@ -93,7 +93,7 @@ class PointToPoint {
   // every rank when the communicator is made: as many as keep a group of a lane to and from
   // every rank within the blocks that every rank's GPU holds at once (the kernel uses
   // 126 registers a thread at 512 threads, one block an SM: 8 ranks under MPS at a quarter of
-  // an H200 each hold 33), kP2pWays at most.
+  // an H200 each hold 33), SYMCOMM_P2P_WAYS at most.
   int lsa_ways_ = 1;
   DeviceComm world_{};  // the cuda space's kernels' handle of the world team
   // The host space's progress: [peer] chunks sent to it, taken from its mailbox.

@@ -5,7 +5,7 @@
 // kernel's parameters, which bounds a group's calls (P2pPlan::kMaxCalls, kMaxLanes).
 //
 // A lane to a member of this node runs several blocks, its ways (as many as the ranks
-// agreed, coll/p2p.h; at most kP2pWays): each message is cut into that many parts of equal size
+// agreed, coll/p2p.h; at most SYMCOMM_P2P_WAYS): each message is cut into that many parts of equal size
 // (coll/p2p_parts.h: whole 256-byte units, the last part shorter, parts past the end empty),
 // and way w carries part w through its own ring of slots and its own counters, as a lane of
 // one way carries a whole message. Every way sends at least one chunk per message, with the
@@ -30,8 +30,8 @@ struct P2pCall {
   int32_t pad;
 };
 
-// The most ways of a lane to a member of this node (above).
-constexpr int kP2pWays = 8;
+// The most ways of a lane to a member of this node (above; SYMCOMM_P2P_WAYS picks fewer).
+constexpr int kP2pWays = 32;
 
 struct P2pLane {
   int32_t peer;   // world rank

@@ -61,6 +61,22 @@ def test_put_get_and_signal(comm):
     comm.free(dst)
 
 
+def test_put_host_us_times_real_puts(comm):
+    # bench/torch_dist.py --overhead's C API baseline: n puts that do land, and a time.
+    dst = comm.empty(4, "int32")
+    dst[:] = -1
+    src = np.array([7, 8, 9, comm.rank], np.int32)
+    us = comm._put_host_us(dst, src, comm.rank, 50)
+    comm.synchronize()
+    assert us > 0
+    np.testing.assert_array_equal(dst, src)
+    with pytest.raises(symcomm.Error, match="at least 1"):
+        comm._put_host_us(dst, src, comm.rank, 0)
+    with pytest.raises(symcomm.Error, match="bytes"):
+        comm._put_host_us(dst, src[:2], comm.rank, 1)
+    comm.free(dst)
+
+
 def test_atomics(comm):
     word = comm.empty(1, "uint64")
     word[0] = 0

@@ -4,8 +4,9 @@
 //   compute-sanitizer --tool memcheck --target-processes all symrun -n 2 sanitizer_plant oob
 //   compute-sanitizer --tool racecheck --target-processes all symrun -n 2 sanitizer_plant race
 // `oob` writes one float past a cudaMalloc allocation (memcheck: an invalid global write);
-// `race` has every thread of a block write one shared word unsynchronised, then read it
-// (racecheck: a hazard). Exits 0 whatever the tool finds: the tool's report is the result.
+// `race` has each thread of a block read, without a barrier, the shared word that a thread of
+// the other warp wrote (racecheck: a read-after-write hazard; volatile keeps both accesses,
+// and threads of one warp would not count, as racecheck leaves a warp's own accesses alone). Exits 0 whatever the tool finds: the tool's report is the result.
 #include <cstdio>
 #include <cstring>
 #include <cuda_runtime.h>
@@ -15,9 +16,10 @@ __global__ void write_past(float* p, int n) {
 }
 
 __global__ void shared_race(int* out) {
-  __shared__ int word;
-  word = static_cast<int>(threadIdx.x);  // every thread, no barrier
-  out[threadIdx.x] = word;
+  __shared__ int words[64];
+  volatile int* w = words;
+  w[threadIdx.x] = static_cast<int>(threadIdx.x);
+  out[threadIdx.x] = w[63 - threadIdx.x];  // written by the other warp, no barrier between
 }
 
 int main(int argc, char** argv) {
