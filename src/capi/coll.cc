@@ -220,6 +220,28 @@ void run(symcommComm_t comm, CollOp op, symcommTeam_t team, const void* send, vo
   c.coll->copies().divide(a.recv, a.recv_bytes / a.elem, a.type, a.team.size, a.stream);
 }
 
+}  // namespace
+
+bool symcomm::capi::all_reduce_segments(symcommComm& c, symcommTeam_t team,
+                                         const std::vector<CollSegment>& parts,
+                                         symcommDataType_t type, symcommRedOp_t op,
+                                         symcommStream_t stream) {
+  CollAlgorithm* ll = find_coll_algorithm("ll");
+  if (!ll || parts.empty() || op < 0 || op >= symcommNumRedOps || op == symcommAvg) return false;
+  const size_t bytes = segments_layout(parts, nullptr);
+  CollArgs a = base_args(c, CollOp::AllReduce, team, bytes / type_size(type), type, op, 0, stream);
+  a.segments = &parts;
+  a.send = parts.front().send;
+  a.recv = parts.front().recv;
+  a.send_bytes = a.recv_bytes = bytes;
+  if (!ll->refusal(a, *c.coll)) return false;  // the same answer on every member
+  if (c.coll->check_calls()) agreed(c, team, a, [&] { return ll->name(); });
+  ll->run(a, *c.coll);
+  return true;
+}
+
+namespace {
+
 // Host all-to-all-v: every count and extent fits (no overflow, in elements and in bytes), no
 // two blocks that this rank receives overlap, and the block this rank (team rank `me`) sends
 // itself is the one it expects from itself: the algorithms copy sendcounts[me] elements to

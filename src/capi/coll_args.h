@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "capi/comm.h"
 #include "coll/coll.h"
@@ -22,6 +23,13 @@ CollArgs base_args(symcommComm& c, CollOp op, symcommTeam_t team, size_t count,
 // accesses (not pageable host memory, not another GPU's: refused here rather than left to
 // fault in a kernel).
 void require_reach(symcommComm& c, const void* p, size_t bytes, const char* what);
+
+// An all-reduce of each of `parts` (buffers the caller checked, none overlapping another's;
+// at least 2 members) as one call of ll's segmented kernel (coll/ll.cu), with the agreement
+// check as every collective has it: false, having done nothing, where ll cannot run it here
+// (another memory space, a team across nodes, an average, too many parts).
+bool all_reduce_segments(symcommComm& c, symcommTeam_t team, const std::vector<CollSegment>& parts,
+                         symcommDataType_t type, symcommRedOp_t op, symcommStream_t stream);
 
 // A call's text for its error messages.
 std::string describe(const char* fn, symcommTeam_t team, size_t count, symcommDataType_t type,

@@ -1,8 +1,10 @@
 #include "capi/coll_batch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/log.h"
 #include "base/param.h"
@@ -20,6 +22,11 @@ const SizeParam kEach("SYMCOMM_GROUP_PACK_BYTES", "64K",
                       "together as one all-reduce (0: each runs alone)");
 const SizeParam kTotal("SYMCOMM_GROUP_PACK_TOTAL", "4M",
                        "the most bytes of all-reduces of a group packed into one");
+const SizeParam kDirect("SYMCOMM_GROUP_LL_BYTES", "1M",
+                        "packed all-reduces of a group of at most this many bytes in all run as "
+                        "one ll kernel that reads and writes the calls' buffers themselves, "
+                        "where ll can run them (the cuda space, a team of one node); larger "
+                        "runs are copied into one buffer and back (0: always)");
 
 // Each call's part of the packed buffer starts on this boundary (the algorithms' vector
 // paths want 16 bytes; the padding between parts is reduced along and thrown away).
@@ -32,17 +39,35 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
+// A call whose send and recv overlap other than in place runs alone (its checks refuse it).
+bool packable_alone(const Group::AllReduce& a) {
+  const size_t bytes = bytes_of(a);
+  return bytes <= kEach.get() && (a.send == a.recv || !overlap(a.send, bytes, a.recv, bytes));
+}
+
+// The calls that a run holds at once: ll's most buffers of one all-reduce (coll/ll.cu).
+size_t most_calls() {
+  const CollAlgorithm* ll = find_coll_algorithm("ll");
+  return ll ? static_cast<size_t>(std::max(2, ll->descriptor().max_segments)) : SIZE_MAX;
+}
+
 // Whether `next` may join the run of `run` (its first call's comm, team, type, op, stream).
+// No buffer of a run overlaps another call's, so that the calls' results do not depend on
+// which runs first (one kernel may run them all at once).
 bool joins(const std::vector<Group::AllReduce>& run, const Group::AllReduce& next,
            size_t total) {
   const Group::AllReduce& first = run.front();
   if (next.comm != first.comm || next.team != first.team || next.type != first.type ||
-      next.op != first.op || next.stream != first.stream)
+      next.op != first.op || next.stream != first.stream || run.size() >= most_calls())
     return false;
   const size_t bytes = bytes_of(next);
-  if (bytes > kEach.get() || total + bytes > kTotal.get()) return false;
-  for (const Group::AllReduce& k : run)
-    if (overlap(next.send, bytes, k.recv, bytes_of(k))) return false;
+  if (!packable_alone(next) || total + bytes > kTotal.get()) return false;
+  for (const Group::AllReduce& k : run) {
+    const size_t kb = bytes_of(k);
+    if (overlap(next.send, bytes, k.recv, kb) || overlap(next.recv, bytes, k.send, kb) ||
+        overlap(next.recv, bytes, k.recv, kb))
+      return false;
+  }
   return true;
 }
 
@@ -71,6 +96,14 @@ symcommResult_t run_packed(const std::vector<Group::AllReduce>& run) {
           require_reach(c, k.recv, bytes, "recv");
           at.push_back(total);
           total += (bytes + kAlign - 1) / kAlign * kAlign;
+        }
+        if (total <= kDirect.get()) {  // one ll kernel on the buffers themselves
+          std::vector<CollSegment> parts;
+          for (const Group::AllReduce& k : run)
+            parts.push_back({static_cast<const char*>(k.send), static_cast<char*>(k.recv),
+                             bytes_of(k)});
+          if (all_reduce_segments(c, first.team, parts, first.type, first.op, first.stream))
+            return;
         }
         CallBuffer buffer(c, first.stream, "a group's packed all-reduces");
         char* const packed = buffer.get(total);
@@ -101,7 +134,7 @@ void pack_all_reduces(std::vector<Group::Collective>& collectives) {
     for (; j < collectives.size() && collectives[j].all_reduce; ++j) {
       const Group::AllReduce& next = *collectives[j].all_reduce;
       if (!run.empty() && !joins(run, next, total)) break;
-      if (run.empty() && bytes_of(next) > kEach.get()) break;
+      if (run.empty() && !packable_alone(next)) break;
       run.push_back(next);
       total += bytes_of(next);
     }

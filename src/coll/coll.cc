@@ -246,6 +246,10 @@ Verdict CollAlgorithm::can_implement(const CollArgs& a, const CollContext& ctx) 
     return Verdict::no(format("it needs the %s memory space (%s)", spaces_listed(d.spaces).c_str(),
                               d.summary));
   if (!(d.ops & op_bit(a.op))) return Verdict::no("it does " + ops_listed(d.ops) + " only");
+  if (a.segments && a.segments->size() > static_cast<size_t>(d.max_segments))
+    return Verdict::no(d.max_segments ? format("it reduces at most %d buffers in one all-reduce",
+                                               d.max_segments)
+                                      : std::string("it reduces one buffer in an all-reduce"));
   if (a.counts_on_device && !(d.device_counts & space_bit(ctx.space())))
     return Verdict::no(device_counts_refusal(d, ctx.space()));
   if (d.max_team > 0 && a.team.size > d.max_team)

@@ -27,6 +27,25 @@ enum class CollOp {
 const char* coll_op_name(CollOp op);
 size_t type_size(symcommDataType_t type);  // throws for an unknown type
 
+// One call of an all-reduce of several buffers at once (CollArgs::segments).
+struct CollSegment {
+  const char* send;
+  char* recv;  // send itself (in place) or apart from every buffer of the other segments
+  size_t bytes;
+};
+
+// Where each segment starts in the message that carries them all (an 8-byte boundary after
+// the one before), and that message's bytes (a multiple of 8): `at` gets one offset each.
+inline size_t segments_layout(const std::vector<CollSegment>& segments, std::vector<size_t>* at) {
+  size_t end = 0;
+  for (const CollSegment& s : segments) {
+    end = (end + 7) / 8 * 8;
+    if (at) at->push_back(end);
+    end += s.bytes;
+  }
+  return (end + 7) / 8 * 8;
+}
+
 struct CollArgs {
   CollOp op;
   symcommTeam_t team_id;
@@ -58,6 +77,10 @@ struct CollArgs {
   // run() follows, and can_implement() takes both buffers to be symmetric or not as
   // `symmetric` says.
   bool query = false;
+  // An all-reduce of each of these buffers as one call (a group's all-reduces,
+  // capi/coll_batch.cc): count is segments_layout()'s bytes in elements, send and recv are
+  // the first segment's. Only algorithms whose descriptor takes segments run it.
+  const std::vector<CollSegment>* segments = nullptr;
   // The bytes one rank contributes: what the selection table is indexed by.
   size_t bytes_per_rank() const;
 };
@@ -248,6 +271,7 @@ struct CollDescriptor {
   // by a transport (load_store false): a hierarchical algorithm, which leaves teams of one
   // node to the node's algorithms.
   bool across_nodes = false;
+  int max_segments = 0;            // the most CollArgs::segments of an all-reduce (0: none)
   CollState state = CollState::None;
   unsigned uncapturable_ops = 0;   // op_bit of each it cannot run on a stream being captured
   const char* why_uncapturable = nullptr;  // why, completing "its <op> "

@@ -49,6 +49,11 @@
 // every rank sends its whole buffer to every peer. In place works: block b reads and writes
 // only its own slices, each 8 bytes by the same thread (read to send, read to reduce, write).
 //
+// Segments. An all-reduce of several buffers as one (a group's small all-reduces:
+// capi/coll_batch.cc) is a plain all-reduce of the message that would hold them all, each at
+// an 8-byte boundary; its packets read their bytes from, and write them to, the buffers
+// themselves (ll/plan.h's SegmentedPlan), in a kernel of its own.
+//
 // Every poll is bounded (SYMCOMM_WAIT_TIMEOUT, abort); a failure is recorded in the
 // DeviceComm error slot, which the host reports at the communicator's next call, and the
 // block exits. A block waits for its peers' blocks of the same index, which must therefore
@@ -83,15 +88,24 @@ __global__ void __launch_bounds__(kThreads) ll_kernel(const __grid_constant__ Pl
   ll_block<T>(p);
 }
 
+// A segmented all-reduce (ll/plan.h's SegmentedPlan: a group's small all-reduces as one).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) ll_segments_kernel(const __grid_constant__ SegmentedPlan p) {
+  pdl_begin();
+  ll_block<T>(p);
+}
+
 struct LlState final : CounterState {};
 
-// The kernel instance for element type T (resident_launch.cuh).
+// The kernel instances for element type T (resident_launch.cuh).
 constexpr auto kernel_of = [](auto zero) { return ll_kernel<decltype(zero)>; };
+constexpr auto segments_kernel_of = [](auto zero) { return ll_segments_kernel<decltype(zero)>; };
 
 // All-to-all-v with counts on the host only: it sizes its rounds from them.
 constexpr CollDescriptor kDescriptor = [] {
   CollDescriptor d{"ll", "kernels storing low-latency packets into the peers"};
   d.max_team = kMaxTeam;
+  d.max_segments = kMaxSegments;
   d.state = CollState::Counters;
   return d;
 }();
@@ -99,6 +113,13 @@ constexpr CollDescriptor kDescriptor = [] {
 class LlAlgorithm final : public CollAlgorithm {
  public:
   LlAlgorithm() : CollAlgorithm(kDescriptor) {}
+
+  // A segmented all-reduce combines: a team of one would copy, which its plan does not do.
+  Verdict own_conditions(const CollArgs& a, const CollContext&) const override {
+    if (a.segments && a.team.size < 2)
+      return Verdict::no("it reduces several buffers in one all-reduce on teams of 2 or more");
+    return Verdict::yes();
+  }
 
   std::string why_no_state(const CollContext& ctx) const override {
     return format("its packet buffers need %s of the heap, more than 1/16 of SYMCOMM_HEAP_MAX (%s)",
@@ -118,7 +139,8 @@ class LlAlgorithm final : public CollAlgorithm {
       return nullptr;
     }
     auto s = std::make_unique<LlState>();
-    s->resident = ctx.fewest_across_ranks(resident_blocks(kernel_of, kThreads));
+    s->resident = ctx.fewest_across_ranks(std::min(resident_blocks(kernel_of, kThreads),
+                                                   resident_blocks(segments_kernel_of, kThreads)));
     const size_t bytes = packets_bytes(nranks) + seq_bytes(nranks);
     ctx.place_counters(*s, bytes, bytes);  // flags 0 (never expected first), counters 0
     return s;
@@ -127,6 +149,14 @@ class LlAlgorithm final : public CollAlgorithm {
   void run(const CollArgs& a, CollContext& ctx) override {
     LlState& s = ctx.state<LlState>(this);
     ctx.check_counters(name());
+    if (a.segments) {
+      const SegmentedPlan p = segmented_plan_of(a, s.world, s.area, kRefresh);
+      const int blocks = grid_blocks(p);
+      if (blocks > 0)
+        launch_resident(segments_kernel_of, p, blocks, kThreads, s.resident, true, a.type,
+                        static_cast<cudaStream_t>(a.stream), "ll", "");
+      return;
+    }
     Plan p = plan_of(a, s.world, s.area, kRefresh);
     const int blocks = grid_blocks(p);
     if (blocks == 0) return;

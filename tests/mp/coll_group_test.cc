@@ -82,6 +82,34 @@ TEST_F(CollGroup, SmallAllReducesRunPackedAsIfInTurn) {
     ASSERT_EQ(mean[i], sum(i, 2) / n_) << "the average, element " << i;
 }
 
+TEST_F(CollGroup, OverlappingAllReducesRunAsIfInTurn) {
+  // A reads x and writes y; B writes x (A's input: A must have read it first); C and D both
+  // write w (D's result must be what stays). Each pair may not run in one kernel at once.
+  const size_t count = 3001;
+  float* x = buffer(inputs(count, 4));
+  float* y = buffer(std::vector<float>(count, kPoison));
+  float* z = buffer(inputs(count, 5));
+  float* p = buffer(inputs(count, 6));
+  float* q = buffer(inputs(count, 7));
+  float* w = buffer(std::vector<float>(count, kPoison));
+  auto all_reduce = [&](const float* send, float* recv) {
+    SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send, recv, count, symcommFloat32,
+                                   symcommSum, nullptr, stream_));
+  };
+  SC_OK(symcommGroupStart());
+  all_reduce(x, y);  // A
+  all_reduce(z, x);  // B
+  all_reduce(p, w);  // C
+  all_reduce(q, w);  // D
+  SC_OK(symcommGroupEnd());
+  const std::vector<float> a = read(y, count), b = read(x, count), d = read(w, count);
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(a[i], sum(i, 4)) << "A, element " << i;
+    ASSERT_EQ(b[i], sum(i, 5)) << "B, element " << i;
+    ASSERT_EQ(d[i], sum(i, 7)) << "D, element " << i;
+  }
+}
+
 TEST_F(CollGroup, TwoCommunicatorsInOppositeOrdersMeet) {
   // Even ranks call the all-reduce of A, then B's; odd ranks B's, then A's. Run as called,
   // the ranks would each wait in a different communicator.

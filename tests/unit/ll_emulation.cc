@@ -44,6 +44,9 @@ class Emulator {
   struct Launch {
     Plan plan;
     void (*kernel)(const Plan&);
+    // A segmented all-reduce instead (plan: its base, for the grid).
+    std::shared_ptr<const SegmentedPlan> segmented = nullptr;
+    void (*segmented_kernel)(const SegmentedPlan&) = nullptr;
   };
 
   // `threads` per block; `refresh`: Plan::refresh; `seq0`: where every counter starts.
@@ -57,9 +60,19 @@ class Emulator {
     const int rank = a.team.world_of(a.me);
     return plan_of(a, devices_.world(rank), devices_.area(rank), refresh_);
   }
+  // The segmented all-reduce `a` (a.segments), as LlAlgorithm::run makes it.
+  SegmentedPlan segmented_plan(const CollArgs& a) {
+    const int rank = a.team.world_of(a.me);
+    return segmented_plan_of(a, devices_.world(rank), devices_.area(rank), refresh_);
+  }
   // One kernel: grid_blocks(plan) blocks of threads_ threads.
   void run_kernel(const Launch& l) {
-    emulation::run_grid(grid_blocks(l.plan), threads_, [&] { l.kernel(l.plan); });
+    emulation::run_grid(grid_blocks(l.plan), threads_, [&] {
+      if (l.segmented)
+        l.segmented_kernel(*l.segmented);
+      else
+        l.kernel(l.plan);
+    });
   }
   // Each rank's kernels in order on its own stream, the ranks at once.
   void run(const std::vector<std::vector<Launch>>& streams) {
@@ -235,10 +248,57 @@ class Batch {
     calls_.push_back(std::move(c));
   }
 
+  // A segmented all-reduce: each member's `sizes.size()` buffers of sizes[k] elements, at
+  // offsets of their own, some in place; appended to the members' streams.
+  void add_segmented(Team team, symcommDataType_t type, symcommRedOp_t op,
+                     const std::vector<size_t>& sizes) {
+    auto c = std::make_unique<SegmentedCall>();
+    SegmentedCall& k = *c;
+    k.team = team;
+    k.type = type;
+    k.op = op;
+    k.sizes = sizes;
+    const size_t nn = static_cast<size_t>(team.size), e = type_size(type);
+    k.members.resize(nn);
+    for (size_t m = 0; m < nn; ++m) {
+      SegmentedCall::Member& mm = k.members[m];
+      for (size_t count : sizes) {
+        const size_t bytes = count * e, so = (rng_() % 8) / e * e, ro = (rng_() % 8) / e * e;
+        mm.send_store.emplace_back(bytes + 16, 0);
+        mm.recv_store.emplace_back(bytes + 16, kPoison);
+        char* send = mm.send_store.back().data() + so;
+        char* recv = rng_() % 3 == 0 ? send : mm.recv_store.back().data() + ro;
+        fill_input(rng_, type, send, bytes);
+        mm.input.emplace_back(send, send + bytes);
+        mm.parts.push_back({send, recv, bytes});
+      }
+    }
+    for (int me = 0; me < team.size; ++me) {
+      SegmentedCall::Member& mm = k.members[static_cast<size_t>(me)];
+      CollArgs a{};
+      a.op = CollOp::AllReduce;
+      a.team = team;
+      a.me = me;
+      a.type = type;
+      a.elem = e;
+      a.redop = op;
+      a.segments = &mm.parts;
+      a.send = mm.parts.front().send;
+      a.recv = mm.parts.front().recv;
+      a.count = segments_layout(mm.parts, nullptr) / e;
+      auto plan = std::make_shared<SegmentedPlan>(emu_.segmented_plan(a));
+      Emulator::Launch l{*plan, nullptr, plan, nullptr};
+      with_type(type, [&](auto zero) { l.segmented_kernel = &ll_block<decltype(zero)>; });
+      if (grid_blocks(l.plan) > 0) streams_[static_cast<size_t>(team.world_of(me))].push_back(l);
+    }
+    segmented_.push_back(std::move(c));
+  }
+
   void run_and_check() {
     emu_.run(streams_);
     emu_.devices().expect_no_failed_wait();
     for (const auto& c : calls_) check(*c);
+    for (const auto& c : segmented_) check(*c);
   }
 
  private:
@@ -296,10 +356,51 @@ class Batch {
     }
   }
 
+  struct SegmentedCall {
+    Team team;
+    symcommDataType_t type;
+    symcommRedOp_t op;
+    std::vector<size_t> sizes;
+    struct Member {
+      std::vector<std::vector<char>> send_store, recv_store, input;
+      std::vector<CollSegment> parts;
+    };
+    std::vector<Member> members;
+  };
+
+  void check(const SegmentedCall& k) {
+    SCOPED_TRACE(testing::Message() << "segmented all-reduce of " << k.sizes.size()
+                                    << " buffers on " << k.team.size << " ranks, type "
+                                    << k.type << ", op " << k.op);
+    const size_t e = type_size(k.type);
+    for (size_t m = 0; m < k.members.size(); ++m) {
+      const SegmentedCall::Member& mm = k.members[m];
+      for (size_t s = 0; s < k.sizes.size(); ++s) {
+        const size_t bytes = k.sizes[s] * e;
+        std::vector<const char*> in;
+        for (const SegmentedCall::Member& other : k.members) in.push_back(other.input[s].data());
+        std::vector<char> want(bytes);
+        reference_reduce(k.type, k.op, in, k.sizes[s], want.data());
+        const char* got = mm.parts[s].recv;
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), got))
+            << "member " << m << ", buffer " << s << " of " << bytes << " bytes";
+        if (got != mm.parts[s].send) {  // nothing else of its storage written
+          const std::vector<char>& store = mm.recv_store[s];
+          const char* lo = store.data();
+          const char* hi = store.data() + store.size();
+          EXPECT_TRUE(std::all_of(lo, got, [](char x) { return x == kPoison; }) &&
+                      std::all_of(got + bytes, hi, [](char x) { return x == kPoison; }))
+              << "member " << m << ", buffer " << s << ": written outside it";
+        }
+      }
+    }
+  }
+
   Emulator& emu_;
   std::mt19937_64& rng_;
   std::vector<std::vector<Emulator::Launch>> streams_;
   std::vector<std::unique_ptr<Call>> calls_;
+  std::vector<std::unique_ptr<SegmentedCall>> segmented_;
 };
 
 // Message sizes around the packet (8 bytes), the slice (4 KiB), the round (64 KiB) and
@@ -347,6 +448,31 @@ TEST(LlEmulation, EveryCollectiveBackToBack) {
     for (int batch = 0; batch < (n == 8 ? 6 : 12); ++batch) {
       Batch b(emu, rng);
       for (int k = 0; k < 4; ++k) b.add(random_call(rng, Team{0, 1, n}, kOps[(batch * 4 + k) % 6]));
+      b.run_and_check();
+      if (testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// Segmented all-reduces (a group's all-reduces as one, capi/coll_batch.cc) between other
+// calls on each rank's stream: 1 to 64 buffers of sizes around the packet, the slice and the
+// round (so that segments share packets' slices and rounds, and a message takes several
+// rounds), at any element offset, some in place, every reduction type and op.
+TEST(LlEmulation, SegmentedAllReducesBetweenOtherCalls) {
+  std::mt19937_64 rng(37);
+  const size_t counts[] = {0, 1, 3, 7, 9, 100, 511, 4097, 20001, 70001};
+  const symcommDataType_t types[] = {symcommUint8, symcommInt32, symcommFloat16,
+                                     symcommBfloat16, symcommFloat32, symcommFloat64};
+  for (int n : {2, 3, 5}) {
+    Emulator emu(n, n == 3 ? 4 : 3, 8);
+    for (int batch = 0; batch < 5; ++batch) {
+      Batch b(emu, rng);
+      b.add(random_call(rng, Team{0, 1, n}, kOps[rng() % 6]));
+      std::vector<size_t> sizes(batch == 0 ? 64 : 1 + rng() % 12);
+      for (size_t& c : sizes) c = counts[rng() % (batch == 0 ? 6 : 10)];
+      b.add_segmented(Team{0, 1, n}, types[rng() % 6], static_cast<symcommRedOp_t>(rng() % 4),
+                      sizes);
+      b.add(random_call(rng, Team{0, 1, n}, CollOp::AllReduce));
       b.run_and_check();
       if (testing::Test::HasFailure()) return;
     }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "coll/coll.h"
 #include "coll/device/counters.h"
@@ -24,6 +25,7 @@ constexpr uint64_t kSlice = uint64_t{kThreads} * 8;        // payload per block 
 constexpr uint64_t kRound = kSlice * kMaxBlocks;           // payload per pair and round
 constexpr uint64_t kRefresh = uint64_t{1} << 20;           // see "Flag wrap" (ll.cu); a power of 2
 constexpr uint64_t kSelfPiece = 64 << 10;                  // own part: a block per piece
+constexpr int kMaxSegments = 64;                           // SegmentedPlan's buffers
 
 // What one call moves, by value into the kernel (so that graph capture keeps it).
 struct Plan {
@@ -44,7 +46,56 @@ struct Plan {
                                        // result at recv + red_out
 };
 
+// An all-reduce of several buffers as one message (CollArgs::segments; capi/coll_batch.cc runs
+// a group's small all-reduces so): segment k lies at seg_at[k] of the message, an 8-byte
+// boundary, so that no packet holds bytes of two segments; the bytes between segments are
+// carried as zeros and written nowhere. The rounds are a plain all-reduce's of the whole
+// message (red_len); only where a packet's bytes are read and written differs (input_at,
+// output_at). A kernel of its own takes it, so that every other call's parameters stay small.
+struct SegmentedPlan : Plan {
+  int nseg;
+  uint64_t seg_at[kMaxSegments];
+  uint64_t seg_len[kMaxSegments];
+  const char* seg_send[kMaxSegments];
+  char* seg_recv[kMaxSegments];
+};
+static_assert(sizeof(SegmentedPlan) <= 4000, "a segmented plan fits a launch's parameters");
+
 SYMCOMM_HOST_DEVICE inline uint64_t lmin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+// Where the packet at byte `off` of this rank's input (output) is, its payload bytes `*nb`
+// clipped to the buffer (0 for bytes between segments).
+SYMCOMM_HOST_DEVICE inline const char* input_at(const Plan& p, uint64_t off, uint64_t*) {
+  return p.send + off;
+}
+SYMCOMM_HOST_DEVICE inline char* output_at(const Plan& p, uint64_t off, uint64_t*) {
+  return p.recv + off;
+}
+// The segment that holds byte `off` of the message (the last one that starts at or before it).
+SYMCOMM_HOST_DEVICE inline int segment_of(const SegmentedPlan& p, uint64_t off) {
+  int lo = 0, hi = p.nseg - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.seg_at[mid] <= off) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+SYMCOMM_HOST_DEVICE inline uint64_t clip(const SegmentedPlan& p, int k, uint64_t off, uint64_t nb) {
+  const uint64_t in = off - p.seg_at[k];
+  return in < p.seg_len[k] ? lmin(nb, p.seg_len[k] - in) : 0;
+}
+SYMCOMM_HOST_DEVICE inline const char* input_at(const SegmentedPlan& p, uint64_t off,
+                                                uint64_t* nb) {
+  const int k = segment_of(p, off);
+  *nb = clip(p, k, off, *nb);
+  return p.seg_send[k] + (off - p.seg_at[k]);
+}
+SYMCOMM_HOST_DEVICE inline char* output_at(const SegmentedPlan& p, uint64_t off, uint64_t* nb) {
+  const int k = segment_of(p, off);
+  *nb = clip(p, k, off, *nb);
+  return p.seg_recv[k] + (off - p.seg_at[k]);
+}
 
 // The rounds of a pair and the blocks it uses, from the bytes each way.
 struct Shape {
@@ -177,6 +228,24 @@ inline Plan plan_of(const CollArgs& a, const DeviceComm& world, char* area, uint
   p.seq = reinterpret_cast<uint64_t*>(area + packets_bytes(world.nranks));
   p.refresh = refresh;
   make_plan(p, a);
+  return p;
+}
+
+// The plan of the segmented all-reduce `a` (a.segments: at most kMaxSegments, a team of two
+// or more; a.count the message's elements, segments_layout()'s bytes).
+inline SegmentedPlan segmented_plan_of(const CollArgs& a, const DeviceComm& world, char* area,
+                                       uint64_t refresh) {
+  SegmentedPlan p{};
+  static_cast<Plan&>(p) = plan_of(a, world, area, refresh);
+  std::vector<size_t> at;
+  segments_layout(*a.segments, &at);
+  for (const CollSegment& s : *a.segments) {
+    p.seg_at[p.nseg] = at[static_cast<size_t>(p.nseg)];
+    p.seg_len[p.nseg] = s.bytes;
+    p.seg_send[p.nseg] = s.send;
+    p.seg_recv[p.nseg] = s.recv;
+    ++p.nseg;
+  }
   return p;
 }
 

@@ -19,16 +19,19 @@ using protocol::store_bytes;
 using protocol::store_packet;
 
 // Send phase, one peer: the block's slice of round r for member j, into j's memory. A
-// refreshing round writes every packet of the slot (see "Flag wrap").
-__device__ inline void send_slice(const Plan& p, int j, uint64_t r, int b) {
+// refreshing round writes every packet of the slot (see "Flag wrap"). P: Plan, or
+// SegmentedPlan (whose input lies in several buffers).
+template <typename P>
+__device__ inline void send_slice(const P& p, int j, uint64_t r, int b) {
   const int w = p.world[j];
   const uint64_t g = *seq_of(p, b, w) + r;
   const uint64_t bytes = slice_bytes(p.send_len[j], r, b);
   const uint64_t count = (g & (p.refresh - 1)) < 2 ? kThreads : packets_for(bytes);
   uint4* to = detail::remote(p.comm, slot(p.packets, p.comm.rank, g, b), w);
   for (uint64_t k = threadIdx.x; k < count; k += blockDim.x) {
-    const uint64_t nb = packet_bytes(bytes, k);
-    const uint64_t v = nb ? load_bytes(p.send + p.send_off[j] + slice_offset(r, b) + 8 * k, nb) : 0;
+    uint64_t nb = packet_bytes(bytes, k);
+    const char* from = input_at(p, p.send_off[j] + slice_offset(r, b) + 8 * k, &nb);
+    const uint64_t v = nb ? load_bytes(from, nb) : 0;
     store_packet(to + k, v, flag_of(g));
   }
 }
@@ -49,13 +52,15 @@ __device__ inline int receive_slice(const Plan& p, int j, uint64_t r, int b) {
   return 0;
 }
 
-// Member m's 8 bytes at packet k of block b's slice of round r: this rank's own from send,
-// a peer's from its packet (`nb` payload bytes, 0 for a token).
-__device__ inline int contribution(const Plan& p, int m, uint64_t r, int b, uint64_t k,
+// Member m's 8 bytes at packet k of block b's slice of round r: this rank's own from its
+// input, a peer's from its packet (`nb` payload bytes, 0 for a token).
+template <typename P>
+__device__ inline int contribution(const P& p, int m, uint64_t r, int b, uint64_t k,
                                    uint64_t nb, uint64_t* v) {
   *v = 0;
   if (m == p.me) {
-    if (nb) *v = load_bytes(p.send + p.red_own + slice_offset(r, b) + 8 * k, nb);
+    const char* from = input_at(p, p.red_own + slice_offset(r, b) + 8 * k, &nb);
+    if (nb) *v = load_bytes(from, nb);
     return 0;
   }
   const int w = p.world[m];
@@ -65,8 +70,8 @@ __device__ inline int contribution(const Plan& p, int m, uint64_t r, int b, uint
 
 // Receive phase of a reduction, every peer at once (all pairs have the same shape): each
 // packet's elements combined over the members in team-rank order.
-template <typename T>
-__device__ inline int reduce_slice(const Plan& p, uint64_t r, int b) {
+template <typename T, typename P>
+__device__ inline int reduce_slice(const P& p, uint64_t r, int b) {
   using A = typename Accum<T>::type;
   constexpr int kLanes = 8 / sizeof(T);
   const uint64_t bytes = slice_bytes(p.red_len, r, b);
@@ -83,10 +88,12 @@ __device__ inline int reduce_slice(const Plan& p, uint64_t r, int b) {
       memcpy(static_cast<void*>(x), &v, 8);
       for (int i = 0; i < kLanes; ++i) acc[i] = combine(p.op, acc[i], widen(x[i]));
     }
-    if (nb == 0) continue;  // a token
+    uint64_t out = nb;
+    char* to = output_at(p, p.red_out + slice_offset(r, b) + 8 * k, &out);
+    if (out == 0) continue;  // a token, or bytes between segments
     for (int i = 0; i < kLanes; ++i) x[i] = narrow<T>(acc[i]);
     memcpy(&v, x, 8);
-    store_bytes(p.recv + p.red_out + slice_offset(r, b) + 8 * k, v, nb);
+    store_bytes(to, v, out);
   }
   return 0;
 }
@@ -105,8 +112,8 @@ __device__ inline void copy_own_part(const Plan& p) {
 // next one on, so that peers are not all written at once; receive phase from every peer;
 // a barrier), the own part once the first round is sent, then the counters: ll_kernel's
 // body (ll.cu).
-template <typename T>
-__device__ __forceinline__ void ll_block(const Plan& p) {
+template <typename T, typename P>
+__device__ __forceinline__ void ll_block(const P& p) {
   const int b = static_cast<int>(blockIdx.x);
   uint64_t rounds = 0;
   for (int j = 0; j < p.n; ++j) {
