@@ -62,6 +62,25 @@ std::optional<std::string> Param::raw() const {
   return std::string(v);
 }
 
+const char* Param::current() const {
+  const char* v = std::getenv(name_);
+  return v ? v : default_;
+}
+
+bool Param::cached(const char* text, uint64_t* value) const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (!cache_set_ || cache_text_ != text) return false;
+  *value = cache_value_;
+  return true;
+}
+
+void Param::remember(const char* text, uint64_t value) const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_set_ = true;
+  cache_text_ = text;
+  cache_value_ = value;
+}
+
 void Param::reject(const std::string& value, const char* expected) const {
   refuse(value, std::string("is not ") + expected);
 }
@@ -144,7 +163,10 @@ std::optional<double> parse_seconds(const std::string& text) {
 }
 
 int64_t IntParam::get() const {
-  std::string t = text();
+  const char* now = current();
+  uint64_t bits = 0;
+  if (cached(now, &bits)) return static_cast<int64_t>(bits);
+  std::string t = now;
   auto v = parse_int(t);
   const bool whole_range = lo_ == INT64_MIN && hi_ == INT64_MAX;
   if (!v || *v < lo_ || *v > hi_) {
@@ -152,11 +174,15 @@ int64_t IntParam::get() const {
     reject(t, format("an integer in [%lld, %lld]", static_cast<long long>(lo_),
                      static_cast<long long>(hi_)).c_str());
   }
+  remember(now, static_cast<uint64_t>(*v));
   return *v;
 }
 
 size_t SizeParam::get() const {
-  std::string t = text();
+  const char* now = current();
+  uint64_t bits = 0;
+  if (cached(now, &bits)) return static_cast<size_t>(bits);
+  std::string t = now;
   size_t v = 0;
   switch (read_size(t, &v)) {
     case SizeText::Malformed:
@@ -169,13 +195,18 @@ size_t SizeParam::get() const {
   }
   if (v > hi_) refuse(t, "is too large: at most " + format_bytes(hi_));
   if (v < lo_) refuse(t, "is too small: at least " + format_bytes(lo_));
+  remember(now, v);
   return v;
 }
 
 bool BoolParam::get() const {
-  std::string t = text();
+  const char* now = current();
+  uint64_t bits = 0;
+  if (cached(now, &bits)) return bits != 0;
+  std::string t = now;
   auto v = parse_bool(t);
   if (!v) reject(t, "a boolean (1/0, true/false, yes/no, on/off)");
+  remember(now, *v ? 1 : 0);
   return *v;
 }
 

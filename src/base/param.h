@@ -6,7 +6,8 @@
 //                                               "bound on every bootstrap step");
 //
 // and read with kTimeout.get(). Values are read from the environment at each get(), so a
-// test or a program may set a variable before the call that uses it. A declaration carries
+// test or a program may set a variable before the call that uses it; a number is parsed
+// again only where its text changed (get() is on the collectives' host path). A declaration carries
 // the parameter's valid values (an integer's or a size's range, a duration's minimum), and
 // get() refuses a malformed value or one outside them: an error (symcommInvalidArgument)
 // naming the variable, the value and what it must be. validate_all() checks every
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +55,12 @@ class Param {
   static const std::vector<const Param*>& all();
 
  protected:
+  // The text in force, as text() but without a copy: the environment's, or the default.
+  const char* current() const;
+  // A number's value parsed from `text` before, where `text` is the one it was parsed from;
+  // remember() records it (a parse that failed records nothing: it fails again).
+  bool cached(const char* text, uint64_t* value) const;
+  void remember(const char* text, uint64_t value) const;
   // "environment parameter NAME='value' is not <expected>".
   [[noreturn]] void reject(const std::string& value, const char* expected) const;
   // "environment parameter NAME='value' <why>".
@@ -64,6 +72,10 @@ class Param {
   const char* default_;
   const char* description_;
   const char* choices_;
+  mutable std::mutex cache_mutex_;
+  mutable bool cache_set_ = false;
+  mutable std::string cache_text_;
+  mutable uint64_t cache_value_ = 0;
 };
 
 // A decimal integer in [lo, hi] (the declaration's range; all of int64_t unless narrowed).

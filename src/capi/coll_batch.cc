@@ -39,29 +39,38 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
-// A call whose send and recv overlap other than in place runs alone (its checks refuse it).
-bool packable_alone(const Group::AllReduce& a) {
-  const size_t bytes = bytes_of(a);
-  return bytes <= kEach.get() && (a.send == a.recv || !overlap(a.send, bytes, a.recv, bytes));
-}
-
 // The calls that a run holds at once: ll's most buffers of one all-reduce (coll/ll.cu).
 size_t most_calls() {
-  const CollAlgorithm* ll = find_coll_algorithm("ll");
-  return ll ? static_cast<size_t>(std::max(2, ll->descriptor().max_segments)) : SIZE_MAX;
+  static const size_t most = [] {
+    const CollAlgorithm* ll = find_coll_algorithm("ll");
+    return ll ? static_cast<size_t>(std::max(2, ll->descriptor().max_segments)) : SIZE_MAX;
+  }();
+  return most;
+}
+
+// The parameters of one group's end, read once.
+struct Limits {
+  size_t each = kEach.get(), total = kTotal.get(), direct = kDirect.get();
+  size_t calls = most_calls();
+};
+
+// A call whose send and recv overlap other than in place runs alone (its checks refuse it).
+bool packable_alone(const Group::AllReduce& a, const Limits& limits) {
+  const size_t bytes = bytes_of(a);
+  return bytes <= limits.each && (a.send == a.recv || !overlap(a.send, bytes, a.recv, bytes));
 }
 
 // Whether `next` may join the run of `run` (its first call's comm, team, type, op, stream).
 // No buffer of a run overlaps another call's, so that the calls' results do not depend on
 // which runs first (one kernel may run them all at once).
 bool joins(const std::vector<Group::AllReduce>& run, const Group::AllReduce& next,
-           size_t total) {
+           size_t total, const Limits& limits) {
   const Group::AllReduce& first = run.front();
   if (next.comm != first.comm || next.team != first.team || next.type != first.type ||
-      next.op != first.op || next.stream != first.stream || run.size() >= most_calls())
+      next.op != first.op || next.stream != first.stream || run.size() >= limits.calls)
     return false;
   const size_t bytes = bytes_of(next);
-  if (!packable_alone(next) || total + bytes > kTotal.get()) return false;
+  if (!packable_alone(next, limits) || total + bytes > limits.total) return false;
   for (const Group::AllReduce& k : run) {
     const size_t kb = bytes_of(k);
     if (overlap(next.send, bytes, k.recv, kb) || overlap(next.recv, bytes, k.send, kb) ||
@@ -73,7 +82,7 @@ bool joins(const std::vector<Group::AllReduce>& run, const Group::AllReduce& nex
 
 // The run's calls as one: their buffers checked as each call checks them, packed, one
 // all-reduce (which checks the rest and agrees with the peers), unpacked.
-symcommResult_t run_packed(const std::vector<Group::AllReduce>& run) {
+symcommResult_t run_packed(const std::vector<Group::AllReduce>& run, size_t direct) {
   const Group::AllReduce& first = run.front();
   return guarded(
       [&] {
@@ -97,7 +106,7 @@ symcommResult_t run_packed(const std::vector<Group::AllReduce>& run) {
           at.push_back(total);
           total += (bytes + kAlign - 1) / kAlign * kAlign;
         }
-        if (total <= kDirect.get()) {  // one ll kernel on the buffers themselves
+        if (total <= direct) {  // one ll kernel on the buffers themselves
           std::vector<CollSegment> parts;
           for (const Group::AllReduce& k : run)
             parts.push_back({static_cast<const char*>(k.send), static_cast<char*>(k.recv),
@@ -126,15 +135,16 @@ symcommResult_t run_packed(const std::vector<Group::AllReduce>& run) {
 }  // namespace
 
 void pack_all_reduces(std::vector<Group::Collective>& collectives) {
-  if (kEach.get() == 0) return;
+  const Limits limits;
+  if (limits.each == 0) return;
   std::vector<Group::Collective> out;
   for (size_t i = 0; i < collectives.size();) {
     std::vector<Group::AllReduce> run;
     size_t total = 0, j = i;
     for (; j < collectives.size() && collectives[j].all_reduce; ++j) {
       const Group::AllReduce& next = *collectives[j].all_reduce;
-      if (!run.empty() && !joins(run, next, total)) break;
-      if (run.empty() && !packable_alone(next)) break;
+      if (!run.empty() && !joins(run, next, total, limits)) break;
+      if (run.empty() && !packable_alone(next, limits)) break;
       run.push_back(next);
       total += bytes_of(next);
     }
@@ -143,7 +153,7 @@ void pack_all_reduces(std::vector<Group::Collective>& collectives) {
       ++i;
       continue;
     }
-    out.push_back({collectives[i].comm_id, [run] { return run_packed(run); }, std::nullopt});
+    out.push_back({collectives[i].comm_id, [run, direct = limits.direct] { return run_packed(run, direct); }, std::nullopt});
     i = j;
   }
   collectives = std::move(out);

@@ -80,6 +80,11 @@ TEST(Param, ReadsEnvironmentEachTime) {
   EXPECT_FALSE(kTestSize.raw());
   setenv("SYMCOMM_UNIT_TEST_SIZE", "3K", 1);
   EXPECT_EQ(kTestSize.get(), 3u << 10);
+  EXPECT_EQ(kTestSize.get(), 3u << 10);  // parsed once, its text unchanged
+  setenv("SYMCOMM_UNIT_TEST_SIZE", "5K", 1);  // a value parsed before is not kept past a change
+  EXPECT_EQ(kTestSize.get(), 5u << 10);
+  unsetenv("SYMCOMM_UNIT_TEST_SIZE");
+  EXPECT_EQ(kTestSize.get(), 2u << 20);
   setenv("SYMCOMM_UNIT_TEST_SIZE", "lots", 1);
   try {
     kTestSize.get();
@@ -88,6 +93,9 @@ TEST(Param, ReadsEnvironmentEachTime) {
     EXPECT_EQ(e.code(), symcommInvalidArgument);
     EXPECT_NE(std::strstr(e.what(), "SYMCOMM_UNIT_TEST_SIZE='lots'"), nullptr) << e.what();
   }
+  EXPECT_THROW(kTestSize.get(), Error);  // a refusal is not remembered as a value
+  setenv("SYMCOMM_UNIT_TEST_SIZE", "5K", 1);
+  EXPECT_EQ(kTestSize.get(), 5u << 10);
   unsetenv("SYMCOMM_UNIT_TEST_SIZE");
 }
 
