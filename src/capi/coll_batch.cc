@@ -22,7 +22,7 @@ const SizeParam kEach("SYMCOMM_GROUP_PACK_BYTES", "64K",
                       "together as one all-reduce (0: each runs alone)");
 const SizeParam kTotal("SYMCOMM_GROUP_PACK_TOTAL", "4M",
                        "the most bytes of all-reduces of a group packed into one");
-const SizeParam kDirect("SYMCOMM_GROUP_LL_BYTES", "1M",
+const SizeParam kDirect("SYMCOMM_GROUP_LL_BYTES", "256K",
                         "packed all-reduces of a group of at most this many bytes in all run as "
                         "one ll kernel that reads and writes the calls' buffers themselves, "
                         "where ll can run them (the cuda space, a team of one node); larger "
