@@ -295,8 +295,11 @@ void Heap::require_in_allocation(const void* ptr, size_t bytes, const char* what
   SYMCOMM_REQUIRE(live, symcommInvalidArgument,
                   "%s %p is in the symmetric heap but in no live allocation (freed, or never "
                   "allocated)", what, ptr);
+  // (Two lookups of the allocator's maps: this check runs for every buffer of every call.)
+  const size_t offset = offset_of(ptr);
   const size_t asked = allocator_.requested(live->first);
-  const size_t left = bytes_left(ptr);
+  const size_t end = live->first + asked;
+  const size_t left = offset < end ? end - offset : 0;
   SYMCOMM_REQUIRE(bytes <= left, symcommInvalidArgument,
                   "%s %p (+%zu bytes) runs past the end of its allocation: the allocation at %p "
                   "has %zu bytes, %zu of them from %p on", what, ptr, bytes,
