@@ -480,7 +480,7 @@ TEST(LlEmulation, SegmentedAllReducesBetweenOtherCalls) {
 }
 
 // Teams that share pairs with the world and with each other (counters are per pair of world
-// ranks), a team of one, and one thread per block.
+// ranks), a team of one, segmented all-reduces among the calls, and one thread per block.
 TEST(LlEmulation, TeamsShareThePairCounters) {
   std::mt19937_64 rng(23);
   Emulator emu(4, 1, 8);
@@ -488,6 +488,8 @@ TEST(LlEmulation, TeamsShareThePairCounters) {
   for (int batch = 0; batch < 6; ++batch) {
     Batch b(emu, rng);
     for (int k = 0; k < 5; ++k) b.add(random_call(rng, teams[(batch + k) % 5], kOps[rng() % 6]));
+    const Team& t = teams[batch % 5];  // and a segmented all-reduce on a team of 2 or more
+    if (t.size >= 2) b.add_segmented(t, symcommFloat32, symcommSum, {5, 700, 3, 9000});
     b.run_and_check();
     if (testing::Test::HasFailure()) return;
   }
