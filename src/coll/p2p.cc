@@ -19,11 +19,11 @@
 namespace symcomm {
 
 static const SizeParam kSlotBytes(
-    "SYMCOMM_P2P_SLOT", "64K",
+    "SYMCOMM_P2P_SLOT", "256K",
     "bytes of one slot of a send/recv mailbox (a 64-byte header, then data); every rank keeps "
     "4 slots per peer; at least 4K");
 static const IntParam kWays(
-    "SYMCOMM_P2P_WAYS", "8",
+    "SYMCOMM_P2P_WAYS", "32",
     "the most blocks (ways) that the cuda space's send/recv runs on a lane to a member of "
     "this node, each with its own slots; fewer where the GPU holds fewer", 1, kP2pWays);
 
