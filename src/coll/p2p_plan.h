@@ -11,9 +11,10 @@
 // one way carries a whole message. Every way sends at least one chunk per message, with the
 // message's header, so both ends count the same chunks on each way whatever the sizes (a
 // mismatched pair included). One block moved 12-14 GB/s between 2 H200 over NVLink,
-// 8 ways 85-96 GB/s (symcomm-bench coll --ops sendrecv, 8 to 64 MiB: bench/results/h200x2/
-// coll_p2p_group_rooted_940b25a.jsonl, coll_sendrecv_ways_1c280bd.jsonl); a lane to another
-// node keeps one way (its puts are the proxy's).
+// 8 ways 85-96 GB/s, 32 ways of 256 KiB slots 309 GB/s (symcomm-bench coll --ops sendrecv,
+// 8 to 64 MiB: bench/results/h200x2/coll_p2p_group_rooted_940b25a.jsonl,
+// coll_sendrecv_ways_1c280bd.jsonl, coll_sendrecv_w32_s256K_0ce7bfb.jsonl); a lane to
+// another node keeps one way (its puts are the proxy's).
 #pragma once
 
 #include <cstdint>

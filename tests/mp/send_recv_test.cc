@@ -6,6 +6,7 @@
 // SYMCOMM_WAIT_TIMEOUT), bad arguments. Fresh random sizes each run (the seed is named on
 // failure); data from mp::pattern, receive buffers poisoned first.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -45,16 +46,32 @@ class SendRecv : public StreamTest {
   uint64_t seed_ = 0;
 };
 
-// Sizes around a slot's data (64 KiB less its 64-byte header) and past the 4 slots a peer has;
-// in the cuda space, between members of a node, each of the 8 ways (coll/p2p_plan.h) carries
-// a part: 257 bytes leaves 6 ways empty, the last size takes each way past its 4 slots.
-const size_t kSizes[] = {0,          1,         7,        257,     4096, 65472, 65473,
-                         4 * 65472,  4 * 65472 + 1, 1 << 20, 8 * 4 * 65472 + 4099};
+// A size parameter's value in force, in bytes (or an integer's), from the registry.
+size_t param(const char* name) {
+  for (int i = 0; i < symcommGetParamCount(); ++i) {
+    symcommParamInfo_t info{};
+    if (symcommGetParam(i, &info) == symcommSuccess && std::strcmp(info.name, name) == 0)
+      return std::strtoull(info.value, nullptr, 10);
+  }
+  ADD_FAILURE() << name << " is not in the registry";
+  return 0;
+}
+
+// Sizes around a slot's data (SYMCOMM_P2P_SLOT less its 64-byte header) and past the 4 slots
+// a peer has; in the cuda space, between members of a node, each of the ways
+// (SYMCOMM_P2P_WAYS at most, coll/p2p_plan.h) carries a part: 257 bytes leaves all but two
+// ways empty, the last size takes each way past its 4 slots (fewer ways take more each).
+std::vector<size_t> sizes(bool cuda) {
+  const size_t chunk = param("SYMCOMM_P2P_SLOT") / 64 * 64 - 64;
+  const size_t ways = cuda ? param("SYMCOMM_P2P_WAYS") : 1;
+  return {0, 1, 7, 257, 4096, chunk, chunk + 1, 4 * chunk, 4 * chunk + 1, 1 << 20,
+          ways * 4 * chunk + 4099};
+}
 
 TEST_F(SendRecv, RingInAGroupAtEverySize) {
   SCOPED_TRACE(mp::seed_note(seed_));
   const int right = (me_ + 1) % n_, left = (me_ + n_ - 1) % n_;
-  for (size_t bytes : kSizes) {
+  for (size_t bytes : sizes(cuda())) {
     SCOPED_TRACE(std::to_string(bytes) + " bytes");
     char* out = buffer(message(me_, right, bytes, bytes));
     char* in = buffer(std::vector<uint8_t>(bytes + 16, kPoison));
