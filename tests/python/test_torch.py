@@ -98,9 +98,17 @@ def test_all_reduce_async_and_non_contiguous(pg):
     me, p = dist.get_rank(), dist.get_world_size()
     t = on(data(me, 64 * 2)).reshape(64, 2).t()  # not contiguous
     work = dist.all_reduce(t, async_op=True)
-    work.wait()
+    assert work.wait()
     want = sum(data(r, 64 * 2).reshape(64, 2).t() for r in range(p))
     close(t, want)
+    # The fast path's Work (contiguous): complete, its Future made when asked for.
+    u = on(data(me, 100))
+    work = dist.all_reduce(u, async_op=True)
+    assert work.is_completed() and work.is_success() and work.wait()
+    assert work.result()[0] is u
+    fut = work.get_future()
+    assert fut.done() and fut.value()[0] is u
+    close(fut.then(lambda f: f.value()[0] * 2).wait(), 2 * sum(data(r, 100) for r in range(p)))
 
 
 def test_gathers_and_scatters(pg):
