@@ -110,6 +110,45 @@ TEST_F(CollGroup, OverlappingAllReducesRunAsIfInTurn) {
   }
 }
 
+TEST_F(CollGroup, SmallAllReducesReplayFromAGraph) {
+  // The cuda space: a group of small all-reduces (one ll kernel on their own buffers, or
+  // packed) captured into a CUDA graph, replayed three times with fresh data.
+  if (!cuda()) GTEST_SKIP() << "CUDA graphs: the cuda space";
+  const std::vector<size_t> counts = {5, 300, 1, 2000};
+  std::vector<float*> send, recv;
+  for (size_t c : counts) {
+    send.push_back(buffer(std::vector<float>(c, 0.0f)));
+    recv.push_back(buffer(std::vector<float>(c, kPoison)));
+  }
+  SC_OK(symcommHostBarrier(comm_));
+  ASSERT_EQ(mp::begin_capture(stream_), 0);
+  SC_OK(symcommGroupStart());
+  for (size_t k = 0; k < counts.size(); ++k)
+    SC_OK(symcommAllReduceOnStream(comm_, SYMCOMM_TEAM_WORLD, send[k], recv[k], counts[k],
+                                   symcommFloat32, symcommSum, nullptr, stream_));
+  SC_OK(symcommGroupEnd());
+  void* exec = mp::end_capture(stream_);
+  ASSERT_NE(exec, nullptr);
+  for (int replay = 0; replay < 3; ++replay) {
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const std::vector<float> v = inputs(counts[k], static_cast<int>(k) + 10 * replay);
+      mp::copy_from_host(send[k], v.data(), v.size() * sizeof(float));
+      const std::vector<float> poison(counts[k], kPoison);
+      mp::copy_from_host(recv[k], poison.data(), poison.size() * sizeof(float));
+    }
+    SC_OK(symcommHostBarrier(comm_));  // every rank's new data is in place
+    ASSERT_EQ(mp::launch_graph(exec, stream_), 0);
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const std::vector<float> got = read(recv[k], counts[k]);
+      for (size_t i = 0; i < counts[k]; ++i)
+        ASSERT_EQ(got[i], sum(i, static_cast<int>(k) + 10 * replay))
+            << "replay " << replay << ", call " << k << ", element " << i;
+    }
+    SC_OK(symcommHostBarrier(comm_));  // every rank read its results before the next replay
+  }
+  mp::destroy_graph(exec);
+}
+
 TEST_F(CollGroup, TwoCommunicatorsInOppositeOrdersMeet) {
   // Even ranks call the all-reduce of A, then B's; odd ranks B's, then A's. Run as called,
   // the ranks would each wait in a different communicator.
