@@ -479,6 +479,42 @@ TEST(LlEmulation, SegmentedAllReducesBetweenOtherCalls) {
   }
 }
 
+// Where a segmented all-reduce's bytes lie: segments at 8-byte boundaries (empty ones take
+// no room and own no packet), and each packet's offset mapped to its buffer, clipped at the
+// buffer's end (the rest of the packet is padding).
+TEST(LlEmulation, SegmentLayoutAndLookup) {
+  char a[13], b[8], c[3];
+  const std::vector<CollSegment> parts = {
+      {a, a, 13}, {nullptr, nullptr, 0}, {b, b, 8}, {c, c, 3}, {nullptr, nullptr, 0}};
+  std::vector<size_t> at;
+  EXPECT_EQ(segments_layout(parts, &at), 32u);  // 0..13 | 16 (empty) | 16..24 | 24..27 | 32
+  EXPECT_EQ(at, (std::vector<size_t>{0, 16, 16, 24, 32}));
+  CollArgs args{};
+  args.op = CollOp::AllReduce;
+  args.team = Team{0, 1, 2};
+  args.elem = 1;
+  args.count = 32;
+  args.segments = &parts;
+  const SegmentedPlan p = segmented_plan_of(args, DeviceComm{}, nullptr, kRefresh);
+  EXPECT_EQ(p.nseg, 5);
+  EXPECT_EQ(p.red_len, 32u);
+  struct Case {
+    uint64_t off, nb;
+    const char* where;
+    uint64_t clipped;
+  };
+  for (const Case& k : {Case{0, 8, a, 8}, Case{8, 8, a + 8, 5}, Case{16, 8, b, 8},
+                        Case{24, 8, c, 3}, Case{24, 2, c, 2}}) {
+    uint64_t nb = k.nb;
+    const char* got = input_at(p, k.off, &nb);
+    EXPECT_EQ(nb, k.clipped) << "offset " << k.off;
+    if (k.clipped) EXPECT_EQ(got, k.where) << "offset " << k.off;
+    uint64_t out = k.nb;
+    output_at(p, k.off, &out);
+    EXPECT_EQ(out, k.clipped) << "offset " << k.off;
+  }
+}
+
 // Teams that share pairs with the world and with each other (counters are per pair of world
 // ranks), a team of one, segmented all-reduces among the calls, and one thread per block.
 TEST(LlEmulation, TeamsShareThePairCounters) {
