@@ -26,7 +26,7 @@ const SizeParam kDirect("SYMCOMM_GROUP_LL_BYTES", "256K",
                         "packed all-reduces of a group of at most this many bytes in all run as "
                         "one ll kernel that reads and writes the calls' buffers themselves, "
                         "where ll can run them (the cuda space, a team of one node); larger "
-                        "runs are copied into one buffer and back (0: always)");
+                        "runs are copied into one buffer and back (0: every run is)");
 
 // Each call's part of the packed buffer starts on this boundary (the algorithms' vector
 // paths want 16 bytes; the padding between parts is reduced along and thrown away).
