@@ -226,7 +226,7 @@ bool symcomm::capi::all_reduce_segments(symcommComm& c, symcommTeam_t team,
                                          const std::vector<CollSegment>& parts,
                                          symcommDataType_t type, symcommRedOp_t op,
                                          symcommStream_t stream) {
-  CollAlgorithm* ll = find_coll_algorithm("ll");
+  static CollAlgorithm* const ll = find_coll_algorithm("ll");  // looked up once, not per group
   if (!ll || parts.empty() || op < 0 || op >= symcommNumRedOps || op == symcommAvg) return false;
   const size_t bytes = segments_layout(parts, nullptr);
   CollArgs a = base_args(c, CollOp::AllReduce, team, bytes / type_size(type), type, op, 0, stream);

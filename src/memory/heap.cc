@@ -291,12 +291,12 @@ void Heap::require_in_allocation(const void* ptr, size_t bytes, const char* what
                   "symmetric address from symcommMalloc", what, ptr, bytes,
                   static_cast<const void*>(base()), static_cast<const void*>(base() + mapped()));
   if (bytes == 0) return;
-  const auto live = allocator_.live_at(offset_of(ptr));
+  const size_t offset = offset_of(ptr);
+  const auto live = allocator_.live_at(offset);
   SYMCOMM_REQUIRE(live, symcommInvalidArgument,
                   "%s %p is in the symmetric heap but in no live allocation (freed, or never "
                   "allocated)", what, ptr);
   // (Two lookups of the allocator's maps: this check runs for every buffer of every call.)
-  const size_t offset = offset_of(ptr);
   const size_t asked = allocator_.requested(live->first);
   const size_t end = live->first + asked;
   const size_t left = offset < end ? end - offset : 0;
